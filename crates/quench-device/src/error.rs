@@ -1,0 +1,54 @@
+//! Errors of device selection, precision and measurement.
+
+use thiserror::Error;
+
+/// Everything that can go wrong while choosing, probing or using a device.
+#[derive(Debug, Error)]
+pub enum DeviceError {
+    /// The device specification string could not be parsed.
+    #[error("invalid device `{spec}`: {reason} (expected auto, cpu, cuda or cuda:N)")]
+    BadSpec {
+        /// The text that was given.
+        spec: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// A CUDA device was asked for explicitly and cannot be used.
+    #[error("CUDA device {index} is not usable: {reason}")]
+    CudaUnavailable {
+        /// The device ordinal that was asked for.
+        index: usize,
+        /// What the probe found (no driver, no device, failed initialisation).
+        reason: String,
+    },
+    /// CUDA was asked for but this binary was compiled without the `cuda` cargo feature.
+    #[error(
+        "this binary was built without CUDA support; rebuild with `--features cuda` to use `{spec}`"
+    )]
+    CudaNotCompiled {
+        /// The specification that asked for CUDA.
+        spec: String,
+    },
+    /// The precision string could not be parsed.
+    #[error("invalid precision `{given}` (expected f32, tf32, bf16 or f16)")]
+    BadPrecision {
+        /// The text that was given.
+        given: String,
+    },
+    /// The backend cannot compute in the requested precision.
+    #[error("precision {precision} is not supported on {backend}: {reason}")]
+    UnsupportedPrecision {
+        /// The requested precision.
+        precision: String,
+        /// The backend's name.
+        backend: String,
+        /// Why it is refused.
+        reason: String,
+    },
+    /// Waiting for the device to finish its queued work failed.
+    #[error("device synchronisation failed: {0}")]
+    Sync(String),
+    /// A measurement was asked for with no repeats.
+    #[error("a measurement needs at least one repeat")]
+    NoRepeats,
+}

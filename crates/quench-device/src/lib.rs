@@ -1,0 +1,25 @@
+//! Backend selection, precision policy, timing, memory and diagnostics.
+//!
+//! This is the one crate that knows about concrete backends. Everything above it is generic
+//! over `B: Backend` / `B: AutodiffBackend`; [`run_on`] maps the run-time device choice onto
+//! `burn_ndarray::NdArray` or `burn_cuda::Cuda` (cargo feature `cuda`) and runs a caller's
+//! generic [`OnDevice`] task there.
+
+pub mod backend;
+pub mod diagnostics;
+pub mod error;
+pub mod machine;
+pub mod memory;
+pub mod precision;
+pub mod spec;
+pub mod stats;
+pub mod timing;
+
+pub use backend::{CpuBackend, OnDevice, Selection, SelectedDevice, run_on, select};
+#[cfg(feature = "cuda")]
+pub use backend::CudaBackend;
+pub use error::DeviceError;
+pub use precision::{LossScaler, LossScalerConfig, Precision, StepDecision};
+pub use spec::DeviceSpec;
+pub use stats::Stats;
+pub use timing::{Measurement, TimingConfig, measure, measure_on};

@@ -1,0 +1,116 @@
+//! Peak memory: the device pool where the backend reports it, the process RSS otherwise.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::backend::SelectedDevice;
+
+/// Where a memory figure comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MemorySource {
+    /// Bytes the CUDA memory pool holds; pools keep what they reserved, so this is the
+    /// high-water mark of the run's device allocations.
+    DevicePool,
+    /// The process's peak resident set size (`VmHWM`), for host backends.
+    ProcessPeakRss,
+}
+
+/// A memory reading in bytes and what it measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryReading {
+    /// Bytes.
+    pub bytes: u64,
+    /// What was read.
+    pub source: MemorySource,
+}
+
+impl fmt::Display for MemoryReading {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.source {
+            MemorySource::DevicePool => "device pool",
+            MemorySource::ProcessPeakRss => "peak RSS",
+        };
+        write!(f, "{:.1} MiB ({what})", self.bytes as f64 / (1024.0 * 1024.0))
+    }
+}
+
+/// The peak memory of `device` so far: the CUDA pool for GPUs, the process RSS for the CPU.
+/// `None` where the platform reports neither.
+pub fn peak_memory(device: SelectedDevice) -> Option<MemoryReading> {
+    match device {
+        SelectedDevice::Cpu => peak_rss_bytes().map(|bytes| MemoryReading {
+            bytes,
+            source: MemorySource::ProcessPeakRss,
+        }),
+        SelectedDevice::Cuda(index) => cuda_pool_bytes(index).map(|bytes| MemoryReading {
+            bytes,
+            source: MemorySource::DevicePool,
+        }),
+    }
+}
+
+/// Resets the process's peak RSS so that the next reading covers only what follows; returns
+/// whether the kernel allowed it (Linux `clear_refs`, value 5).
+pub fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// The process's peak resident set size in bytes, from `/proc/self/status` (Linux).
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    parse_vm_hwm(&status)
+}
+
+fn parse_vm_hwm(status: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+#[cfg(feature = "cuda")]
+fn cuda_pool_bytes(index: usize) -> Option<u64> {
+    use burn::cubecl::Runtime;
+    use burn::cubecl::cuda::{CudaDevice, CudaRuntime};
+
+    crate::backend::silently(|| {
+        CudaRuntime::client(&CudaDevice::new(index))
+            .memory_usage()
+            .ok()
+            .map(|usage| usage.bytes_reserved)
+    })
+    .ok()
+    .flatten()
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_pool_bytes(_index: usize) -> Option<u64> {
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_peak_line_in_kib() {
+        let status = "Name:\tx\nVmPeak:\t  9000 kB\nVmHWM:\t  1234 kB\nVmRSS:\t 1000 kB\n";
+        assert_eq!(parse_vm_hwm(status), Some(1234 * 1024));
+        assert_eq!(parse_vm_hwm("VmRSS: 5 kB\n"), None);
+        assert_eq!(parse_vm_hwm("VmHWM: lots kB\n"), None);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn peak_rss_grows_with_a_large_allocation() {
+        reset_peak_rss();
+        let before = peak_rss_bytes().unwrap();
+        let block = vec![1u8; 64 << 20];
+        let after = peak_rss_bytes().unwrap();
+        assert!(block.iter().map(|&b| b as u64).sum::<u64>() == 64 << 20);
+        assert!(after >= before + (60 << 20), "{before} -> {after}");
+        let reading = peak_memory(SelectedDevice::Cpu).unwrap();
+        assert_eq!(reading.source, MemorySource::ProcessPeakRss);
+    }
+}
