@@ -86,6 +86,10 @@ pub fn select(spec: DeviceSpec) -> Result<Selection, DeviceError> {
                 device: SelectedDevice::Cuda(0),
                 fallback: None,
             }),
+            Err(DeviceError::CudaNotCompiled { .. }) => Ok(Selection {
+                device: SelectedDevice::Cpu,
+                fallback: Some("this binary was built without CUDA support; using the CPU".into()),
+            }),
             Err(err) => Ok(Selection {
                 device: SelectedDevice::Cpu,
                 fallback: Some(format!("{err}; using the CPU")),

@@ -48,8 +48,14 @@ impl Default for DiagnosticsConfig {
             },
             tiny_ops: 200,
             matmul: vec![
-                MatmulShape { batch: 16_384, n: 4 },
-                MatmulShape { batch: 1_024, n: 32 },
+                MatmulShape {
+                    batch: 16_384,
+                    n: 4,
+                },
+                MatmulShape {
+                    batch: 1_024,
+                    n: 32,
+                },
                 MatmulShape { batch: 16, n: 256 },
                 MatmulShape { batch: 1, n: 1_024 },
             ],
@@ -81,17 +87,60 @@ pub struct MatmulFigure {
     pub max_rel_error: f64,
 }
 
-/// Copy bandwidths, GB/s (10^9 bytes per second), at the median time.
+/// Copy times of one buffer, seconds per copy.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct CopyFigures {
-    /// Bytes copied each way.
+    /// Bytes of the buffer.
     pub bytes: u64,
     /// Host to device (tensor creation from host data).
-    pub host_to_device_gbs: f64,
+    pub host_to_device: Stats,
     /// Device to host (reading a tensor back).
-    pub device_to_host_gbs: f64,
-    /// Device to device, counting bytes read plus bytes written.
-    pub device_to_device_gbs: f64,
+    pub device_to_host: Stats,
+    /// Device to device (an elementwise copy: the buffer is read once and written once).
+    pub device_to_device: Stats,
+}
+
+impl CopyFigures {
+    /// Bytes that cross memory in one copy of `direction`; a device-to-device copy reads and
+    /// writes the buffer, so it counts twice.
+    pub fn bytes_moved(&self, direction: CopyDirection) -> f64 {
+        match direction {
+            CopyDirection::DeviceToDevice => 2.0 * self.bytes as f64,
+            _ => self.bytes as f64,
+        }
+    }
+
+    /// Seconds per copy in `direction`.
+    pub fn seconds(&self, direction: CopyDirection) -> Stats {
+        match direction {
+            CopyDirection::HostToDevice => self.host_to_device,
+            CopyDirection::DeviceToHost => self.device_to_host,
+            CopyDirection::DeviceToDevice => self.device_to_device,
+        }
+    }
+
+    /// Bandwidth in GB/s (10^9 bytes per second) at the median time.
+    pub fn gbs(&self, direction: CopyDirection) -> f64 {
+        self.bytes_moved(direction) / self.seconds(direction).median / 1e9
+    }
+}
+
+/// The three copies [`copy_bandwidth`] measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CopyDirection {
+    /// Host memory to the device.
+    HostToDevice,
+    /// The device back to host memory.
+    DeviceToHost,
+    /// Within device memory.
+    DeviceToDevice,
+}
+
+impl CopyDirection {
+    /// All three, in report order.
+    pub const ALL: [CopyDirection; 3] =
+        [Self::HostToDevice, Self::DeviceToHost, Self::DeviceToDevice];
 }
 
 /// All measured figures of one device.
@@ -159,7 +208,8 @@ pub fn matmul_throughput<B: Backend>(
     let a = Tensor::<B, 3>::random(dims, Distribution::Uniform(-1.0, 1.0), device);
     let b = Tensor::<B, 3>::random(dims, Distribution::Uniform(-1.0, 1.0), device);
     let m = measure_on::<B, _>(device, timing, || a.clone().matmul(b.clone()))?;
-    let max_rel_error = sampled_matmul_error(&a.into_data(), &b.into_data(), &m.output.into_data(), shape);
+    let max_rel_error =
+        sampled_matmul_error(&a.into_data(), &b.into_data(), &m.output.into_data(), shape);
     Ok(MatmulFigure {
         shape,
         seconds: m.seconds,
@@ -207,12 +257,11 @@ pub fn copy_bandwidth<B: Backend>(
     let on_device = h2d.output;
     let d2h = measure_on::<B, _>(device, timing, || on_device.clone().into_data())?;
     let d2d = measure_on::<B, _>(device, timing, || on_device.clone() * 1.0)?;
-    let bytes = (len * 4) as f64;
     Ok(CopyFigures {
-        bytes: bytes as u64,
-        host_to_device_gbs: bytes / h2d.seconds.median / 1e9,
-        device_to_host_gbs: bytes / d2h.seconds.median / 1e9,
-        device_to_device_gbs: 2.0 * bytes / d2d.seconds.median / 1e9,
+        bytes: (len * 4) as u64,
+        host_to_device: h2d.seconds,
+        device_to_host: d2h.seconds,
+        device_to_device: d2d.seconds,
     })
 }
 
@@ -233,7 +282,10 @@ mod tests {
     #[test]
     fn matmul_figures_are_positive_and_accurate() {
         let device = Default::default();
-        for shape in [MatmulShape { batch: 64, n: 4 }, MatmulShape { batch: 2, n: 48 }] {
+        for shape in [
+            MatmulShape { batch: 64, n: 4 },
+            MatmulShape { batch: 2, n: 48 },
+        ] {
             let fig = matmul_throughput::<Cpu>(&device, quick(), shape).unwrap();
             assert!(fig.gflops > 0.0 && fig.gflops.is_finite());
             assert!(fig.max_rel_error < 1e-5, "{}", fig.max_rel_error);
@@ -263,7 +315,13 @@ mod tests {
         assert!(d.tiny_op.queued_us.median > 0.0);
         assert!(d.tiny_op.round_trip_us.median > 0.0);
         assert_eq!(d.copy.bytes, 1 << 20);
-        assert!(d.copy.host_to_device_gbs > 0.0 && d.copy.device_to_device_gbs > 0.0);
+        for direction in CopyDirection::ALL {
+            assert!(d.copy.gbs(direction) > 0.0);
+        }
+        assert_eq!(
+            d.copy.bytes_moved(CopyDirection::DeviceToDevice),
+            2.0 * d.copy.bytes_moved(CopyDirection::HostToDevice)
+        );
         assert!(d.backend.contains("ndarray"), "{}", d.backend);
     }
 }

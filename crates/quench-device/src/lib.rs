@@ -6,6 +6,7 @@
 //! generic [`OnDevice`] task there.
 
 pub mod backend;
+pub mod config;
 pub mod diagnostics;
 pub mod error;
 pub mod machine;
@@ -15,9 +16,10 @@ pub mod spec;
 pub mod stats;
 pub mod timing;
 
-pub use backend::{CpuBackend, OnDevice, Selection, SelectedDevice, run_on, select};
 #[cfg(feature = "cuda")]
 pub use backend::CudaBackend;
+pub use backend::{CpuBackend, OnDevice, SelectedDevice, Selection, run_on, select};
+pub use config::{ConfigError, load_toml};
 pub use error::DeviceError;
 pub use precision::{LossScaler, LossScalerConfig, Precision, StepDecision};
 pub use spec::DeviceSpec;

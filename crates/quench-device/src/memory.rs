@@ -32,7 +32,11 @@ impl fmt::Display for MemoryReading {
             MemorySource::DevicePool => "device pool",
             MemorySource::ProcessPeakRss => "peak RSS",
         };
-        write!(f, "{:.1} MiB ({what})", self.bytes as f64 / (1024.0 * 1024.0))
+        write!(
+            f,
+            "{:.1} MiB ({what})",
+            self.bytes as f64 / (1024.0 * 1024.0)
+        )
     }
 }
 

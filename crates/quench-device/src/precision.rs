@@ -177,7 +177,9 @@ impl LossScaler {
     /// A scaler starting at `config.initial_scale`.
     pub fn new(config: LossScalerConfig) -> Self {
         Self {
-            scale: config.initial_scale.clamp(config.min_scale, config.max_scale),
+            scale: config
+                .initial_scale
+                .clamp(config.min_scale, config.max_scale),
             config,
             good_in_a_row: 0,
             skipped: 0,
@@ -317,7 +319,11 @@ mod tests {
         scaler.update(true);
         scaler.update(true);
         scaler.update(false);
-        assert_eq!(scaler.scale(), 1024.0, "an overflow resets the run and backs off");
+        assert_eq!(
+            scaler.scale(),
+            1024.0,
+            "an overflow resets the run and backs off"
+        );
         scaler.update(true);
         scaler.update(true);
         assert_eq!(scaler.scale(), 1024.0);
@@ -358,8 +364,17 @@ mod tests {
     #[test]
     fn finiteness_check_sees_nan_and_inf() {
         let device = Default::default();
-        assert!(all_finite(Tensor::<Cpu, 1>::from_floats([1.0, 2.0], &device)));
-        assert!(!all_finite(Tensor::<Cpu, 1>::from_floats([1.0, f32::NAN], &device)));
-        assert!(!all_finite(Tensor::<Cpu, 1>::from_floats([f32::INFINITY], &device)));
+        assert!(all_finite(Tensor::<Cpu, 1>::from_floats(
+            [1.0, 2.0],
+            &device
+        )));
+        assert!(!all_finite(Tensor::<Cpu, 1>::from_floats(
+            [1.0, f32::NAN],
+            &device
+        )));
+        assert!(!all_finite(Tensor::<Cpu, 1>::from_floats(
+            [f32::INFINITY],
+            &device
+        )));
     }
 }

@@ -72,7 +72,10 @@ mod tests {
     #[test]
     fn odd_and_even_medians() {
         let odd = Stats::from_samples(&[3.0, 1.0, 2.0]).unwrap();
-        assert_eq!((odd.median, odd.min, odd.max, odd.count), (2.0, 1.0, 3.0, 3));
+        assert_eq!(
+            (odd.median, odd.min, odd.max, odd.count),
+            (2.0, 1.0, 3.0, 3)
+        );
         let even = Stats::from_samples(&[4.0, 1.0, 3.0, 2.0]).unwrap();
         assert_eq!(even.median, 2.5);
         assert_eq!(even.mean, 2.5);

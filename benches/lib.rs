@@ -1,0 +1,1 @@
+//! Criterion benchmarks of Quench; the benches live beside this file.

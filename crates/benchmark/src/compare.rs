@@ -1,0 +1,88 @@
+//! `benchmark compare A B`: per-variant ratios of two reports (CPU against GPU, before
+//! against after a change).
+
+use std::fmt::Write as _;
+
+use crate::report::{Report, seconds, significant};
+
+/// The comparison table of `a` (the reference) and `b`.
+pub fn compare(a: &Report, b: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "A: {} on {} ({}), {}\nB: {} on {} ({}), {}\n",
+        a.suite,
+        a.machine.device,
+        a.machine.device_name,
+        a.git_revision,
+        b.suite,
+        b.machine.device,
+        b.machine.device_name,
+        b.git_revision
+    );
+    let _ = writeln!(
+        out,
+        "{:<40} {:>12} {:>12} {:>9}  quality A -> B",
+        "workload/variant", "A per iter", "B per iter", "A/B"
+    );
+    let mut missing = Vec::new();
+    for wa in &a.workloads {
+        for va in &wa.variants {
+            let found = b
+                .workloads
+                .iter()
+                .find(|w| w.name == wa.name)
+                .and_then(|w| w.variants.iter().find(|v| v.name == va.name));
+            let Some(vb) = found else {
+                missing.push(format!("{}/{}", wa.name, va.name));
+                continue;
+            };
+            let quality = match (&va.quality, &vb.quality) {
+                (Some(qa), Some(qb)) => format!(
+                    "{} {} -> {}",
+                    qa.metric,
+                    significant(qa.value),
+                    significant(qb.value)
+                ),
+                _ => "-".into(),
+            };
+            let _ = writeln!(
+                out,
+                "{:<40} {:>12} {:>12} {:>8.2}x  {quality}",
+                format!("{}/{}", wa.name, va.name),
+                seconds(va.per_iteration_s.median),
+                seconds(vb.per_iteration_s.median),
+                va.per_iteration_s.median / vb.per_iteration_s.median
+            );
+        }
+    }
+    if !missing.is_empty() {
+        let _ = writeln!(out, "\nonly in A: {}", missing.join(", "));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::tests::sample_report;
+
+    #[test]
+    fn ratios_are_reference_time_over_other_time() {
+        let a = sample_report();
+        let mut b = sample_report();
+        b.workloads[0].variants[1].per_iteration_s =
+            b.workloads[0].variants[1].per_iteration_s.scaled(0.5);
+        b.workloads[0].variants.remove(0);
+        let text = compare(&a, &b);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("qrng-classifier/batched"))
+            .unwrap();
+        assert!(line.contains("2.00x"), "{line}");
+        assert!(
+            text.contains("only in A: qrng-classifier/baseline"),
+            "{text}"
+        );
+    }
+}

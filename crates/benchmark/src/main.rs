@@ -1,0 +1,168 @@
+//! The Quench benchmark: runs suites of workloads and prints claimed against measured speed-ups,
+//! with the quality metric checked beside the speed.
+
+mod compare;
+mod doctor;
+mod report;
+mod run;
+mod suite;
+mod workload;
+mod workloads;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use quench_device::diagnostics::DiagnosticsConfig;
+use quench_device::{DeviceError, DeviceSpec, Precision, Selection, select};
+
+/// Exit status for a device or precision that cannot be used.
+const EXIT_DEVICE: u8 = 2;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "benchmark",
+    version,
+    about,
+    args_conflicts_with_subcommands = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run a suite (the default): time every variant, compare with baselines, write reports.
+    Run(RunArgs),
+    /// Describe the device and measure its tiny-op latency, matmul throughput and bandwidth.
+    Doctor(DeviceArgs),
+    /// List the registered workloads and their variants.
+    List,
+    /// Compare two report.json files variant by variant (A is the reference).
+    Compare {
+        /// The reference report.
+        a: PathBuf,
+        /// The report compared with it.
+        b: PathBuf,
+    },
+}
+
+#[derive(Args, Debug, Clone)]
+struct DeviceArgs {
+    /// auto, cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto")]
+    device: String,
+}
+
+#[derive(Args, Debug, Clone)]
+struct RunArgs {
+    /// The suite file (default: configs/quick.toml).
+    #[arg(long)]
+    suite: Option<PathBuf>,
+    /// Only these workloads (comma separated).
+    #[arg(long, value_delimiter = ',')]
+    only: Option<Vec<String>>,
+    #[command(flatten)]
+    device: DeviceArgs,
+    /// f32, tf32, bf16 or f16.
+    #[arg(long, default_value = "f32")]
+    precision: String,
+    /// Timed repeats of every variant (overrides the suite).
+    #[arg(long)]
+    repeats: Option<usize>,
+    /// Output folder for report.json and report.md.
+    #[arg(long, default_value = "bench-out")]
+    out: PathBuf,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Some(Command::Run(args)) => run(&args),
+        None => run(&cli.run),
+        Some(Command::Doctor(args)) => doctor(&args),
+        Some(Command::List) => {
+            list();
+            Ok(())
+        }
+        Some(Command::Compare { a, b }) => report::Report::read(&a)
+            .and_then(|a_report| Ok((a_report, report::Report::read(&b)?)))
+            .map(|(a, b)| print!("{}", compare::compare(&a, &b))),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            let status = if err.downcast_ref::<DeviceError>().is_some() {
+                EXIT_DEVICE
+            } else {
+                1
+            };
+            eprintln!("error: {err:#}");
+            ExitCode::from(status)
+        }
+    }
+}
+
+/// Parses and probes the device, printing the fallback line when `auto` fell back.
+fn choose_device(args: &DeviceArgs) -> Result<Selection, DeviceError> {
+    let selection = select(args.device.parse::<DeviceSpec>()?)?;
+    if let Some(why) = &selection.fallback {
+        eprintln!("note: {why}");
+    }
+    Ok(selection)
+}
+
+fn run(args: &RunArgs) -> anyhow::Result<()> {
+    let precision: Precision = args.precision.parse()?;
+    let selection = choose_device(&args.device)?;
+    run::check_precision(&selection, precision)?;
+    let suite_path = args.suite.clone().unwrap_or_else(suite::default_suite_path);
+    let report = run::run_suite(&run::RunRequest {
+        suite_path: &suite_path,
+        only: args.only.clone(),
+        selection,
+        precision,
+        repeats: args.repeats,
+    })?;
+    print!("{}", report.table());
+    report.write(&args.out)?;
+    println!(
+        "\nreports: {} and {}",
+        args.out.join("report.json").display(),
+        args.out.join("report.md").display()
+    );
+    Ok(())
+}
+
+fn doctor(args: &DeviceArgs) -> anyhow::Result<()> {
+    let selection = choose_device(args)?;
+    print!(
+        "{}",
+        doctor::doctor(&selection, DiagnosticsConfig::default())?
+    );
+    Ok(())
+}
+
+fn list() {
+    for workload in workloads::registry() {
+        println!("{}  {}", workload.name(), workload.summary());
+        for v in workload.variants() {
+            let tag = if v.baseline { " (baseline)" } else { "" };
+            let claim = v
+                .claim
+                .map(|c| format!("  [claimed {}-{}x]", c.low, c.high))
+                .unwrap_or_default();
+            println!("    {}{tag}  {}{claim}", v.name, v.description);
+        }
+    }
+}

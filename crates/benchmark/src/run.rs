@@ -1,0 +1,214 @@
+//! Running a suite: select the device, run every variant, compare with the baseline, report.
+
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use burn::tensor::backend::AutodiffBackend;
+use indicatif::{ProgressBar, ProgressStyle};
+use quench_device::machine::MachineInfo;
+use quench_device::memory::{peak_memory, reset_peak_rss};
+use quench_device::{DeviceError, OnDevice, Precision, Selection, TimingConfig, run_on};
+
+use crate::report::{Report, SCHEMA_VERSION, VariantReport, WorkloadReport};
+use crate::suite::{Suite, split_variants};
+use crate::workload::{RunContext, VariantInfo, Workload};
+use crate::workloads::registry;
+
+/// What the command line asked of a run.
+#[derive(Debug, Clone)]
+pub struct RunRequest<'a> {
+    /// The suite file.
+    pub suite_path: &'a Path,
+    /// Only these workloads, when given.
+    pub only: Option<Vec<String>>,
+    /// The selected device.
+    pub selection: Selection,
+    /// The precision policy.
+    pub precision: Precision,
+    /// Overrides the suite's repeats.
+    pub repeats: Option<usize>,
+}
+
+/// Refuses a precision the device cannot run before any work starts.
+pub fn check_precision(selection: &Selection, precision: Precision) -> Result<(), DeviceError> {
+    struct Check(Precision);
+    impl OnDevice for Check {
+        type Output = Result<(), DeviceError>;
+        fn run<B: AutodiffBackend>(self, device: &B::Device) -> Self::Output {
+            self.0.check::<B>(device)
+        }
+    }
+    run_on(selection.device, Check(precision))?
+}
+
+/// Runs the suite and returns its report.
+pub fn run_suite(request: &RunRequest<'_>) -> anyhow::Result<Report> {
+    let suite = Suite::load(request.suite_path)?;
+    let workloads = registry();
+    for name in suite.workloads.keys() {
+        if !workloads.iter().any(|w| w.name() == name) {
+            anyhow::bail!(
+                "{}: unknown workload `{name}` (registered: {})",
+                request.suite_path.display(),
+                names(&workloads)
+            );
+        }
+    }
+    if let Some(only) = &request.only {
+        for name in only {
+            if !suite.workloads.contains_key(name) {
+                anyhow::bail!(
+                    "--only {name}: not in suite {} (it has: {})",
+                    request.suite_path.display(),
+                    suite
+                        .workloads
+                        .keys()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+        }
+    }
+    let timing = TimingConfig {
+        repeats: request.repeats.unwrap_or(suite.timing.repeats),
+        ..suite.timing
+    };
+    if timing.repeats == 0 {
+        anyhow::bail!("repeats must be at least 1");
+    }
+    let ctx = RunContext {
+        device: request.selection.device,
+        precision: request.precision,
+        timing,
+    };
+
+    let mut plan = Vec::new();
+    for workload in &workloads {
+        let Some(table) = suite.workloads.get(workload.name()) else {
+            continue;
+        };
+        if request
+            .only
+            .as_ref()
+            .is_some_and(|only| !only.iter().any(|n| n == workload.name()))
+        {
+            continue;
+        }
+        let (selected, params) = split_variants(workload.name(), table)?;
+        workload.check_params(&params)?;
+        let variants = choose_variants(workload.as_ref(), selected.as_deref())?;
+        plan.push((workload.as_ref(), params, variants));
+    }
+
+    let total: usize = plan.iter().map(|(_, _, v)| v.len()).sum();
+    let progress = ProgressBar::new(total as u64);
+    progress.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let mut reports = Vec::new();
+    for (workload, params, variants) in plan {
+        let mut measured: Vec<VariantReport> = Vec::new();
+        for variant in variants {
+            progress.set_message(format!("{}/{}", workload.name(), variant.name));
+            reset_peak_rss();
+            let outcome = workload.run(&variant, &params, &ctx).with_context(|| {
+                format!("workload {} variant {}", workload.name(), variant.name)
+            })?;
+            let baseline = measured.iter().find(|v| v.baseline);
+            let per_run_s = outcome.per_iteration.scaled(outcome.iterations_per_run);
+            measured.push(VariantReport {
+                name: variant.name.to_string(),
+                description: variant.description.to_string(),
+                baseline: variant.baseline,
+                speedup: baseline
+                    .filter(|_| !variant.baseline)
+                    .map(|b| b.per_iteration_s.median / outcome.per_iteration.median),
+                parity: outcome
+                    .quality
+                    .as_ref()
+                    .and_then(|q| q.at_parity_with(baseline.and_then(|b| b.quality.as_ref()))),
+                iteration_unit: outcome.iteration_unit,
+                per_iteration_s: outcome.per_iteration,
+                per_run_s,
+                throughput: outcome.items_per_iteration / outcome.per_iteration.median,
+                throughput_unit: outcome.throughput_unit,
+                peak_memory: peak_memory(ctx.device),
+                quality: outcome.quality,
+                claim: variant.claim,
+                notes: outcome.notes,
+            });
+            progress.inc(1);
+        }
+        reports.push(WorkloadReport {
+            name: workload.name().to_string(),
+            summary: workload.summary().to_string(),
+            variants: measured,
+        });
+    }
+    progress.finish_and_clear();
+
+    Ok(Report {
+        schema: SCHEMA_VERSION,
+        quench_version: env!("CARGO_PKG_VERSION").to_string(),
+        git_revision: git_revision(),
+        started_unix: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        suite: request.suite_path.display().to_string(),
+        machine: MachineInfo::read(ctx.device),
+        fallback: request.selection.fallback.clone(),
+        precision: ctx.precision,
+        timing,
+        workloads: reports,
+    })
+}
+
+/// The variants to run, baseline first so the others can be compared with it.
+fn choose_variants(
+    workload: &dyn Workload,
+    selected: Option<&[String]>,
+) -> anyhow::Result<Vec<VariantInfo>> {
+    let all = workload.variants();
+    let mut chosen = match selected {
+        None => all,
+        Some(names) => names
+            .iter()
+            .map(|name| {
+                all.iter().find(|v| v.name == name).cloned().ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "workload `{}` has no variant `{name}` (it has: {})",
+                        workload.name(),
+                        all.iter().map(|v| v.name).collect::<Vec<_>>().join(", ")
+                    )
+                })
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?,
+    };
+    chosen.sort_by_key(|v| !v.baseline);
+    Ok(chosen)
+}
+
+fn names(workloads: &[Box<dyn Workload>]) -> String {
+    workloads
+        .iter()
+        .map(|w| w.name())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The source tree's git revision, `unknown` where git or the checkout is absent.
+fn git_revision() -> String {
+    std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .and_then(|out| String::from_utf8(out.stdout).ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".to_string())
+}

@@ -1,0 +1,1 @@
+//! quench-data: filled by its issue.

@@ -1,0 +1,90 @@
+//! The configuration loader every crate uses: TOML into a typed struct, errors naming the file.
+
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+use thiserror::Error;
+
+/// A configuration file that could not be used.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read configuration {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML for the expected structure; the message names the field,
+    /// line and column.
+    #[error("invalid configuration {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What the parser said, with the offending key and position.
+        message: String,
+    },
+}
+
+/// Reads and parses `path` as `T`. Every configuration struct of Quench has defaults for all
+/// fields and refuses unknown ones, so a typo is an error here rather than a silent default.
+pub fn load_toml<T: DeserializeOwned>(path: &Path) -> Result<T, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse_toml(&text, path)
+}
+
+/// Parses TOML `text` as `T`; `origin` names where the text came from in errors.
+pub fn parse_toml<T: DeserializeOwned>(text: &str, origin: &Path) -> Result<T, ConfigError> {
+    toml::from_str(text).map_err(|err| ConfigError::Parse {
+        path: origin.to_path_buf(),
+        message: err.to_string().trim().replace('\n', " "),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, Deserialize, PartialEq, Default)]
+    #[serde(deny_unknown_fields, default)]
+    struct Example {
+        repeats: usize,
+        name: String,
+    }
+
+    #[test]
+    fn parses_known_fields_and_defaults_the_rest() {
+        let e: Example = parse_toml("repeats = 3", Path::new("x.toml")).unwrap();
+        assert_eq!(
+            e,
+            Example {
+                repeats: 3,
+                name: String::new()
+            }
+        );
+    }
+
+    #[test]
+    fn unknown_fields_and_wrong_types_name_the_file_and_field() {
+        let err = parse_toml::<Example>("repeets = 3", Path::new("suite.toml")).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("suite.toml") && text.contains("repeets"),
+            "{text}"
+        );
+        let err = parse_toml::<Example>("repeats = \"many\"", Path::new("s.toml")).unwrap_err();
+        assert!(err.to_string().contains("repeats"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_file_is_a_read_error_naming_it() {
+        let err = load_toml::<Example>(Path::new("/nonexistent/quench.toml")).unwrap_err();
+        assert!(matches!(err, ConfigError::Read { .. }));
+        assert!(err.to_string().contains("/nonexistent/quench.toml"));
+    }
+}

@@ -1,0 +1,1 @@
+//! quench-lindblad: filled by its issue.

@@ -1,0 +1,1 @@
+//! quench-train: filled by its issue.
