@@ -1,1 +1,14 @@
-//! quench-train: filled by its issue.
+//! Training algorithms of Quench, all over a leading member axis.
+//!
+//! Every workload here is a set of independent small problems (tasks, chains, seeds, pairs).
+//! They share one representation: parameters are rank-3 tensors whose first axis is the member
+//! (`[members, in, out]` weights, `[members, 1, out]` biases), applied with batched matmuls, and
+//! per-member hyper-parameters are `[members, 1, 1]` tensors broadcast over it. The pieces that
+//! every algorithm uses live here once: [`ensemble`] (layers and MLPs), [`init`]
+//! (initialisations), [`optim`] (member-axis Adam and gradient clipping) and [`params`]
+//! (gradients, norms and masks per member).
+
+pub mod ensemble;
+pub mod init;
+pub mod optim;
+pub mod params;

@@ -1,0 +1,236 @@
+//! Layers and MLPs with a leading member axis: `members` independent networks applied with
+//! one batched matmul per layer.
+
+use burn::tensor::activation::{leaky_relu, relu};
+use burn::tensor::backend::Backend;
+use burn::tensor::{Tensor, TensorData};
+
+use crate::init::{Init, draw_layers};
+
+/// `members` independent affine maps `x W + b`.
+#[derive(Debug, Clone)]
+pub struct EnsembleLinear<B: Backend> {
+    /// `[members, fan_in, fan_out]`.
+    pub weight: Tensor<B, 3>,
+    /// `[members, 1, fan_out]`.
+    pub bias: Tensor<B, 3>,
+}
+
+impl<B: Backend> EnsembleLinear<B> {
+    /// Draws the layer with `init` from `seed` on `device`.
+    pub fn new(
+        init: Init,
+        members: usize,
+        fan_in: usize,
+        fan_out: usize,
+        seed: u64,
+        device: &B::Device,
+    ) -> Self {
+        let values = draw_layers(init, members, fan_in, fan_out, seed);
+        Self {
+            weight: Tensor::from_data(
+                TensorData::new(values.weight, [members, fan_in, fan_out]),
+                device,
+            ),
+            bias: Tensor::from_data(TensorData::new(values.bias, [members, 1, fan_out]), device),
+        }
+    }
+
+    /// Applies every member to its own inputs: `[members, n, fan_in]` to `[members, n, fan_out]`.
+    pub fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
+        x.matmul(self.weight.clone()) + self.bias.clone()
+    }
+}
+
+/// The nonlinearity between hidden layers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Activation {
+    /// `max(0, x)`.
+    Relu,
+    /// `tanh(x)`.
+    Tanh,
+    /// `x` for positive inputs, `slope x` otherwise.
+    LeakyRelu(f64),
+}
+
+impl Activation {
+    /// Applies the nonlinearity elementwise.
+    pub fn apply<B: Backend, const D: usize>(self, x: Tensor<B, D>) -> Tensor<B, D> {
+        match self {
+            Self::Relu => relu(x),
+            Self::Tanh => x.tanh(),
+            Self::LeakyRelu(slope) => leaky_relu(x, slope),
+        }
+    }
+}
+
+/// `members` independent MLPs of the same widths; the activation follows every layer but the
+/// last, whose output is returned raw (logits).
+#[derive(Debug, Clone)]
+pub struct EnsembleMlp<B: Backend> {
+    /// The layers, input first.
+    pub layers: Vec<EnsembleLinear<B>>,
+    /// The hidden nonlinearity.
+    pub activation: Activation,
+}
+
+impl<B: Backend> EnsembleMlp<B> {
+    /// An MLP with layer widths `widths` (input first, at least two), every layer drawn with
+    /// `init`; layer `l` uses seed `seed + l`.
+    pub fn new(
+        init: Init,
+        activation: Activation,
+        members: usize,
+        widths: &[usize],
+        seed: u64,
+        device: &B::Device,
+    ) -> Self {
+        let layers = widths
+            .windows(2)
+            .enumerate()
+            .map(|(l, w)| {
+                EnsembleLinear::new(
+                    init,
+                    members,
+                    w[0],
+                    w[1],
+                    seed.wrapping_add(l as u64),
+                    device,
+                )
+            })
+            .collect();
+        Self { layers, activation }
+    }
+
+    /// Members in the ensemble.
+    pub fn members(&self) -> usize {
+        self.layers.first().map_or(0, |l| l.weight.dims()[0])
+    }
+
+    /// `[members, n, widths[0]]` to `[members, n, widths.last()]`.
+    pub fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
+        self.forward_with(x, |h| h)
+    }
+
+    /// Like [`forward`](Self::forward), applying `hidden` to every hidden activation (dropout).
+    pub fn forward_with(
+        &self,
+        x: Tensor<B, 3>,
+        mut hidden: impl FnMut(Tensor<B, 3>) -> Tensor<B, 3>,
+    ) -> Tensor<B, 3> {
+        let last = self.layers.len().saturating_sub(1);
+        self.layers.iter().enumerate().fold(x, |h, (l, layer)| {
+            let z = layer.forward(h);
+            if l < last {
+                hidden(self.activation.apply(z))
+            } else {
+                z
+            }
+        })
+    }
+
+    /// The parameters in a fixed order: weight then bias of every layer.
+    pub fn params(&self) -> Vec<Tensor<B, 3>> {
+        self.layers
+            .iter()
+            .flat_map(|l| [l.weight.clone(), l.bias.clone()])
+            .collect()
+    }
+
+    /// The same architecture with `params` (in the order of [`params`](Self::params)).
+    pub fn with_params(&self, params: Vec<Tensor<B, 3>>) -> Self {
+        let mut it = params.into_iter();
+        let layers = self
+            .layers
+            .iter()
+            .map(|old| EnsembleLinear {
+                weight: it.next().unwrap_or_else(|| old.weight.clone()),
+                bias: it.next().unwrap_or_else(|| old.bias.clone()),
+            })
+            .collect();
+        Self {
+            layers,
+            activation: self.activation,
+        }
+    }
+
+    /// Parameters per member.
+    pub fn param_count(&self) -> usize {
+        self.params()
+            .iter()
+            .map(|p| p.dims()[1] * p.dims()[2])
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::NdArray;
+
+    type Cpu = NdArray<f32>;
+
+    #[test]
+    fn qrng_classifier_has_the_documented_parameter_count() {
+        let mlp = EnsembleMlp::<Cpu>::new(
+            Init::XavierUniform { gain: 1.0 },
+            Activation::Relu,
+            4,
+            &[100, 30, 20, 3],
+            1,
+            &Default::default(),
+        );
+        assert_eq!(mlp.param_count(), 3_713);
+        assert_eq!(mlp.members(), 4);
+        let y = mlp.forward(Tensor::zeros([4, 7, 100], &Default::default()));
+        assert_eq!(y.dims(), [4, 7, 3]);
+    }
+
+    #[test]
+    fn each_member_matches_its_own_single_network() {
+        let device = Default::default();
+        let mlp = EnsembleMlp::<Cpu>::new(
+            Init::TorchDefault,
+            Activation::Tanh,
+            3,
+            &[5, 8, 2],
+            9,
+            &device,
+        );
+        let x = Tensor::<Cpu, 3>::random(
+            [3, 4, 5],
+            burn::tensor::Distribution::Normal(0.0, 1.0),
+            &device,
+        );
+        let batched = mlp.forward(x.clone());
+        for m in 0..3 {
+            let single = mlp.with_params(
+                mlp.params()
+                    .into_iter()
+                    .map(|p| p.narrow(0, m, 1))
+                    .collect(),
+            );
+            let alone = single.forward(x.clone().narrow(0, m, 1));
+            let diff = (alone - batched.clone().narrow(0, m, 1))
+                .abs()
+                .max()
+                .into_scalar();
+            assert!(diff < 1e-6, "member {m}: {diff}");
+        }
+    }
+
+    #[test]
+    fn shared_weights_broadcast_over_many_members() {
+        let device = Default::default();
+        let one = EnsembleMlp::<Cpu>::new(
+            Init::TorchDefault,
+            Activation::Relu,
+            1,
+            &[3, 4, 2],
+            1,
+            &device,
+        );
+        let x = Tensor::<Cpu, 3>::ones([5, 2, 3], &device);
+        assert_eq!(one.forward(x).dims(), [5, 2, 2]);
+    }
+}

@@ -1,0 +1,182 @@
+//! Weight initialisations of the workloads, drawn on the host from a seed and uploaded once.
+
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rand_distr::{Distribution, Normal, Uniform};
+
+/// How a layer's weights (and biases) are drawn.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Init {
+    /// Xavier/Glorot uniform weights, `U(-a, a)` with `a = gain sqrt(6 / (in + out))`; zero biases.
+    XavierUniform {
+        /// Scale factor.
+        gain: f64,
+    },
+    /// (Semi-)orthogonal weights times `gain`, as PyTorch's `orthogonal_`; zero biases.
+    Orthogonal {
+        /// Scale factor.
+        gain: f64,
+    },
+    /// PyTorch's default for `nn.Linear`: weights and biases `U(-1/sqrt(in), 1/sqrt(in))`.
+    TorchDefault,
+}
+
+/// Weights and biases of `members` independent layers, row-major.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LayerValues {
+    /// `[members, fan_in, fan_out]`, flattened.
+    pub weight: Vec<f32>,
+    /// `[members, 1, fan_out]`, flattened.
+    pub bias: Vec<f32>,
+}
+
+/// Draws `members` layers of shape `fan_in -> fan_out`; member `m` uses the stream `seed`, `m`
+/// so that adding members never changes the earlier ones.
+pub fn draw_layers(
+    init: Init,
+    members: usize,
+    fan_in: usize,
+    fan_out: usize,
+    seed: u64,
+) -> LayerValues {
+    let mut weight = Vec::with_capacity(members * fan_in * fan_out);
+    let mut bias = Vec::with_capacity(members * fan_out);
+    for member in 0..members {
+        let mut rng =
+            StdRng::seed_from_u64(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ member as u64);
+        match init {
+            Init::XavierUniform { gain } => {
+                let a = gain * (6.0 / (fan_in + fan_out) as f64).sqrt();
+                weight.extend(uniform(&mut rng, a, fan_in * fan_out));
+                bias.extend(std::iter::repeat_n(0.0, fan_out));
+            }
+            Init::Orthogonal { gain } => {
+                weight.extend(
+                    orthogonal(&mut rng, fan_in, fan_out)
+                        .into_iter()
+                        .map(|x| (gain * x) as f32),
+                );
+                bias.extend(std::iter::repeat_n(0.0, fan_out));
+            }
+            Init::TorchDefault => {
+                let a = 1.0 / (fan_in as f64).sqrt();
+                weight.extend(uniform(&mut rng, a, fan_in * fan_out));
+                bias.extend(uniform(&mut rng, a, fan_out));
+            }
+        }
+    }
+    LayerValues { weight, bias }
+}
+
+fn uniform(rng: &mut StdRng, a: f64, count: usize) -> Vec<f32> {
+    match Uniform::new_inclusive(-a, a) {
+        Ok(dist) => (0..count).map(|_| dist.sample(rng) as f32).collect(),
+        Err(_) => vec![0.0; count],
+    }
+}
+
+/// A `rows x cols` matrix (row-major) whose columns are orthonormal when `rows >= cols` and
+/// whose rows are orthonormal otherwise: QR of a Gaussian matrix by modified Gram-Schmidt,
+/// with the sign convention that makes the distribution uniform (Haar).
+pub fn orthogonal(rng: &mut StdRng, rows: usize, cols: usize) -> Vec<f64> {
+    let (tall_rows, tall_cols) = if rows >= cols {
+        (rows, cols)
+    } else {
+        (cols, rows)
+    };
+    let normal = Normal::new(0.0, 1.0).unwrap_or_else(|_| unreachable!("unit normal is valid"));
+    // Columns of the tall matrix, each of length tall_rows.
+    let mut q: Vec<Vec<f64>> = (0..tall_cols)
+        .map(|_| (0..tall_rows).map(|_| normal.sample(rng)).collect())
+        .collect();
+    for j in 0..tall_cols {
+        for k in 0..j {
+            let dot: f64 = (0..tall_rows).map(|i| q[j][i] * q[k][i]).sum();
+            for i in 0..tall_rows {
+                q[j][i] -= dot * q[k][i];
+            }
+        }
+        let norm = q[j].iter().map(|x| x * x).sum::<f64>().sqrt();
+        // The diagonal of R is this norm, which is positive, so the Haar sign fix is implicit.
+        for x in &mut q[j] {
+            *x /= norm.max(f64::MIN_POSITIVE);
+        }
+    }
+    let mut out = vec![0.0; rows * cols];
+    for r in 0..rows {
+        for c in 0..cols {
+            out[r * cols + c] = if rows >= cols { q[c][r] } else { q[r][c] };
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gram(m: &[f64], rows: usize, cols: usize, by_columns: bool) -> Vec<f64> {
+        let n = if by_columns { cols } else { rows };
+        let len = if by_columns { rows } else { cols };
+        let at = |v: usize, i: usize| {
+            if by_columns {
+                m[i * cols + v]
+            } else {
+                m[v * cols + i]
+            }
+        };
+        let mut g = vec![0.0; n * n];
+        for a in 0..n {
+            for b in 0..n {
+                g[a * n + b] = (0..len).map(|i| at(a, i) * at(b, i)).sum();
+            }
+        }
+        g
+    }
+
+    #[test]
+    fn orthogonal_matrices_are_orthonormal_on_the_short_side() {
+        let mut rng = StdRng::seed_from_u64(1);
+        for (rows, cols) in [(8, 8), (128, 40), (3, 128)] {
+            let m = orthogonal(&mut rng, rows, cols);
+            let by_columns = rows >= cols;
+            let n = rows.min(cols);
+            let g = gram(&m, rows, cols, by_columns);
+            for a in 0..n {
+                for b in 0..n {
+                    let expected = if a == b { 1.0 } else { 0.0 };
+                    assert!(
+                        (g[a * n + b] - expected).abs() < 1e-10,
+                        "{rows}x{cols} ({a},{b})"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bounds_and_zero_biases_follow_each_rule() {
+        let x = draw_layers(Init::XavierUniform { gain: 1.0 }, 2, 100, 30, 7);
+        assert_eq!((x.weight.len(), x.bias.len()), (6000, 60));
+        let a = (6.0f64 / 130.0).sqrt() as f32;
+        assert!(x.weight.iter().all(|w| w.abs() <= a));
+        assert!(x.weight.iter().any(|w| w.abs() > 0.9 * a));
+        assert!(x.bias.iter().all(|&b| b == 0.0));
+        let t = draw_layers(Init::TorchDefault, 1, 4, 500, 3);
+        assert!(t.weight.iter().chain(&t.bias).all(|w| w.abs() <= 0.5));
+        assert!(t.bias.iter().any(|&b| b != 0.0));
+        let o = draw_layers(Init::Orthogonal { gain: 0.5 }, 1, 3, 128, 3);
+        let row_norm: f32 = o.weight[..128].iter().map(|w| w * w).sum::<f32>().sqrt();
+        assert!(row_norm <= 0.5 + 1e-5);
+    }
+
+    #[test]
+    fn members_are_independent_and_reproducible() {
+        let a = draw_layers(Init::TorchDefault, 3, 5, 4, 11);
+        let b = draw_layers(Init::TorchDefault, 2, 5, 4, 11);
+        assert_eq!(a.weight[..40], b.weight[..]);
+        assert_ne!(a.weight[..20], a.weight[20..40]);
+        let c = draw_layers(Init::TorchDefault, 2, 5, 4, 12);
+        assert_ne!(b.weight, c.weight);
+    }
+}

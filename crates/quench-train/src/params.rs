@@ -1,0 +1,141 @@
+//! Parameter lists with a member axis: gradients, per-member norms, clipping and masks.
+
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{Bool, Tensor};
+
+/// Marks every parameter as requiring gradients (a fresh leaf of the autodiff graph).
+pub fn require_grad<B: AutodiffBackend>(
+    params: Vec<Tensor<B::InnerBackend, 3>>,
+) -> Vec<Tensor<B, 3>> {
+    params
+        .into_iter()
+        .map(|p| Tensor::from_inner(p).require_grad())
+        .collect()
+}
+
+/// The gradients of `params` in `grads`, zero where a parameter took no part in the loss.
+pub fn gradients<B: AutodiffBackend>(
+    params: &[Tensor<B, 3>],
+    grads: &B::Gradients,
+) -> Vec<Tensor<B::InnerBackend, 3>> {
+    params
+        .iter()
+        .map(|p| {
+            p.grad(grads)
+                .unwrap_or_else(|| p.clone().inner().zeros_like())
+        })
+        .collect()
+}
+
+/// The values of `params` without their autodiff history.
+pub fn values<B: AutodiffBackend>(params: &[Tensor<B, 3>]) -> Vec<Tensor<B::InnerBackend, 3>> {
+    params.iter().map(|p| p.clone().inner()).collect()
+}
+
+/// The L2 norm of every member's whole gradient: `[members, 1, 1]`.
+pub fn member_norms<B: Backend>(grads: &[Tensor<B, 3>]) -> Tensor<B, 3> {
+    grads
+        .iter()
+        .map(|g| g.clone().powi_scalar(2).sum_dim(2).sum_dim(1))
+        .reduce(|a, b| a + b)
+        .map(|s| s.sqrt())
+        .unwrap_or_else(|| unreachable!("a parameter list is never empty"))
+}
+
+/// Scales each member's gradient so that its norm is at most `max_norm`, as PyTorch's
+/// `clip_grad_norm_` does for one network (coefficient `max_norm / (norm + 1e-6)`, capped at 1).
+pub fn clip_member_norms<B: Backend>(grads: Vec<Tensor<B, 3>>, max_norm: f64) -> Vec<Tensor<B, 3>> {
+    let coef = (member_norms(&grads) + 1e-6)
+        .recip()
+        .mul_scalar(max_norm)
+        .clamp_max(1.0);
+    grads.into_iter().map(|g| g * coef.clone()).collect()
+}
+
+/// `[members, 1, 1]`: true where every gradient entry of the member is finite.
+pub fn finite_members<B: Backend>(grads: &[Tensor<B, 3>]) -> Tensor<B, 3, Bool> {
+    grads
+        .iter()
+        .map(|g| g.clone().sum_dim(2).sum_dim(1))
+        .reduce(|a, b| a + b)
+        .map(|s| s.is_finite())
+        .unwrap_or_else(|| unreachable!("a parameter list is never empty"))
+}
+
+/// Averages gradients over the member axis, leaving out members where `keep` is false:
+/// `[members, a, b]` to `[1, a, b]`. With no member kept the result is zero.
+pub fn masked_member_mean<B: Backend>(
+    grads: Vec<Tensor<B, 3>>,
+    keep: Tensor<B, 3, Bool>,
+) -> Vec<Tensor<B, 3>> {
+    let weight = keep.clone().float();
+    let count = weight.clone().sum().clamp_min(1.0).reshape([1, 1, 1]);
+    grads
+        .into_iter()
+        .map(|g| {
+            let dims = g.dims();
+            let clean = g.mask_fill(keep.clone().bool_not().expand(dims), 0.0);
+            clean.sum_dim(0) / count.clone()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::NdArray;
+
+    type Cpu = NdArray<f32>;
+
+    fn t(values: &[f32], dims: [usize; 3]) -> Tensor<Cpu, 3> {
+        Tensor::from_data(
+            burn::tensor::TensorData::new(values.to_vec(), dims),
+            &Default::default(),
+        )
+    }
+
+    #[test]
+    fn norms_and_clipping_are_per_member() {
+        let w = t(&[3.0, 0.0, 0.1, 0.0], [2, 1, 2]);
+        let b = t(&[4.0, 0.0], [2, 1, 1]);
+        let norms = member_norms(&[w.clone(), b.clone()])
+            .into_data()
+            .to_vec::<f32>()
+            .unwrap();
+        assert!((norms[0] - 5.0).abs() < 1e-6 && (norms[1] - 0.1).abs() < 1e-6);
+        let clipped = clip_member_norms(vec![w, b], 1.0);
+        let after = member_norms(&clipped).into_data().to_vec::<f32>().unwrap();
+        assert!((after[0] - 1.0).abs() < 1e-5, "{after:?}");
+        assert!(
+            (after[1] - 0.1).abs() < 1e-6,
+            "small gradients are untouched: {after:?}"
+        );
+    }
+
+    #[test]
+    fn non_finite_members_are_left_out_of_the_mean() {
+        let g = t(&[1.0, 2.0, f32::NAN, 0.0, 3.0, 4.0], [3, 1, 2]);
+        let keep = finite_members(std::slice::from_ref(&g));
+        assert_eq!(
+            keep.clone().into_data().to_vec::<bool>().unwrap(),
+            vec![true, false, true]
+        );
+        let mean = masked_member_mean(vec![g], keep).remove(0);
+        assert_eq!(mean.dims(), [1, 1, 2]);
+        assert_eq!(mean.into_data().to_vec::<f32>().unwrap(), vec![2.0, 3.0]);
+    }
+
+    #[test]
+    fn gradients_flow_to_leaves() {
+        type Ad = burn::backend::Autodiff<Cpu>;
+        let p = require_grad::<Ad>(vec![t(&[1.0, 2.0], [1, 1, 2]), t(&[5.0], [1, 1, 1])]);
+        let loss = (p[0].clone() * p[0].clone()).sum();
+        let grads = loss.backward();
+        let g = gradients(&p, &grads);
+        assert_eq!(
+            g[0].clone().into_data().to_vec::<f32>().unwrap(),
+            vec![2.0, 4.0]
+        );
+        assert_eq!(g[1].clone().into_data().to_vec::<f32>().unwrap(), vec![0.0]);
+    }
+}
