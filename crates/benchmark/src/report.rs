@@ -48,6 +48,17 @@ pub struct WorkloadReport {
     pub summary: String,
     /// Its measured variants, baseline first.
     pub variants: Vec<VariantReport>,
+    /// Variants the device could not run, with the reason.
+    pub unsupported: Vec<UnsupportedVariant>,
+}
+
+/// A variant that was not run because the device cannot run it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UnsupportedVariant {
+    /// Variant name.
+    pub name: String,
+    /// Why it could not run.
+    pub reason: String,
 }
 
 /// One measured variant.
@@ -153,6 +164,11 @@ impl Report {
                 .iter()
                 .flat_map(|v| v.notes.iter().map(move |n| format!("- {}: {n}", v.name)))
                 .collect();
+            let skipped = w
+                .unsupported
+                .iter()
+                .map(|u| format!("- {}: not run: {}", u.name, u.reason));
+            let notes: Vec<_> = notes.into_iter().chain(skipped).collect();
             if !notes.is_empty() {
                 let _ = writeln!(md, "\n{}", notes.join("\n"));
             }
@@ -355,6 +371,10 @@ pub(crate) mod tests {
                     variant("baseline", 0.4, true),
                     variant("batched", 0.1, false),
                 ],
+                unsupported: vec![UnsupportedVariant {
+                    name: "bf16".into(),
+                    reason: "no bf16 on ndarray".into(),
+                }],
             }],
         }
     }
@@ -371,6 +391,7 @@ pub(crate) mod tests {
             "{md}"
         );
         assert!(md.contains("4.00x") && md.contains("6.000-15.00x"), "{md}");
+        assert!(md.contains("- bf16: not run: no bf16 on ndarray"), "{md}");
         assert!(!dir.join("report.tmp").exists());
         std::fs::remove_dir_all(dir).unwrap();
     }

@@ -10,9 +10,9 @@ use quench_device::machine::MachineInfo;
 use quench_device::memory::{peak_memory, reset_peak_rss};
 use quench_device::{DeviceError, OnDevice, Precision, Selection, TimingConfig, run_on};
 
-use crate::report::{Report, SCHEMA_VERSION, VariantReport, WorkloadReport};
+use crate::report::{Report, SCHEMA_VERSION, UnsupportedVariant, VariantReport, WorkloadReport};
 use crate::suite::{Suite, split_variants};
-use crate::workload::{RunContext, VariantInfo, Workload};
+use crate::workload::{RunContext, VariantInfo, VariantRun, Workload};
 use crate::workloads::registry;
 
 /// What the command line asked of a run.
@@ -111,12 +111,24 @@ pub fn run_suite(request: &RunRequest<'_>) -> anyhow::Result<Report> {
     let mut reports = Vec::new();
     for (workload, params, variants) in plan {
         let mut measured: Vec<VariantReport> = Vec::new();
+        let mut unsupported = Vec::new();
         for variant in variants {
             progress.set_message(format!("{}/{}", workload.name(), variant.name));
             reset_peak_rss();
-            let outcome = workload.run(&variant, &params, &ctx).with_context(|| {
+            let run = workload.run(&variant, &params, &ctx).with_context(|| {
                 format!("workload {} variant {}", workload.name(), variant.name)
             })?;
+            progress.inc(1);
+            let outcome = match run {
+                VariantRun::Measured(outcome) => outcome,
+                VariantRun::Unsupported(reason) => {
+                    unsupported.push(UnsupportedVariant {
+                        name: variant.name.to_string(),
+                        reason,
+                    });
+                    continue;
+                }
+            };
             let baseline = measured.iter().find(|v| v.baseline);
             let per_run_s = outcome.per_iteration.scaled(outcome.iterations_per_run);
             measured.push(VariantReport {
@@ -140,12 +152,12 @@ pub fn run_suite(request: &RunRequest<'_>) -> anyhow::Result<Report> {
                 claim: variant.claim,
                 notes: outcome.notes,
             });
-            progress.inc(1);
         }
         reports.push(WorkloadReport {
             name: workload.name().to_string(),
             summary: workload.summary().to_string(),
             variants: measured,
+            unsupported,
         });
     }
     progress.finish_and_clear();

@@ -97,6 +97,15 @@ pub struct VariantOutcome {
     pub notes: Vec<String>,
 }
 
+/// The result of asking a workload to run a variant.
+#[derive(Debug, Clone, PartialEq)]
+pub enum VariantRun {
+    /// It ran and was measured.
+    Measured(VariantOutcome),
+    /// The device cannot run it (bf16 on a CPU backend, say); the reason is reported.
+    Unsupported(String),
+}
+
 /// Where and how variants run.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RunContext {
@@ -124,7 +133,7 @@ pub trait Workload: Sync {
         variant: &VariantInfo,
         params: &toml::Table,
         ctx: &RunContext,
-    ) -> anyhow::Result<VariantOutcome>;
+    ) -> anyhow::Result<VariantRun>;
 }
 
 /// Parses a workload's parameter table into its configuration type, naming the workload on

@@ -9,7 +9,7 @@ use quench_device::{OnDevice, Precision, TimingConfig, run_on};
 use serde::Deserialize;
 
 use crate::workload::{
-    Quality, RunContext, Tolerance, VariantInfo, VariantOutcome, Workload, parse_params,
+    Quality, RunContext, Tolerance, VariantInfo, VariantOutcome, VariantRun, Workload, parse_params,
 };
 
 /// The `device` workload.
@@ -86,7 +86,7 @@ impl Workload for DeviceFigures {
         variant: &VariantInfo,
         params: &toml::Table,
         ctx: &RunContext,
-    ) -> anyhow::Result<VariantOutcome> {
+    ) -> anyhow::Result<VariantRun> {
         let params: Params = parse_params(self.name(), params)?;
         let mut outcome = run_on(
             ctx.device,
@@ -102,7 +102,7 @@ impl Workload for DeviceFigures {
                 ctx.precision
             ));
         }
-        Ok(outcome)
+        Ok(VariantRun::Measured(outcome))
     }
 }
 
