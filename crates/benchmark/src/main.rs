@@ -3,6 +3,7 @@
 
 mod compare;
 mod doctor;
+mod plots;
 mod report;
 mod run;
 mod suite;

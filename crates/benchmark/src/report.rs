@@ -95,14 +95,16 @@ pub struct VariantReport {
 }
 
 impl Report {
-    /// Writes `report.json` and `report.md` into `dir`, creating it; each file is written to a
-    /// temporary name first and renamed, so an interrupted run leaves no half-written report.
+    /// Writes `report.json`, `report.md` and the SVG plots into `dir`, creating it; the reports
+    /// are written to a temporary name first and renamed, so an interrupted run leaves no
+    /// half-written report.
     pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create output folder {}", dir.display()))?;
         let json = serde_json::to_string_pretty(self).context("cannot serialise the report")?;
         write_atomically(&dir.join("report.json"), &json)?;
         write_atomically(&dir.join("report.md"), &self.markdown())?;
+        crate::plots::write_plots(&self.workloads, dir)?;
         Ok(())
     }
 

@@ -1,0 +1,179 @@
+//! SVG plots of a report: per workload, measured speed-ups against the claimed ranges, and
+//! quality against time.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use plotters::prelude::*;
+
+use crate::report::{VariantReport, WorkloadReport};
+
+/// Writes the plots of every workload that has something to plot; returns the files written.
+pub fn write_plots(workloads: &[WorkloadReport], dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut written = Vec::new();
+    for w in workloads {
+        if w.variants.iter().any(|v| v.speedup.is_some()) {
+            let path = dir.join(format!("{}-speedup.svg", w.name));
+            speedup_plot(w, &path)?;
+            written.push(path);
+        }
+        if w.variants.iter().filter(|v| v.quality.is_some()).count() >= 2 {
+            let path = dir.join(format!("{}-quality.svg", w.name));
+            quality_plot(w, &path)?;
+            written.push(path);
+        }
+    }
+    Ok(written)
+}
+
+/// Bars of measured speed-up per variant, with the guide's claimed range drawn over each bar.
+fn speedup_plot(w: &WorkloadReport, path: &Path) -> anyhow::Result<()> {
+    let bars: Vec<&VariantReport> = w.variants.iter().filter(|v| !v.baseline).collect();
+    let top = bars
+        .iter()
+        .flat_map(|v| [v.speedup.unwrap_or(0.0), v.claim.map_or(0.0, |c| c.high)])
+        .fold(1.0f64, f64::max)
+        * 1.15;
+    let root = SVGBackend::new(path, (760, 420)).into_drawing_area();
+    let draw = || -> Result<(), Box<dyn std::error::Error>> {
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                format!(
+                    "{}: measured speed-up (bars) vs claimed (red ranges)",
+                    w.name
+                ),
+                ("sans-serif", 18),
+            )
+            .margin(12)
+            .x_label_area_size(60)
+            .y_label_area_size(50)
+            .build_cartesian_2d(0f64..bars.len() as f64, 0f64..top)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(bars.len().max(1))
+            .x_label_formatter(&|x| {
+                let i = x.floor() as usize;
+                bars.get(i).map_or(String::new(), |v| v.name.clone())
+            })
+            .y_desc("speed-up over baseline (x)")
+            .draw()?;
+        chart.draw_series(bars.iter().enumerate().map(|(i, v)| {
+            let x = i as f64;
+            Rectangle::new(
+                [(x + 0.2, 0.0), (x + 0.8, v.speedup.unwrap_or(0.0))],
+                BLUE.mix(0.6).filled(),
+            )
+        }))?;
+        chart.draw_series(bars.iter().enumerate().filter_map(|(i, v)| {
+            v.claim.map(|c| {
+                let x = i as f64;
+                Rectangle::new(
+                    [(x + 0.35, c.low), (x + 0.65, c.high)],
+                    RED.mix(0.35).filled(),
+                )
+            })
+        }))?;
+        chart.draw_series(LineSeries::new(
+            [(0.0, 1.0), (bars.len() as f64, 1.0)],
+            BLACK.mix(0.5),
+        ))?;
+        root.present()?;
+        Ok(())
+    };
+    draw()
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .with_context(|| format!("cannot draw {}", path.display()))
+}
+
+/// One point per variant: median time per run against its quality metric.
+fn quality_plot(w: &WorkloadReport, path: &Path) -> anyhow::Result<()> {
+    let points: Vec<(f64, f64, &str)> = w
+        .variants
+        .iter()
+        .filter_map(|v| {
+            v.quality
+                .as_ref()
+                .map(|q| (v.per_run_s.median, q.value, v.name.as_str()))
+        })
+        .collect();
+    let metric = w
+        .variants
+        .iter()
+        .find_map(|v| v.quality.as_ref())
+        .map_or("quality", |q| q.metric.as_str());
+    let (xmin, xmax) = span(points.iter().map(|p| p.0));
+    let (ymin, ymax) = span(points.iter().map(|p| p.1));
+    let root = SVGBackend::new(path, (760, 420)).into_drawing_area();
+    let draw = || -> Result<(), Box<dyn std::error::Error>> {
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                format!("{}: {metric} against time per run", w.name),
+                ("sans-serif", 18),
+            )
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d((xmin..xmax).log_scale(), ymin..ymax)?;
+        chart
+            .configure_mesh()
+            .x_desc("seconds per run (log)")
+            .y_desc(metric)
+            .draw()?;
+        chart.draw_series(points.iter().map(|&(x, y, name)| {
+            EmptyElement::at((x, y))
+                + Circle::new((0, 0), 5, BLUE.filled())
+                + Text::new(name.to_string(), (8, -8), ("sans-serif", 13))
+        }))?;
+        root.present()?;
+        Ok(())
+    };
+    draw()
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .with_context(|| format!("cannot draw {}", path.display()))
+}
+
+/// A plotting range around the values with a margin; never empty.
+fn span(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (lo, hi) = values
+        .filter(|v| v.is_finite())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        });
+    if !lo.is_finite() {
+        return (0.0, 1.0);
+    }
+    let pad = ((hi - lo) * 0.15).max(hi.abs().max(1e-12) * 0.05);
+    (lo - pad, hi + pad)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::tests::sample_report;
+
+    #[test]
+    fn writes_speedup_and_quality_svgs() {
+        let dir = std::env::temp_dir().join(format!("quench-plots-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let report = sample_report();
+        let files = write_plots(&report.workloads, &dir).unwrap();
+        assert_eq!(files.len(), 2);
+        let svg = std::fs::read_to_string(&files[0]).unwrap();
+        assert!(
+            svg.starts_with("<svg") && svg.contains("batched"),
+            "{}",
+            &svg[..200.min(svg.len())]
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn spans_are_never_empty() {
+        assert_eq!(span([].into_iter()), (0.0, 1.0));
+        let (lo, hi) = span([2.0, 2.0].into_iter());
+        assert!(lo < 2.0 && hi > 2.0);
+    }
+}
