@@ -42,6 +42,14 @@ enum Command {
     Doctor(DeviceArgs),
     /// List the registered workloads and their variants.
     List,
+    /// Validate a data file (IDX or qRNG bit strings) and summarise it; a bad file exits 1.
+    Data {
+        /// The file.
+        file: PathBuf,
+        /// idx or qrng; detected from the content when absent.
+        #[arg(long)]
+        format: Option<quench_data::Format>,
+    },
     /// Compare two report.json files variant by variant (A is the reference).
     Compare {
         /// The reference report.
@@ -96,6 +104,9 @@ fn main() -> ExitCode {
             list();
             Ok(())
         }
+        Some(Command::Data { file, format }) => quench_data::summary(&file, format)
+            .map(|summary| println!("{summary}"))
+            .map_err(anyhow::Error::from),
         Some(Command::Compare { a, b }) => report::Report::read(&a)
             .and_then(|a_report| Ok((a_report, report::Report::read(&b)?)))
             .map(|(a, b)| print!("{}", compare::compare(&a, &b))),
@@ -108,10 +119,26 @@ fn main() -> ExitCode {
             } else {
                 1
             };
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", one_line(&err));
             ExitCode::from(status)
         }
     }
+}
+
+/// The error and its causes on one line, leaving out a cause that its parent's message
+/// already quotes (library errors often print their source themselves).
+fn one_line(err: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if !parts
+            .last()
+            .is_some_and(|previous| previous.contains(&text))
+        {
+            parts.push(text);
+        }
+    }
+    parts.join(": ")
 }
 
 /// Parses and probes the device, printing the fallback line when `auto` fell back.

@@ -1,1 +1,36 @@
-//! quench-data: filled by its issue.
+//! Data sets and the loader of Quench.
+//!
+//! - Readers that validate real formats: [`read_idx`] (MNIST-like IDX, raw or gzip), [`Mnist`]
+//!   (found by a fixed lookup order), [`BitStrings`] (qRNG `<bits> <label>` lines); every
+//!   failure is a [`DataError`] naming the file and the line or byte offset.
+//! - [`summary`]: validate any of these files and describe it.
+//! - Seeded generators: [`Synth`] (the SGLD workload's data), [`synthetic_qrng`] (biased,
+//!   correlated, drifting bit sources), [`TwoModeMixture`] (Welling & Teh's sampler check).
+//! - [`Loader`]: deterministic batches with a member axis, streamed through persistent worker
+//!   threads and a staging thread, or gathered on the device.
+
+mod dataset;
+mod error;
+mod idx;
+mod loader;
+mod mixture;
+mod mnist;
+mod qrng;
+mod qrng_devices;
+mod summary;
+mod synth;
+#[cfg(test)]
+mod test_files;
+
+pub use dataset::Dataset;
+pub use error::DataError;
+pub use idx::{IdxArray, read_idx};
+pub use loader::{Batch, Epoch, Loader, LoaderConfig, Mode};
+pub use mixture::{TwoModeMixture, WELLING_TEH_POINTS};
+pub use mnist::{
+    DEBIAN_FASHION_MNIST_DIR, MNIST_ENV, Mnist, MnistSource, PROJECT_MNIST_DIR, Split,
+};
+pub use qrng::{BitStrings, QRNG_LABELS};
+pub use qrng_devices::{DeviceModel, synthetic_qrng};
+pub use summary::{ClassSummary, Format, Summary, summary};
+pub use synth::{SYNTH_DIM, SYNTH_TEST, SYNTH_TRAIN, Synth, SynthLabels};

@@ -137,21 +137,21 @@ impl<B: Backend> EnsembleMlp<B> {
             .collect()
     }
 
-    /// The same architecture with `params` (in the order of [`params`](Self::params)).
-    pub fn with_params(&self, params: Vec<Tensor<B, 3>>) -> Self {
+    /// An MLP from its parameters (weight then bias of every layer, as [`params`](Self::params)
+    /// lists them), on any backend: this is how a training step rebuilds the network from
+    /// tensors that track gradients.
+    pub fn from_params(params: Vec<Tensor<B, 3>>, activation: Activation) -> Self {
         let mut it = params.into_iter();
-        let layers = self
-            .layers
-            .iter()
-            .map(|old| EnsembleLinear {
-                weight: it.next().unwrap_or_else(|| old.weight.clone()),
-                bias: it.next().unwrap_or_else(|| old.bias.clone()),
-            })
-            .collect();
-        Self {
-            layers,
-            activation: self.activation,
+        let mut layers = Vec::new();
+        while let (Some(weight), Some(bias)) = (it.next(), it.next()) {
+            layers.push(EnsembleLinear { weight, bias });
         }
+        Self { layers, activation }
+    }
+
+    /// The same architecture with other parameters.
+    pub fn with_params(&self, params: Vec<Tensor<B, 3>>) -> Self {
+        Self::from_params(params, self.activation)
     }
 
     /// Parameters per member.

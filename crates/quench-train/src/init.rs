@@ -90,10 +90,12 @@ pub fn orthogonal(rng: &mut StdRng, rows: usize, cols: usize) -> Vec<f64> {
         .map(|_| (0..tall_rows).map(|_| normal.sample(rng)).collect())
         .collect();
     for j in 0..tall_cols {
-        for k in 0..j {
-            let dot: f64 = (0..tall_rows).map(|i| q[j][i] * q[k][i]).sum();
-            for i in 0..tall_rows {
-                q[j][i] -= dot * q[k][i];
+        let (done, rest) = q.split_at_mut(j);
+        let column = &mut rest[0];
+        for previous in done.iter() {
+            let dot: f64 = column.iter().zip(previous).map(|(a, b)| a * b).sum();
+            for (x, p) in column.iter_mut().zip(previous) {
+                *x -= dot * p;
             }
         }
         let norm = q[j].iter().map(|x| x * x).sum::<f64>().sqrt();

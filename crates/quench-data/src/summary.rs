@@ -1,0 +1,284 @@
+//! Validate a data file and describe it: what `benchmark data FILE` prints.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use serde::Serialize;
+
+use crate::DataError;
+use crate::idx::{is_gzip, read_idx};
+use crate::mnist::read_labelled;
+use crate::qrng::{BitStrings, QRNG_LABELS};
+
+/// A data file format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    /// IDX (MNIST-like), raw or gzip'ed.
+    Idx,
+    /// qRNG bit strings, `<bits> <label>` per line.
+    Qrng,
+}
+
+impl Format {
+    /// Guesses the format from the first bytes of `path`: gzip or two zero bytes mean IDX,
+    /// anything else is read as bit strings.
+    pub fn detect(path: &Path) -> Result<Self, DataError> {
+        let io = |source| DataError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut head = Vec::with_capacity(2);
+        File::open(path)
+            .map_err(io)?
+            .take(2)
+            .read_to_end(&mut head)
+            .map_err(io)?;
+        Ok(if is_gzip(&head) || head == [0, 0] {
+            Self::Idx
+        } else {
+            Self::Qrng
+        })
+    }
+}
+
+impl FromStr for Format {
+    type Err = DataError;
+
+    /// `idx` or `qrng`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "idx" => Ok(Self::Idx),
+            "qrng" => Ok(Self::Qrng),
+            _ => Err(DataError::invalid("format", s, "must be `idx` or `qrng`")),
+        }
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Idx => "idx",
+            Self::Qrng => "qrng",
+        })
+    }
+}
+
+/// What a validated data file holds.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    /// The file.
+    pub path: PathBuf,
+    /// Its format.
+    pub format: Format,
+    /// Its array shape: `[lines, bits]` for bit strings, the IDX dimensions otherwise.
+    pub shape: Vec<usize>,
+    /// The IDX label file counted for an image file (the `labels-idx1` file beside it).
+    pub labels_from: Option<PathBuf>,
+    /// One entry per label, in ascending order (qRNG: the declared labels, present or not).
+    /// Empty for an IDX image file without a label file beside it.
+    pub classes: Vec<ClassSummary>,
+}
+
+/// Count and statistics of one label.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClassSummary {
+    /// The label.
+    pub label: u32,
+    /// Samples (lines, images) with it.
+    pub count: usize,
+    /// qRNG only: the fraction of ones among the bits of its lines.
+    pub mean_bit: Option<f64>,
+}
+
+/// Validates the file at `path` as `format` (detected when `None`) and summarises it.
+///
+/// qRNG labels must be [`QRNG_LABELS`]. An IDX image file whose name contains `images-idx3`
+/// is checked against the `labels-idx1` file beside it, if there is one, and its labels are
+/// counted; any other IDX file of rank 1 has its values counted as labels.
+pub fn summary(path: &Path, format: Option<Format>) -> Result<Summary, DataError> {
+    let format = match format {
+        Some(format) => format,
+        None => Format::detect(path)?,
+    };
+    match format {
+        Format::Qrng => qrng_summary(path),
+        Format::Idx => idx_summary(path),
+    }
+}
+
+fn qrng_summary(path: &Path) -> Result<Summary, DataError> {
+    let strings = BitStrings::read(path, &QRNG_LABELS)?;
+    let classes = strings
+        .classes()
+        .iter()
+        .map(|&label| ClassSummary {
+            label,
+            count: strings.labels().iter().filter(|&&l| l == label).count(),
+            mean_bit: strings.mean_bit(label),
+        })
+        .collect();
+    Ok(Summary {
+        path: path.to_path_buf(),
+        format: Format::Qrng,
+        shape: vec![strings.len(), strings.bits_per_line()],
+        labels_from: None,
+        classes,
+    })
+}
+
+fn idx_summary(path: &Path) -> Result<Summary, DataError> {
+    let sibling = labels_beside(path);
+    let (shape, labels) = match &sibling {
+        Some(labels_path) => {
+            let (images, labels) = read_labelled(path, labels_path)?;
+            (images.dims, Some(labels.data))
+        }
+        None => {
+            let array = read_idx(path)?;
+            let labels = (array.dims.len() == 1).then_some(array.data);
+            (array.dims, labels)
+        }
+    };
+    let mut counts = BTreeMap::new();
+    for label in labels.iter().flatten() {
+        *counts.entry(u32::from(*label)).or_insert(0) += 1;
+    }
+    Ok(Summary {
+        path: path.to_path_buf(),
+        format: Format::Idx,
+        shape,
+        labels_from: sibling,
+        classes: counts
+            .into_iter()
+            .map(|(label, count)| ClassSummary {
+                label,
+                count,
+                mean_bit: None,
+            })
+            .collect(),
+    })
+}
+
+/// The label file that MNIST's naming puts beside image file `path`, if it exists.
+fn labels_beside(path: &Path) -> Option<PathBuf> {
+    let name = path.file_name()?.to_str()?;
+    let labels = path.with_file_name(name.replace("images-idx3", "labels-idx1"));
+    (name.contains("images-idx3") && labels.is_file()).then_some(labels)
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.format {
+            Format::Idx => "IDX",
+            Format::Qrng => "qRNG bit strings",
+        };
+        writeln!(f, "{}: {kind}, shape {:?}", self.path.display(), self.shape)?;
+        if let Some(labels) = &self.labels_from {
+            writeln!(f, "labels from {}", labels.display())?;
+        }
+        for class in &self.classes {
+            write!(f, "  label {:>3}: {:>6}", class.label, class.count)?;
+            if let Some(mean) = class.mean_bit {
+                write!(f, "  mean bit frequency {mean:.4}")?;
+            }
+            writeln!(f)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_files::{Scratch, gzip, idx_bytes};
+
+    #[test]
+    fn format_is_detected_from_the_first_bytes() {
+        let scratch = Scratch::new();
+        let idx = idx_bytes(&[1], &[4]);
+        assert_eq!(
+            Format::detect(&scratch.write("a", &idx)).unwrap(),
+            Format::Idx
+        );
+        assert_eq!(
+            Format::detect(&scratch.write("b", &gzip(&idx))).unwrap(),
+            Format::Idx
+        );
+        assert_eq!(
+            Format::detect(&scratch.write("c", b"01 1\n")).unwrap(),
+            Format::Qrng
+        );
+        assert!(Format::detect(&scratch.dir().join("absent")).is_err());
+        assert_eq!("qrng".parse::<Format>().unwrap(), Format::Qrng);
+        assert!("csv".parse::<Format>().is_err());
+    }
+
+    #[test]
+    fn summarises_the_vendored_qrng_file() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../data/qrng/AI_2qubits_training_data.txt");
+        let summary = summary(&path, None).unwrap();
+        assert_eq!(
+            (summary.format, summary.shape.as_slice()),
+            (Format::Qrng, &[6000, 100][..])
+        );
+        assert_eq!(
+            summary.classes.iter().map(|c| c.label).collect::<Vec<_>>(),
+            QRNG_LABELS
+        );
+        for class in &summary.classes {
+            assert_eq!(class.count, 2000);
+            let mean = class.mean_bit.unwrap();
+            assert!((0.3..0.7).contains(&mean), "{mean}");
+        }
+        let text = summary.to_string();
+        assert!(
+            text.contains("shape [6000, 100]") && text.contains("mean bit frequency"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn counts_labels_of_an_image_file_from_the_file_beside_it() {
+        let scratch = Scratch::new();
+        let images = scratch.write(
+            "x-images-idx3-ubyte.gz",
+            &gzip(&idx_bytes(&[3, 1, 2], &[0; 6])),
+        );
+        let labels = scratch.write(
+            "x-labels-idx1-ubyte.gz",
+            &gzip(&idx_bytes(&[3], &[4, 1, 4])),
+        );
+        let summary = summary(&images, Some(Format::Idx)).unwrap();
+        assert_eq!(summary.shape, vec![3, 1, 2]);
+        assert_eq!(summary.labels_from, Some(labels.clone()));
+        let counts: Vec<_> = summary.classes.iter().map(|c| (c.label, c.count)).collect();
+        assert_eq!(counts, vec![(1, 1), (4, 2)]);
+        let direct = super::summary(&labels, None).unwrap();
+        assert_eq!(
+            (direct.shape.as_slice(), direct.classes.len()),
+            (&[3][..], 2)
+        );
+        let alone = scratch.write("lone-idx3-ubyte", &idx_bytes(&[1, 1, 1], &[0]));
+        assert!(super::summary(&alone, None).unwrap().classes.is_empty());
+    }
+
+    #[test]
+    fn a_bad_file_fails_with_the_readers_error() {
+        let scratch = Scratch::new();
+        let path = scratch.write("bad.txt", b"0101 1\n0121 2\n");
+        assert!(matches!(
+            summary(&path, None),
+            Err(DataError::QrngBit { line: 2, .. })
+        ));
+        assert!(matches!(
+            summary(&path, Some(Format::Idx)),
+            Err(DataError::IdxMagic { .. })
+        ));
+    }
+}
