@@ -10,5 +10,8 @@
 
 pub mod ensemble;
 pub mod init;
+pub mod meta;
 pub mod optim;
 pub mod params;
+pub mod qrng;
+pub mod sgld;

@@ -1,7 +1,10 @@
 //! The registered workloads, in the order suites run them.
 
 mod device;
+mod lindblad;
 mod loader;
+mod qrng;
+mod sgld;
 
 use crate::workload::Workload;
 
@@ -10,5 +13,10 @@ pub fn registry() -> Vec<Box<dyn Workload>> {
     vec![
         Box::new(device::DeviceFigures),
         Box::new(loader::LoaderWorkload),
+        Box::new(qrng::QrngDistinguish),
+        Box::new(qrng::QrngGan),
+        Box::new(qrng::QrngClassifier),
+        Box::new(lindblad::LindbladMeta::default()),
+        Box::new(sgld::SgldGrid),
     ]
 }

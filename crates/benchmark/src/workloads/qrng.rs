@@ -1,0 +1,711 @@
+//! Workloads `qrng-distinguish`, `qrng-gan` and `qrng-classifier` (guide 000): the qRNG
+//! distinguishability tournament, the GAN tournament and the source classifier on the
+//! recorded bit strings (or on synthetic stand-in sources).
+//!
+//! The baselines reproduce the original's way on purpose (GAN matches one at a time with noise
+//! drawn on the host; classifier seeds one at a time at batch 8 in f32, data streamed from the
+//! host); every other variant changes one thing, and `all` changes them together.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use burn::tensor::backend::AutodiffBackend;
+use quench_data::{BitStrings, Mode, QRNG_LABELS};
+use quench_device::{OnDevice, Precision, Stats, TimingConfig, measure_on, run_on};
+use quench_train::qrng::classifier::{
+    ClassifierConfig, ClassifierOutcome, Execution, train_classifier,
+};
+use quench_train::qrng::distinguish::{DistinguishConfig, distinguish};
+use quench_train::qrng::gan::{GanConfig, GanTournament, Noise, gan_tournament};
+use quench_train::qrng::split::Split;
+use quench_train::qrng::{Batching, synthetic_recording};
+use serde::Deserialize;
+
+use crate::workload::{
+    Claim, Quality, RunContext, Tolerance, VariantInfo, VariantOutcome, VariantRun, Workload,
+    parse_params,
+};
+
+/// Guide 000's claim for neural-network training: 6-15x.
+const NN_CLAIM: Claim = Claim {
+    low: 6.0,
+    high: 15.0,
+};
+/// Guide 000's claim for the GAN tournament: 3-5x.
+const GAN_CLAIM: Claim = Claim {
+    low: 3.0,
+    high: 5.0,
+};
+/// Guide 000's claim for mixed precision alone ("2x faster").
+const AMP_CLAIM: Claim = Claim {
+    low: 2.0,
+    high: 2.0,
+};
+
+/// Where the bit strings come from: the `data` table of each qRNG workload.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct DataParams {
+    /// `recorded` (the file at `path`) or `synthetic` (quench-data's stand-in sources).
+    source: Source,
+    /// The recorded file; a relative path is looked up from the working folder, then from the
+    /// source tree.
+    path: PathBuf,
+    /// Lines per source of a synthetic recording.
+    synthetic_lines: usize,
+    /// Seed of a synthetic recording.
+    synthetic_seed: u64,
+}
+
+impl Default for DataParams {
+    fn default() -> Self {
+        Self {
+            source: Source::Recorded,
+            path: PathBuf::from("data/qrng/AI_2qubits_training_data.txt"),
+            synthetic_lines: 2_000,
+            synthetic_seed: 1,
+        }
+    }
+}
+
+/// The two data sources.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Source {
+    Recorded,
+    Synthetic,
+}
+
+impl DataParams {
+    /// Reads or generates the bit strings, and says which in a note.
+    fn load(&self) -> anyhow::Result<(BitStrings, String)> {
+        match self.source {
+            Source::Recorded => {
+                let path = if self.path.is_relative() && !self.path.exists() {
+                    Path::new(env!("CARGO_MANIFEST_DIR"))
+                        .join("../..")
+                        .join(&self.path)
+                } else {
+                    self.path.clone()
+                };
+                let strings = BitStrings::read(&path, &QRNG_LABELS)?;
+                Ok((strings, format!("data: {}", self.path.display())))
+            }
+            Source::Synthetic => Ok((
+                synthetic_recording(self.synthetic_lines, self.synthetic_seed)?,
+                format!(
+                    "data: synthetic sources, {} lines each (seed {})",
+                    self.synthetic_lines, self.synthetic_seed
+                ),
+            )),
+        }
+    }
+}
+
+/// A note for runs whose precision policy the variants do not follow.
+fn precision_note(ctx: &RunContext) -> Option<String> {
+    (ctx.precision != Precision::F32).then(|| {
+        format!(
+            "the run's {} policy does not apply: each variant states its own precision",
+            ctx.precision
+        )
+    })
+}
+
+/// Times `work`, one full run, on backend `B`: the last run's output and seconds per run.
+fn timed<B: AutodiffBackend, T>(
+    device: &B::Device,
+    timing: TimingConfig,
+    work: impl FnMut() -> anyhow::Result<T>,
+) -> anyhow::Result<(T, Stats)> {
+    let m = measure_on::<B, _>(device, timing, work)?;
+    Ok((m.output?, m.seconds))
+}
+
+/// Workload `qrng-distinguish`.
+pub struct QrngDistinguish;
+
+/// Parameters of `qrng-distinguish`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct DistinguishParams {
+    /// The bit strings.
+    data: DataParams,
+    /// The tournament's settings.
+    tournament: DistinguishConfig,
+}
+
+impl Workload for QrngDistinguish {
+    fn name(&self) -> &'static str {
+        "qrng-distinguish"
+    }
+
+    fn summary(&self) -> &'static str {
+        "guide 000: symmetric-KL distinguishability of every pair of qRNG sources, no training"
+    }
+
+    fn variants(&self) -> Vec<VariantInfo> {
+        vec![VariantInfo {
+            name: "tournament",
+            description: "three feature sets per source and every pair's divergences in one \
+                          batched program on the device",
+            baseline: false,
+            claim: None,
+        }]
+    }
+
+    fn check_params(&self, params: &toml::Table) -> anyhow::Result<()> {
+        parse_params::<DistinguishParams>(self.name(), params).map(drop)
+    }
+
+    fn run(
+        &self,
+        _variant: &VariantInfo,
+        params: &toml::Table,
+        ctx: &RunContext,
+    ) -> anyhow::Result<VariantRun> {
+        let params: DistinguishParams = parse_params(self.name(), params)?;
+        let (strings, source) = params.data.load()?;
+        struct Task<'a> {
+            strings: &'a BitStrings,
+            config: DistinguishConfig,
+            timing: TimingConfig,
+        }
+        impl OnDevice for Task<'_> {
+            type Output = anyhow::Result<VariantOutcome>;
+            fn run<B: AutodiffBackend>(self, device: &B::Device) -> Self::Output {
+                let (table, seconds) = timed::<B, _>(device, self.timing, || {
+                    Ok(distinguish::<B::InnerBackend>(
+                        self.strings,
+                        &self.config,
+                        device,
+                    )?)
+                })?;
+                let mut notes: Vec<String> = table
+                    .pairs
+                    .iter()
+                    .map(|p| {
+                        format!(
+                            "{}v{}: KL bits {:.6}, KL pattern {:.6}, KL diff {:.6}, composite {:.6}",
+                            p.devices.0, p.devices.1, p.kl_bits, p.kl_pattern, p.kl_diff, p.composite
+                        )
+                    })
+                    .collect();
+                if let Some(best) = table.most_distinguishable() {
+                    notes.push(format!(
+                        "most distinguishable: {}v{}",
+                        best.devices.0, best.devices.1
+                    ));
+                }
+                Ok(VariantOutcome {
+                    per_iteration: seconds,
+                    iteration_unit: "tournament".into(),
+                    iterations_per_run: 1.0,
+                    items_per_iteration: table.pairs.len() as f64,
+                    throughput_unit: "pairs/s".into(),
+                    quality: None,
+                    notes,
+                })
+            }
+        }
+        let mut outcome = run_on(
+            ctx.device,
+            Task {
+                strings: &strings,
+                config: params.tournament,
+                timing: ctx.timing,
+            },
+        )??;
+        outcome.notes.push(source);
+        outcome.notes.extend(precision_note(ctx));
+        Ok(VariantRun::Measured(outcome))
+    }
+}
+
+/// Workload `qrng-gan`.
+pub struct QrngGan;
+
+/// Parameters of `qrng-gan`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct GanParams {
+    /// The bit strings.
+    data: DataParams,
+    /// The tournament's settings; `noise` is set by the variant.
+    tournament: GanConfig,
+}
+
+impl Workload for QrngGan {
+    fn name(&self) -> &'static str {
+        "qrng-gan"
+    }
+
+    fn summary(&self) -> &'static str {
+        "guide 000: GAN tournament, a 4096-128-256-4096 generator per pair of qRNG sources"
+    }
+
+    fn variants(&self) -> Vec<VariantInfo> {
+        vec![
+            VariantInfo {
+                name: "baseline",
+                description: "matches (pairs x seeds) one at a time, noise drawn on the host \
+                              (the original's way)",
+                baseline: true,
+                claim: None,
+            },
+            VariantInfo {
+                name: "batched",
+                description: "every match a member of one batched program, noise drawn on \
+                              the device",
+                baseline: false,
+                claim: Some(GAN_CLAIM),
+            },
+        ]
+    }
+
+    fn check_params(&self, params: &toml::Table) -> anyhow::Result<()> {
+        parse_params::<GanParams>(self.name(), params).map(drop)
+    }
+
+    fn run(
+        &self,
+        variant: &VariantInfo,
+        params: &toml::Table,
+        ctx: &RunContext,
+    ) -> anyhow::Result<VariantRun> {
+        let params: GanParams = parse_params(self.name(), params)?;
+        let (strings, source) = params.data.load()?;
+        let (batching, noise) = match variant.name {
+            "baseline" => (Batching::OneAtATime, Noise::Host),
+            "batched" => (Batching::Members, Noise::Device),
+            other => anyhow::bail!("workload `qrng-gan` has no variant `{other}`"),
+        };
+        let config = GanConfig {
+            noise,
+            ..params.tournament
+        };
+        struct Task<'a> {
+            strings: &'a BitStrings,
+            config: &'a GanConfig,
+            batching: Batching,
+            timing: TimingConfig,
+        }
+        impl OnDevice for Task<'_> {
+            type Output = anyhow::Result<(GanTournament, Stats)>;
+            fn run<B: AutodiffBackend>(self, device: &B::Device) -> Self::Output {
+                timed::<B, _>(device, self.timing, || {
+                    Ok(gan_tournament::<B>(
+                        self.strings,
+                        self.config,
+                        self.batching,
+                        device,
+                    )?)
+                })
+            }
+        }
+        let (tournament, seconds) = run_on(
+            ctx.device,
+            Task {
+                strings: &strings,
+                config: &config,
+                batching,
+                timing: ctx.timing,
+            },
+        )??;
+        let epochs = config.epochs as f64;
+        let mut notes: Vec<String> = tournament
+            .table()
+            .iter()
+            .map(|row| {
+                format!(
+                    "{}v{}: final KL {:.4} +- {:.4} over {} seed(s); a uniform generator scores {:.4}",
+                    row.devices.0,
+                    row.devices.1,
+                    row.mean,
+                    row.std,
+                    row.final_kl.len(),
+                    row.uniform_kl
+                )
+            })
+            .collect();
+        notes.push(format!(
+            "{} epochs, {} match(es); the original's quick setting is 100 epochs, its full one 1,000",
+            config.epochs,
+            tournament.matches.len()
+        ));
+        notes.push(source);
+        notes.extend(precision_note(ctx));
+        Ok(VariantRun::Measured(VariantOutcome {
+            per_iteration: seconds.scaled(1.0 / epochs),
+            iteration_unit: "epoch (all matches)".into(),
+            iterations_per_run: epochs,
+            items_per_iteration: tournament.matches.len() as f64,
+            throughput_unit: "match-epochs/s".into(),
+            quality: Some(Quality {
+                metric: "mean final KL(p_real || g)".into(),
+                value: tournament.mean_final_kl(),
+                higher_is_better: false,
+                tolerance: Tolerance::Relative(0.1),
+            }),
+            notes,
+        }))
+    }
+}
+
+/// Workload `qrng-classifier`.
+pub struct QrngClassifier;
+
+/// Parameters of `qrng-classifier`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct ClassifierParams {
+    /// The bit strings.
+    data: DataParams,
+    /// The classifier's settings; `batch_size` is set by the variant.
+    training: ClassifierConfig,
+}
+
+/// What a classifier variant changes.
+struct Setting {
+    batch_size: usize,
+    batching: Batching,
+    resident: bool,
+    bf16: Bf16,
+}
+
+/// Whether a classifier variant computes its forward pass in bf16.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Bf16 {
+    /// Plain f32.
+    No,
+    /// bf16, or unsupported where the device has none.
+    Required,
+    /// bf16 where the device has it, f32 elsewhere.
+    WhereAvailable,
+}
+
+const CLASSIFIER_VARIANTS: [(&str, &str, Setting, Option<Claim>); 6] = [
+    (
+        "baseline",
+        "batch 8, one seed at a time, f32, data streamed from the host (the original's way)",
+        Setting {
+            batch_size: 8,
+            batching: Batching::OneAtATime,
+            resident: false,
+            bf16: Bf16::No,
+        },
+        None,
+    ),
+    (
+        "batch-128",
+        "batch 128 (the guide's), otherwise the baseline",
+        Setting {
+            batch_size: 128,
+            batching: Batching::OneAtATime,
+            resident: false,
+            bf16: Bf16::No,
+        },
+        None,
+    ),
+    (
+        "seeds-batched",
+        "the seeds as members of one batched program, otherwise the baseline",
+        Setting {
+            batch_size: 8,
+            batching: Batching::Members,
+            resident: false,
+            bf16: Bf16::No,
+        },
+        None,
+    ),
+    (
+        "device-resident",
+        "data uploaded once and batches gathered on the device, otherwise the baseline",
+        Setting {
+            batch_size: 8,
+            batching: Batching::OneAtATime,
+            resident: true,
+            bf16: Bf16::No,
+        },
+        None,
+    ),
+    (
+        "mixed-precision",
+        "bf16 forward pass with f32 master weights, otherwise the baseline",
+        Setting {
+            batch_size: 8,
+            batching: Batching::OneAtATime,
+            resident: false,
+            bf16: Bf16::Required,
+        },
+        Some(AMP_CLAIM),
+    ),
+    (
+        "all",
+        "batch 128, seeds batched, device-resident data, bf16 where the device has it",
+        Setting {
+            batch_size: 128,
+            batching: Batching::Members,
+            resident: true,
+            bf16: Bf16::WhereAvailable,
+        },
+        Some(NN_CLAIM),
+    ),
+];
+
+impl Workload for QrngClassifier {
+    fn name(&self) -> &'static str {
+        "qrng-classifier"
+    }
+
+    fn summary(&self) -> &'static str {
+        "guide 000: 100-30-20-3 MLP naming the qRNG source of a line, 4 seeds, early stopping"
+    }
+
+    fn variants(&self) -> Vec<VariantInfo> {
+        CLASSIFIER_VARIANTS
+            .iter()
+            .map(|(name, description, setting, claim)| VariantInfo {
+                name,
+                description,
+                baseline: setting.batch_size == 8
+                    && setting.batching == Batching::OneAtATime
+                    && !setting.resident
+                    && setting.bf16 == Bf16::No,
+                claim: *claim,
+            })
+            .collect()
+    }
+
+    fn check_params(&self, params: &toml::Table) -> anyhow::Result<()> {
+        parse_params::<ClassifierParams>(self.name(), params).map(drop)
+    }
+
+    fn run(
+        &self,
+        variant: &VariantInfo,
+        params: &toml::Table,
+        ctx: &RunContext,
+    ) -> anyhow::Result<VariantRun> {
+        let params: ClassifierParams = parse_params(self.name(), params)?;
+        let setting = CLASSIFIER_VARIANTS
+            .iter()
+            .find(|(name, ..)| *name == variant.name)
+            .map(|(_, _, setting, _)| setting)
+            .with_context(|| {
+                format!(
+                    "workload `qrng-classifier` has no variant `{}`",
+                    variant.name
+                )
+            })?;
+        let (strings, source) = params.data.load()?;
+        let data = strings.to_dataset();
+        let config = ClassifierConfig {
+            batch_size: setting.batch_size,
+            ..params.training
+        };
+        let task = ClassifierTask {
+            data: &data,
+            config: &config,
+            setting,
+            timing: ctx.timing,
+        };
+        let (outcome, seconds, precision) = match run_on(ctx.device, task)?? {
+            ClassifierRun::Measured(outcome, seconds, precision) => (outcome, seconds, precision),
+            ClassifierRun::Refused(reason) => return Ok(VariantRun::Unsupported(reason)),
+        };
+        let seeds = config.seeds.len() as f64;
+        let iterations = outcome.member_epochs as f64 / seeds;
+        let (train_samples, _, _) =
+            Split::sizes(data.len(), config.test_fraction, config.validation_fraction)?;
+        let (mean, std) = outcome.test_accuracy();
+        let mut notes = vec![
+            format!(
+                "test accuracy {:.2} % +- {:.2} % over seeds {:?} (original: 57.2 % +- 1.8 %, selected on its test split)",
+                100.0 * mean,
+                100.0 * std,
+                config.seeds
+            ),
+            outcome
+                .seeds
+                .iter()
+                .map(|s| {
+                    format!(
+                        "seed {}: {:.2} % after {} epochs",
+                        s.seed,
+                        100.0 * s.test_accuracy,
+                        s.epochs
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; "),
+            format!(
+                "at most {} epochs (the full setting: 1,000), early-stopping patience {}, precision {precision}",
+                config.max_epochs, config.early_stopping_patience
+            ),
+        ];
+        if outcome.seeds.iter().all(|s| s.epochs == config.max_epochs) {
+            notes.push(format!(
+                "no seed stopped early: every run ended at the limit of {} epochs, so the \
+                 accuracies may not have converged (batch 128 takes 16x fewer steps per \
+                 epoch than batch 8); judge parity at the full setting",
+                config.max_epochs
+            ));
+        }
+        if setting.bf16 == Bf16::WhereAvailable && precision == Precision::F32 {
+            notes.push("bf16 is not available on this device: ran in f32".into());
+        }
+        notes.push(source);
+        notes.extend(precision_note(ctx));
+        Ok(VariantRun::Measured(VariantOutcome {
+            per_iteration: seconds.scaled(1.0 / iterations.max(1.0)),
+            iteration_unit: "epoch (all seeds)".into(),
+            iterations_per_run: iterations,
+            items_per_iteration: seeds * train_samples as f64,
+            throughput_unit: "samples/s".into(),
+            quality: Some(Quality {
+                metric: "mean test accuracy".into(),
+                value: mean,
+                higher_is_better: true,
+                tolerance: Tolerance::Absolute(0.015),
+            }),
+            notes,
+        }))
+    }
+}
+
+/// What a classifier variant's run gave.
+enum ClassifierRun {
+    /// The last run's outcome, seconds per run, and the precision used.
+    Measured(ClassifierOutcome, Stats, Precision),
+    /// The device refused the variant's precision.
+    Refused(String),
+}
+
+struct ClassifierTask<'a> {
+    data: &'a quench_data::Dataset,
+    config: &'a ClassifierConfig,
+    setting: &'a Setting,
+    timing: TimingConfig,
+}
+
+impl OnDevice for ClassifierTask<'_> {
+    type Output = anyhow::Result<ClassifierRun>;
+
+    fn run<B: AutodiffBackend>(self, device: &B::Device) -> Self::Output {
+        let precision = match (self.setting.bf16, Precision::Bf16.check::<B>(device)) {
+            (Bf16::No, _) | (Bf16::WhereAvailable, Err(_)) => Precision::F32,
+            (Bf16::Required | Bf16::WhereAvailable, Ok(())) => Precision::Bf16,
+            (Bf16::Required, Err(refusal)) => {
+                return Ok(ClassifierRun::Refused(refusal.to_string()));
+            }
+        };
+        let execution = Execution {
+            batching: self.setting.batching,
+            loader: if self.setting.resident {
+                Mode::Resident
+            } else {
+                Mode::Streaming {
+                    num_workers: 0,
+                    prefetch: 1,
+                    staging: false,
+                }
+            },
+            precision,
+        };
+        let (outcome, seconds) = timed::<B, _>(device, self.timing, || {
+            Ok(train_classifier::<B>(
+                self.data,
+                self.config,
+                &execution,
+                device,
+            )?)
+        })?;
+        Ok(ClassifierRun::Measured(outcome, seconds, precision))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quench_device::SelectedDevice;
+
+    fn ctx() -> RunContext {
+        RunContext {
+            device: SelectedDevice::Cpu,
+            precision: Precision::F32,
+            timing: TimingConfig {
+                warmup: 0,
+                repeats: 1,
+            },
+        }
+    }
+
+    /// A tiny synthetic recording and `extra` workload parameters.
+    fn params(extra: &str) -> toml::Table {
+        toml::from_str(&format!(
+            "data = {{ source = \"synthetic\", synthetic_lines = 40 }}\n{extra}"
+        ))
+        .unwrap()
+    }
+
+    fn measured(run: VariantRun) -> VariantOutcome {
+        match run {
+            VariantRun::Measured(outcome) => outcome,
+            VariantRun::Unsupported(reason) => panic!("unsupported: {reason}"),
+        }
+    }
+
+    #[test]
+    fn every_variant_runs_on_synthetic_sources() {
+        let gan = params("tournament = { epochs = 2, bits = 8 }");
+        for variant in QrngGan.variants() {
+            let outcome = measured(QrngGan.run(&variant, &gan, &ctx()).unwrap());
+            assert_eq!(outcome.iterations_per_run, 2.0);
+            assert!(outcome.quality.unwrap().value.is_finite());
+            assert!(outcome.notes.iter().any(|n| n.starts_with("1v2: final KL")));
+        }
+        let classifier = params("training = { max_epochs = 2, seeds = [1, 2] }");
+        for variant in QrngClassifier.variants() {
+            let run = QrngClassifier.run(&variant, &classifier, &ctx()).unwrap();
+            if variant.name == "mixed-precision" {
+                assert!(matches!(run, VariantRun::Unsupported(ref r) if r.contains("bf16")));
+                continue;
+            }
+            let outcome = measured(run);
+            assert_eq!(outcome.iterations_per_run, 2.0, "{}", variant.name);
+            let accuracy = outcome.quality.unwrap().value;
+            assert!((0.0..=1.0).contains(&accuracy));
+            if variant.name == "all" {
+                assert!(outcome.notes.iter().any(|n| n.contains("ran in f32")));
+            }
+        }
+        let distinguish = params("tournament = { bits = 16 }");
+        let variant = &QrngDistinguish.variants()[0];
+        let outcome = measured(QrngDistinguish.run(variant, &distinguish, &ctx()).unwrap());
+        assert_eq!(outcome.items_per_iteration, 3.0);
+        assert!(outcome.notes.iter().any(|n| n.starts_with("1v3: KL bits")));
+    }
+
+    #[test]
+    fn one_baseline_each_and_parameters_are_checked() {
+        for workload in [&QrngGan as &dyn Workload, &QrngClassifier] {
+            let baselines = workload.variants().iter().filter(|v| v.baseline).count();
+            assert_eq!(baselines, 1, "{}", workload.name());
+        }
+        assert!(QrngClassifier.check_params(&params("")).is_ok());
+        let err = QrngGan
+            .check_params(&params("tournament = { epoch = 3 }"))
+            .unwrap_err();
+        assert!(format!("{err:#}").contains("epoch"), "{err:#}");
+        let missing: toml::Table =
+            toml::from_str("data = { path = \"/nonexistent/qrng.txt\" }").unwrap();
+        let err = QrngDistinguish
+            .run(&QrngDistinguish.variants()[0], &missing, &ctx())
+            .unwrap_err();
+        assert!(
+            format!("{err:#}").contains("/nonexistent/qrng.txt"),
+            "{err:#}"
+        );
+    }
+}

@@ -1,0 +1,39 @@
+//! Evolves the tasks of a pulse document and prints the final states as JSON.
+//!
+//! `cargo run --release -p quench-lindblad --example evolve -- INPUT.json`
+//!
+//! The document format is described in the crate documentation; an example is
+//! `configs/lindblad/evolve-example.json`. Runs in f64 on the CPU. Any error (unreadable
+//! file, malformed document) is printed to stderr, naming the field, with exit status 1.
+
+use std::process::ExitCode;
+
+use burn::backend::NdArray;
+use quench_lindblad::Job;
+
+fn run(path: &str) -> Result<String, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    let job = Job::from_json(&text).map_err(|e| format!("{path}: {e}"))?;
+    let report = job
+        .run::<NdArray<f64>>(&Default::default())
+        .map_err(|e| format!("{path}: {e}"))?;
+    serde_json::to_string_pretty(&report).map_err(|e| format!("writing the report: {e}"))
+}
+
+fn main() -> ExitCode {
+    let mut args = std::env::args().skip(1);
+    let (Some(path), None) = (args.next(), args.next()) else {
+        eprintln!("usage: evolve INPUT.json");
+        return ExitCode::FAILURE;
+    };
+    match run(&path) {
+        Ok(json) => {
+            println!("{json}");
+            ExitCode::SUCCESS
+        }
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

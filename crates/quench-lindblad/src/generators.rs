@@ -1,0 +1,244 @@
+//! The Lindbladian as real matrices, linear in the controls and the rates:
+//! `M = M_H0 + sum_c u_c M_c + sum_k gamma_k M_k`, built on the host in f64 and uploaded once.
+
+use burn::tensor::{Element, Tensor, TensorData, backend::Backend};
+use num_complex::Complex64;
+
+use crate::{Basis, CMatrix, System};
+
+/// The real generators of a system in the Gell-Mann [`Basis`], f64, each row-major
+/// `[d^2, d^2]`: `M_ij = Tr(G_i L(G_j))` for the drift's commutator, each control's commutator
+/// and each unit-rate dissipator.
+///
+/// Row 0 of every generator is set to exactly zero: `Tr L(A) = 0` for any Lindbladian, and
+/// keeping the zero exact makes every step matrix map the trace coordinate `r_0` to itself
+/// bit for bit, so the solvers conserve the trace without renormalising.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostGenerators {
+    dim: usize,
+    drift: Vec<f64>,
+    controls: Vec<Vec<f64>>,
+    jumps: Vec<Vec<f64>>,
+}
+
+/// 1-norms of the generators, from which the exact solver bounds `||M t||` in advance.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct GeneratorNorms {
+    drift: f64,
+    controls: f64,
+    jumps: f64,
+}
+
+impl GeneratorNorms {
+    /// An upper bound on `||M||_1` for amplitudes within `+-control_bound` and rates within
+    /// `[0, rate_bound]`.
+    pub(crate) fn bound(&self, control_bound: f64, rate_bound: f64) -> f64 {
+        self.drift + control_bound * self.controls + rate_bound * self.jumps
+    }
+}
+
+fn real_norm_one(matrix: &[f64], n: usize) -> f64 {
+    (0..n)
+        .map(|col| (0..n).map(|row| matrix[row * n + col].abs()).sum())
+        .fold(0.0, f64::max)
+}
+
+impl HostGenerators {
+    /// The generators of `system`.
+    pub fn new(system: &System) -> Self {
+        let basis = Basis::gell_mann(system.dim());
+        let n = basis.size();
+        let minus_i = Complex64::new(0.0, -1.0);
+        let trace_free = |mut m: Vec<f64>| {
+            m[..n].fill(0.0);
+            m
+        };
+        let hamiltonian =
+            |h: &CMatrix| trace_free(basis.superoperator(|x| h.commutator(x).scale(minus_i)));
+        let dissipator = |l: &CMatrix| {
+            let l_dag = l.adjoint();
+            let decay = &l_dag * l;
+            trace_free(basis.superoperator(|x| {
+                &(&(l * x) * &l_dag) - &decay.anticommutator(x).scale(Complex64::new(0.5, 0.0))
+            }))
+        };
+        Self {
+            dim: system.dim(),
+            drift: hamiltonian(system.drift()),
+            controls: system.controls().iter().map(hamiltonian).collect(),
+            jumps: system.jumps().iter().map(dissipator).collect(),
+        }
+    }
+
+    /// The Hilbert-space dimension `d`.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// The length `d^2` of a real state vector.
+    pub fn size(&self) -> usize {
+        self.dim * self.dim
+    }
+
+    /// The generator `M_H0 + sum_c u_c M_c + sum_k gamma_k M_k`, row-major `[d^2, d^2]`.
+    ///
+    /// # Panics
+    /// When the numbers of amplitudes or rates do not match the system.
+    pub fn generator(&self, amplitudes: &[f64], rates: &[f64]) -> Vec<f64> {
+        assert_eq!(
+            amplitudes.len(),
+            self.controls.len(),
+            "one amplitude per control"
+        );
+        assert_eq!(rates.len(), self.jumps.len(), "one rate per jump");
+        let mut m = self.drift.clone();
+        let terms = self
+            .controls
+            .iter()
+            .zip(amplitudes)
+            .chain(self.jumps.iter().zip(rates));
+        for (part, &coefficient) in terms {
+            m.iter_mut()
+                .zip(part)
+                .for_each(|(a, b)| *a += coefficient * b);
+        }
+        m
+    }
+
+    pub(crate) fn norms(&self) -> GeneratorNorms {
+        let n = self.size();
+        let sum = |parts: &[Vec<f64>]| parts.iter().map(|m| real_norm_one(m, n)).sum();
+        GeneratorNorms {
+            drift: real_norm_one(&self.drift, n),
+            controls: sum(&self.controls),
+            jumps: sum(&self.jumps),
+        }
+    }
+}
+
+/// The generators of one system on one device: a `[d^4, 1 + C + K]` tensor whose columns
+/// are the flattened `M_H0`, `M_1 .. M_C`, `M_1 .. M_K`, so that the generators of every task
+/// and segment come out of one matrix product with their coefficients `[1, u, gamma]`.
+/// Cloning is cheap (the tensor is shared). Get one from the
+/// [`OperatorCache`](crate::OperatorCache) to upload each system once.
+#[derive(Clone, Debug)]
+pub struct Generators<B: Backend> {
+    stack: Tensor<B, 2>,
+    dim: usize,
+    controls: usize,
+    jumps: usize,
+    norms: GeneratorNorms,
+}
+
+impl<B: Backend> Generators<B> {
+    /// Builds the generators of `system` and uploads them to `device`, bypassing the cache.
+    pub fn upload(system: &System, device: &B::Device) -> Self {
+        Self::from_host(&HostGenerators::new(system), device)
+    }
+
+    /// Uploads generators built on the host.
+    pub fn from_host(host: &HostGenerators, device: &B::Device) -> Self {
+        let n = host.size();
+        let parts: Vec<&Vec<f64>> = std::iter::once(&host.drift)
+            .chain(&host.controls)
+            .chain(&host.jumps)
+            .collect();
+        let columns = parts.len();
+        let mut data = vec![0.0; n * n * columns];
+        for (column, part) in parts.iter().enumerate() {
+            for (index, &value) in part.iter().enumerate() {
+                data[index * columns + column] = value;
+            }
+        }
+        // The backend's own float type: NdArray<f32> and NdArray<f64> share one device and
+        // its default dtype, so relying on the default could upload f64 to an f32 backend.
+        let stack = Tensor::from_data(
+            TensorData::new(data, [n * n, columns]),
+            (device, <B::FloatElem as Element>::dtype()),
+        );
+        Self {
+            stack,
+            dim: host.dim,
+            controls: host.controls.len(),
+            jumps: host.jumps.len(),
+            norms: host.norms(),
+        }
+    }
+
+    /// The Hilbert-space dimension `d`.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// The length `d^2` of a real state vector.
+    pub fn size(&self) -> usize {
+        self.dim * self.dim
+    }
+
+    /// The number of control channels `C`.
+    pub fn controls(&self) -> usize {
+        self.controls
+    }
+
+    /// The number of jump operators `K`.
+    pub fn jumps(&self) -> usize {
+        self.jumps
+    }
+
+    /// Device memory held by the generators, in bytes.
+    pub fn bytes(&self) -> usize {
+        self.stack.shape().num_elements() * self.stack.dtype().size()
+    }
+
+    /// The stacked generators `[d^4, 1 + C + K]`.
+    pub(crate) fn stack(&self) -> Tensor<B, 2> {
+        self.stack.clone()
+    }
+
+    pub(crate) fn norms(&self) -> GeneratorNorms {
+        self.norms
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::operators::{pauli_x, pauli_z};
+    use crate::presets;
+
+    #[test]
+    fn generators_match_the_lindbladian_applied_in_the_basis() {
+        let system = presets::two_qubit();
+        let host = HostGenerators::new(&system);
+        let basis = Basis::gell_mann(4);
+        let (u, g) = ([0.3, -1.2, 0.7, 0.1], [0.05, 0.2, 0.4, 0.01]);
+        let m = host.generator(&u, &g);
+        let h = system.hamiltonian(&u);
+        let lindbladian = |x: &CMatrix| {
+            let mut out = h.commutator(x).scale(Complex64::new(0.0, -1.0));
+            for (l, &rate) in system.jumps().iter().zip(&g) {
+                let decay = &l.adjoint() * l;
+                let d = &(&(l * x) * &l.adjoint())
+                    - &decay.anticommutator(x).scale(Complex64::new(0.5, 0.0));
+                out = &out + &d.scale(Complex64::new(rate, 0.0));
+            }
+            out
+        };
+        let expected = basis.superoperator(lindbladian);
+        let worst = m
+            .iter()
+            .zip(&expected)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max);
+        assert!(worst < 1e-13, "{worst}");
+        assert!(m[..16].iter().all(|&x| x == 0.0));
+    }
+
+    #[test]
+    fn norm_bound_adds_the_scaled_parts() {
+        let system = System::new(pauli_z(), vec![pauli_x()], vec![pauli_z()]).unwrap();
+        let norms = HostGenerators::new(&system).norms();
+        // -i[Z, .] rotates X and Y into each other at rate 2; the Z dissipator damps X, Y at 2.
+        assert_eq!(norms.bound(10.0, 0.5), 2.0 + 10.0 * 2.0 + 0.5 * 2.0);
+    }
+}

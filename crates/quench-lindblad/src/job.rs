@@ -1,0 +1,490 @@
+//! Pulse documents: the JSON input of the `evolve` example, read with field-by-field
+//! validation, and its JSON output (the format is in the crate documentation).
+
+use burn::tensor::{Element, Tensor, TensorData, backend::Backend};
+use num_complex::Complex64;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::{Basis, Batch, CMatrix, Generators, LindbladError, Method, Output, Solver, System};
+
+/// Tolerance of the checks on `rho0` and `target` (Hermiticity, unit trace, purity).
+const STATE_TOLERANCE: f64 = 1e-9;
+
+/// Fields of the document, in the order of the documentation.
+const FIELDS: [&str; 11] = [
+    "dim",
+    "t_total",
+    "h0",
+    "controls",
+    "jumps",
+    "rho0",
+    "target",
+    "method",
+    "dt",
+    "control_bound",
+    "tasks",
+];
+
+/// One task of a document: the rates of its jumps and its piecewise-constant amplitudes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobTask {
+    /// One rate per jump operator, in units of `1 / T`.
+    pub rates: Vec<f64>,
+    /// One row of amplitudes (one per control) per segment.
+    pub amplitudes: Vec<Vec<f64>>,
+}
+
+/// A validated pulse document.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Job {
+    /// The system of `h0`, `controls` and `jumps`.
+    pub system: System,
+    /// Total pulse time `T`.
+    pub t_total: f64,
+    /// The initial density matrix.
+    pub rho0: CMatrix,
+    /// The pure target state, if any.
+    pub target: Option<CMatrix>,
+    /// Method and bounds; the rate bound is the largest rate of the document, so that no
+    /// rate is clamped.
+    pub solver: Solver,
+    /// The tasks, all with the same number of segments.
+    pub tasks: Vec<JobTask>,
+}
+
+/// The output for one task.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TaskReport {
+    /// The final density matrix, rows of `[re, im]` pairs.
+    pub rho: Vec<Vec<[f64; 2]>>,
+    /// `Tr(rho target)`, when the document has a target.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fidelity: Option<f64>,
+}
+
+/// The output document: one report per task, in input order.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct JobReport {
+    /// The tasks' results.
+    pub tasks: Vec<TaskReport>,
+}
+
+fn child(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn required<'a>(
+    object: &'a Map<String, Value>,
+    path: &str,
+    key: &str,
+) -> Result<&'a Value, LindbladError> {
+    object
+        .get(key)
+        .ok_or_else(|| LindbladError::input(child(path, key), "missing"))
+}
+
+fn number(value: &Value, path: &str) -> Result<f64, LindbladError> {
+    match value.as_f64() {
+        Some(x) if x.is_finite() => Ok(x),
+        _ => Err(LindbladError::input(
+            path,
+            format!("expected a finite number, found {}", kind(value)),
+        )),
+    }
+}
+
+fn list<'a>(value: &'a Value, path: &str) -> Result<&'a Vec<Value>, LindbladError> {
+    value.as_array().ok_or_else(|| {
+        LindbladError::input(path, format!("expected a list, found {}", kind(value)))
+    })
+}
+
+fn sized_list<'a>(
+    value: &'a Value,
+    path: &str,
+    len: usize,
+    what: &str,
+) -> Result<&'a Vec<Value>, LindbladError> {
+    let items = list(value, path)?;
+    if items.len() == len {
+        Ok(items)
+    } else {
+        Err(LindbladError::input(
+            path,
+            format!("expected {len} {what}, found {}", items.len()),
+        ))
+    }
+}
+
+fn numbers(value: &Value, path: &str, len: usize, what: &str) -> Result<Vec<f64>, LindbladError> {
+    sized_list(value, path, len, what)?
+        .iter()
+        .enumerate()
+        .map(|(i, x)| number(x, &format!("{path}[{i}]")))
+        .collect()
+}
+
+fn matrix(value: &Value, path: &str, dim: usize) -> Result<CMatrix, LindbladError> {
+    let rows = sized_list(value, path, dim, "rows")?;
+    let mut entries = Vec::with_capacity(dim * dim);
+    for (r, row) in rows.iter().enumerate() {
+        let row_path = format!("{path}[{r}]");
+        for (c, entry) in sized_list(row, &row_path, dim, "entries")?
+            .iter()
+            .enumerate()
+        {
+            let pair = numbers(entry, &format!("{row_path}[{c}]"), 2, "numbers [re, im]")?;
+            entries.push(Complex64::new(pair[0], pair[1]));
+        }
+    }
+    Ok(CMatrix::from_fn(dim, |r, c| entries[r * dim + c]))
+}
+
+fn hermitian(value: &Value, path: &str, dim: usize) -> Result<CMatrix, LindbladError> {
+    let m = matrix(value, path, dim)?;
+    let deviation = m.hermiticity_deviation();
+    if deviation > STATE_TOLERANCE * m.norm_one().max(1.0) {
+        return Err(LindbladError::NotHermitian {
+            name: path.to_string(),
+            deviation,
+        });
+    }
+    Ok(m)
+}
+
+fn density_matrix(value: &Value, path: &str, dim: usize) -> Result<CMatrix, LindbladError> {
+    let rho = hermitian(value, path, dim)?;
+    let trace = rho.trace().re;
+    if (trace - 1.0).abs() > STATE_TOLERANCE {
+        return Err(LindbladError::input(
+            path,
+            format!("trace is {trace}, expected 1"),
+        ));
+    }
+    Ok(rho)
+}
+
+fn method(object: &Map<String, Value>) -> Result<Method, LindbladError> {
+    let name = required(object, "", "method")?;
+    let dt = || -> Result<f64, LindbladError> {
+        let dt = number(required(object, "", "dt")?, "dt")?;
+        if dt > 0.0 {
+            Ok(dt)
+        } else {
+            Err(LindbladError::input(
+                "dt",
+                format!("must be positive, found {dt}"),
+            ))
+        }
+    };
+    match name.as_str() {
+        Some("exact") => Ok(Method::Exact),
+        Some("rk4") => Ok(Method::Rk4 { dt: dt()? }),
+        Some("euler") => Ok(Method::Euler { dt: dt()? }),
+        _ => Err(LindbladError::input(
+            "method",
+            format!("expected \"exact\", \"rk4\" or \"euler\", found {name}"),
+        )),
+    }
+}
+
+fn tasks(value: &Value, controls: usize, jumps: usize) -> Result<Vec<JobTask>, LindbladError> {
+    let items = list(value, "tasks")?;
+    if items.is_empty() {
+        return Err(LindbladError::input("tasks", "expected at least one task"));
+    }
+    let mut segments = None;
+    items
+        .iter()
+        .enumerate()
+        .map(|(t, item)| {
+            let path = format!("tasks[{t}]");
+            let object = item.as_object().ok_or_else(|| {
+                LindbladError::input(&path, format!("expected an object, found {}", kind(item)))
+            })?;
+            if let Some(key) = object.keys().find(|k| *k != "rates" && *k != "amplitudes") {
+                return Err(LindbladError::input(child(&path, key), "unknown field"));
+            }
+            let rates_path = child(&path, "rates");
+            let rates = numbers(
+                required(object, &path, "rates")?,
+                &rates_path,
+                jumps,
+                "rates (one per jump)",
+            )?;
+            if let Some((k, &rate)) = rates.iter().enumerate().find(|(_, r)| **r < 0.0) {
+                return Err(LindbladError::input(
+                    format!("{rates_path}[{k}]"),
+                    format!("negative rate {rate}"),
+                ));
+            }
+            let amplitudes_path = child(&path, "amplitudes");
+            let rows = list(required(object, &path, "amplitudes")?, &amplitudes_path)?;
+            let expected = *segments.get_or_insert(rows.len());
+            if rows.is_empty() || rows.len() != expected {
+                return Err(LindbladError::input(
+                    amplitudes_path,
+                    format!(
+                        "expected {} segments (as tasks[0]), found {}",
+                        expected.max(1),
+                        rows.len()
+                    ),
+                ));
+            }
+            let amplitudes = rows
+                .iter()
+                .enumerate()
+                .map(|(s, row)| {
+                    numbers(
+                        row,
+                        &format!("{amplitudes_path}[{s}]"),
+                        controls,
+                        "numbers (one per control)",
+                    )
+                })
+                .collect::<Result<_, _>>()?;
+            Ok(JobTask { rates, amplitudes })
+        })
+        .collect()
+}
+
+impl Job {
+    /// Reads and validates a document; the error names the offending field.
+    pub fn from_json(text: &str) -> Result<Self, LindbladError> {
+        let document: Value = serde_json::from_str(text).map_err(|e| LindbladError::Json {
+            line: e.line(),
+            column: e.column(),
+            message: e.to_string(),
+        })?;
+        let object = document.as_object().ok_or_else(|| {
+            LindbladError::input(
+                "(document)",
+                format!("expected an object, found {}", kind(&document)),
+            )
+        })?;
+        if let Some(key) = object.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+            return Err(LindbladError::input(key.as_str(), "unknown field"));
+        }
+        let dim = match required(object, "", "dim")?.as_u64() {
+            Some(d) if d >= 1 => d as usize,
+            _ => return Err(LindbladError::input("dim", "expected an integer >= 1")),
+        };
+        let t_total = number(required(object, "", "t_total")?, "t_total")?;
+        if t_total <= 0.0 {
+            return Err(LindbladError::input(
+                "t_total",
+                format!("must be positive, found {t_total}"),
+            ));
+        }
+        let drift = hermitian(required(object, "", "h0")?, "h0", dim)?;
+        let controls = list(required(object, "", "controls")?, "controls")?
+            .iter()
+            .enumerate()
+            .map(|(c, m)| hermitian(m, &format!("controls[{c}]"), dim))
+            .collect::<Result<Vec<_>, _>>()?;
+        let jumps = list(required(object, "", "jumps")?, "jumps")?
+            .iter()
+            .enumerate()
+            .map(|(k, m)| matrix(m, &format!("jumps[{k}]"), dim))
+            .collect::<Result<Vec<_>, _>>()?;
+        let rho0 = density_matrix(required(object, "", "rho0")?, "rho0", dim)?;
+        let target = match object.get("target") {
+            None | Some(Value::Null) => None,
+            Some(value) => {
+                let target = density_matrix(value, "target", dim)?;
+                let purity = target.trace_product(&target).re;
+                if (purity - 1.0).abs() > STATE_TOLERANCE {
+                    return Err(LindbladError::input(
+                        "target",
+                        format!("not a pure state (Tr(target^2) = {purity})"),
+                    ));
+                }
+                Some(target)
+            }
+        };
+        let control_bound = match object.get("control_bound") {
+            None | Some(Value::Null) => Solver::default().control_bound,
+            Some(value) => {
+                let bound = number(value, "control_bound")?;
+                if bound < 0.0 {
+                    return Err(LindbladError::input(
+                        "control_bound",
+                        format!("must be non-negative, found {bound}"),
+                    ));
+                }
+                bound
+            }
+        };
+        let method = method(object)?;
+        let tasks = tasks(required(object, "", "tasks")?, controls.len(), jumps.len())?;
+        let rate_bound = tasks
+            .iter()
+            .flat_map(|t| t.rates.iter().copied())
+            .fold(0.0, f64::max);
+        let system = System::new(drift, controls, jumps)
+            .map_err(|e| LindbladError::input("h0", e.to_string()))?;
+        Ok(Self {
+            system,
+            t_total,
+            rho0,
+            target,
+            solver: Solver {
+                method,
+                control_bound,
+                rate_bound,
+                renormalize: false,
+            },
+            tasks,
+        })
+    }
+
+    /// Evolves every task on `device` and reads the results back.
+    pub fn run<B: Backend>(&self, device: &B::Device) -> Result<JobReport, LindbladError> {
+        let generators = Generators::<B>::upload(&self.system, device);
+        let basis = Basis::gell_mann(self.system.dim());
+        let tasks = self.tasks.len();
+        let segments = self.tasks[0].amplitudes.len();
+        let (controls, jumps, n) = (generators.controls(), generators.jumps(), basis.size());
+        let amplitudes: Vec<f64> = self
+            .tasks
+            .iter()
+            .flat_map(|t| t.amplitudes.iter().flatten().copied())
+            .collect();
+        let rates: Vec<f64> = self
+            .tasks
+            .iter()
+            .flat_map(|t| t.rates.iter().copied())
+            .collect();
+        let initial = basis.coordinates(&self.rho0).repeat(tasks);
+        let float = (device, <B::FloatElem as Element>::dtype());
+        let batch = Batch {
+            t_total: self.t_total,
+            amplitudes: Tensor::from_data(
+                TensorData::new(amplitudes, [tasks, segments, controls]),
+                float,
+            ),
+            rates: Tensor::from_data(TensorData::new(rates, [tasks, jumps]), float),
+            initial: Tensor::from_data(TensorData::new(initial, [tasks, n]), float),
+        };
+        let evolution = self.solver.evolve(&generators, batch, Output::States)?;
+        let states = evolution
+            .states
+            .into_data()
+            .convert::<f64>()
+            .to_vec::<f64>()
+            .map_err(|e| LindbladError::ReadBack {
+                what: "states",
+                message: format!("{e:?}"),
+            })?;
+        let reports = states
+            .chunks(n)
+            .map(|coordinates| {
+                let rho = basis.operator(coordinates);
+                TaskReport {
+                    rho: rho
+                        .rows()
+                        .iter()
+                        .map(|row| row.iter().map(|z| [z.re, z.im]).collect())
+                        .collect(),
+                    fidelity: self.target.as_ref().map(|t| rho.trace_product(t).re),
+                }
+            })
+            .collect();
+        Ok(JobReport { tasks: reports })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::NdArray;
+
+    const VALID: &str = r#"{
+        "dim": 2, "t_total": 1.0,
+        "h0": [[[0, 0], [0, 0]], [[0, 0], [0, 0]]],
+        "controls": [[[[0, 0], [1, 0]], [[1, 0], [0, 0]]]],
+        "jumps": [[[[0, 0], [0, 0]], [[1, 0], [0, 0]]]],
+        "rho0": [[[1, 0], [0, 0]], [[0, 0], [0, 0]]],
+        "target": [[[0, 0], [0, 0]], [[0, 0], [1, 0]]],
+        "method": "exact",
+        "tasks": [
+            { "rates": [0.0], "amplitudes": [[1.5707963267948966], [1.5707963267948966]] },
+            { "rates": [0.5], "amplitudes": [[0.0], [0.0]] }
+        ]
+    }"#;
+
+    fn with(key: &str, value: &str) -> String {
+        let mut document: Value = serde_json::from_str(VALID).unwrap();
+        document[key] = serde_json::from_str(value).unwrap();
+        document.to_string()
+    }
+
+    fn error_of(text: &str) -> String {
+        Job::from_json(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn valid_document_evolves_both_tasks() {
+        let report = Job::from_json(VALID)
+            .unwrap()
+            .run::<NdArray<f64>>(&Default::default())
+            .unwrap();
+        // Task 0: H = u X with u T = pi/2 rotates the Bloch vector by pi about X: |0> -> |1>.
+        assert!((report.tasks[0].fidelity.unwrap() - 1.0).abs() < 1e-12);
+        // Task 1: no drive, s- at rate 0.5 moves population exp(-0.5) of |0> to |1>.
+        let expected = 1.0 - (-0.5f64).exp();
+        assert!((report.tasks[1].fidelity.unwrap() - expected).abs() < 1e-12);
+        assert!((report.tasks[1].rho[1][1][0] - expected).abs() < 1e-12);
+    }
+
+    #[test]
+    fn malformed_fields_are_named() {
+        assert!(error_of("{ \"dim\": 2,").starts_with("invalid JSON at line 1"));
+        assert!(
+            error_of(&with("h0", "[[[0, 0], [0, 1]], [[0, 1], [0, 0]]]"))
+                .starts_with("h0: not Hermitian")
+        );
+        assert!(error_of(&with("dim", "3")).starts_with("h0: expected 3 rows"));
+        assert!(error_of(&with("method", "\"rk4\"")).starts_with("dt: missing"));
+        assert!(error_of(&with("method", "\"leapfrog\"")).starts_with("method: expected"));
+        assert!(
+            error_of(&with("target", "[[[0.5, 0], [0, 0]], [[0, 0], [0.5, 0]]]"))
+                .starts_with("target: not a pure state")
+        );
+        assert!(
+            error_of(&with("rho0", "[[[1, 0], [0, 0]], [[0, 0], [1, 0]]]"))
+                .starts_with("rho0: trace is 2")
+        );
+        assert!(error_of(&with("speed", "1")).starts_with("speed: unknown field"));
+        let negative = with("tasks", r#"[{ "rates": [-0.1], "amplitudes": [[0.0]] }]"#);
+        assert!(error_of(&negative).starts_with("tasks[0].rates[0]: negative rate"));
+        let ragged = with(
+            "tasks",
+            r#"[{ "rates": [0.1], "amplitudes": [[0.0]] }, { "rates": [0.1], "amplitudes": [[0.0], [1.0]] }]"#,
+        );
+        assert!(error_of(&ragged).starts_with("tasks[1].amplitudes: expected 1 segments"));
+        let wide = with(
+            "tasks",
+            r#"[{ "rates": [0.1], "amplitudes": [[0.0, 1.0]] }]"#,
+        );
+        assert!(error_of(&wide).starts_with("tasks[0].amplitudes[0]: expected 1 numbers"));
+        let pair = with("controls", "[[[[0, 0], [1]], [[1, 0], [0, 0]]]]");
+        assert!(error_of(&pair).starts_with("controls[0][0][1]: expected 2 numbers [re, im]"));
+    }
+}

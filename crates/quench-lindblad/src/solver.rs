@@ -1,0 +1,335 @@
+//! Batched solvers: all tasks and segments at once, differentiable with respect to the
+//! amplitudes and the rates.
+//!
+//! Every method first forms the generators of all tasks and segments with one matrix product
+//! of their coefficients `[1, u, gamma]` against the cached generator stack, then:
+//! - `Euler { dt }` and `Rk4 { dt }` build each segment's step matrix (`I + hM`, or the
+//!   degree-4 Taylor polynomial of `hM`, which is what the classical RK4 stages compute for a
+//!   linear, constant right-hand side) and apply it `substeps` times per segment, one batched
+//!   product per substep, with the guide's `substeps = max(1, floor(t_seg / dt))` and
+//!   `h = t_seg / substeps`;
+//! - `Exact` exponentiates every segment's generator, a Taylor polynomial of `M t / 2^s`
+//!   and `s` squarings with the degree and `s` chosen on the host from the bounds (so nothing
+//!   is read back), and multiplies the segments in a balanced tree.
+
+use burn::tensor::{DType, Int, Tensor, TensorData, backend::Backend};
+use serde::{Deserialize, Serialize};
+
+use crate::batched::{ProductTree, identity, matmul, polynomial};
+use crate::exponential::TaylorPlan;
+use crate::{Generators, LindbladError};
+
+/// The integration method.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Method {
+    /// Forward Euler with step at most `dt` (time units of the pulse).
+    Euler {
+        /// Requested step; each segment takes `max(1, floor(t_seg / dt))` equal steps.
+        dt: f64,
+    },
+    /// Classical fourth-order Runge-Kutta with step at most `dt`.
+    Rk4 {
+        /// Requested step; each segment takes `max(1, floor(t_seg / dt))` equal steps.
+        dt: f64,
+    },
+    /// The exact propagator of each piecewise-constant segment (to rounding).
+    Exact,
+}
+
+/// Solver settings. The bounds are clamps applied to the inputs on the device, and the exact
+/// solver sizes its exponential for them in advance.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Solver {
+    /// Integration method (default `Exact`).
+    pub method: Method,
+    /// Amplitudes are clamped to `[-control_bound, control_bound]` (default 10, the guide's).
+    pub control_bound: f64,
+    /// Rates are clamped to `[0, rate_bound]`, in units of `1 / T` (default 1; the guide's
+    /// rates stay below 0.15).
+    pub rate_bound: f64,
+    /// Divide the final states by their trace, as the guide's simulator does after every
+    /// substep (default false). In the real basis every step maps the trace coordinate to
+    /// itself exactly, so dividing once at the end gives the same states.
+    pub renormalize: bool,
+}
+
+impl Default for Solver {
+    fn default() -> Self {
+        Self {
+            method: Method::Exact,
+            control_bound: 10.0,
+            rate_bound: 1.0,
+            renormalize: false,
+        }
+    }
+}
+
+/// One batch of tasks to evolve.
+#[derive(Clone, Debug)]
+pub struct Batch<B: Backend> {
+    /// Total pulse time `T`; the segments are `T / segments` long.
+    pub t_total: f64,
+    /// Piecewise-constant control amplitudes `[tasks, segments, controls]`.
+    pub amplitudes: Tensor<B, 3>,
+    /// Rates of the unit-rate jump operators `[tasks, jumps]`, in units of `1 / T`.
+    pub rates: Tensor<B, 2>,
+    /// Initial states as real vectors in the Gell-Mann basis `[tasks, d^2]`
+    /// (see [`Basis::coordinates`](crate::Basis::coordinates)).
+    pub initial: Tensor<B, 2>,
+}
+
+/// What to return besides the final states.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// Final states only.
+    States,
+    /// Final states and the whole propagators (superoperators in the real basis).
+    StatesAndPropagators,
+}
+
+/// The result of [`Solver::evolve`].
+#[derive(Clone, Debug)]
+pub struct Evolution<B: Backend> {
+    /// Final states as real vectors `[tasks, d^2]`.
+    pub states: Tensor<B, 2>,
+    /// The propagators `[tasks, d^2, d^2]` (`state = propagator . initial`), when requested.
+    pub propagators: Option<Tensor<B, 3>>,
+}
+
+/// Unit roundoff of the float type, which the exact solver's truncation error must meet.
+fn unit_roundoff(dtype: DType) -> f64 {
+    match dtype {
+        DType::F64 => 2f64.powi(-53),
+        _ => 2f64.powi(-24),
+    }
+}
+
+fn check_shape(
+    name: &'static str,
+    found: &[usize],
+    expected: &[Option<usize>],
+    pattern: String,
+) -> Result<(), LindbladError> {
+    let fits = found.len() == expected.len()
+        && found.iter().zip(expected).all(|(&f, e)| match e {
+            Some(e) => f == *e,
+            None => f > 0,
+        });
+    if fits {
+        Ok(())
+    } else {
+        Err(LindbladError::Shape {
+            name,
+            expected: pattern,
+            found: found.to_vec(),
+        })
+    }
+}
+
+impl Solver {
+    /// Number of equal substeps per segment of length `t_segment`: the guide's
+    /// `max(1, floor(t_segment / dt))`, or 1 for `Exact`.
+    pub fn substeps(&self, t_segment: f64) -> usize {
+        match self.method {
+            Method::Euler { dt } | Method::Rk4 { dt } => ((t_segment / dt).floor() as usize).max(1),
+            Method::Exact => 1,
+        }
+    }
+
+    /// Refuses a non-positive step, a negative or non-finite bound.
+    pub fn validate(&self) -> Result<(), LindbladError> {
+        if let Method::Euler { dt } | Method::Rk4 { dt } = self.method
+            && !(dt.is_finite() && dt > 0.0)
+        {
+            return Err(LindbladError::invalid(
+                "dt",
+                dt,
+                "must be positive and finite",
+            ));
+        }
+        for (name, value) in [
+            ("control_bound", self.control_bound),
+            ("rate_bound", self.rate_bound),
+        ] {
+            if !(value.is_finite() && value >= 0.0) {
+                return Err(LindbladError::invalid(
+                    name,
+                    value,
+                    "must be finite and non-negative",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Evolves every task of `batch` under the system of `generators`.
+    ///
+    /// Shapes: amplitudes `[tasks, segments, C]`, rates `[tasks, K]`, initial `[tasks, d^2]`;
+    /// the result holds states `[tasks, d^2]` and, for
+    /// [`Output::StatesAndPropagators`], propagators `[tasks, d^2, d^2]`. Nothing is read
+    /// back from the device.
+    pub fn evolve<B: Backend>(
+        &self,
+        generators: &Generators<B>,
+        batch: Batch<B>,
+        output: Output,
+    ) -> Result<Evolution<B>, LindbladError> {
+        self.validate()?;
+        let (controls, jumps, n) = (generators.controls(), generators.jumps(), generators.size());
+        let [tasks, segments, _] = batch.amplitudes.dims();
+        check_shape(
+            "amplitudes",
+            &batch.amplitudes.dims(),
+            &[None, None, Some(controls)],
+            format!("[tasks, segments, {controls}]"),
+        )?;
+        check_shape(
+            "rates",
+            &batch.rates.dims(),
+            &[Some(tasks), Some(jumps)],
+            format!("[{tasks}, {jumps}]"),
+        )?;
+        check_shape(
+            "initial",
+            &batch.initial.dims(),
+            &[Some(tasks), Some(n)],
+            format!("[{tasks}, {n}]"),
+        )?;
+        if !(batch.t_total.is_finite() && batch.t_total > 0.0) {
+            return Err(LindbladError::invalid(
+                "t_total",
+                batch.t_total,
+                "must be positive and finite",
+            ));
+        }
+        let t_segment = batch.t_total / segments as f64;
+        let dtype = batch.amplitudes.dtype();
+        let plan = TaylorPlan::new(
+            generators
+                .norms()
+                .bound(self.control_bound, self.rate_bound)
+                * t_segment,
+            unit_roundoff(dtype),
+        );
+        let substeps = self.substeps(t_segment);
+        let step = t_segment / substeps as f64;
+        // Each method's per-segment (or per-substep) matrix is a polynomial of the scaled
+        // generator, evaluated with the given Paterson-Stockmeyer chunk size.
+        let (scale, coefficients, chunk) = match self.method {
+            Method::Euler { .. } => (step, vec![1.0, 1.0], 1),
+            Method::Rk4 { .. } => (step, vec![1.0, 1.0, 1.0 / 2.0, 1.0 / 6.0, 1.0 / 24.0], 2),
+            Method::Exact => (
+                t_segment / 2f64.powi(plan.squarings as i32),
+                plan.coefficients(),
+                plan.chunk,
+            ),
+        };
+        // The exact solver stores segments in its product tree's order; the steppers walk
+        // them in time order.
+        let tree = ProductTree::new(segments);
+        let order: Vec<usize> = match self.method {
+            Method::Exact => tree.order().to_vec(),
+            Method::Euler { .. } | Method::Rk4 { .. } => (0..segments).collect(),
+        };
+        let scaled = self.generators(generators, &batch, &order, scale);
+        let initial = batch.initial.transpose().reshape([n, 1, tasks]);
+        let want_propagators = output == Output::StatesAndPropagators;
+        let (states, propagators) = match self.method {
+            Method::Exact => {
+                let mut factors = polynomial(scaled, &coefficients, chunk);
+                for _ in 0..plan.squarings {
+                    factors = matmul(factors.clone(), factors);
+                }
+                let total = tree.multiply(factors, tasks);
+                (
+                    matmul(total.clone(), initial),
+                    want_propagators.then_some(total),
+                )
+            }
+            Method::Euler { .. } | Method::Rk4 { .. } => {
+                let steps = polynomial(scaled, &coefficients, chunk);
+                let mut carried = if want_propagators {
+                    identity(n, tasks, &initial)
+                } else {
+                    initial.clone()
+                };
+                for segment in 0..segments {
+                    let segment_step = steps.clone().narrow(2, segment * tasks, tasks);
+                    for _ in 0..substeps {
+                        carried = matmul(segment_step.clone(), carried);
+                    }
+                }
+                if want_propagators {
+                    (matmul(carried.clone(), initial), Some(carried))
+                } else {
+                    (carried, None)
+                }
+            }
+        };
+        let mut states = states.reshape([n, tasks]).transpose();
+        if self.renormalize {
+            let trace = states
+                .clone()
+                .narrow(1, 0, 1)
+                .mul_scalar((generators.dim() as f64).sqrt());
+            states = states / trace;
+        }
+        Ok(Evolution {
+            states,
+            propagators: propagators.map(|p| p.permute([2, 0, 1])),
+        })
+    }
+
+    /// The generators of every segment and task times `scale`, `[d^2, d^2, segments * tasks]`
+    /// with segment `order[p]` of task `t` at batch index `p * tasks + t`, from one product of
+    /// the clamped coefficients `[1, u, gamma]` with the generator stack.
+    fn generators<B: Backend>(
+        &self,
+        generators: &Generators<B>,
+        batch: &Batch<B>,
+        order: &[usize],
+        scale: f64,
+    ) -> Tensor<B, 3> {
+        let [tasks, segments, controls] = batch.amplitudes.dims();
+        let (jumps, n) = (generators.jumps(), generators.size());
+        let columns = segments * tasks;
+        let dtype = batch.amplitudes.dtype();
+        let device = batch.amplitudes.device();
+        let mut rows = vec![Tensor::<B, 2>::ones([1, columns], (&device, dtype))];
+        if controls > 0 {
+            let amplitudes = batch
+                .amplitudes
+                .clone()
+                .clamp(-self.control_bound, self.control_bound);
+            let in_order = if order.iter().enumerate().all(|(p, &s)| p == s) {
+                amplitudes
+            } else {
+                let indices: Vec<i64> = order.iter().map(|&s| s as i64).collect();
+                let indices =
+                    Tensor::<B, 1, Int>::from_data(TensorData::new(indices, [segments]), &device);
+                amplitudes.select(1, indices)
+            };
+            rows.push(in_order.permute([2, 1, 0]).reshape([controls, columns]));
+        }
+        if jumps > 0 {
+            let rates = batch.rates.clone().clamp(0.0, self.rate_bound);
+            rows.push(
+                rates
+                    .transpose()
+                    .reshape([jumps, 1, tasks])
+                    .expand([jumps, segments, tasks])
+                    .reshape([jumps, columns]),
+            );
+        }
+        let coefficients = Tensor::cat(rows, 0).mul_scalar(scale);
+        let stack = generators.stack();
+        let stack = if stack.dtype() == dtype {
+            stack
+        } else {
+            stack.cast(dtype)
+        };
+        stack.matmul(coefficients).reshape([n, n, columns])
+    }
+}

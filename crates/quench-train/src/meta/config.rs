@@ -1,0 +1,126 @@
+//! The meta-learning configuration: one TOML file per setting (`configs/lindblad/*.toml`).
+
+use serde::{Deserialize, Serialize};
+
+use quench_lindblad::Solver;
+
+use super::maml::Algorithm;
+use super::policy::PolicyShape;
+use super::problem::{LossKind, SystemChoice, Target};
+use super::tasks::{Features, TaskFamily};
+
+/// Everything a meta-learning run needs; the defaults are the guide's GPU-optimised setting
+/// with the exact solver.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetaConfig {
+    /// First-order MAML or Reptile.
+    pub algorithm: Algorithm,
+    /// Meta-iterations.
+    pub iterations: usize,
+    /// Tasks per meta-batch.
+    pub tasks_per_batch: usize,
+    /// Inner SGD steps per task.
+    pub inner_steps: usize,
+    /// Inner SGD learning rate.
+    pub inner_lr: f64,
+    /// Adam learning rate of the meta-update.
+    pub meta_lr: f64,
+    /// Largest norm of the meta-gradient.
+    pub grad_clip: f64,
+    /// Fresh tasks per validation.
+    pub val_tasks: usize,
+    /// Meta-iterations between validations (and after the last one).
+    pub val_interval: usize,
+    /// The simulated system.
+    pub system: SystemChoice,
+    /// How tasks are drawn and turned into rates.
+    pub tasks: TaskFamily,
+    /// How the policy sees a task.
+    pub features: Features,
+    /// The target of the pulse.
+    pub target: Target,
+    /// The training loss.
+    pub loss: LossKind,
+    /// Total pulse time `T`.
+    pub t_total: f64,
+    /// The policy network and pulse discretisation.
+    pub policy: PolicyShape,
+    /// The simulator used for training and validation.
+    pub solver: Solver,
+    /// Seed of the policy initialisation and of the training tasks.
+    pub seed: u64,
+    /// Seed of the validation tasks: a separate stream, so they are never training tasks.
+    pub val_seed: u64,
+}
+
+impl Default for MetaConfig {
+    fn default() -> Self {
+        Self {
+            algorithm: Algorithm::Fomaml,
+            iterations: 1_000,
+            tasks_per_batch: 16,
+            inner_steps: 5,
+            inner_lr: 0.01,
+            meta_lr: 0.001,
+            grad_clip: 1.0,
+            val_tasks: 20,
+            val_interval: 50,
+            system: SystemChoice::OneQubit,
+            tasks: TaskFamily::OneOverF,
+            features: Features::Normalised,
+            target: Target::X,
+            loss: LossKind::SquaredOverlap,
+            t_total: 1.0,
+            policy: PolicyShape::default(),
+            solver: Solver::default(),
+            seed: 0,
+            val_seed: 1_000_003,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn shipped_configurations_load_with_the_guide_settings() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/lindblad");
+        let original: MetaConfig = quench_device::load_toml(&dir.join("original.toml")).unwrap();
+        assert_eq!(
+            (
+                original.tasks_per_batch,
+                original.inner_steps,
+                original.val_tasks
+            ),
+            (200, 10, 100)
+        );
+        assert_eq!((original.inner_lr, original.meta_lr), (0.02, 0.02));
+        assert_eq!(
+            original.solver.method,
+            quench_lindblad::Method::Rk4 { dt: 0.01 }
+        );
+        let gpu: MetaConfig = quench_device::load_toml(&dir.join("gpu.toml")).unwrap();
+        assert_eq!(
+            (gpu.tasks_per_batch, gpu.inner_steps, gpu.val_tasks),
+            (16, 5, 20)
+        );
+        assert_eq!((gpu.inner_lr, gpu.meta_lr), (0.01, 0.001));
+        assert_eq!(
+            gpu.solver.method,
+            quench_lindblad::Method::Euler { dt: 0.02 }
+        );
+        let small: MetaConfig = quench_device::load_toml(&dir.join("test.toml")).unwrap();
+        assert!(small.iterations <= 50);
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_with_their_name() {
+        let err =
+            quench_device::config::parse_toml::<MetaConfig>("inner_step = 3", Path::new("m.toml"))
+                .unwrap_err();
+        assert!(err.to_string().contains("inner_step"), "{err}");
+    }
+}

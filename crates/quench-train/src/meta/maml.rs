@@ -1,0 +1,260 @@
+//! First-order MAML and Reptile with every task's adapted policy on the member axis: the K
+//! inner steps of a whole meta-batch are K batched forward/backward passes, not tasks x K.
+
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{ElementConversion, Tensor};
+use serde::{Deserialize, Serialize};
+
+use crate::ensemble::EnsembleMlp;
+use crate::optim::{AdamConfig, MemberAdam};
+use crate::params::{
+    clip_member_norms, finite_members, gradients, masked_member_mean, require_grad,
+};
+
+use super::error::MetaError;
+use super::policy::PolicyShape;
+use super::problem::{ControlBatch, ControlProblem};
+
+/// The meta-learning algorithm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Algorithm {
+    /// First-order MAML: the meta-gradient is the mean over tasks of the loss gradient at the
+    /// adapted weights.
+    #[default]
+    Fomaml,
+    /// Reptile: the meta-gradient is the mean over tasks of `theta - phi_task`, the step Adam
+    /// takes towards the adapted weights.
+    Reptile,
+}
+
+/// The inner loop's settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct InnerLoop {
+    /// Plain SGD steps from the shared weights.
+    pub steps: usize,
+    /// SGD learning rate.
+    pub lr: f64,
+}
+
+/// Per-task losses `[tasks]` and a parameter-shaped list with one member per task (the
+/// gradients, or the adapted parameters).
+type PerTask<B> = (Tensor<B, 1>, Vec<Tensor<B, 3>>);
+
+/// Per-task losses at `params` and their gradients. Members do not interact, so the gradient
+/// of the summed loss with respect to member `t` is task `t`'s own gradient.
+fn loss_and_gradients<B: AutodiffBackend>(
+    problem: &ControlProblem<B>,
+    shape: &PolicyShape,
+    params: Vec<Tensor<B::InnerBackend, 3>>,
+    activation: crate::ensemble::Activation,
+    batch: &ControlBatch<B>,
+) -> Result<PerTask<B::InnerBackend>, MetaError> {
+    let p = require_grad::<B>(params);
+    let policy = EnsembleMlp::from_params(p.clone(), activation);
+    let losses = problem.losses(shape.amplitudes(&policy, batch.features.clone()), batch)?;
+    let grads = losses.clone().sum().backward();
+    Ok((losses.inner(), gradients(&p, &grads)))
+}
+
+/// Adapts the shared policy `meta` (one member) to every task of `batch` at once. Returns each
+/// task's loss before adaptation and the adapted parameters, one member per task.
+pub fn adapt<B: AutodiffBackend>(
+    problem: &ControlProblem<B>,
+    shape: &PolicyShape,
+    meta: &EnsembleMlp<B::InnerBackend>,
+    batch: &ControlBatch<B>,
+    inner: InnerLoop,
+) -> Result<PerTask<B::InnerBackend>, MetaError> {
+    let tasks = batch.len();
+    let mut phi: Vec<_> = meta
+        .params()
+        .into_iter()
+        .map(|p| p.repeat_dim(0, tasks))
+        .collect();
+    let mut before = None;
+    for _ in 0..inner.steps {
+        let (losses, grads) =
+            loss_and_gradients(problem, shape, phi.clone(), meta.activation, batch)?;
+        before.get_or_insert(losses);
+        phi = phi
+            .into_iter()
+            .zip(grads)
+            .map(|(w, g)| w - g * inner.lr)
+            .collect();
+    }
+    let before = match before {
+        Some(losses) => losses,
+        None => evaluate(problem, shape, &meta.with_params(phi.clone()), batch)?,
+    };
+    Ok((before, phi))
+}
+
+/// The losses `[tasks]` of a policy (one member, or one per task) without tracking gradients.
+pub fn evaluate<B: AutodiffBackend>(
+    problem: &ControlProblem<B>,
+    shape: &PolicyShape,
+    policy: &EnsembleMlp<B::InnerBackend>,
+    batch: &ControlBatch<B>,
+) -> Result<Tensor<B::InnerBackend, 1>, MetaError> {
+    let tracked = EnsembleMlp::<B>::from_params(
+        policy
+            .params()
+            .into_iter()
+            .map(Tensor::from_inner)
+            .collect(),
+        policy.activation,
+    );
+    Ok(problem
+        .losses(shape.amplitudes(&tracked, batch.features.clone()), batch)?
+        .inner())
+}
+
+/// What one meta-iteration measured, read back once per iteration.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct StepStats {
+    /// Mean task loss before adaptation.
+    pub loss_before: f64,
+    /// Mean task loss after adaptation.
+    pub loss_after: f64,
+    /// Tasks left out of the meta-gradient because their gradient was not finite.
+    pub skipped_tasks: usize,
+}
+
+/// The meta-learner: the shared policy and its Adam state.
+#[derive(Debug, Clone)]
+pub struct MetaLearner<B: Backend> {
+    /// The shared (meta) policy, one member.
+    pub policy: EnsembleMlp<B>,
+    adam: MemberAdam<B>,
+    meta_lr: Tensor<B, 3>,
+    algorithm: Algorithm,
+    grad_clip: f64,
+}
+
+impl<B: Backend> MetaLearner<B> {
+    /// A learner starting from `policy` with Adam at `meta_lr` and the meta-gradient's norm
+    /// clipped at `grad_clip`.
+    pub fn new(
+        policy: EnsembleMlp<B>,
+        algorithm: Algorithm,
+        meta_lr: f64,
+        grad_clip: f64,
+        device: &B::Device,
+    ) -> Self {
+        Self {
+            policy,
+            adam: MemberAdam::new(AdamConfig::default(), 1, device),
+            meta_lr: Tensor::full([1, 1, 1], meta_lr, device),
+            algorithm,
+            grad_clip,
+        }
+    }
+
+    /// The per-task contribution to the meta-gradient at adapted parameters `phi`, and the
+    /// losses after adaptation.
+    fn task_gradients<A: AutodiffBackend<InnerBackend = B>>(
+        &self,
+        problem: &ControlProblem<A>,
+        shape: &PolicyShape,
+        phi: Vec<Tensor<B, 3>>,
+        batch: &ControlBatch<A>,
+    ) -> Result<PerTask<B>, MetaError> {
+        match self.algorithm {
+            Algorithm::Fomaml => {
+                loss_and_gradients(problem, shape, phi, self.policy.activation, batch)
+            }
+            Algorithm::Reptile => {
+                let after = evaluate(problem, shape, &self.policy.with_params(phi.clone()), batch)?;
+                let deltas = self
+                    .policy
+                    .params()
+                    .into_iter()
+                    .zip(phi)
+                    .map(|(t, p)| t - p)
+                    .collect();
+                Ok((after, deltas))
+            }
+        }
+    }
+
+    /// Clips the meta-gradient `[1, ..]` and takes the Adam step.
+    fn apply(&mut self, meta_grad: Vec<Tensor<B, 3>>) {
+        let clipped = clip_member_norms(meta_grad, self.grad_clip);
+        let updated = self
+            .adam
+            .step(self.policy.params(), clipped, self.meta_lr.clone(), None);
+        self.policy = self.policy.with_params(updated);
+    }
+
+    /// One meta-iteration on `batch`: adapt every task at once, average the per-task
+    /// meta-gradients (non-finite tasks masked out), clip, Adam step.
+    pub fn step<A: AutodiffBackend<InnerBackend = B>>(
+        &mut self,
+        problem: &ControlProblem<A>,
+        shape: &PolicyShape,
+        batch: &ControlBatch<A>,
+        inner: InnerLoop,
+    ) -> Result<StepStats, MetaError> {
+        let (before, phi) = adapt(problem, shape, &self.policy, batch, inner)?;
+        let (after, per_task) = self.task_gradients(problem, shape, phi, batch)?;
+        let keep = finite_members(&per_task);
+        let kept = keep.clone().int().sum().into_scalar().elem::<i64>() as usize;
+        self.apply(masked_member_mean(per_task, keep));
+        Ok(StepStats {
+            loss_before: finite_stats(before).0,
+            loss_after: finite_stats(after).0,
+            skipped_tasks: batch.len() - kept,
+        })
+    }
+
+    /// The same meta-iteration done the seed's way, one task after another, each adapted
+    /// alone: the measured reference of the benchmark's baseline, not the product path.
+    pub fn step_one_task_at_a_time<A: AutodiffBackend<InnerBackend = B>>(
+        &mut self,
+        problem: &ControlProblem<A>,
+        shape: &PolicyShape,
+        batch: &ControlBatch<A>,
+        inner: InnerLoop,
+    ) -> Result<StepStats, MetaError> {
+        let (mut before, mut after, mut grads) = (Vec::new(), Vec::new(), Vec::new());
+        for t in 0..batch.len() {
+            let one = batch.task(t);
+            let (b, phi) = adapt(problem, shape, &self.policy, &one, inner)?;
+            let (a, g) = self.task_gradients(problem, shape, phi, &one)?;
+            before.push(b);
+            after.push(a);
+            grads.push(g);
+        }
+        let per_task: Vec<Tensor<B, 3>> = (0..grads.first().map_or(0, Vec::len))
+            .map(|i| Tensor::cat(grads.iter().map(|g| g[i].clone()).collect(), 0))
+            .collect();
+        let keep = finite_members(&per_task);
+        let kept = keep.clone().int().sum().into_scalar().elem::<i64>() as usize;
+        self.apply(masked_member_mean(per_task, keep));
+        Ok(StepStats {
+            loss_before: finite_stats(Tensor::cat(before, 0)).0,
+            loss_after: finite_stats(Tensor::cat(after, 0)).0,
+            skipped_tasks: batch.len() - kept,
+        })
+    }
+}
+
+/// Mean and sample standard deviation of the finite entries, and how many were finite (NaN
+/// statistics when none is).
+pub fn finite_stats<B: Backend>(values: Tensor<B, 1>) -> (f64, f64, usize) {
+    let v = values.into_data().to_vec::<f32>().unwrap_or_default();
+    let finite: Vec<f64> = v
+        .iter()
+        .filter(|x| x.is_finite())
+        .map(|&x| f64::from(x))
+        .collect();
+    let n = finite.len();
+    if n == 0 {
+        return (f64::NAN, f64::NAN, 0);
+    }
+    let mean = finite.iter().sum::<f64>() / n as f64;
+    let var =
+        finite.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n.saturating_sub(1).max(1) as f64;
+    (mean, var.sqrt(), n)
+}

@@ -1,0 +1,23 @@
+//! Meta-learned quantum control (guide 001): a policy maps a noise task to a pulse, trained
+//! by first-order MAML or Reptile through the batched Lindblad simulator.
+//!
+//! [`tasks`] draws noise tasks and turns them into policy features; [`problem`] holds the
+//! system, target and loss with the operators on the device; [`policy`] is the pulse network
+//! and its saved form; [`maml`] the batched inner loop and meta-update; [`train`] a whole run
+//! with validation and history; [`config`] its TOML configuration.
+
+pub mod config;
+pub mod error;
+pub mod maml;
+pub mod policy;
+pub mod problem;
+pub mod tasks;
+pub mod train;
+
+pub use config::MetaConfig;
+pub use error::MetaError;
+pub use maml::{Algorithm, InnerLoop, MetaLearner, StepStats};
+pub use policy::{PolicyShape, load_policy, save_policy};
+pub use problem::{ControlBatch, ControlProblem, LossKind, Operators, SystemChoice, Target};
+pub use tasks::{Features, TaskFamily, TaskStream};
+pub use train::{History, MetaRun, Validation};

@@ -1,0 +1,65 @@
+//! The error type of the qRNG analyses.
+
+use quench_data::DataError;
+use quench_device::DeviceError;
+use thiserror::Error;
+
+/// A failure of a qRNG analysis: unusable data, an impossible configuration, or a precision
+/// that the device refuses.
+#[derive(Debug, Error)]
+pub enum QrngError {
+    /// Reading, generating or batching the data failed.
+    #[error(transparent)]
+    Data(#[from] DataError),
+    /// The device cannot run the requested precision.
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    /// A declared source has no line in the recording.
+    #[error("source {label}: no line carries this label")]
+    NoLines {
+        /// The label.
+        label: u32,
+    },
+    /// The analysis reads more leading bits than a line holds.
+    #[error("bits = {bits}: the lines hold only {available} bits")]
+    TooFewBits {
+        /// Leading bits asked for.
+        bits: usize,
+        /// Bits per line.
+        available: usize,
+    },
+    /// A tournament needs at least two sources.
+    #[error("{found} source(s): a tournament needs at least two")]
+    TooFewDevices {
+        /// Sources in the recording.
+        found: usize,
+    },
+    /// A pair's frequency-difference grid is flat (every frequency of each source equal), so
+    /// it has no target distribution.
+    #[error("sources {}v{}: flat frequency-difference grid, no target distribution", devices.0, devices.1)]
+    FlatGrid {
+        /// Labels of the two sources.
+        devices: (u32, u32),
+    },
+    /// A configuration field is out of its range.
+    #[error("{field} = {value}: {reason}")]
+    Config {
+        /// The field.
+        field: &'static str,
+        /// Its value.
+        value: String,
+        /// What it must be.
+        reason: &'static str,
+    },
+}
+
+impl QrngError {
+    /// Shorthand for [`QrngError::Config`].
+    pub(crate) fn config(field: &'static str, value: impl ToString, reason: &'static str) -> Self {
+        Self::Config {
+            field,
+            value: value.to_string(),
+            reason,
+        }
+    }
+}

@@ -1,0 +1,275 @@
+//! The grid of an SGLD experiment, read from `configs/sgld/*.toml`.
+
+use std::path::{Path, PathBuf};
+
+use quench_data::{SYNTH_TEST, SYNTH_TRAIN};
+use quench_device::load_toml;
+use serde::{Deserialize, Serialize};
+
+use super::SgldError;
+
+/// Which data the chains learn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DatasetKind {
+    /// SYNTH: 4-d, linearly separable, one data set per repetition.
+    #[default]
+    Synth,
+    /// MNIST digits 0 and 1 (Fashion-MNIST classes 0 and 1 where MNIST is absent), one
+    /// training subset shared by all chains.
+    Mnist,
+}
+
+/// The SYNTH data of each repetition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SynthConfig {
+    /// Training points per repetition (the workload's 50).
+    pub train: usize,
+    /// Test points per repetition (the workload's 100).
+    pub test: usize,
+    /// Labels drawn as fair coin flips instead of by the teacher: the control where nothing
+    /// can be learnt.
+    pub random_labels: bool,
+}
+
+impl Default for SynthConfig {
+    fn default() -> Self {
+        Self {
+            train: SYNTH_TRAIN,
+            test: SYNTH_TEST,
+            random_labels: false,
+        }
+    }
+}
+
+/// The MNIST-binary data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MnistConfig {
+    /// Directory of the IDX files; unset, `quench_data::MnistSource::locate` searches
+    /// `$QUENCH_MNIST_DIR`, `data/mnist/`, then Debian's Fashion-MNIST.
+    pub dir: Option<PathBuf>,
+    /// Training images of each class, drawn without replacement with the grid's seed (the
+    /// workload's 5,000).
+    pub per_class: usize,
+    /// Mean of the pixel normalisation `(p / 255 - mean) / std`.
+    pub mean: f32,
+    /// Standard deviation of the pixel normalisation.
+    pub std: f32,
+}
+
+impl Default for MnistConfig {
+    fn default() -> Self {
+        Self {
+            dir: None,
+            per_class: 5_000,
+            mean: 0.1307,
+            std: 0.3081,
+        }
+    }
+}
+
+/// A grid of chains: every inverse temperature times every repetition. The defaults are the
+/// workload's full SYNTH grid.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GridConfig {
+    /// Which data set.
+    pub dataset: DatasetKind,
+    /// SYNTH settings (used when `dataset = "synth"`).
+    pub synth: SynthConfig,
+    /// MNIST settings (used when `dataset = "mnist"`).
+    pub mnist: MnistConfig,
+    /// Inverse temperatures, strictly ascending and starting at 0: the bound integrates the
+    /// training loss from beta = 0.
+    pub betas: Vec<f64>,
+    /// Epochs of the chains at each beta (same length as `betas`).
+    pub epochs: Vec<usize>,
+    /// Initial step size `a0` at each beta (same length as `betas`); epoch `t` steps with
+    /// `a0 (t + 1)^(-1/2)`.
+    pub a0: Vec<f64>,
+    /// Repetitions (chains) per beta; on SYNTH each has its own data set.
+    pub repetitions: usize,
+    /// Samples per minibatch (the original's 10 on SYNTH, 128 on MNIST).
+    pub batch_size: usize,
+    /// Hidden units of the 1-hidden-layer ReLU network.
+    pub hidden: usize,
+    /// Upper bound `l_max` of the bounded cross-entropy, nats.
+    pub l_max: f64,
+    /// Standard deviation of the Gaussian prior on every parameter.
+    pub prior_sigma: f64,
+    /// Confidence parameter of the bound: it holds with probability at least `1 - delta`.
+    pub delta: f64,
+    /// Seed of the data, initialisations, batch orders and noise.
+    pub seed: u64,
+}
+
+impl Default for GridConfig {
+    fn default() -> Self {
+        Self {
+            dataset: DatasetKind::Synth,
+            synth: SynthConfig::default(),
+            mnist: MnistConfig::default(),
+            betas: vec![0.0, 1.0, 10.0, 30.0, 50.0, 70.0, 100.0, 200.0],
+            epochs: vec![1, 100, 5_000, 10_000, 15_000, 20_000, 30_000, 30_000],
+            a0: vec![1e-7, 1e-7, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1],
+            repetitions: 30,
+            batch_size: 10,
+            hidden: 500,
+            l_max: 4.0,
+            prior_sigma: 1_000.0,
+            delta: 0.05,
+            seed: 0,
+        }
+    }
+}
+
+impl GridConfig {
+    /// Reads a grid from a TOML file and checks it; errors name the file.
+    pub fn load(path: &Path) -> Result<Self, SgldError> {
+        let config: Self = load_toml(path)?;
+        config.check(&path.display().to_string())?;
+        Ok(config)
+    }
+
+    /// Checks every value; `origin` names where the grid came from in errors.
+    pub fn check(&self, origin: &str) -> Result<(), SgldError> {
+        let bad = |field: &'static str, value: String, reason: &str| {
+            Err(SgldError::Invalid {
+                origin: origin.to_string(),
+                field,
+                value,
+                reason: reason.to_string(),
+            })
+        };
+        if self.betas.first() != Some(&0.0) {
+            return bad(
+                "betas",
+                format!("{:?}", self.betas),
+                "must start at 0: the bound integrates the training loss from beta = 0",
+            );
+        }
+        if !self.betas.iter().all(|b| b.is_finite()) || self.betas.windows(2).any(|w| w[1] <= w[0])
+        {
+            return bad(
+                "betas",
+                format!("{:?}", self.betas),
+                "must be finite and strictly ascending",
+            );
+        }
+        for (field, len) in [("epochs", self.epochs.len()), ("a0", self.a0.len())] {
+            if len != self.betas.len() {
+                return bad(
+                    field,
+                    format!("{len} values"),
+                    &format!("needs one value per beta ({})", self.betas.len()),
+                );
+            }
+        }
+        if let Some(e) = self.epochs.iter().find(|&&e| e == 0) {
+            return bad(
+                "epochs",
+                e.to_string(),
+                "every chain needs at least one epoch",
+            );
+        }
+        if let Some(a) = self.a0.iter().find(|a| !(a.is_finite() && **a > 0.0)) {
+            return bad("a0", a.to_string(), "must be finite and positive");
+        }
+        let positive = [
+            ("repetitions", self.repetitions),
+            ("batch_size", self.batch_size),
+            ("hidden", self.hidden),
+            ("synth.train", self.synth.train),
+            ("synth.test", self.synth.test),
+            ("mnist.per_class", self.mnist.per_class),
+        ];
+        for (field, value) in positive {
+            if value == 0 {
+                return bad(field, "0".into(), "must be at least 1");
+            }
+        }
+        if !(self.l_max.is_finite() && self.l_max > 0.0) {
+            return bad(
+                "l_max",
+                self.l_max.to_string(),
+                "must be finite and positive",
+            );
+        }
+        if !(self.prior_sigma.is_finite() && self.prior_sigma > 0.0) {
+            return bad(
+                "prior_sigma",
+                self.prior_sigma.to_string(),
+                "must be finite and positive",
+            );
+        }
+        if !(self.delta > 0.0 && self.delta < 1.0) {
+            return bad("delta", self.delta.to_string(), "must lie in (0, 1)");
+        }
+        if !(self.mnist.std.is_finite() && self.mnist.std > 0.0 && self.mnist.mean.is_finite()) {
+            return bad(
+                "mnist.std",
+                self.mnist.std.to_string(),
+                "the normalisation needs a finite mean and a finite std > 0",
+            );
+        }
+        Ok(())
+    }
+
+    /// The largest epoch count: epochs of the batched program.
+    pub fn max_epochs(&self) -> usize {
+        self.epochs.iter().copied().max().unwrap_or(0)
+    }
+
+    /// Epochs summed over all chains.
+    pub fn chain_epochs(&self) -> u64 {
+        self.epochs.iter().map(|&e| e as u64).sum::<u64>() * self.repetitions as u64
+    }
+
+    /// Chains in the grid.
+    pub fn chains(&self) -> usize {
+        self.betas.len() * self.repetitions
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field_of(config: &GridConfig) -> &'static str {
+        match config.check("test") {
+            Err(SgldError::Invalid { field, .. }) => field,
+            other => panic!("expected an invalid field, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults_are_the_full_synth_grid() {
+        let grid = GridConfig::default();
+        grid.check("defaults").unwrap();
+        assert_eq!(grid.chains(), 240);
+        assert_eq!(grid.max_epochs(), 30_000);
+        assert_eq!(grid.chain_epochs(), 110_101 * 30);
+    }
+
+    #[test]
+    fn refuses_grids_the_bound_or_the_sampler_cannot_use() {
+        let base = GridConfig::default();
+        let with = |f: fn(&mut GridConfig)| {
+            let mut c = base.clone();
+            f(&mut c);
+            c
+        };
+        assert_eq!(field_of(&with(|c| c.betas[0] = 1.0)), "betas");
+        assert_eq!(field_of(&with(|c| c.betas.swap(2, 3))), "betas");
+        assert_eq!(field_of(&with(|c| c.epochs.truncate(7))), "epochs");
+        assert_eq!(field_of(&with(|c| c.a0[1] = 0.0)), "a0");
+        assert_eq!(field_of(&with(|c| c.epochs[0] = 0)), "epochs");
+        assert_eq!(field_of(&with(|c| c.batch_size = 0)), "batch_size");
+        assert_eq!(field_of(&with(|c| c.delta = 1.0)), "delta");
+        assert_eq!(field_of(&with(|c| c.l_max = f64::NAN)), "l_max");
+        let message = with(|c| c.repetitions = 0).check("grid.toml").unwrap_err();
+        assert!(message.to_string().contains("grid.toml"), "{message}");
+    }
+}

@@ -1,0 +1,32 @@
+//! The one error type of the SGLD workload.
+
+use quench_data::DataError;
+use quench_device::{ConfigError, DeviceError};
+use thiserror::Error;
+
+/// A grid that cannot run: a bad configuration value, unreadable data, or a device that
+/// cannot run the requested precision.
+#[derive(Debug, Error)]
+pub enum SgldError {
+    /// A configuration value is out of its range.
+    #[error("{origin}: `{field}` = {value}: {reason}")]
+    Invalid {
+        /// Where the value came from: a file path or `grid configuration`.
+        origin: String,
+        /// The field.
+        field: &'static str,
+        /// The offending value.
+        value: String,
+        /// What it must be.
+        reason: String,
+    },
+    /// The configuration file could not be read or parsed.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The data could not be read or assembled.
+    #[error(transparent)]
+    Data(#[from] DataError),
+    /// The device refused the requested precision.
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+}

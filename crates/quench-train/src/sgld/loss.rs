@@ -1,0 +1,118 @@
+//! The bounded cross-entropy of the workload, its `[0, 1]` rescaling, and the 0-1 error, for
+//! one logit per sample (binary classification).
+
+use burn::tensor::Tensor;
+use burn::tensor::activation::sigmoid;
+use burn::tensor::backend::Backend;
+
+/// Cross-entropy made bounded by mixing the predicted probability of the true class `p` with
+/// a floor: `psi(p) = e^-l + (1 - 2 e^-l) p`, loss `clamp(-ln psi, 0, l)` with `l = l_max`.
+///
+/// The loss lies in `[-ln(1 - e^-l), l]` (`p = 1` and `p = 0`); PAC-Bayes bounds need a loss in
+/// `[0, 1]`, which [`to_unit`](Self::to_unit) maps that interval onto.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BoundedLoss {
+    /// The upper bound `l`, nats.
+    pub l_max: f64,
+}
+
+impl BoundedLoss {
+    /// Per-sample loss: logits `[members, n, 1]` and labels 0/1 of the same shape (or with
+    /// member axis 1, shared by all members) to `[members, n, 1]`, nats.
+    pub fn per_sample<B: Backend>(
+        &self,
+        logits: Tensor<B, 3>,
+        labels: Tensor<B, 3>,
+    ) -> Tensor<B, 3> {
+        let floor = (-self.l_max).exp();
+        // sigmoid(s z) with s = +-1 is the probability of the true class, without the
+        // cancellation of 1 - sigmoid(z) for confident wrong answers.
+        let sign = labels.mul_scalar(2.0).sub_scalar(1.0);
+        let p_true = sigmoid(logits * sign);
+        let psi = p_true.mul_scalar(1.0 - 2.0 * floor).add_scalar(floor);
+        psi.log().neg().clamp(0.0, self.l_max)
+    }
+
+    /// The smallest value the loss takes, `-ln(1 - e^-l)` (a certain, correct prediction).
+    pub fn min(&self) -> f64 {
+        -(-(-self.l_max).exp()).ln_1p()
+    }
+
+    /// Maps a loss (or a mean of losses) from `[min, l_max]` affinely onto `[0, 1]`.
+    pub fn to_unit(&self, loss: f64) -> f64 {
+        (loss - self.min()) / (self.l_max - self.min())
+    }
+}
+
+/// Per-sample 0-1 error of the prediction `sigmoid(z) > 1/2`, i.e. `z > 0`: logits
+/// `[members, n, 1]` and labels 0/1 (member axis `members` or 1) to `[members, n, 1]` of 0/1.
+pub fn zero_one_error<B: Backend>(logits: Tensor<B, 3>, labels: Tensor<B, 3>) -> Tensor<B, 3> {
+    (logits.greater_elem(0.0).float() - labels).abs()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::NdArray;
+    use burn::tensor::TensorData;
+
+    type Cpu = NdArray<f32>;
+
+    fn column(values: &[f32]) -> Tensor<Cpu, 3> {
+        Tensor::from_data(
+            TensorData::new(values.to_vec(), [1, values.len(), 1]),
+            &Default::default(),
+        )
+    }
+
+    fn values(t: Tensor<Cpu, 3>) -> Vec<f32> {
+        t.into_data().to_vec().unwrap()
+    }
+
+    #[test]
+    fn matches_the_formula_and_stays_within_its_bounds() {
+        let loss = BoundedLoss { l_max: 4.0 };
+        let logits = [-30.0f32, -2.0, 0.0, 1.5, 30.0];
+        for label in [0.0f32, 1.0] {
+            let got = values(loss.per_sample(column(&logits), column(&[label; 5])));
+            for (z, g) in logits.iter().zip(got) {
+                let p1 = 1.0 / (1.0 + (-f64::from(*z)).exp());
+                let p = if label == 1.0 { p1 } else { 1.0 - p1 };
+                let floor = (-4.0f64).exp();
+                let want = -(floor + (1.0 - 2.0 * floor) * p).ln();
+                assert!(
+                    (f64::from(g) - want).abs() < 1e-5,
+                    "z {z} y {label}: {g} vs {want}"
+                );
+                assert!(f64::from(g) >= loss.min() - 1e-6 && f64::from(g) <= 4.0);
+            }
+        }
+        // A confident wrong answer costs l_max, a confident right one the minimum.
+        let ends = values(loss.per_sample(column(&[-30.0, 30.0]), column(&[1.0, 1.0])));
+        assert!((ends[0] - 4.0).abs() < 1e-4 && (f64::from(ends[1]) - loss.min()).abs() < 1e-5);
+    }
+
+    #[test]
+    fn rescaling_maps_the_loss_range_onto_the_unit_interval() {
+        let loss = BoundedLoss { l_max: 4.0 };
+        assert!((loss.min() - 0.018_485_45).abs() < 1e-7, "{}", loss.min());
+        assert!(loss.to_unit(loss.min()).abs() < 1e-12);
+        assert!((loss.to_unit(4.0) - 1.0).abs() < 1e-12);
+        // ln 2, an uninformed prediction, lands in the middle third.
+        let half = loss.to_unit(std::f64::consts::LN_2);
+        assert!(half > 0.1 && half < 0.2, "{half}");
+    }
+
+    #[test]
+    fn zero_one_error_counts_wrong_signs_with_shared_labels() {
+        let logits = Tensor::<Cpu, 3>::from_data(
+            TensorData::new(vec![0.3f32, -0.2, -1.0, 2.0], [2, 2, 1]),
+            &Default::default(),
+        );
+        let labels = column(&[1.0, 1.0]);
+        assert_eq!(
+            values(zero_one_error(logits, labels)),
+            vec![0.0, 1.0, 1.0, 0.0]
+        );
+    }
+}

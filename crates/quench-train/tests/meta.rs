@@ -1,0 +1,233 @@
+//! Meta-learning behaviour: batching changes nothing but speed, the meta-step learns, the
+//! inner loop adapts, configurations are checked.
+
+use burn::backend::{Autodiff, NdArray};
+use burn::tensor::Tensor;
+use quench_lindblad::{Method, OperatorCache, Solver};
+use quench_train::meta::maml::adapt;
+use quench_train::meta::{
+    Algorithm, InnerLoop, MetaConfig, MetaError, MetaRun, Operators, SystemChoice, TaskFamily,
+};
+
+type B = Autodiff<NdArray<f32>>;
+
+fn small(algorithm: Algorithm) -> MetaConfig {
+    MetaConfig {
+        algorithm,
+        iterations: 30,
+        tasks_per_batch: 4,
+        inner_steps: 2,
+        inner_lr: 0.01,
+        meta_lr: 0.02,
+        val_tasks: 6,
+        val_interval: 30,
+        seed: 11,
+        ..MetaConfig::default()
+    }
+}
+
+fn max_diff(a: &[Tensor<NdArray<f32>, 3>], b: &[Tensor<NdArray<f32>, 3>]) -> f32 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x.clone() - y.clone()).abs().max().into_scalar())
+        .fold(0.0, f32::max)
+}
+
+#[test]
+fn batched_meta_step_equals_the_one_task_at_a_time_step() {
+    for algorithm in [Algorithm::Fomaml, Algorithm::Reptile] {
+        let device = Default::default();
+        let mut run =
+            MetaRun::<B>::new(&small(algorithm), &mut OperatorCache::new(), &device).unwrap();
+        let batch = run.next_batch().unwrap();
+        let shape = run.config.policy.clone();
+        let inner = InnerLoop { steps: 2, lr: 0.05 };
+        let mut sequential = run.learner.clone();
+        let batched = run
+            .learner
+            .step(&run.problem, &shape, &batch, inner)
+            .unwrap();
+        let one_by_one = sequential
+            .step_one_task_at_a_time(&run.problem, &shape, &batch, inner)
+            .unwrap();
+        assert!((batched.loss_before - one_by_one.loss_before).abs() < 1e-5);
+        assert!((batched.loss_after - one_by_one.loss_after).abs() < 1e-5);
+        let d = max_diff(&run.learner.policy.params(), &sequential.policy.params());
+        assert!(d < 1e-5, "{algorithm:?}: policies differ by {d}");
+        assert!(
+            max_diff(
+                &run.learner.policy.params(),
+                &run.learner.clone().policy.params()
+            ) == 0.0
+        );
+    }
+}
+
+#[test]
+fn a_small_inner_step_lowers_every_tasks_loss() {
+    let device = Default::default();
+    let mut run = MetaRun::<B>::new(
+        &small(Algorithm::Fomaml),
+        &mut OperatorCache::new(),
+        &device,
+    )
+    .unwrap();
+    for _ in 0..10 {
+        run.step().unwrap();
+    }
+    let batch = run.next_batch().unwrap();
+    let shape = run.config.policy.clone();
+    for lr in [1e-4, 3e-4] {
+        let (before, phi) = adapt(
+            &run.problem,
+            &shape,
+            &run.learner.policy,
+            &batch,
+            InnerLoop { steps: 1, lr },
+        )
+        .unwrap();
+        let after = quench_train::meta::maml::evaluate(
+            &run.problem,
+            &shape,
+            &run.learner.policy.with_params(phi),
+            &batch,
+        )
+        .unwrap();
+        let (before, after) = (
+            before.into_data().to_vec::<f32>().unwrap(),
+            after.into_data().to_vec::<f32>().unwrap(),
+        );
+        // A step along each task's own negative gradient must not raise its loss: this checks
+        // the gradient of every member, through policy, simulator and fidelity.
+        for (b, a) in before.iter().zip(&after) {
+            assert!(
+                a <= &(b + 1e-6),
+                "lr {lr}: before {before:?} after {after:?}"
+            );
+        }
+        assert!(
+            before.iter().zip(&after).any(|(b, a)| a < &(b - 1e-5)),
+            "lr {lr}: nothing moved"
+        );
+    }
+}
+
+#[test]
+fn training_raises_the_validation_fidelity() {
+    for algorithm in [Algorithm::Fomaml, Algorithm::Reptile] {
+        let device = Default::default();
+        let config = MetaConfig {
+            iterations: 40,
+            val_interval: 20,
+            ..small(algorithm)
+        };
+        let mut run = MetaRun::<B>::new(&config, &mut OperatorCache::new(), &device).unwrap();
+        let start = run.validate(0).unwrap();
+        let mut calls = 0;
+        let history = run.train(|_, _| calls += 1).unwrap();
+        assert_eq!(
+            (calls, history.iterations.len(), history.validations.len()),
+            (40, 40, 2)
+        );
+        let end = history.last_validation().unwrap();
+        assert!(
+            end.after.squared_overlap.mean > start.after.squared_overlap.mean + 0.2,
+            "{algorithm:?}: {} -> {}",
+            start.after.squared_overlap.mean,
+            end.after.squared_overlap.mean
+        );
+        assert!(
+            end.after.state.mean >= end.after.squared_overlap.mean - 1e-6,
+            "F >= F^2"
+        );
+    }
+}
+
+#[test]
+fn rebuilt_operators_and_other_solvers_give_the_same_losses() {
+    let device = Default::default();
+    let run = MetaRun::<B>::new(
+        &small(Algorithm::Fomaml),
+        &mut OperatorCache::new(),
+        &device,
+    )
+    .unwrap();
+    let batch = run
+        .problem
+        .prepare(&TaskFamily::OneOverF.sample(3, &mut rand::SeedableRng::seed_from_u64(2)))
+        .unwrap();
+    let shape = run.config.policy.clone();
+    let policy = run.learner.policy.clone();
+    let loss = |problem: &quench_train::meta::ControlProblem<B>| {
+        quench_train::meta::maml::evaluate(problem, &shape, &policy, &batch)
+            .unwrap()
+            .into_data()
+            .to_vec::<f32>()
+            .unwrap()
+    };
+    let cached = loss(&run.problem);
+    let rebuilt = loss(
+        &run.problem
+            .clone()
+            .with_operators(Operators::RebuiltPerCall),
+    );
+    assert_eq!(cached, rebuilt);
+    let rk4 = loss(&run.problem.clone().with_solver(Solver {
+        method: Method::Rk4 { dt: 0.01 },
+        ..Solver::default()
+    }));
+    for (e, r) in cached.iter().zip(&rk4) {
+        assert!((e - r).abs() < 1e-3, "exact {e} vs rk4 {r}");
+    }
+}
+
+#[test]
+fn inconsistent_configurations_are_refused_by_field() {
+    let device = Default::default();
+    let cases = [
+        (
+            MetaConfig {
+                tasks: TaskFamily::DirectRates,
+                ..MetaConfig::default()
+            },
+            "tasks",
+        ),
+        (
+            MetaConfig {
+                system: SystemChoice::RelaxDephase,
+                ..MetaConfig::default()
+            },
+            "system",
+        ),
+        (
+            MetaConfig {
+                system: SystemChoice::TwoQubit,
+                ..MetaConfig::default()
+            },
+            "policy.controls",
+        ),
+        (
+            MetaConfig {
+                tasks_per_batch: 0,
+                ..MetaConfig::default()
+            },
+            "tasks_per_batch",
+        ),
+    ];
+    for (config, field) in cases {
+        let err = MetaRun::<B>::new(&config, &mut OperatorCache::new(), &device)
+            .err()
+            .unwrap();
+        assert!(
+            matches!(&err, MetaError::Config { field: f, .. } if *f == field),
+            "{err}"
+        );
+    }
+    let direct = MetaConfig {
+        tasks: TaskFamily::DirectRates,
+        system: SystemChoice::RelaxDephase,
+        ..small(Algorithm::Fomaml)
+    };
+    let mut run = MetaRun::<B>::new(&direct, &mut OperatorCache::new(), &device).unwrap();
+    assert!(run.step().unwrap().loss_after.is_finite());
+}

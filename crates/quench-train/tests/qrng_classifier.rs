@@ -1,0 +1,209 @@
+//! The classifier: batched seeds against one-at-a-time runs, data placement, per-member
+//! early stopping with best weights, learning, and refusals.
+
+use burn::backend::{Autodiff, NdArray};
+use quench_data::{Dataset, DeviceModel, Mode, synthetic_qrng};
+use quench_device::Precision;
+use quench_train::qrng::classifier::{ClassifierConfig, Execution, train_classifier};
+use quench_train::qrng::{Batching, QrngError};
+
+type Train = Autodiff<NdArray<f32>>;
+
+/// Three sources whose probabilities of a one are 1/2 - `bias`, 1/2 and 1/2 + `bias`; with
+/// bias 0.25 a small network separates them well (the Bayes accuracy from the count of ones
+/// is about 99 %).
+fn separable(lines_per_device: usize, bias: f64) -> Dataset {
+    let devices = [
+        DeviceModel {
+            bias: -bias,
+            correlation: 0.0,
+            drift: 0.0,
+        },
+        DeviceModel {
+            bias: 0.0,
+            correlation: 0.0,
+            drift: 0.0,
+        },
+        DeviceModel {
+            bias,
+            correlation: 0.0,
+            drift: 0.0,
+        },
+    ];
+    synthetic_qrng(&devices, lines_per_device, 100, 4)
+        .unwrap()
+        .to_dataset()
+}
+
+fn execution(batching: Batching, loader: Mode) -> Execution {
+    Execution {
+        batching,
+        loader,
+        precision: Precision::F32,
+    }
+}
+
+const STREAMED: Mode = Mode::Streaming {
+    num_workers: 0,
+    prefetch: 1,
+    staging: false,
+};
+
+#[test]
+fn batched_seeds_with_early_stopping_train_exactly_as_they_do_alone() {
+    let data = separable(100, 0.15);
+    // Without dropout the runs are deterministic, so a batched member must follow its lone
+    // run step for step, including learning-rate cuts and stopping at its own epoch. Batched
+    // and lone reductions round differently (1e-7), and training amplifies that over many
+    // epochs, so the runs are kept short by impatient schedules.
+    let config = ClassifierConfig {
+        seeds: vec![89, 90, 91, 92, 93, 94],
+        dropout: 0.0,
+        max_epochs: 12,
+        early_stopping_patience: 2,
+        plateau: quench_train::qrng::schedule::PlateauConfig {
+            patience: 0,
+            ..Default::default()
+        },
+        batch_size: 16,
+        ..ClassifierConfig::default()
+    };
+    let device = Default::default();
+    let batched = train_classifier::<Train>(
+        &data,
+        &config,
+        &execution(Batching::Members, Mode::Resident),
+        &device,
+    )
+    .unwrap();
+    let alone = train_classifier::<Train>(
+        &data,
+        &config,
+        &execution(Batching::OneAtATime, STREAMED),
+        &device,
+    )
+    .unwrap();
+    let mut epochs: Vec<usize> = batched.seeds.iter().map(|s| s.epochs).collect();
+    let last = *epochs.iter().max().unwrap();
+    let total: usize = epochs.iter().sum();
+    epochs.sort_unstable();
+    epochs.dedup();
+    assert!(
+        epochs.len() >= 3,
+        "members stop at their own epochs: {epochs:?}"
+    );
+    assert!(
+        batched
+            .seeds
+            .iter()
+            .any(|s| s.history.iter().any(|h| h.lr < 1e-3))
+    );
+    assert_eq!(
+        batched.member_epochs,
+        6 * last,
+        "a batched program runs until its last member stops"
+    );
+    assert_eq!(alone.member_epochs, total);
+    for (b, a) in batched.seeds.iter().zip(&alone.seeds) {
+        assert_eq!(
+            (b.seed, b.epochs, b.best_epoch),
+            (a.seed, a.epochs, a.best_epoch)
+        );
+        assert!(
+            (b.test_accuracy - a.test_accuracy).abs() < 1e-6,
+            "{b:?}\n{a:?}"
+        );
+        for (x, y) in b.history.iter().zip(&a.history) {
+            // A validation sample on the decision boundary may flip with the rounding: one
+            // of the 48 is allowed.
+            let one_sample = 1.0 / 48.0 + 1e-6;
+            assert!(
+                (x.validation_accuracy - y.validation_accuracy).abs() <= one_sample,
+                "{b:?}\n{a:?}"
+            );
+            assert!((x.train_loss - y.train_loss).abs() < 1e-3 * y.train_loss);
+            assert_eq!(x.lr, y.lr);
+        }
+    }
+}
+
+#[test]
+fn keeps_the_best_validation_epoch_and_stops_after_its_patience() {
+    let data = separable(100, 0.25);
+    let config = ClassifierConfig {
+        seeds: vec![7, 8],
+        max_epochs: 60,
+        early_stopping_patience: 5,
+        batch_size: 32,
+        ..ClassifierConfig::default()
+    };
+    let result =
+        train_classifier::<Train>(&data, &config, &Execution::default(), &Default::default())
+            .unwrap();
+    for seed in &result.seeds {
+        let accuracies: Vec<f64> = seed.history.iter().map(|h| h.validation_accuracy).collect();
+        let best = accuracies.iter().copied().fold(0.0, f64::max);
+        let first_best = accuracies.iter().position(|&a| a == best);
+        assert_eq!(seed.best_validation_accuracy, best);
+        assert_eq!(seed.best_epoch, first_best);
+        if seed.epochs < 60 {
+            assert_eq!(seed.epochs, first_best.unwrap() + 1 + 5, "{accuracies:?}");
+        }
+    }
+}
+
+#[test]
+fn learns_to_name_the_source() {
+    let data = separable(300, 0.25);
+    let config = ClassifierConfig {
+        seeds: vec![89, 90],
+        max_epochs: 20,
+        ..ClassifierConfig::default()
+    };
+    let result =
+        train_classifier::<Train>(&data, &config, &Execution::default(), &Default::default())
+            .unwrap();
+    let (mean, _) = result.test_accuracy();
+    assert!(mean > 0.88, "{result}");
+    assert!(result.to_string().contains("test accuracy"));
+}
+
+#[test]
+fn refuses_what_it_cannot_do() {
+    let data = separable(20, 0.25);
+    let device = Default::default();
+    let bf16 = Execution {
+        precision: Precision::Bf16,
+        ..Execution::default()
+    };
+    assert!(matches!(
+        train_classifier::<Train>(&data, &ClassifierConfig::default(), &bf16, &device),
+        Err(QrngError::Device(_))
+    ));
+    let f16 = Execution {
+        precision: Precision::F16,
+        ..Execution::default()
+    };
+    let err =
+        train_classifier::<Train>(&data, &ClassifierConfig::default(), &f16, &device).unwrap_err();
+    assert!(err.to_string().contains("bf16"), "{err}");
+    for config in [
+        ClassifierConfig {
+            seeds: vec![],
+            ..ClassifierConfig::default()
+        },
+        ClassifierConfig {
+            dropout: 1.0,
+            ..ClassifierConfig::default()
+        },
+        ClassifierConfig {
+            batch_size: 0,
+            ..ClassifierConfig::default()
+        },
+    ] {
+        assert!(
+            train_classifier::<Train>(&data, &config, &Execution::default(), &device).is_err(),
+            "{config:?}"
+        );
+    }
+}

@@ -1,0 +1,155 @@
+//! The SGLD grid end to end: the configurations, the equivalence of its execution paths
+//! (batched, masked, compacted, one chain at a time), and what the chains learn.
+
+use std::path::PathBuf;
+
+use burn::backend::{Autodiff, NdArray};
+use quench_device::Precision;
+use quench_train::sgld::{
+    DatasetKind, Execution, GridConfig, GridData, GridResult, NoiseSource, SgldError, run_grid,
+};
+
+type Ad = Autodiff<NdArray<f32>>;
+
+fn config_path(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../configs/sgld")
+        .join(name)
+}
+
+fn run(config: &GridConfig, execution: Execution) -> GridResult {
+    let data = GridData::load(config).unwrap();
+    run_grid::<Ad>(config, &data, &execution, &Default::default()).unwrap()
+}
+
+#[test]
+fn configs_hold_the_documented_grids() {
+    let full = GridConfig::load(&config_path("synth-full.toml")).unwrap();
+    assert_eq!(full, GridConfig::default());
+    let test = GridConfig::load(&config_path("synth-test.toml")).unwrap();
+    assert_eq!(
+        (test.betas.as_slice(), test.repetitions),
+        (&[0.0, 1.0, 10.0][..], 2)
+    );
+    assert_eq!(test.max_epochs(), 50);
+    let mnist = GridConfig::load(&config_path("mnist-full.toml")).unwrap();
+    assert_eq!(mnist.dataset, DatasetKind::Mnist);
+    assert_eq!(
+        mnist.betas,
+        vec![0.0, 1_000.0, 3_000.0, 5_000.0, 10_000.0, 20_000.0]
+    );
+    assert_eq!(mnist.epochs, vec![1, 500, 500, 500, 1_000, 1_000]);
+    assert_eq!(
+        (mnist.repetitions, mnist.batch_size, mnist.mnist.per_class),
+        (5, 128, 5_000)
+    );
+    let mnist_test = GridConfig::load(&config_path("mnist-test.toml")).unwrap();
+    assert_eq!((mnist_test.repetitions, mnist_test.max_epochs()), (2, 50));
+
+    let bad = std::env::temp_dir().join(format!("sgld-bad-{}.toml", std::process::id()));
+    std::fs::write(
+        &bad,
+        "betas = [0, 1]\nepochs = [1, 2]\na0 = [0.1, 0.1]\nbatch = 3\n",
+    )
+    .unwrap();
+    let err = GridConfig::load(&bad).unwrap_err().to_string();
+    assert!(err.contains("sgld-bad") && err.contains("batch"), "{err}");
+    std::fs::write(&bad, "betas = [0, 1]\nepochs = [1]\na0 = [0.1, 0.1]\n").unwrap();
+    let err = GridConfig::load(&bad).unwrap_err().to_string();
+    assert!(
+        err.contains("sgld-bad") && err.contains("`epochs`"),
+        "{err}"
+    );
+    std::fs::remove_file(bad).unwrap();
+}
+
+/// A small grid whose chains have different epoch counts, with a hot chain (beta 50) that
+/// moves a lot, so that any mix-up between chains shows.
+fn small_grid() -> GridConfig {
+    GridConfig {
+        betas: vec![0.0, 1.0, 50.0],
+        epochs: vec![1, 3, 12],
+        a0: vec![0.01, 0.05, 0.3],
+        repetitions: 2,
+        hidden: 16,
+        ..GridConfig::default()
+    }
+}
+
+fn assert_same_chains(a: &GridResult, b: &GridResult, what: &str) {
+    assert_eq!(a.chains.len(), b.chains.len());
+    for (x, y) in a.chains.iter().zip(&b.chains) {
+        assert_eq!((x.beta_index, x.repetition), (y.beta_index, y.repetition));
+        for (u, v) in [
+            (x.train_loss, y.train_loss),
+            (x.test_loss, y.test_loss),
+            (x.train_error, y.train_error),
+            (x.test_error, y.test_error),
+        ] {
+            assert!((u - v).abs() < 1e-5, "{what}: chain {x:?} vs {y:?}");
+        }
+    }
+}
+
+#[test]
+fn every_execution_path_runs_the_same_chains() {
+    let grid = small_grid();
+    // With host noise every chain draws from its own stream, so the paths must agree exactly
+    // (up to float reassociation): a masked chain must stop at its own epoch count, a
+    // compacted program must keep each chain's data, order and noise, and resident and
+    // streamed data must give the same batches.
+    let alone = run(&grid, Execution::ORIGINAL);
+    let host = Execution {
+        noise: NoiseSource::Host,
+        ..Execution::BATCHED
+    };
+    let masked = Execution {
+        compact: false,
+        resident_data: false,
+        ..host
+    };
+    assert_same_chains(&alone, &run(&grid, host), "batched, compacted, resident");
+    assert_same_chains(&alone, &run(&grid, masked), "batched, masked, streamed");
+    // The hot chains moved away from their initialisation; the cold ones barely.
+    let [cold, _, hot] = [0, 1, 2].map(|k| &alone.betas[k]);
+    assert!(hot.train_loss.mean < cold.train_loss.mean - 0.02, "{alone}");
+}
+
+#[test]
+fn hot_chains_learn_synth_and_the_bound_covers_the_gap() {
+    let grid = GridConfig {
+        repetitions: 4,
+        ..GridConfig::load(&config_path("synth-test.toml")).unwrap()
+    };
+    let result = run(&grid, Execution::BATCHED);
+    assert_eq!(result.chains.len(), 12);
+    assert!(result.data.starts_with("SYNTH"), "{}", result.data);
+    let [cold, tepid, hot] = [0, 1, 2].map(|k| &result.betas[k]);
+    // beta 0 and 1 run at a0 = 1e-7: the network is its random initialisation, a coin flip
+    // on labels balanced by the teacher's symmetry.
+    for b in [cold, tepid] {
+        assert!(b.test_error.mean > 0.3, "{result}");
+    }
+    // 50 epochs at beta 10 learn the separable teacher.
+    assert!(
+        hot.test_error.mean < 0.3 && hot.train_error.mean < 0.2,
+        "{result}"
+    );
+    assert_eq!(cold.bound.kl, 0.0);
+    assert!(hot.bound.kl > 0.0);
+    for b in &result.betas {
+        assert!(b.bound.gap > b.loss_gap.mean, "beta {}: {result}", b.beta);
+    }
+}
+
+#[test]
+fn a_precision_the_device_cannot_run_is_refused() {
+    let grid = small_grid();
+    let data = GridData::load(&grid).unwrap();
+    let bf16 = Execution {
+        precision: Precision::Bf16,
+        ..Execution::BATCHED
+    };
+    let err = run_grid::<Ad>(&grid, &data, &bf16, &Default::default()).unwrap_err();
+    assert!(matches!(err, SgldError::Device(_)), "{err}");
+}
