@@ -1,6 +1,7 @@
 //! The workload registry's contract: named variants, each timed and scored.
 
 use anyhow::Context;
+use burn::tensor::backend::Backend;
 use quench_device::{Precision, SelectedDevice, Stats, TimingConfig};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -117,6 +118,21 @@ pub struct RunContext {
     pub timing: TimingConfig,
 }
 
+#[cfg(test)]
+impl RunContext {
+    /// The CPU, f32, no warm-up and one repeat: what workload tests run with.
+    pub fn quick_cpu() -> Self {
+        Self {
+            device: SelectedDevice::Cpu,
+            precision: Precision::F32,
+            timing: TimingConfig {
+                warmup: 0,
+                repeats: 1,
+            },
+        }
+    }
+}
+
 /// A registered workload.
 pub trait Workload: Sync {
     /// Its name in suites and reports.
@@ -134,6 +150,107 @@ pub trait Workload: Sync {
         params: &toml::Table,
         ctx: &RunContext,
     ) -> anyhow::Result<VariantRun>;
+}
+
+/// One row of a workload's variant table: what the variant is, and the setting it runs with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Variant<S> {
+    /// Short name used in suites and reports.
+    pub name: &'static str,
+    /// What the variant changes, in one line.
+    pub description: &'static str,
+    /// Whether this is the seed's own way, the reference of speed-ups.
+    pub baseline: bool,
+    /// The speed-up its guide claimed, if it claimed one.
+    pub claim: Option<Claim>,
+    /// How the workload runs this variant.
+    pub setting: S,
+}
+
+/// A workload described by its parameter type and a table of variants. Implementing it
+/// implements [`Workload`]: names, parameter checks and the variant look-up live here once.
+pub trait TableWorkload: Sync {
+    /// The workload's parameters in a suite (`deny_unknown_fields`, defaults for every field).
+    type Params: DeserializeOwned;
+    /// What distinguishes one variant from another.
+    type Setting: Sync;
+    /// Its name in suites and reports.
+    const NAME: &'static str;
+    /// One line on what it computes and which guide it comes from.
+    const SUMMARY: &'static str;
+
+    /// Its variants, at most one of them the baseline.
+    fn table(&self) -> &[Variant<Self::Setting>];
+
+    /// Runs one variant with the parsed parameters.
+    fn run_variant(
+        &self,
+        variant: &Variant<Self::Setting>,
+        params: Self::Params,
+        ctx: &RunContext,
+    ) -> anyhow::Result<VariantRun>;
+}
+
+impl<T: TableWorkload> Workload for T {
+    fn name(&self) -> &'static str {
+        T::NAME
+    }
+
+    fn summary(&self) -> &'static str {
+        T::SUMMARY
+    }
+
+    fn variants(&self) -> Vec<VariantInfo> {
+        self.table()
+            .iter()
+            .map(|v| VariantInfo {
+                name: v.name,
+                description: v.description,
+                baseline: v.baseline,
+                claim: v.claim,
+            })
+            .collect()
+    }
+
+    fn check_params(&self, params: &toml::Table) -> anyhow::Result<()> {
+        parse_params::<T::Params>(T::NAME, params).map(drop)
+    }
+
+    fn run(
+        &self,
+        variant: &VariantInfo,
+        params: &toml::Table,
+        ctx: &RunContext,
+    ) -> anyhow::Result<VariantRun> {
+        let row = self
+            .table()
+            .iter()
+            .find(|v| v.name == variant.name)
+            .with_context(|| format!("workload `{}` has no variant `{}`", T::NAME, variant.name))?;
+        self.run_variant(row, parse_params(T::NAME, params)?, ctx)
+    }
+}
+
+/// Times `work` (one full run of a workload) on backend `B` with the harness: the last run's
+/// output and the seconds per run. A failing run fails the measurement.
+pub fn time_runs<B: Backend, T>(
+    device: &B::Device,
+    timing: TimingConfig,
+    mut work: impl FnMut() -> anyhow::Result<T>,
+) -> anyhow::Result<(T, Stats)> {
+    let mut failure = None;
+    let m = quench_device::measure_on::<B, _>(device, timing, || match work() {
+        Ok(out) => Some(out),
+        Err(err) => {
+            failure.get_or_insert(err);
+            None
+        }
+    })?;
+    match (failure, m.output) {
+        (Some(err), _) => Err(err),
+        (None, Some(out)) => Ok((out, m.seconds)),
+        (None, None) => anyhow::bail!("the timed run produced no output"),
+    }
 }
 
 /// Parses a workload's parameter table into its configuration type, naming the workload on

@@ -5,11 +5,11 @@ use burn::tensor::backend::AutodiffBackend;
 use quench_device::diagnostics::{
     CopyDirection, MatmulShape, copy_bandwidth, matmul_throughput, tiny_op_latency,
 };
-use quench_device::{OnDevice, Precision, TimingConfig, run_on};
+use quench_device::{OnDevice, Precision, Stats, TimingConfig, run_on};
 use serde::Deserialize;
 
 use crate::workload::{
-    Quality, RunContext, Tolerance, VariantInfo, VariantOutcome, VariantRun, Workload, parse_params,
+    Quality, RunContext, TableWorkload, Tolerance, Variant, VariantOutcome, VariantRun,
 };
 
 /// The `device` workload.
@@ -18,7 +18,7 @@ pub struct DeviceFigures;
 /// Parameters of the `device` workload in a suite.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-struct Params {
+pub struct Params {
     /// Tiny operations queued per timed call.
     tiny_ops: usize,
     /// Buffer size of the copies, MiB.
@@ -37,61 +37,102 @@ impl Default for Params {
     }
 }
 
-const MATMUL_SIDES: [usize; 4] = [4, 32, 256, 1_024];
-const VARIANTS: [(&str, &str); 9] = [
-    (
+/// What one variant measures.
+#[derive(Debug, Clone, Copy)]
+pub enum Measure {
+    /// Tiny operations queued back to back, one sync.
+    TinyOp,
+    /// One tiny operation read back.
+    RoundTrip,
+    /// Batched `n x n` products; the batch is `matmul_batches[index]`.
+    Matmul { n: usize, index: usize },
+    /// One copy of the buffer.
+    Copy(CopyDirection),
+}
+
+const fn figure(
+    name: &'static str,
+    description: &'static str,
+    setting: Measure,
+) -> Variant<Measure> {
+    Variant {
+        name,
+        description,
+        baseline: false,
+        claim: None,
+        setting,
+    }
+}
+
+const VARIANTS: [Variant<Measure>; 9] = [
+    figure(
         "tiny-op",
         "one add on a 1-element tensor, many queued, one sync",
+        Measure::TinyOp,
     ),
-    (
+    figure(
         "tiny-op-round-trip",
         "one add on a 1-element tensor, read back",
+        Measure::RoundTrip,
     ),
-    ("matmul-4", "batched 4x4 matrix products"),
-    ("matmul-32", "batched 32x32 matrix products"),
-    ("matmul-256", "batched 256x256 matrix products"),
-    ("matmul-1024", "one 1024x1024 matrix product"),
-    ("copy-h2d", "host to device copy"),
-    ("copy-d2h", "device to host copy"),
-    ("copy-d2d", "device to device copy (read + write counted)"),
+    figure(
+        "matmul-4",
+        "batched 4x4 matrix products",
+        Measure::Matmul { n: 4, index: 0 },
+    ),
+    figure(
+        "matmul-32",
+        "batched 32x32 matrix products",
+        Measure::Matmul { n: 32, index: 1 },
+    ),
+    figure(
+        "matmul-256",
+        "batched 256x256 matrix products",
+        Measure::Matmul { n: 256, index: 2 },
+    ),
+    figure(
+        "matmul-1024",
+        "one 1024x1024 matrix product",
+        Measure::Matmul { n: 1_024, index: 3 },
+    ),
+    figure(
+        "copy-h2d",
+        "host to device copy",
+        Measure::Copy(CopyDirection::HostToDevice),
+    ),
+    figure(
+        "copy-d2h",
+        "device to host copy",
+        Measure::Copy(CopyDirection::DeviceToHost),
+    ),
+    figure(
+        "copy-d2d",
+        "device to device copy (read + write counted)",
+        Measure::Copy(CopyDirection::DeviceToDevice),
+    ),
 ];
 
-impl Workload for DeviceFigures {
-    fn name(&self) -> &'static str {
-        "device"
+impl TableWorkload for DeviceFigures {
+    type Params = Params;
+    type Setting = Measure;
+    const NAME: &'static str = "device";
+    const SUMMARY: &'static str =
+        "latency of a tiny op, matmul throughput and copy bandwidth of the chosen device";
+
+    fn table(&self) -> &[Variant<Measure>] {
+        &VARIANTS
     }
 
-    fn summary(&self) -> &'static str {
-        "latency of a tiny op, matmul throughput and copy bandwidth of the chosen device"
-    }
-
-    fn variants(&self) -> Vec<VariantInfo> {
-        VARIANTS
-            .iter()
-            .map(|&(name, description)| VariantInfo {
-                name,
-                description,
-                baseline: false,
-                claim: None,
-            })
-            .collect()
-    }
-
-    fn check_params(&self, params: &toml::Table) -> anyhow::Result<()> {
-        parse_params::<Params>(self.name(), params).map(drop)
-    }
-
-    fn run(
+    fn run_variant(
         &self,
-        variant: &VariantInfo,
-        params: &toml::Table,
+        variant: &Variant<Measure>,
+        params: Params,
         ctx: &RunContext,
     ) -> anyhow::Result<VariantRun> {
-        let params: Params = parse_params(self.name(), params)?;
         let mut outcome = run_on(
             ctx.device,
             Figure {
-                variant: variant.name,
+                measure: variant.setting,
                 params,
                 timing: ctx.timing,
             },
@@ -107,7 +148,7 @@ impl Workload for DeviceFigures {
 }
 
 struct Figure {
-    variant: &'static str,
+    measure: Measure,
     params: Params,
     timing: TimingConfig,
 }
@@ -118,48 +159,39 @@ impl OnDevice for Figure {
     fn run<B: AutodiffBackend>(self, device: &B::Device) -> Self::Output {
         type Inner<B> = <B as AutodiffBackend>::InnerBackend;
         let Figure {
-            variant,
+            measure,
             params,
             timing,
         } = self;
-        if let Some(index) = ["matmul-4", "matmul-32", "matmul-256", "matmul-1024"]
-            .iter()
-            .position(|&name| name == variant)
-        {
-            let shape = MatmulShape {
-                batch: params.matmul_batches[index].max(1),
-                n: MATMUL_SIDES[index],
-            };
-            let fig = matmul_throughput::<Inner<B>>(device, timing, shape)?;
-            return Ok(outcome(
-                fig.seconds,
-                &format!("{} x {n}x{n} product", shape.batch, n = shape.n),
-                shape.flops() / 1e9,
-                "GFLOP/s",
-                Some(Quality {
-                    metric: "max relative error vs f64".into(),
-                    value: fig.max_rel_error,
-                    higher_is_better: false,
-                    tolerance: Tolerance::AtMost(1e-3),
-                }),
-            ));
-        }
-        match variant {
-            "tiny-op" | "tiny-op-round-trip" => {
+        match measure {
+            Measure::TinyOp | Measure::RoundTrip => {
                 let lat = tiny_op_latency::<Inner<B>>(device, timing, params.tiny_ops)?;
-                let stats = if variant == "tiny-op" {
-                    lat.queued_us
-                } else {
-                    lat.round_trip_us
+                let stats = match measure {
+                    Measure::TinyOp => lat.queued_us,
+                    _ => lat.round_trip_us,
                 };
                 Ok(outcome(stats.scaled(1e-6), "op", 1.0, "ops/s", None))
             }
-            "copy-h2d" | "copy-d2h" | "copy-d2d" => {
-                let direction = match variant {
-                    "copy-h2d" => CopyDirection::HostToDevice,
-                    "copy-d2h" => CopyDirection::DeviceToHost,
-                    _ => CopyDirection::DeviceToDevice,
+            Measure::Matmul { n, index } => {
+                let shape = MatmulShape {
+                    batch: params.matmul_batches[index].max(1),
+                    n,
                 };
+                let fig = matmul_throughput::<Inner<B>>(device, timing, shape)?;
+                Ok(outcome(
+                    fig.seconds,
+                    &format!("{} x {n}x{n} product", shape.batch),
+                    shape.flops() / 1e9,
+                    "GFLOP/s",
+                    Some(Quality {
+                        metric: "max rel err vs f64".into(),
+                        value: fig.max_rel_error,
+                        higher_is_better: false,
+                        tolerance: Tolerance::AtMost(1e-3),
+                    }),
+                ))
+            }
+            Measure::Copy(direction) => {
                 let figs = copy_bandwidth::<Inner<B>>(device, timing, params.copy_mib << 20)?;
                 Ok(outcome(
                     figs.seconds(direction),
@@ -169,13 +201,12 @@ impl OnDevice for Figure {
                     None,
                 ))
             }
-            other => anyhow::bail!("workload `device` has no variant `{other}`"),
         }
     }
 }
 
 fn outcome(
-    per_iteration: quench_device::Stats,
+    per_iteration: Stats,
     unit: &str,
     items: f64,
     throughput_unit: &str,

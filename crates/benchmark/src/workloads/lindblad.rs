@@ -7,14 +7,14 @@ use std::sync::Mutex;
 
 use anyhow::Context;
 use burn::tensor::backend::AutodiffBackend;
-use quench_device::{OnDevice, Stats, TimingConfig, measure_on, run_on};
+use quench_device::{OnDevice, Stats, TimingConfig, run_on};
 use quench_lindblad::{Method, OperatorCache, Solver};
 use quench_train::meta::{MetaConfig, MetaRun, Operators};
 use serde::Deserialize;
 
 use crate::workload::{
-    Claim, Quality, RunContext, Tolerance, VariantInfo, VariantOutcome, VariantRun, Workload,
-    parse_params,
+    Claim, Quality, RunContext, TableWorkload, Tolerance, Variant, VariantOutcome, VariantRun,
+    time_runs,
 };
 
 /// The `lindblad-meta` workload; remembers the quality of each solver, which is all that
@@ -27,7 +27,7 @@ pub struct LindbladMeta {
 /// Parameters of the `lindblad-meta` workload in a suite.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-struct Params {
+pub struct Params {
     /// Meta-iterations in one timed run.
     timed_iterations: usize,
     /// Meta-iterations of the training run whose validation fidelity is the quality metric.
@@ -60,7 +60,7 @@ impl Default for Params {
 
 /// How one variant runs: solver, schedule and operators.
 #[derive(Debug, Clone, Copy)]
-struct Setting {
+pub struct Setting {
     method: Method,
     batched: bool,
     cached: bool,
@@ -70,133 +70,92 @@ const RK4_FINE: Method = Method::Rk4 { dt: 0.001 };
 const RK4: Method = Method::Rk4 { dt: 0.01 };
 const EULER: Method = Method::Euler { dt: 0.02 };
 
-const VARIANTS: [(&str, &str, Setting, Option<Claim>); 7] = [
-    (
+const fn variant(
+    name: &'static str,
+    description: &'static str,
+    (method, batched, cached): (Method, bool, bool),
+    claim: Option<Claim>,
+) -> Variant<Setting> {
+    Variant {
+        name,
+        description,
+        baseline: !batched && !cached && matches!(method, RK4_FINE),
+        claim,
+        setting: Setting {
+            method,
+            batched,
+            cached,
+        },
+    }
+}
+
+const fn claim(low: f64, high: f64) -> Option<Claim> {
+    Some(Claim { low, high })
+}
+
+/// (solver, tasks batched, operators cached) of every variant, with guide 001's claims.
+const VARIANTS: [Variant<Setting>; 7] = [
+    variant(
         "baseline",
         "seed's way: tasks one at a time, operators rebuilt per call, RK4 dt 0.001",
-        Setting {
-            method: RK4_FINE,
-            batched: false,
-            cached: false,
-        },
+        (RK4_FINE, false, false),
         None,
     ),
-    (
+    variant(
         "baseline-rk4-dt0.01",
         "seed's way with its other step: RK4 dt 0.01",
-        Setting {
-            method: RK4,
-            batched: false,
-            cached: false,
-        },
+        (RK4, false, false),
         None,
     ),
-    (
+    variant(
         "caching",
         "baseline with the operators uploaded once",
-        Setting {
-            method: RK4_FINE,
-            batched: false,
-            cached: true,
-        },
-        Some(Claim {
-            low: 10.0,
-            high: 100.0,
-        }),
+        (RK4_FINE, false, true),
+        claim(10.0, 100.0),
     ),
-    (
+    variant(
         "euler-dt0.02",
         "baseline with Euler dt 0.02 (the guide's fast step)",
-        Setting {
-            method: EULER,
-            batched: false,
-            cached: false,
-        },
-        Some(Claim {
-            low: 2.0,
-            high: 5.0,
-        }),
+        (EULER, false, false),
+        claim(2.0, 5.0),
     ),
-    (
+    variant(
         "batched",
         "baseline with all tasks on the member axis",
-        Setting {
-            method: RK4_FINE,
-            batched: true,
-            cached: false,
-        },
-        Some(Claim {
-            low: 2.0,
-            high: 5.0,
-        }),
+        (RK4_FINE, true, false),
+        claim(2.0, 5.0),
     ),
-    (
+    variant(
         "guide-all",
         "the guide's combination: cached, batched, Euler dt 0.02",
-        Setting {
-            method: EULER,
-            batched: true,
-            cached: true,
-        },
-        Some(Claim {
-            low: 50.0,
-            high: 100.0,
-        }),
+        (EULER, true, true),
+        claim(50.0, 100.0),
     ),
-    (
+    variant(
         "all",
         "ours: cached, batched, exact propagator per segment",
-        Setting {
-            method: Method::Exact,
-            batched: true,
-            cached: true,
-        },
-        Some(Claim {
-            low: 50.0,
-            high: 100.0,
-        }),
+        (Method::Exact, true, true),
+        claim(50.0, 100.0),
     ),
 ];
 
-impl Workload for LindbladMeta {
-    fn name(&self) -> &'static str {
-        "lindblad-meta"
+impl TableWorkload for LindbladMeta {
+    type Params = Params;
+    type Setting = Setting;
+    const NAME: &'static str = "lindblad-meta";
+    const SUMMARY: &'static str = "first-order MAML of qubit pulses through the Lindblad simulator (guide 001): time per meta-iteration, validation fidelity";
+
+    fn table(&self) -> &[Variant<Setting>] {
+        &VARIANTS
     }
 
-    fn summary(&self) -> &'static str {
-        "first-order MAML of qubit pulses through the Lindblad simulator (guide 001): time per meta-iteration, validation fidelity"
-    }
-
-    fn variants(&self) -> Vec<VariantInfo> {
-        VARIANTS
-            .iter()
-            .map(|(name, description, _, claim)| VariantInfo {
-                name,
-                description,
-                baseline: *name == "baseline",
-                claim: *claim,
-            })
-            .collect()
-    }
-
-    fn check_params(&self, params: &toml::Table) -> anyhow::Result<()> {
-        parse_params::<Params>(self.name(), params).map(drop)
-    }
-
-    fn run(
+    fn run_variant(
         &self,
-        variant: &VariantInfo,
-        params: &toml::Table,
+        variant: &Variant<Setting>,
+        params: Params,
         ctx: &RunContext,
     ) -> anyhow::Result<VariantRun> {
-        let params: Params = parse_params(self.name(), params)?;
-        let setting = VARIANTS
-            .iter()
-            .find(|(name, ..)| *name == variant.name)
-            .map(|(_, _, s, _)| *s)
-            .with_context(|| {
-                format!("workload `lindblad-meta` has no variant `{}`", variant.name)
-            })?;
+        let setting = variant.setting;
         let config = MetaConfig {
             tasks_per_batch: params.tasks_per_batch,
             inner_steps: params.inner_steps,
@@ -292,26 +251,19 @@ impl OnDevice for Timed {
             steps: self.config.inner_steps,
             lr: self.config.inner_lr,
         };
-        let mut failure = None;
-        let m = measure_on::<B, _>(device, self.timing, || {
+        let (_, seconds) = time_runs::<B, _>(device, self.timing, || {
             for _ in 0..self.iterations {
-                let outcome = run.next_batch().and_then(|batch| {
-                    if self.setting.batched {
-                        run.learner.step(&run.problem, &shape, &batch, inner)
-                    } else {
-                        run.learner
-                            .step_one_task_at_a_time(&run.problem, &shape, &batch, inner)
-                    }
-                });
-                if let Err(err) = outcome {
-                    failure.get_or_insert(err);
+                let batch = run.next_batch()?;
+                if self.setting.batched {
+                    run.learner.step(&run.problem, &shape, &batch, inner)?;
+                } else {
+                    run.learner
+                        .step_one_task_at_a_time(&run.problem, &shape, &batch, inner)?;
                 }
             }
+            Ok(())
         })?;
-        match failure {
-            Some(err) => Err(err.into()),
-            None => Ok(m.seconds),
-        }
+        Ok(seconds)
     }
 }
 

@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use anyhow::Context;
 use burn::tensor::Tensor;
 use burn::tensor::activation::sigmoid;
 use burn::tensor::backend::AutodiffBackend;
@@ -16,8 +15,7 @@ use quench_train::params::{gradients, require_grad, values};
 use serde::Deserialize;
 
 use crate::workload::{
-    Claim, Quality, RunContext, Tolerance, VariantInfo, VariantOutcome, VariantRun, Workload,
-    parse_params,
+    Claim, Quality, RunContext, TableWorkload, Tolerance, Variant, VariantOutcome, VariantRun,
 };
 
 /// The `loader` workload.
@@ -26,7 +24,7 @@ pub struct LoaderWorkload;
 /// Parameters of the `loader` workload in a suite.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-struct Params {
+pub struct Params {
     /// Training samples used (the first ones of the two classes); 0 for all.
     train_samples: usize,
     /// SGD learning rate at batch 32; other batch sizes scale it linearly.
@@ -49,131 +47,94 @@ impl Default for Params {
 }
 
 /// One variant's loader setting.
-struct Setting {
+pub struct Setting {
     batch: usize,
     workers: bool,
     staging: bool,
     resident: bool,
 }
 
-const VARIANTS: [(&str, &str, Setting, Option<Claim>); 6] = [
-    (
+const fn variant(
+    name: &'static str,
+    description: &'static str,
+    (batch, workers, staging, resident): (usize, bool, bool, bool),
+    claim: Option<Claim>,
+) -> Variant<Setting> {
+    Variant {
+        name,
+        description,
+        baseline: batch == 32 && !workers && !resident,
+        claim,
+        setting: Setting {
+            batch,
+            workers,
+            staging,
+            resident,
+        },
+    }
+}
+
+const fn claim(low: f64, high: f64) -> Option<Claim> {
+    Some(Claim { low, high })
+}
+
+/// (batch, workers, staging, device-resident) of every variant, with guide 002's claims.
+const VARIANTS: [Variant<Setting>; 6] = [
+    variant(
         "baseline",
         "batch 32, no workers, uploads on the training thread (the original's loader)",
-        Setting {
-            batch: 32,
-            workers: false,
-            staging: false,
-            resident: false,
-        },
+        (32, false, false, false),
         None,
     ),
-    (
+    variant(
         "batch-128",
         "batch 128 (learning rate scaled with it)",
-        Setting {
-            batch: 128,
-            workers: false,
-            staging: false,
-            resident: false,
-        },
-        Some(Claim {
-            low: 1.2,
-            high: 1.5,
-        }),
+        (128, false, false, false),
+        claim(1.2, 1.5),
     ),
-    (
+    variant(
         "workers",
         "batch 32, loader worker threads with prefetch 2",
-        Setting {
-            batch: 32,
-            workers: true,
-            staging: false,
-            resident: false,
-        },
-        Some(Claim {
-            low: 1.2,
-            high: 2.0,
-        }),
+        (32, true, false, false),
+        claim(1.2, 2.0),
     ),
-    (
+    variant(
         "staging",
         "batch 32, workers plus a staging thread that uploads while the model computes",
-        Setting {
-            batch: 32,
-            workers: true,
-            staging: true,
-            resident: false,
-        },
-        Some(Claim {
-            low: 1.05,
-            high: 1.2,
-        }),
+        (32, true, true, false),
+        claim(1.05, 1.2),
     ),
-    (
+    variant(
         "device-resident",
         "batch 32, data uploaded once, batches gathered on the device",
-        Setting {
-            batch: 32,
-            workers: false,
-            staging: false,
-            resident: true,
-        },
+        (32, false, false, true),
         None,
     ),
-    (
+    variant(
         "guide-all",
         "the guide's combination: batch 128, workers, staging",
-        Setting {
-            batch: 128,
-            workers: true,
-            staging: true,
-            resident: false,
-        },
-        Some(Claim {
-            low: 1.2 * 1.2 * 1.05,
-            high: 1.5 * 2.0 * 1.2,
-        }),
+        (128, true, true, false),
+        claim(1.2 * 1.2 * 1.05, 1.5 * 2.0 * 1.2),
     ),
 ];
 
-impl Workload for LoaderWorkload {
-    fn name(&self) -> &'static str {
-        "loader"
+impl TableWorkload for LoaderWorkload {
+    type Params = Params;
+    type Setting = Setting;
+    const NAME: &'static str = "loader";
+    const SUMMARY: &'static str = "one epoch of binary Fashion-MNIST through a 784-500-1 MLP with guide 002's loader settings";
+
+    fn table(&self) -> &[Variant<Setting>] {
+        &VARIANTS
     }
 
-    fn summary(&self) -> &'static str {
-        "one epoch of binary Fashion-MNIST through a 784-500-1 MLP with guide 002's loader settings"
-    }
-
-    fn variants(&self) -> Vec<VariantInfo> {
-        VARIANTS
-            .iter()
-            .map(|(name, description, setting, claim)| VariantInfo {
-                name,
-                description,
-                baseline: setting.batch == 32 && !setting.workers && !setting.resident,
-                claim: *claim,
-            })
-            .collect()
-    }
-
-    fn check_params(&self, params: &toml::Table) -> anyhow::Result<()> {
-        parse_params::<Params>(self.name(), params).map(drop)
-    }
-
-    fn run(
+    fn run_variant(
         &self,
-        variant: &VariantInfo,
-        params: &toml::Table,
+        variant: &Variant<Setting>,
+        params: Params,
         ctx: &RunContext,
     ) -> anyhow::Result<VariantRun> {
-        let params: Params = parse_params(self.name(), params)?;
-        let setting = VARIANTS
-            .iter()
-            .find(|(name, ..)| *name == variant.name)
-            .map(|(_, _, setting, _)| setting)
-            .with_context(|| format!("workload `loader` has no variant `{}`", variant.name))?;
+        let setting = &variant.setting;
         let data = BinaryData::load(params.train_samples)?;
         let mode = if setting.resident {
             Mode::Resident

@@ -8,10 +8,9 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use burn::tensor::backend::AutodiffBackend;
 use quench_data::{BitStrings, Mode, QRNG_LABELS};
-use quench_device::{OnDevice, Precision, Stats, TimingConfig, measure_on, run_on};
+use quench_device::{OnDevice, Precision, Stats, TimingConfig, run_on};
 use quench_train::qrng::classifier::{
     ClassifierConfig, ClassifierOutcome, Execution, train_classifier,
 };
@@ -22,8 +21,8 @@ use quench_train::qrng::{Batching, synthetic_recording};
 use serde::Deserialize;
 
 use crate::workload::{
-    Claim, Quality, RunContext, Tolerance, VariantInfo, VariantOutcome, VariantRun, Workload,
-    parse_params,
+    Claim, Quality, RunContext, TableWorkload, Tolerance, Variant, VariantOutcome, VariantRun,
+    time_runs,
 };
 
 /// Guide 000's claim for neural-network training: 6-15x.
@@ -112,59 +111,45 @@ fn precision_note(ctx: &RunContext) -> Option<String> {
     })
 }
 
-/// Times `work`, one full run, on backend `B`: the last run's output and seconds per run.
-fn timed<B: AutodiffBackend, T>(
-    device: &B::Device,
-    timing: TimingConfig,
-    work: impl FnMut() -> anyhow::Result<T>,
-) -> anyhow::Result<(T, Stats)> {
-    let m = measure_on::<B, _>(device, timing, work)?;
-    Ok((m.output?, m.seconds))
-}
-
 /// Workload `qrng-distinguish`.
 pub struct QrngDistinguish;
 
 /// Parameters of `qrng-distinguish`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-struct DistinguishParams {
+pub struct DistinguishParams {
     /// The bit strings.
     data: DataParams,
     /// The tournament's settings.
     tournament: DistinguishConfig,
 }
 
-impl Workload for QrngDistinguish {
-    fn name(&self) -> &'static str {
-        "qrng-distinguish"
+const DISTINGUISH_VARIANTS: [Variant<()>; 1] = [Variant {
+    name: "tournament",
+    description: "three feature sets per source and every pair's divergences in one batched \
+                  program on the device",
+    baseline: false,
+    claim: None,
+    setting: (),
+}];
+
+impl TableWorkload for QrngDistinguish {
+    type Params = DistinguishParams;
+    type Setting = ();
+    const NAME: &'static str = "qrng-distinguish";
+    const SUMMARY: &'static str =
+        "guide 000: symmetric-KL distinguishability of every pair of qRNG sources, no training";
+
+    fn table(&self) -> &[Variant<()>] {
+        &DISTINGUISH_VARIANTS
     }
 
-    fn summary(&self) -> &'static str {
-        "guide 000: symmetric-KL distinguishability of every pair of qRNG sources, no training"
-    }
-
-    fn variants(&self) -> Vec<VariantInfo> {
-        vec![VariantInfo {
-            name: "tournament",
-            description: "three feature sets per source and every pair's divergences in one \
-                          batched program on the device",
-            baseline: false,
-            claim: None,
-        }]
-    }
-
-    fn check_params(&self, params: &toml::Table) -> anyhow::Result<()> {
-        parse_params::<DistinguishParams>(self.name(), params).map(drop)
-    }
-
-    fn run(
+    fn run_variant(
         &self,
-        _variant: &VariantInfo,
-        params: &toml::Table,
+        _variant: &Variant<()>,
+        params: DistinguishParams,
         ctx: &RunContext,
     ) -> anyhow::Result<VariantRun> {
-        let params: DistinguishParams = parse_params(self.name(), params)?;
         let (strings, source) = params.data.load()?;
         struct Task<'a> {
             strings: &'a BitStrings,
@@ -174,7 +159,7 @@ impl Workload for QrngDistinguish {
         impl OnDevice for Task<'_> {
             type Output = anyhow::Result<VariantOutcome>;
             fn run<B: AutodiffBackend>(self, device: &B::Device) -> Self::Output {
-                let (table, seconds) = timed::<B, _>(device, self.timing, || {
+                let (table, seconds) = time_runs::<B, _>(device, self.timing, || {
                     Ok(distinguish::<B::InnerBackend>(
                         self.strings,
                         &self.config,
@@ -228,58 +213,50 @@ pub struct QrngGan;
 /// Parameters of `qrng-gan`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-struct GanParams {
+pub struct GanParams {
     /// The bit strings.
     data: DataParams,
     /// The tournament's settings; `noise` is set by the variant.
     tournament: GanConfig,
 }
 
-impl Workload for QrngGan {
-    fn name(&self) -> &'static str {
-        "qrng-gan"
+const GAN_VARIANTS: [Variant<(Batching, Noise)>; 2] = [
+    Variant {
+        name: "baseline",
+        description: "matches (pairs x seeds) one at a time, noise drawn on the host (the \
+                      original's way)",
+        baseline: true,
+        claim: None,
+        setting: (Batching::OneAtATime, Noise::Host),
+    },
+    Variant {
+        name: "batched",
+        description: "every match a member of one batched program, noise drawn on the device",
+        baseline: false,
+        claim: Some(GAN_CLAIM),
+        setting: (Batching::Members, Noise::Device),
+    },
+];
+
+impl TableWorkload for QrngGan {
+    type Params = GanParams;
+    type Setting = (Batching, Noise);
+    const NAME: &'static str = "qrng-gan";
+    const SUMMARY: &'static str =
+        "guide 000: GAN tournament, a 4096-128-256-4096 generator per pair of qRNG sources";
+
+    fn table(&self) -> &[Variant<(Batching, Noise)>] {
+        &GAN_VARIANTS
     }
 
-    fn summary(&self) -> &'static str {
-        "guide 000: GAN tournament, a 4096-128-256-4096 generator per pair of qRNG sources"
-    }
-
-    fn variants(&self) -> Vec<VariantInfo> {
-        vec![
-            VariantInfo {
-                name: "baseline",
-                description: "matches (pairs x seeds) one at a time, noise drawn on the host \
-                              (the original's way)",
-                baseline: true,
-                claim: None,
-            },
-            VariantInfo {
-                name: "batched",
-                description: "every match a member of one batched program, noise drawn on \
-                              the device",
-                baseline: false,
-                claim: Some(GAN_CLAIM),
-            },
-        ]
-    }
-
-    fn check_params(&self, params: &toml::Table) -> anyhow::Result<()> {
-        parse_params::<GanParams>(self.name(), params).map(drop)
-    }
-
-    fn run(
+    fn run_variant(
         &self,
-        variant: &VariantInfo,
-        params: &toml::Table,
+        variant: &Variant<(Batching, Noise)>,
+        params: GanParams,
         ctx: &RunContext,
     ) -> anyhow::Result<VariantRun> {
-        let params: GanParams = parse_params(self.name(), params)?;
         let (strings, source) = params.data.load()?;
-        let (batching, noise) = match variant.name {
-            "baseline" => (Batching::OneAtATime, Noise::Host),
-            "batched" => (Batching::Members, Noise::Device),
-            other => anyhow::bail!("workload `qrng-gan` has no variant `{other}`"),
-        };
+        let (batching, noise) = variant.setting;
         let config = GanConfig {
             noise,
             ..params.tournament
@@ -293,7 +270,7 @@ impl Workload for QrngGan {
         impl OnDevice for Task<'_> {
             type Output = anyhow::Result<(GanTournament, Stats)>;
             fn run<B: AutodiffBackend>(self, device: &B::Device) -> Self::Output {
-                timed::<B, _>(device, self.timing, || {
+                time_runs::<B, _>(device, self.timing, || {
                     Ok(gan_tournament::<B>(
                         self.strings,
                         self.config,
@@ -358,7 +335,7 @@ pub struct QrngClassifier;
 /// Parameters of `qrng-classifier`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-struct ClassifierParams {
+pub struct ClassifierParams {
     /// The bit strings.
     data: DataParams,
     /// The classifier's settings; `batch_size` is set by the variant.
@@ -366,7 +343,7 @@ struct ClassifierParams {
 }
 
 /// What a classifier variant changes.
-struct Setting {
+pub struct Setting {
     batch_size: usize,
     batching: Batching,
     resident: bool,
@@ -375,7 +352,7 @@ struct Setting {
 
 /// Whether a classifier variant computes its forward pass in bf16.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Bf16 {
+pub enum Bf16 {
     /// Plain f32.
     No,
     /// bf16, or unsupported where the device has none.
@@ -384,120 +361,99 @@ enum Bf16 {
     WhereAvailable,
 }
 
-const CLASSIFIER_VARIANTS: [(&str, &str, Setting, Option<Claim>); 6] = [
-    (
-        "baseline",
-        "batch 8, one seed at a time, f32, data streamed from the host (the original's way)",
-        Setting {
+const CLASSIFIER_VARIANTS: [Variant<Setting>; 6] = [
+    Variant {
+        name: "baseline",
+        description: "batch 8, one seed at a time, f32, data streamed from the host (the original's way)",
+        baseline: true,
+        claim: None,
+        setting: Setting {
             batch_size: 8,
             batching: Batching::OneAtATime,
             resident: false,
             bf16: Bf16::No,
         },
-        None,
-    ),
-    (
-        "batch-128",
-        "batch 128 (the guide's), otherwise the baseline",
-        Setting {
+    },
+    Variant {
+        name: "batch-128",
+        description: "batch 128 (the guide's), otherwise the baseline",
+        baseline: false,
+        claim: None,
+        setting: Setting {
             batch_size: 128,
             batching: Batching::OneAtATime,
             resident: false,
             bf16: Bf16::No,
         },
-        None,
-    ),
-    (
-        "seeds-batched",
-        "the seeds as members of one batched program, otherwise the baseline",
-        Setting {
+    },
+    Variant {
+        name: "seeds-batched",
+        description: "the seeds as members of one batched program, otherwise the baseline",
+        baseline: false,
+        claim: None,
+        setting: Setting {
             batch_size: 8,
             batching: Batching::Members,
             resident: false,
             bf16: Bf16::No,
         },
-        None,
-    ),
-    (
-        "device-resident",
-        "data uploaded once and batches gathered on the device, otherwise the baseline",
-        Setting {
+    },
+    Variant {
+        name: "device-resident",
+        description: "data uploaded once and batches gathered on the device, otherwise the baseline",
+        baseline: false,
+        claim: None,
+        setting: Setting {
             batch_size: 8,
             batching: Batching::OneAtATime,
             resident: true,
             bf16: Bf16::No,
         },
-        None,
-    ),
-    (
-        "mixed-precision",
-        "bf16 forward pass with f32 master weights, otherwise the baseline",
-        Setting {
+    },
+    Variant {
+        name: "mixed-precision",
+        description: "bf16 forward pass with f32 master weights, otherwise the baseline",
+        baseline: false,
+        claim: Some(AMP_CLAIM),
+        setting: Setting {
             batch_size: 8,
             batching: Batching::OneAtATime,
             resident: false,
             bf16: Bf16::Required,
         },
-        Some(AMP_CLAIM),
-    ),
-    (
-        "all",
-        "batch 128, seeds batched, device-resident data, bf16 where the device has it",
-        Setting {
+    },
+    Variant {
+        name: "all",
+        description: "batch 128, seeds batched, device-resident data, bf16 where the device has it",
+        baseline: false,
+        claim: Some(NN_CLAIM),
+        setting: Setting {
             batch_size: 128,
             batching: Batching::Members,
             resident: true,
             bf16: Bf16::WhereAvailable,
         },
-        Some(NN_CLAIM),
-    ),
+    },
 ];
 
-impl Workload for QrngClassifier {
-    fn name(&self) -> &'static str {
-        "qrng-classifier"
+impl TableWorkload for QrngClassifier {
+    type Params = ClassifierParams;
+    type Setting = Setting;
+    const NAME: &'static str = "qrng-classifier";
+    const SUMMARY: &'static str =
+        "guide 000: 100-30-20-3 MLP naming the qRNG source of a line, 4 seeds, early stopping";
+
+    fn table(&self) -> &[Variant<Setting>] {
+        &CLASSIFIER_VARIANTS
     }
 
-    fn summary(&self) -> &'static str {
-        "guide 000: 100-30-20-3 MLP naming the qRNG source of a line, 4 seeds, early stopping"
-    }
-
-    fn variants(&self) -> Vec<VariantInfo> {
-        CLASSIFIER_VARIANTS
-            .iter()
-            .map(|(name, description, setting, claim)| VariantInfo {
-                name,
-                description,
-                baseline: setting.batch_size == 8
-                    && setting.batching == Batching::OneAtATime
-                    && !setting.resident
-                    && setting.bf16 == Bf16::No,
-                claim: *claim,
-            })
-            .collect()
-    }
-
-    fn check_params(&self, params: &toml::Table) -> anyhow::Result<()> {
-        parse_params::<ClassifierParams>(self.name(), params).map(drop)
-    }
-
-    fn run(
+    fn run_variant(
         &self,
-        variant: &VariantInfo,
-        params: &toml::Table,
+        variant: &Variant<Setting>,
+        params: ClassifierParams,
         ctx: &RunContext,
     ) -> anyhow::Result<VariantRun> {
-        let params: ClassifierParams = parse_params(self.name(), params)?;
-        let setting = CLASSIFIER_VARIANTS
-            .iter()
-            .find(|(name, ..)| *name == variant.name)
-            .map(|(_, _, setting, _)| setting)
-            .with_context(|| {
-                format!(
-                    "workload `qrng-classifier` has no variant `{}`",
-                    variant.name
-                )
-            })?;
+        let setting = &variant.setting;
         let (strings, source) = params.data.load()?;
         let data = strings.to_dataset();
         let config = ClassifierConfig {
@@ -613,7 +569,7 @@ impl OnDevice for ClassifierTask<'_> {
             },
             precision,
         };
-        let (outcome, seconds) = timed::<B, _>(device, self.timing, || {
+        let (outcome, seconds) = time_runs::<B, _>(device, self.timing, || {
             Ok(train_classifier::<B>(
                 self.data,
                 self.config,
@@ -628,17 +584,10 @@ impl OnDevice for ClassifierTask<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use quench_device::SelectedDevice;
+    use crate::workload::Workload;
 
     fn ctx() -> RunContext {
-        RunContext {
-            device: SelectedDevice::Cpu,
-            precision: Precision::F32,
-            timing: TimingConfig {
-                warmup: 0,
-                repeats: 1,
-            },
-        }
+        RunContext::quick_cpu()
     }
 
     /// A tiny synthetic recording and `extra` workload parameters.
