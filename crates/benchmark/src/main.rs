@@ -188,7 +188,13 @@ fn list() {
             let tag = if v.baseline { " (baseline)" } else { "" };
             let claim = v
                 .claim
-                .map(|c| format!("  [claimed {}-{}x]", c.low, c.high))
+                .map(|c| {
+                    format!(
+                        "  [claimed {}-{}x]",
+                        report::significant(c.low),
+                        report::significant(c.high)
+                    )
+                })
                 .unwrap_or_default();
             println!("    {}{tag}  {}{claim}", v.name, v.description);
         }

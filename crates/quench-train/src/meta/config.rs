@@ -46,8 +46,11 @@ pub struct MetaConfig {
     pub t_total: f64,
     /// The policy network and pulse discretisation.
     pub policy: PolicyShape,
-    /// The simulator used for training and validation.
+    /// The simulator of training and of the validation's inner loop.
     pub solver: Solver,
+    /// The simulator that scores validation fidelities (exact by default), so that a coarse
+    /// training step cannot flatter its own result.
+    pub val_solver: Solver,
     /// Seed of the policy initialisation and of the training tasks.
     pub seed: u64,
     /// Seed of the validation tasks: a separate stream, so they are never training tasks.
@@ -74,6 +77,7 @@ impl Default for MetaConfig {
             t_total: 1.0,
             policy: PolicyShape::default(),
             solver: Solver::default(),
+            val_solver: Solver::default(),
             seed: 0,
             val_seed: 1_000_003,
         }

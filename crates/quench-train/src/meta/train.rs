@@ -95,6 +95,8 @@ pub struct MetaRun<B: AutodiffBackend> {
     pub config: MetaConfig,
     /// The control problem, operators on the device.
     pub problem: ControlProblem<B>,
+    /// The same problem with the validation solver.
+    val_problem: ControlProblem<B>,
     /// The learner and its policy.
     pub learner: MetaLearner<B::InnerBackend>,
     train_tasks: TaskStream,
@@ -132,6 +134,7 @@ impl<B: AutodiffBackend> MetaRun<B> {
             ),
             train_tasks: TaskStream::new(config.tasks, config.seed.wrapping_add(1)),
             val_tasks: TaskStream::new(config.tasks, config.val_seed),
+            val_problem: problem.clone().with_solver(config.val_solver),
             problem,
             config: config.clone(),
         })
@@ -158,7 +161,8 @@ impl<B: AutodiffBackend> MetaRun<B> {
             .step(&self.problem, &self.config.policy, &batch, inner)
     }
 
-    /// Validates the current policy on `val_tasks` fresh tasks.
+    /// Validates the current policy on `val_tasks` fresh tasks: adapted with the training
+    /// solver, scored with the validation solver.
     pub fn validate(&mut self, iteration: usize) -> Result<Validation, MetaError> {
         let tasks = self.val_tasks.next_batch(self.config.val_tasks);
         let batch = self.problem.prepare(&tasks)?;
@@ -196,7 +200,7 @@ impl<B: AutodiffBackend> MetaRun<B> {
             .config
             .policy
             .amplitudes(&tracked, batch.features.clone());
-        let f = self.problem.fidelities(amplitudes, batch)?;
+        let f = self.val_problem.fidelities(amplitudes, batch)?;
         let spread = |t: burn::tensor::Tensor<B, 1>| {
             let (mean, std, tasks) = finite_stats(t.inner());
             Spread { mean, std, tasks }
