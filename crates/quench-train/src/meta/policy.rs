@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use burn::module::{Module, Param};
-use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
+use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder, Recorder};
 use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
 use serde::{Deserialize, Serialize};
@@ -135,40 +135,30 @@ pub fn save_policy<B: Backend>(
         })
 }
 
-/// Loads a policy saved by [`save_policy`] into the architecture of `template`.
+/// Loads a policy saved by [`save_policy`] into the architecture of `template`; a file of
+/// another architecture is an error, checked before anything is applied.
 pub fn load_policy<B: Backend>(
     template: &EnsembleMlp<B>,
     path: &Path,
     device: &B::Device,
 ) -> Result<EnsembleMlp<B>, PolicyFileError> {
-    let shell = PolicyRecord {
-        params: template
-            .params()
-            .into_iter()
-            .map(Param::from_tensor)
-            .collect(),
-    };
-    let expected = shell.params.len();
-    let loaded = shell
-        .load_file(
-            path,
-            &NamedMpkFileRecorder::<FullPrecisionSettings>::new(),
-            device,
-        )
+    let record: PolicyRecordRecord<B> = NamedMpkFileRecorder::<FullPrecisionSettings>::new()
+        .load(path.to_path_buf(), device)
         .map_err(|e| PolicyFileError::Record {
             path: path.display().to_string(),
             message: e.to_string(),
         })?;
-    let params: Vec<Tensor<B, 3>> = loaded.params.into_iter().map(|p| p.val()).collect();
-    let shapes_match = params.len() == expected
+    let params: Vec<Tensor<B, 3>> = record.params.into_iter().map(|p| p.val()).collect();
+    let expected = template.params();
+    let shapes_match = params.len() == expected.len()
         && params
             .iter()
-            .zip(template.params())
+            .zip(&expected)
             .all(|(a, b)| a.dims() == b.dims());
     if !shapes_match {
         return Err(PolicyFileError::Shape {
             path: path.display().to_string(),
-            expected,
+            expected: expected.len(),
             found: params.len(),
         });
     }
