@@ -14,6 +14,9 @@ use crate::workload::{Claim, Quality};
 /// Version of the `report.json` layout; documented in `docs/report-schema.md`.
 pub const SCHEMA_VERSION: u32 = 1;
 
+/// The Burn version the workspace pins (`burn = "=0.21.0"`).
+pub const BURN_VERSION: &str = "0.21.0";
+
 /// Everything one run of a suite measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
@@ -21,6 +24,8 @@ pub struct Report {
     pub schema: u32,
     /// Version of Quench that ran.
     pub quench_version: String,
+    /// Version of Burn it was built with (pinned in the workspace manifest).
+    pub burn_version: String,
     /// Git revision of the source tree, `unknown` outside a checkout.
     pub git_revision: String,
     /// When the run started, seconds since the Unix epoch.
@@ -130,13 +135,14 @@ impl Report {
         }
         let _ = writeln!(
             md,
-            "- precision {}; warm-up {}, repeats {}; suite `{}`; quench {} at {}\n",
+            "- precision {}; warm-up {}, repeats {}; suite `{}`; quench {} at {}, burn {}\n",
             self.precision,
             self.timing.warmup,
             self.timing.repeats,
             self.suite,
             self.quench_version,
-            self.git_revision
+            self.git_revision,
+            self.burn_version
         );
         for w in &self.workloads {
             let _ = writeln!(md, "## {}\n\n{}\n", w.name, w.summary);
@@ -359,6 +365,7 @@ pub(crate) mod tests {
         Report {
             schema: SCHEMA_VERSION,
             quench_version: "0.1.0".into(),
+            burn_version: BURN_VERSION.into(),
             git_revision: "abc".into(),
             started_unix: 0,
             suite: "configs/quick.toml".into(),

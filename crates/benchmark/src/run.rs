@@ -165,6 +165,7 @@ pub fn run_suite(request: &RunRequest<'_>) -> anyhow::Result<Report> {
     Ok(Report {
         schema: SCHEMA_VERSION,
         quench_version: env!("CARGO_PKG_VERSION").to_string(),
+        burn_version: crate::report::BURN_VERSION.to_string(),
         git_revision: git_revision(),
         started_unix: SystemTime::now()
             .duration_since(UNIX_EPOCH)
