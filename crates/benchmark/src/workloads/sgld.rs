@@ -9,15 +9,14 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use burn::tensor::backend::AutodiffBackend;
-use quench_device::{OnDevice, Precision, TimingConfig, measure_on, run_on};
+use quench_device::{OnDevice, Precision, TimingConfig, run_on};
 use quench_train::sgld::{Execution, GridConfig, GridData, GridResult, NoiseSource, run_grid};
 use serde::Deserialize;
 
 use crate::workload::{
-    Claim, Quality, RunContext, Tolerance, VariantInfo, VariantOutcome, VariantRun, Workload,
-    parse_params,
+    Claim, Quality, RunContext, TableWorkload, Tolerance, Variant, VariantOutcome, VariantRun,
+    time_runs,
 };
 
 /// The `sgld` workload.
@@ -26,7 +25,7 @@ pub struct SgldGrid;
 /// Parameters of the `sgld` workload in a suite.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-struct Params {
+pub struct Params {
     /// The grid (`configs/sgld/*.toml`); a relative path is looked up from the working folder,
     /// then from the source tree.
     config: PathBuf,
@@ -44,7 +43,8 @@ impl Default for Params {
 }
 
 /// What a variant changes.
-struct Plan {
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
     execution: Execution,
     bigger_batch: bool,
     /// Whether the variant is about its precision, so that a device without it cannot run it.
@@ -53,136 +53,124 @@ struct Plan {
 
 const ORIGINAL: Execution = Execution::ORIGINAL;
 
-/// The variants: name, description, plan, guide 002's claim.
-const VARIANTS: [(&str, &str, Plan, Option<Claim>); 6] = [
-    (
+/// A row of the table; only the original's way is the baseline.
+const fn variant(
+    name: &'static str,
+    description: &'static str,
+    (execution, bigger_batch, precision_required): (Execution, bool, bool),
+    claim: Option<Claim>,
+) -> Variant<Plan> {
+    Variant {
+        name,
+        description,
+        baseline: !execution.batched
+            && matches!(execution.noise, NoiseSource::Host)
+            && matches!(execution.precision, Precision::F32)
+            && !bigger_batch,
+        claim,
+        setting: Plan {
+            execution,
+            bigger_batch,
+            precision_required,
+        },
+    }
+}
+
+const fn claim(low: f64, high: f64) -> Option<Claim> {
+    Some(Claim { low, high })
+}
+
+/// (execution, bigger batch, precision required) of every variant, with guide 002's claims.
+const VARIANTS: [Variant<Plan>; 6] = [
+    variant(
         "baseline",
         "the original's way: one chain at a time, the grid's batch (10 SYNTH, 128 MNIST), noise \
          drawn on the host and copied, batches assembled on the host",
-        Plan {
-            execution: ORIGINAL,
-            bigger_batch: false,
-            precision_required: false,
-        },
+        (ORIGINAL, false, false),
         None,
     ),
-    (
+    variant(
         "device-noise",
         "as the baseline, with the Langevin noise drawn on the device",
-        Plan {
-            execution: Execution {
+        (
+            Execution {
                 noise: NoiseSource::Device,
                 ..ORIGINAL
             },
-            bigger_batch: false,
-            precision_required: false,
-        },
-        Some(Claim {
-            low: 1.1,
-            high: 1.3,
-        }),
+            false,
+            false,
+        ),
+        claim(1.1, 1.3),
     ),
-    (
+    variant(
         "chains-batched",
         "every (beta, repetition) chain in one batched program, weights and data with a chain \
          axis, finished chains masked and dropped",
-        Plan {
-            execution: Execution {
+        (
+            Execution {
                 batched: true,
                 compact: true,
                 ..ORIGINAL
             },
-            bigger_batch: false,
-            precision_required: false,
-        },
+            false,
+            false,
+        ),
         None,
     ),
-    (
+    variant(
         "bigger-batch",
         "as the baseline, with the suite's `bigger_batch` samples per minibatch",
-        Plan {
-            execution: ORIGINAL,
-            bigger_batch: true,
-            precision_required: false,
-        },
-        Some(Claim {
-            low: 1.2,
-            high: 1.5,
-        }),
+        (ORIGINAL, true, false),
+        claim(1.2, 1.5),
     ),
-    (
+    variant(
         "bf16",
         "as the baseline, with a bf16 forward pass (f32 weights, gradients and update)",
-        Plan {
-            execution: Execution {
+        (
+            Execution {
                 precision: Precision::Bf16,
                 ..ORIGINAL
             },
-            bigger_batch: false,
-            precision_required: true,
-        },
-        Some(Claim {
-            low: 1.5,
-            high: 2.0,
-        }),
+            false,
+            true,
+        ),
+        claim(1.5, 2.0),
     ),
-    (
+    variant(
         "all",
         "chains batched, device noise, data resident on the device, bigger batches, bf16 where \
          the device has it",
-        Plan {
-            execution: Execution {
+        (
+            Execution {
                 precision: Precision::Bf16,
                 ..Execution::BATCHED
             },
-            bigger_batch: true,
-            precision_required: false,
-        },
-        Some(Claim {
-            low: 3.0,
-            high: 8.0,
-        }),
+            true,
+            false,
+        ),
+        claim(3.0, 8.0),
     ),
 ];
 
-impl Workload for SgldGrid {
-    fn name(&self) -> &'static str {
-        "sgld"
+impl TableWorkload for SgldGrid {
+    type Params = Params;
+    type Setting = Plan;
+    const NAME: &'static str = "sgld";
+    const SUMMARY: &'static str = "guide 002: Gibbs-posterior SGLD over every (beta, repetition) \
+                                   chain of a grid, with per-beta losses, errors and the \
+                                   PAC-Bayes bound";
+
+    fn table(&self) -> &[Variant<Plan>] {
+        &VARIANTS
     }
 
-    fn summary(&self) -> &'static str {
-        "guide 002: Gibbs-posterior SGLD over every (beta, repetition) chain of a grid, with \
-         per-beta losses, errors and the PAC-Bayes bound"
-    }
-
-    fn variants(&self) -> Vec<VariantInfo> {
-        VARIANTS
-            .iter()
-            .map(|(name, description, _, claim)| VariantInfo {
-                name,
-                description,
-                baseline: *name == "baseline",
-                claim: *claim,
-            })
-            .collect()
-    }
-
-    fn check_params(&self, params: &toml::Table) -> anyhow::Result<()> {
-        let params: Params = parse_params(self.name(), params)?;
-        grid(&params).map(drop)
-    }
-
-    fn run(
+    fn run_variant(
         &self,
-        variant: &VariantInfo,
-        params: &toml::Table,
+        variant: &Variant<Plan>,
+        params: Params,
         ctx: &RunContext,
     ) -> anyhow::Result<VariantRun> {
-        let params: Params = parse_params(self.name(), params)?;
-        let (_, _, plan, _) = VARIANTS
-            .iter()
-            .find(|(name, ..)| *name == variant.name)
-            .with_context(|| format!("workload `sgld` has no variant `{}`", variant.name))?;
+        let plan = &variant.setting;
         let mut config = grid(&params)?;
         if plan.bigger_batch {
             config.batch_size = params.bigger_batch;
@@ -245,10 +233,9 @@ impl OnDevice for Task<'_> {
             notes.push(format!("{refusal}: ran in f32"));
             execution.precision = Precision::F32;
         }
-        let measured = measure_on::<B, _>(device, self.timing, || {
-            run_grid::<B>(self.config, self.data, &execution, device)
+        let (result, seconds) = time_runs::<B, _>(device, self.timing, || {
+            Ok(run_grid::<B>(self.config, self.data, &execution, device)?)
         })?;
-        let result = measured.output?;
         let epochs = self.config.max_epochs() as f64;
         notes.push(format!(
             "an iteration is one epoch of the grid; a run is {epochs} of them, {} chain-epochs \
@@ -259,7 +246,7 @@ impl OnDevice for Task<'_> {
         ));
         notes.extend(beta_lines(&result));
         Ok(VariantRun::Measured(VariantOutcome {
-            per_iteration: measured.seconds.scaled(1.0 / epochs),
+            per_iteration: seconds.scaled(1.0 / epochs),
             iteration_unit: "grid epoch".into(),
             iterations_per_run: epochs,
             items_per_iteration: self.config.chain_epochs() as f64 / epochs,
@@ -316,20 +303,9 @@ fn beta_lines(result: &GridResult) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use quench_device::SelectedDevice;
+    use crate::workload::Workload;
 
-    fn ctx() -> RunContext {
-        RunContext {
-            device: SelectedDevice::Cpu,
-            precision: Precision::F32,
-            timing: TimingConfig {
-                warmup: 0,
-                repeats: 1,
-            },
-        }
-    }
-
-    fn variant(name: &str) -> VariantInfo {
+    fn variant(name: &str) -> crate::workload::VariantInfo {
         SgldGrid
             .variants()
             .into_iter()
@@ -362,20 +338,22 @@ mod tests {
     }
 
     #[test]
-    fn parameters_are_checked_before_running() {
+    fn bad_parameters_and_missing_grids_are_refused() {
         let unknown: toml::Table = toml::from_str("grid = 'x'").unwrap();
         assert!(SgldGrid.check_params(&unknown).is_err());
-        let missing: toml::Table = toml::from_str("config = 'configs/sgld/none.toml'").unwrap();
-        let err = format!("{:#}", SgldGrid.check_params(&missing).unwrap_err());
-        assert!(err.contains("none.toml"), "{err}");
         SgldGrid.check_params(&toml::Table::new()).unwrap();
+        let missing: toml::Table = toml::from_str("config = 'configs/sgld/none.toml'").unwrap();
+        let err = SgldGrid
+            .run(&variant("baseline"), &missing, &RunContext::quick_cpu())
+            .unwrap_err();
+        assert!(format!("{err:#}").contains("none.toml"), "{err:#}");
     }
 
     #[test]
     fn the_test_grid_runs_and_bf16_is_refused_on_the_cpu() {
-        let params = toml::Table::new();
+        let (params, ctx) = (toml::Table::new(), RunContext::quick_cpu());
         let VariantRun::Measured(outcome) = SgldGrid
-            .run(&variant("chains-batched"), &params, &ctx())
+            .run(&variant("chains-batched"), &params, &ctx)
             .unwrap()
         else {
             panic!("the CPU runs f32");
@@ -386,9 +364,9 @@ mod tests {
         assert!(quality.metric.contains("beta 10"), "{}", quality.metric);
         assert!(quality.value < 0.5, "{}", quality.value);
         assert!(outcome.notes.iter().any(|n| n.starts_with("beta 0 ")));
-        let refused = SgldGrid.run(&variant("bf16"), &params, &ctx()).unwrap();
+        let refused = SgldGrid.run(&variant("bf16"), &params, &ctx).unwrap();
         assert!(matches!(refused, VariantRun::Unsupported(ref r) if r.contains("bf16")));
-        let VariantRun::Measured(all) = SgldGrid.run(&variant("all"), &params, &ctx()).unwrap()
+        let VariantRun::Measured(all) = SgldGrid.run(&variant("all"), &params, &ctx).unwrap()
         else {
             panic!("`all` falls back to f32");
         };

@@ -27,8 +27,9 @@ pub enum Noise {
 }
 
 impl Noise {
-    /// Noise from the backend's generator, which this seeds with `seed` (for CPU backends the
-    /// generator is process-wide).
+    /// Noise from the backend's generator, which this seeds with `seed`. On burn-ndarray the
+    /// generator is process-wide and is the host's `StdRng`, so a lone chain gets the same
+    /// noise as [`Noise::host`] with the same seed.
     pub fn device<B: Backend>(seed: u64, device: &B::Device) -> Self {
         B::seed(device, seed);
         Self::Device
