@@ -15,6 +15,11 @@ pub struct Claim {
     pub high: f64,
 }
 
+/// A claimed range, for variant tables: `claimed(6.0, 15.0)`.
+pub const fn claimed(low: f64, high: f64) -> Option<Claim> {
+    Some(Claim { low, high })
+}
+
 /// One way of running a workload: the seed's baseline, or one optimisation, or all together.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VariantInfo {

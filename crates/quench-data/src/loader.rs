@@ -66,6 +66,16 @@ pub enum Mode {
     Resident,
 }
 
+impl Mode {
+    /// Streaming with no threads: the caller assembles and uploads each batch itself, one
+    /// ahead (the original workloads' loader).
+    pub const ON_CALLER: Mode = Mode::Streaming {
+        num_workers: 0,
+        prefetch: 1,
+        staging: false,
+    };
+}
+
 /// One batch on the device, with a leading member axis.
 #[derive(Debug, Clone)]
 pub struct Batch<B: Backend> {

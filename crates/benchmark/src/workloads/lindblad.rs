@@ -14,7 +14,7 @@ use serde::Deserialize;
 
 use crate::workload::{
     Claim, Quality, RunContext, TableWorkload, Tolerance, Variant, VariantOutcome, VariantRun,
-    time_runs,
+    claimed, time_runs,
 };
 
 /// The `lindblad-meta` workload; remembers the quality of each solver, which is all that
@@ -89,10 +89,6 @@ const fn variant(
     }
 }
 
-const fn claim(low: f64, high: f64) -> Option<Claim> {
-    Some(Claim { low, high })
-}
-
 /// (solver, tasks batched, operators cached) of every variant, with guide 001's claims.
 const VARIANTS: [Variant<Setting>; 7] = [
     variant(
@@ -111,31 +107,31 @@ const VARIANTS: [Variant<Setting>; 7] = [
         "caching",
         "baseline with the operators uploaded once",
         (RK4_FINE, false, true),
-        claim(10.0, 100.0),
+        claimed(10.0, 100.0),
     ),
     variant(
         "euler-dt0.02",
         "baseline with Euler dt 0.02 (the guide's fast step)",
         (EULER, false, false),
-        claim(2.0, 5.0),
+        claimed(2.0, 5.0),
     ),
     variant(
         "batched",
         "baseline with all tasks on the member axis",
         (RK4_FINE, true, false),
-        claim(2.0, 5.0),
+        claimed(2.0, 5.0),
     ),
     variant(
         "guide-all",
         "the guide's combination: cached, batched, Euler dt 0.02",
         (EULER, true, true),
-        claim(50.0, 100.0),
+        claimed(50.0, 100.0),
     ),
     variant(
         "all",
         "ours: cached, batched, exact propagator per segment",
         (Method::Exact, true, true),
-        claim(50.0, 100.0),
+        claimed(50.0, 100.0),
     ),
 ];
 

@@ -16,6 +16,7 @@ use serde::Deserialize;
 
 use crate::workload::{
     Claim, Quality, RunContext, TableWorkload, Tolerance, Variant, VariantOutcome, VariantRun,
+    claimed,
 };
 
 /// The `loader` workload.
@@ -74,10 +75,6 @@ const fn variant(
     }
 }
 
-const fn claim(low: f64, high: f64) -> Option<Claim> {
-    Some(Claim { low, high })
-}
-
 /// (batch, workers, staging, device-resident) of every variant, with guide 002's claims.
 const VARIANTS: [Variant<Setting>; 6] = [
     variant(
@@ -90,19 +87,19 @@ const VARIANTS: [Variant<Setting>; 6] = [
         "batch-128",
         "batch 128 (learning rate scaled with it)",
         (128, false, false, false),
-        claim(1.2, 1.5),
+        claimed(1.2, 1.5),
     ),
     variant(
         "workers",
         "batch 32, loader worker threads with prefetch 2",
         (32, true, false, false),
-        claim(1.2, 2.0),
+        claimed(1.2, 2.0),
     ),
     variant(
         "staging",
         "batch 32, workers plus a staging thread that uploads while the model computes",
         (32, true, true, false),
-        claim(1.05, 1.2),
+        claimed(1.05, 1.2),
     ),
     variant(
         "device-resident",
@@ -114,7 +111,7 @@ const VARIANTS: [Variant<Setting>; 6] = [
         "guide-all",
         "the guide's combination: batch 128, workers, staging",
         (128, true, true, false),
-        claim(1.2 * 1.2 * 1.05, 1.5 * 2.0 * 1.2),
+        claimed(1.2 * 1.2 * 1.05, 1.5 * 2.0 * 1.2),
     ),
 ];
 

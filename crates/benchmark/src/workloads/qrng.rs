@@ -561,11 +561,7 @@ impl OnDevice for ClassifierTask<'_> {
             loader: if self.setting.resident {
                 Mode::Resident
             } else {
-                Mode::Streaming {
-                    num_workers: 0,
-                    prefetch: 1,
-                    staging: false,
-                }
+                Mode::ON_CALLER
             },
             precision,
         };

@@ -198,14 +198,7 @@ impl<B: Backend> MetaLearner<B> {
     ) -> Result<StepStats, MetaError> {
         let (before, phi) = adapt(problem, shape, &self.policy, batch, inner)?;
         let (after, per_task) = self.task_gradients(problem, shape, phi, batch)?;
-        let keep = finite_members(&per_task);
-        let kept = keep.clone().int().sum().into_scalar().elem::<i64>() as usize;
-        self.apply(masked_member_mean(per_task, keep));
-        Ok(StepStats {
-            loss_before: finite_stats(before).0,
-            loss_after: finite_stats(after).0,
-            skipped_tasks: batch.len() - kept,
-        })
+        Ok(self.finish(before, after, per_task))
     }
 
     /// The same meta-iteration done the seed's way, one task after another, each adapted
@@ -229,14 +222,26 @@ impl<B: Backend> MetaLearner<B> {
         let per_task: Vec<Tensor<B, 3>> = (0..grads.first().map_or(0, Vec::len))
             .map(|i| Tensor::cat(grads.iter().map(|g| g[i].clone()).collect(), 0))
             .collect();
+        Ok(self.finish(Tensor::cat(before, 0), Tensor::cat(after, 0), per_task))
+    }
+
+    /// Averages the per-task meta-gradients `[tasks, ..]` over the finite tasks, steps, and
+    /// summarises the losses `[tasks]`.
+    fn finish(
+        &mut self,
+        before: Tensor<B, 1>,
+        after: Tensor<B, 1>,
+        per_task: Vec<Tensor<B, 3>>,
+    ) -> StepStats {
+        let tasks = before.dims()[0];
         let keep = finite_members(&per_task);
         let kept = keep.clone().int().sum().into_scalar().elem::<i64>() as usize;
         self.apply(masked_member_mean(per_task, keep));
-        Ok(StepStats {
-            loss_before: finite_stats(Tensor::cat(before, 0)).0,
-            loss_after: finite_stats(Tensor::cat(after, 0)).0,
-            skipped_tasks: batch.len() - kept,
-        })
+        StepStats {
+            loss_before: finite_stats(before).0,
+            loss_after: finite_stats(after).0,
+            skipped_tasks: tasks - kept,
+        }
     }
 }
 

@@ -180,11 +180,7 @@ fn run_chains<B: AutodiffBackend>(
         mode: if execution.resident_data {
             Mode::Resident
         } else {
-            Mode::Streaming {
-                num_workers: 0,
-                prefetch: 1,
-                staging: false,
-            }
+            Mode::ON_CALLER
         },
     };
     let loader_for = |running: usize| {
