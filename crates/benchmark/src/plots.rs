@@ -48,35 +48,46 @@ fn speedup_plot(w: &WorkloadReport, path: &Path) -> anyhow::Result<()> {
             .margin(12)
             .x_label_area_size(60)
             .y_label_area_size(50)
-            .build_cartesian_2d(0f64..bars.len() as f64, 0f64..top)?;
+            .build_cartesian_2d((0..bars.len()).into_segmented(), 0f64..top)?;
         chart
             .configure_mesh()
             .disable_x_mesh()
             .x_labels(bars.len().max(1))
-            .x_label_formatter(&|x| {
-                let i = x.floor() as usize;
-                bars.get(i).map_or(String::new(), |v| v.name.clone())
+            .x_label_formatter(&|x| match x {
+                SegmentValue::CenterOf(i) => bars.get(*i).map_or(String::new(), |v| v.name.clone()),
+                _ => String::new(),
             })
             .y_desc("speed-up over baseline (x)")
             .draw()?;
         chart.draw_series(bars.iter().enumerate().map(|(i, v)| {
-            let x = i as f64;
-            Rectangle::new(
-                [(x + 0.2, 0.0), (x + 0.8, v.speedup.unwrap_or(0.0))],
+            let mut bar = Rectangle::new(
+                [
+                    (SegmentValue::Exact(i), 0.0),
+                    (SegmentValue::Exact(i + 1), v.speedup.unwrap_or(0.0)),
+                ],
                 BLUE.mix(0.6).filled(),
-            )
+            );
+            bar.set_margin(0, 0, 12, 12);
+            bar
         }))?;
         chart.draw_series(bars.iter().enumerate().filter_map(|(i, v)| {
             v.claim.map(|c| {
-                let x = i as f64;
-                Rectangle::new(
-                    [(x + 0.35, c.low), (x + 0.65, c.high)],
+                let mut range = Rectangle::new(
+                    [
+                        (SegmentValue::Exact(i), c.low),
+                        (SegmentValue::Exact(i + 1), c.high),
+                    ],
                     RED.mix(0.35).filled(),
-                )
+                );
+                range.set_margin(0, 0, 30, 30);
+                range
             })
         }))?;
         chart.draw_series(LineSeries::new(
-            [(0.0, 1.0), (bars.len() as f64, 1.0)],
+            [
+                (SegmentValue::Exact(0), 1.0),
+                (SegmentValue::Exact(bars.len()), 1.0),
+            ],
             BLACK.mix(0.5),
         ))?;
         root.present()?;
@@ -103,7 +114,19 @@ fn quality_plot(w: &WorkloadReport, path: &Path) -> anyhow::Result<()> {
         .iter()
         .find_map(|v| v.quality.as_ref())
         .map_or("quality", |q| q.metric.as_str());
-    let (xmin, xmax) = span(points.iter().map(|p| p.0));
+    // The time axis is logarithmic, so its margin is a factor, not a difference.
+    let (xmin, xmax) = points
+        .iter()
+        .map(|p| p.0)
+        .filter(|t| t.is_finite() && *t > 0.0)
+        .fold((f64::INFINITY, 0.0f64), |(lo, hi), t| {
+            (lo.min(t), hi.max(t))
+        });
+    let (xmin, xmax) = if xmax > 0.0 {
+        (xmin / 1.5, xmax * 1.5)
+    } else {
+        (1e-6, 1.0)
+    };
     let (ymin, ymax) = span(points.iter().map(|p| p.1));
     let root = SVGBackend::new(path, (760, 420)).into_drawing_area();
     let draw = || -> Result<(), Box<dyn std::error::Error>> {
