@@ -182,22 +182,33 @@ impl CMatrix {
     pub fn conjugated_by(&self, unitary: &Self) -> Self {
         &(unitary * self) * &unitary.adjoint()
     }
+
+    /// `op` applied entry by entry to two matrices of one dimension (`what` names the
+    /// operation in the panic of a programming error).
+    fn elementwise(
+        &self,
+        other: &Self,
+        what: &str,
+        op: impl Fn(Complex64, Complex64) -> Complex64,
+    ) -> Self {
+        assert_eq!(self.dim, other.dim, "dimensions of a {what}");
+        Self {
+            dim: self.dim,
+            data: self
+                .data
+                .iter()
+                .zip(&other.data)
+                .map(|(&a, &b)| op(a, b))
+                .collect(),
+        }
+    }
 }
 
 impl Add for &CMatrix {
     type Output = CMatrix;
 
     fn add(self, other: &CMatrix) -> CMatrix {
-        assert_eq!(self.dim, other.dim, "dimensions of a sum");
-        CMatrix {
-            dim: self.dim,
-            data: self
-                .data
-                .iter()
-                .zip(&other.data)
-                .map(|(a, b)| a + b)
-                .collect(),
-        }
+        self.elementwise(other, "sum", |a, b| a + b)
     }
 }
 
@@ -205,16 +216,7 @@ impl Sub for &CMatrix {
     type Output = CMatrix;
 
     fn sub(self, other: &CMatrix) -> CMatrix {
-        assert_eq!(self.dim, other.dim, "dimensions of a difference");
-        CMatrix {
-            dim: self.dim,
-            data: self
-                .data
-                .iter()
-                .zip(&other.data)
-                .map(|(a, b)| a - b)
-                .collect(),
-        }
+        self.elementwise(other, "difference", |a, b| a - b)
     }
 }
 
