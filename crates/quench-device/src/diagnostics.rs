@@ -6,6 +6,7 @@ use burn::tensor::{Distribution, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 
 use crate::error::DeviceError;
+use crate::generator::SeededGenerator;
 use crate::stats::Stats;
 use crate::timing::{TimingConfig, measure_on};
 
@@ -198,6 +199,9 @@ pub fn tiny_op_latency<B: Backend>(
     })
 }
 
+/// The seed of the matmul inputs, so that every doctor run multiplies the same matrices.
+const MATMUL_INPUT_SEED: u64 = 0x6d61_746d;
+
 /// Throughput of a batched matmul on random data, with sampled entries checked in f64.
 pub fn matmul_throughput<B: Backend>(
     device: &B::Device,
@@ -205,8 +209,14 @@ pub fn matmul_throughput<B: Backend>(
     shape: MatmulShape,
 ) -> Result<MatmulFigure, DeviceError> {
     let dims = [shape.batch, shape.n, shape.n];
-    let a = Tensor::<B, 3>::random(dims, Distribution::Uniform(-1.0, 1.0), device);
-    let b = Tensor::<B, 3>::random(dims, Distribution::Uniform(-1.0, 1.0), device);
+    let (a, b) = {
+        let _generator = SeededGenerator::acquire::<B>(device, MATMUL_INPUT_SEED);
+        let uniform = Distribution::Uniform(-1.0, 1.0);
+        (
+            Tensor::<B, 3>::random(dims, uniform, device),
+            Tensor::<B, 3>::random(dims, uniform, device),
+        )
+    };
     let m = measure_on::<B, _>(device, timing, || a.clone().matmul(b.clone()))?;
     let max_rel_error =
         sampled_matmul_error(&a.into_data(), &b.into_data(), &m.output.into_data(), shape);

@@ -183,8 +183,10 @@ mod tests {
     #[test]
     fn broadcast_and_gemm_products_agree() {
         let device = Default::default();
+        let generator = quench_device::SeededGenerator::acquire::<B>(&device, 3);
         let a = Tensor::<B, 3>::random([16, 16, 3], burn::tensor::Distribution::Default, &device);
         let b = Tensor::<B, 3>::random([16, 16, 3], burn::tensor::Distribution::Default, &device);
+        drop(generator);
         let gemm = entries(matmul(a.clone(), b.clone()));
         let broadcast = entries(
             (a.reshape([16, 16, 1, 3]) * b.reshape([1, 16, 16, 3]))

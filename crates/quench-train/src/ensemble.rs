@@ -197,11 +197,13 @@ mod tests {
             9,
             &device,
         );
+        let generator = quench_device::SeededGenerator::acquire::<Cpu>(&device, 4);
         let x = Tensor::<Cpu, 3>::random(
             [3, 4, 5],
             burn::tensor::Distribution::Normal(0.0, 1.0),
             &device,
         );
+        drop(generator);
         let batched = mlp.forward(x.clone());
         for m in 0..3 {
             let single = mlp.with_params(

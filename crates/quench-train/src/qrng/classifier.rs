@@ -16,7 +16,7 @@ use burn::tensor::activation::log_softmax;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Bool, Distribution, Int, Tensor, TensorData};
 use quench_data::{Dataset, Loader, LoaderConfig, Mode};
-use quench_device::Precision;
+use quench_device::{Precision, SeededGenerator};
 use serde::{Deserialize, Serialize};
 
 use super::schedule::{MemberSchedule, PlateauConfig};
@@ -410,7 +410,8 @@ impl<'a, B: AutodiffBackend> Program<'a, B> {
             .map(|_| MemberSchedule::new(config.lr))
             .collect();
         let mut histories: Vec<Vec<EpochRecord>> = vec![Vec::new(); members];
-        B::seed(
+        // Dropout masks come from the backend's generator, held for the whole run.
+        let _dropout_generator = SeededGenerator::acquire::<B>(
             &device,
             self.seeds
                 .iter()

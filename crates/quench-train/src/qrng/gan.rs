@@ -12,6 +12,7 @@ use burn::tensor::activation::{sigmoid, softmax};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Distribution, Tensor, TensorData};
 use quench_data::BitStrings;
+use quench_device::SeededGenerator;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand_distr::{Distribution as _, StandardNormal};
@@ -414,9 +415,12 @@ fn kl_metric<B: Backend>(p: Tensor<B, 3>, g: Tensor<B, 3>) -> Tensor<B, 1> {
 
 /// The generator's noise, `[members, 1, points]` per draw.
 enum NoiseSource<B: Backend> {
+    /// The backend's generator, held for the whole tournament so that no other thread's
+    /// draws land between this one's.
     Device {
         shape: [usize; 3],
         device: B::Device,
+        _generator: SeededGenerator,
     },
     Host {
         rngs: Vec<StdRng>,
@@ -432,10 +436,10 @@ impl<B: Backend> NoiseSource<B> {
                 let seed = members.iter().fold(0, |acc, m| {
                     sub_seed(acc ^ m.stream(NOISE_STREAM), NOISE_STREAM)
                 });
-                B::seed(device, seed);
                 Self::Device {
                     shape: [members.len(), 1, points],
                     device: device.clone(),
+                    _generator: SeededGenerator::acquire::<B>(device, seed),
                 }
             }
             Noise::Host => Self::Host {
@@ -451,7 +455,7 @@ impl<B: Backend> NoiseSource<B> {
 
     fn draw(&mut self) -> Tensor<B, 3> {
         match self {
-            Self::Device { shape, device } => {
+            Self::Device { shape, device, .. } => {
                 Tensor::random(*shape, Distribution::Normal(0.0, 1.0), &*device)
             }
             Self::Host {

@@ -3,6 +3,7 @@
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Distribution, Tensor, TensorData};
+use quench_device::SeededGenerator;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::StandardNormal;
@@ -19,20 +20,21 @@ pub enum NoiseSource {
 /// The generator of Langevin noise for a batch of chains.
 #[derive(Debug, Clone)]
 pub enum Noise {
-    /// `Tensor::random` on the device, from the backend's generator seeded at creation.
-    Device,
+    /// `Tensor::random` on the device, from the backend's generator seeded at creation and
+    /// held by this run until it drops.
+    Device(SeededGenerator),
     /// One host stream per chain, in chain order; a chain's noise is then the same whichever
     /// chains share its program.
     Host(Vec<StdRng>),
 }
 
 impl Noise {
-    /// Noise from the backend's generator, which this seeds with `seed`. On burn-ndarray the
-    /// generator is process-wide and is the host's `StdRng`, so a lone chain gets the same
-    /// noise as [`Noise::host`] with the same seed.
+    /// Noise from the backend's generator, which this seeds with `seed` and holds (other
+    /// threads' seeded draws wait) until the noise drops. On burn-ndarray the generator is
+    /// process-wide and is the host's `StdRng`, so a lone chain gets the same noise as
+    /// [`Noise::host`] with the same seed.
     pub fn device<B: Backend>(seed: u64, device: &B::Device) -> Self {
-        B::seed(device, seed);
-        Self::Device
+        Self::Device(SeededGenerator::acquire::<B>(device, seed))
     }
 
     /// Host noise, chain `c` drawing from `StdRng::seed_from_u64(chain_seeds[c])`.
@@ -48,7 +50,7 @@ impl Noise {
     /// Standard normal noise `[chains, rows, cols]`.
     pub fn draw<B: Backend>(&mut self, dims: [usize; 3], device: &B::Device) -> Tensor<B, 3> {
         match self {
-            Self::Device => Tensor::random(dims, Distribution::Normal(0.0, 1.0), device),
+            Self::Device(_) => Tensor::random(dims, Distribution::Normal(0.0, 1.0), device),
             Self::Host(streams) => {
                 let per_chain = dims[1] * dims[2];
                 let values: Vec<f32> = streams
