@@ -15,7 +15,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use quench_device::diagnostics::DiagnosticsConfig;
-use quench_device::{DeviceError, DeviceSpec, Precision, Selection, select};
+use quench_device::{DeviceError, DeviceSpec, Selection, select};
 
 /// Exit status for a device or precision that cannot be used.
 const EXIT_DEVICE: u8 = 2;
@@ -76,8 +76,9 @@ struct RunArgs {
     only: Option<Vec<String>>,
     #[command(flatten)]
     device: DeviceArgs,
-    /// f32, tf32, bf16 or f16.
-    #[arg(long, default_value = "f32")]
+    /// The arithmetic of the variants that follow it (`benchmark list` marks them): auto (bf16
+    /// where the device has it, else none), f32 (no mixed precision), tf32, bf16 or f16.
+    #[arg(long, default_value = "auto")]
     precision: String,
     /// Timed repeats of every variant (overrides the suite).
     #[arg(long)]
@@ -151,7 +152,7 @@ fn choose_device(args: &DeviceArgs) -> Result<Selection, DeviceError> {
 }
 
 fn run(args: &RunArgs) -> anyhow::Result<()> {
-    let precision: Precision = args.precision.parse()?;
+    let precision: workload::RunPrecision = args.precision.parse()?;
     let selection = choose_device(&args.device)?;
     run::check_precision(&selection, precision)?;
     let suite_path = args.suite.clone().unwrap_or_else(suite::default_suite_path);
@@ -186,6 +187,11 @@ fn list() {
         println!("{}  {}", workload.name(), workload.summary());
         for v in workload.variants() {
             let tag = if v.baseline { " (baseline)" } else { "" };
+            let follows = if v.precision.follows_run() {
+                "  [follows --precision]"
+            } else {
+                ""
+            };
             let claim = v
                 .claim
                 .map(|c| {
@@ -196,7 +202,7 @@ fn list() {
                     )
                 })
                 .unwrap_or_default();
-            println!("    {}{tag}  {}{claim}", v.name, v.description);
+            println!("    {}{tag}  {}{claim}{follows}", v.name, v.description);
         }
     }
 }

@@ -9,10 +9,10 @@ use quench_device::memory::MemoryReading;
 use quench_device::{Precision, Stats, TimingConfig};
 use serde::{Deserialize, Serialize};
 
-use crate::workload::{Claim, Quality};
+use crate::workload::{Claim, Quality, RunPrecision};
 
 /// Version of the `report.json` layout; documented in `docs/report-schema.md`.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The Burn version the workspace pins (`burn = "=0.21.0"`).
 pub const BURN_VERSION: &str = "0.21.0";
@@ -36,8 +36,8 @@ pub struct Report {
     pub machine: MachineInfo,
     /// Why `auto` fell back to the CPU, if it did.
     pub fallback: Option<String>,
-    /// The precision policy asked for.
-    pub precision: Precision,
+    /// The run's `--precision`.
+    pub precision: RunPrecision,
     /// Warm-up and repeats of every variant.
     pub timing: TimingConfig,
     /// One entry per workload run.
@@ -93,6 +93,8 @@ pub struct VariantReport {
     pub speedup: Option<f64>,
     /// What the guide claimed for this optimisation.
     pub claim: Option<Claim>,
+    /// The precision its forward pass computed in.
+    pub precision: Precision,
     /// Quality within tolerance of the baseline's; `None` where there is nothing to compare.
     pub parity: Option<bool>,
     /// Remarks about this measurement.
@@ -225,6 +227,19 @@ impl Report {
                 .collect();
             let _ = writeln!(out, "{}", line.join("  ").trim_end());
         }
+        // Where each workload's data came from, so a stand-in is never mistaken for the data set.
+        for w in &self.workloads {
+            let mut sources: Vec<&str> = w
+                .variants
+                .iter()
+                .flat_map(|v| &v.notes)
+                .filter_map(|n| n.strip_prefix("data: "))
+                .collect();
+            sources.dedup();
+            for source in sources {
+                let _ = writeln!(out, "{} data: {source}", w.name);
+            }
+        }
         out
     }
 }
@@ -246,7 +261,11 @@ impl Row {
     fn of(v: &VariantReport) -> Self {
         let s = &v.per_iteration_s;
         Self {
-            name: v.name.clone(),
+            name: if v.precision == Precision::F32 {
+                v.name.clone()
+            } else {
+                format!("{} [{}]", v.name, v.precision)
+            },
             per_iteration: format!(
                 "{} [{}-{}] /{}",
                 seconds(s.median),
@@ -360,6 +379,7 @@ pub(crate) mod tests {
                 high: 15.0,
             }),
             parity: (!baseline).then_some(true),
+            precision: Precision::F32,
             notes: vec![],
         };
         Report {
@@ -371,7 +391,7 @@ pub(crate) mod tests {
             suite: "configs/quick.toml".into(),
             machine: MachineInfo::read(SelectedDevice::Cpu),
             fallback: Some("no GPU; using the CPU".into()),
-            precision: Precision::F32,
+            precision: RunPrecision::Auto,
             timing: TimingConfig::default(),
             workloads: vec![WorkloadReport {
                 name: "qrng-classifier".into(),

@@ -12,7 +12,7 @@ use quench_device::{DeviceError, OnDevice, Precision, Selection, TimingConfig, r
 
 use crate::report::{Report, SCHEMA_VERSION, UnsupportedVariant, VariantReport, WorkloadReport};
 use crate::suite::{Suite, split_variants};
-use crate::workload::{RunContext, VariantInfo, VariantRun, Workload};
+use crate::workload::{RunContext, RunPrecision, VariantInfo, VariantRun, Workload};
 use crate::workloads::registry;
 
 /// What the command line asked of a run.
@@ -24,14 +24,15 @@ pub struct RunRequest<'a> {
     pub only: Option<Vec<String>>,
     /// The selected device.
     pub selection: Selection,
-    /// The precision policy.
-    pub precision: Precision,
+    /// The run's `--precision`.
+    pub precision: RunPrecision,
     /// Overrides the suite's repeats.
     pub repeats: Option<usize>,
 }
 
-/// Refuses a precision the device cannot run before any work starts.
-pub fn check_precision(selection: &Selection, precision: Precision) -> Result<(), DeviceError> {
+/// Refuses an explicit precision the device cannot run before any work starts (`auto` always
+/// runs: it picks bf16 only where the device has it).
+pub fn check_precision(selection: &Selection, precision: RunPrecision) -> Result<(), DeviceError> {
     struct Check(Precision);
     impl OnDevice for Check {
         type Output = Result<(), DeviceError>;
@@ -39,7 +40,10 @@ pub fn check_precision(selection: &Selection, precision: Precision) -> Result<()
             self.0.check::<B>(device)
         }
     }
-    run_on(selection.device, Check(precision))?
+    match precision {
+        RunPrecision::Auto => Ok(()),
+        RunPrecision::Fixed(precision) => run_on(selection.device, Check(precision))?,
+    }
 }
 
 /// Runs the suite and returns its report.
@@ -102,6 +106,23 @@ pub fn run_suite(request: &RunRequest<'_>) -> anyhow::Result<Report> {
         plan.push((workload.as_ref(), params, variants));
     }
 
+    if let RunPrecision::Fixed(precision) = request.precision
+        && precision != Precision::F32
+        && !plan
+            .iter()
+            .any(|(_, _, variants)| variants.iter().any(|v| v.precision.follows_run()))
+    {
+        anyhow::bail!(
+            "--precision {precision}: no selected variant follows it (none of {} has a \
+             mixed-precision variant); leave --precision at auto, or select a workload that has one \
+             (`benchmark list` marks them)",
+            plan.iter()
+                .map(|(w, _, _)| w.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+
     let total: usize = plan.iter().map(|(_, _, v)| v.len()).sum();
     let progress = ProgressBar::new(total as u64);
     progress.set_style(
@@ -119,8 +140,8 @@ pub fn run_suite(request: &RunRequest<'_>) -> anyhow::Result<Report> {
                 format!("workload {} variant {}", workload.name(), variant.name)
             })?;
             progress.inc(1);
-            let outcome = match run {
-                VariantRun::Measured(outcome) => outcome,
+            let (outcome, precision) = match run {
+                VariantRun::Measured(outcome, precision) => (outcome, precision),
                 VariantRun::Unsupported(reason) => {
                     unsupported.push(UnsupportedVariant {
                         name: variant.name.to_string(),
@@ -150,6 +171,7 @@ pub fn run_suite(request: &RunRequest<'_>) -> anyhow::Result<Report> {
                 peak_memory: peak_memory(ctx.device),
                 quality: outcome.quality,
                 claim: variant.claim,
+                precision,
                 notes: outcome.notes,
             });
         }

@@ -1,8 +1,13 @@
 //! The workload registry's contract: named variants, each timed and scored.
 
+use std::fmt;
+use std::str::FromStr;
+
 use anyhow::Context;
-use burn::tensor::backend::Backend;
-use quench_device::{Precision, SelectedDevice, Stats, TimingConfig};
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use quench_device::{
+    DeviceError, OnDevice, Precision, SelectedDevice, Stats, TimingConfig, run_on,
+};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -20,6 +25,109 @@ pub const fn claimed(low: f64, high: f64) -> Option<Claim> {
     Some(Claim { low, high })
 }
 
+/// How a variant's arithmetic follows the run's `--precision`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrecisionRole {
+    /// f32 whatever the run asks: the original's way, or an optimisation that is not about
+    /// precision.
+    F32,
+    /// The guide's mixed-precision variant: the forward pass in the run's low precision, f32
+    /// master weights (and loss scaling for f16). Not run where the run has no low precision.
+    Mixed,
+    /// A combination that includes mixed precision: the run's low precision where it has one,
+    /// f32 otherwise.
+    MixedWhereAvailable,
+}
+
+impl PrecisionRole {
+    /// Whether variants of this role follow `--precision`.
+    pub fn follows_run(self) -> bool {
+        self != Self::F32
+    }
+}
+
+/// The `--precision` of a run: the arithmetic of every variant that follows it. Written in
+/// reports as on the command line (`"auto"`, `"bf16"`, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub enum RunPrecision {
+    /// bf16 where the device has it; no mixed precision where it has not.
+    #[default]
+    Auto,
+    /// This precision, refused before anything runs where the device cannot run it; `f32`
+    /// turns mixed precision off.
+    Fixed(Precision),
+}
+
+impl RunPrecision {
+    /// The low precision that variants following the run compute in on backend `B`; `Err`
+    /// says why there is none.
+    pub fn low<B: Backend>(self, device: &B::Device) -> Result<Precision, String> {
+        match self {
+            Self::Auto => Precision::Bf16
+                .check::<B>(device)
+                .map(|()| Precision::Bf16)
+                .map_err(|refusal| {
+                    format!("{refusal}; --precision auto runs no mixed precision here")
+                }),
+            Self::Fixed(Precision::F32) => Err("--precision f32 runs no mixed precision".into()),
+            Self::Fixed(precision) => Ok(precision),
+        }
+    }
+
+    /// The precision a variant of `role` runs in on backend `B`, with a note where a
+    /// combination fell back to f32; `Err` is why a mixed-precision variant cannot run.
+    pub fn resolve<B: Backend>(
+        self,
+        role: PrecisionRole,
+        device: &B::Device,
+    ) -> Result<(Precision, Option<String>), String> {
+        match (role, self.low::<B>(device)) {
+            (PrecisionRole::F32, _) => Ok((Precision::F32, None)),
+            (_, Ok(low)) => Ok((low, None)),
+            (PrecisionRole::Mixed, Err(why)) => Err(why),
+            (PrecisionRole::MixedWhereAvailable, Err(why)) => {
+                Ok((Precision::F32, Some(format!("ran in f32: {why}"))))
+            }
+        }
+    }
+}
+
+impl FromStr for RunPrecision {
+    type Err = DeviceError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        if text.trim().eq_ignore_ascii_case("auto") {
+            Ok(Self::Auto)
+        } else {
+            text.parse().map(Self::Fixed)
+        }
+    }
+}
+
+impl From<RunPrecision> for String {
+    fn from(precision: RunPrecision) -> Self {
+        precision.to_string()
+    }
+}
+
+impl TryFrom<String> for RunPrecision {
+    type Error = DeviceError;
+
+    fn try_from(text: String) -> Result<Self, Self::Error> {
+        text.parse()
+    }
+}
+
+impl fmt::Display for RunPrecision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Auto => f.write_str("auto"),
+            Self::Fixed(precision) => precision.fmt(f),
+        }
+    }
+}
+
 /// One way of running a workload: the seed's baseline, or one optimisation, or all together.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VariantInfo {
@@ -31,6 +139,8 @@ pub struct VariantInfo {
     pub baseline: bool,
     /// The speed-up its guide claimed for this optimisation, if it claimed one.
     pub claim: Option<Claim>,
+    /// How it follows the run's `--precision`.
+    pub precision: PrecisionRole,
 }
 
 /// How a quality metric is compared with the baseline's.
@@ -106,30 +216,30 @@ pub struct VariantOutcome {
 /// The result of asking a workload to run a variant.
 #[derive(Debug, Clone, PartialEq)]
 pub enum VariantRun {
-    /// It ran and was measured.
-    Measured(VariantOutcome),
+    /// It ran and was measured, computing in this precision.
+    Measured(VariantOutcome, Precision),
     /// The device cannot run it (bf16 on a CPU backend, say); the reason is reported.
     Unsupported(String),
 }
 
-/// Where and how variants run.
+/// Where and how a suite's variants run.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RunContext {
     /// The device chosen for the run.
     pub device: SelectedDevice,
-    /// The precision policy asked for.
-    pub precision: Precision,
+    /// The run's `--precision`.
+    pub precision: RunPrecision,
     /// Warm-up and repeats.
     pub timing: TimingConfig,
 }
 
 #[cfg(test)]
 impl RunContext {
-    /// The CPU, f32, no warm-up and one repeat: what workload tests run with.
+    /// The CPU, `--precision auto`, no warm-up and one repeat: what workload tests run with.
     pub fn quick_cpu() -> Self {
         Self {
             device: SelectedDevice::Cpu,
-            precision: Precision::F32,
+            precision: RunPrecision::Auto,
             timing: TimingConfig {
                 warmup: 0,
                 repeats: 1,
@@ -138,7 +248,16 @@ impl RunContext {
     }
 }
 
-/// A registered workload.
+/// How one variant runs, resolved by the shared code before the workload sees it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct VariantContext {
+    /// The precision this variant computes in (f32 unless it follows `--precision`).
+    pub precision: Precision,
+    /// Warm-up and repeats.
+    pub timing: TimingConfig,
+}
+
+/// A registered workload, as the suite runner sees it; implemented through [`TableWorkload`].
 pub trait Workload: Sync {
     /// Its name in suites and reports.
     fn name(&self) -> &'static str;
@@ -168,12 +287,16 @@ pub struct Variant<S> {
     pub baseline: bool,
     /// The speed-up its guide claimed, if it claimed one.
     pub claim: Option<Claim>,
+    /// How it follows the run's `--precision`.
+    pub precision: PrecisionRole,
     /// How the workload runs this variant.
     pub setting: S,
 }
 
 /// A workload described by its parameter type and a table of variants. Implementing it
-/// implements [`Workload`]: names, parameter checks and the variant look-up live here once.
+/// implements [`Workload`]: names, parameter checks, the variant look-up, the choice of the
+/// variant's precision and the one dispatch onto a backend live here once, so a workload is
+/// written once, generically.
 pub trait TableWorkload: Sync {
     /// The workload's parameters in a suite (`deny_unknown_fields`, defaults for every field).
     type Params: DeserializeOwned;
@@ -187,13 +310,15 @@ pub trait TableWorkload: Sync {
     /// Its variants, at most one of them the baseline.
     fn table(&self) -> &[Variant<Self::Setting>];
 
-    /// Runs one variant with the parsed parameters.
-    fn run_variant(
+    /// Runs one variant with the parsed parameters on backend `B`, in the precision and with
+    /// the timing of `ctx`.
+    fn run_variant<B: AutodiffBackend>(
         &self,
         variant: &Variant<Self::Setting>,
         params: Self::Params,
-        ctx: &RunContext,
-    ) -> anyhow::Result<VariantRun>;
+        ctx: &VariantContext,
+        device: &B::Device,
+    ) -> anyhow::Result<VariantOutcome>;
 }
 
 impl<T: TableWorkload> Workload for T {
@@ -213,6 +338,7 @@ impl<T: TableWorkload> Workload for T {
                 description: v.description,
                 baseline: v.baseline,
                 claim: v.claim,
+                precision: v.precision,
             })
             .collect()
     }
@@ -232,7 +358,47 @@ impl<T: TableWorkload> Workload for T {
             .iter()
             .find(|v| v.name == variant.name)
             .with_context(|| format!("workload `{}` has no variant `{}`", T::NAME, variant.name))?;
-        self.run_variant(row, parse_params(T::NAME, params)?, ctx)
+        run_on(
+            ctx.device,
+            Dispatch {
+                workload: self,
+                variant: row,
+                params: parse_params(T::NAME, params)?,
+                ctx,
+            },
+        )?
+    }
+}
+
+/// One variant of a table workload, on whichever backend [`run_on`] picks.
+struct Dispatch<'a, T: TableWorkload> {
+    workload: &'a T,
+    variant: &'a Variant<T::Setting>,
+    params: T::Params,
+    ctx: &'a RunContext,
+}
+
+impl<T: TableWorkload> OnDevice for Dispatch<'_, T> {
+    type Output = anyhow::Result<VariantRun>;
+
+    fn run<B: AutodiffBackend>(self, device: &B::Device) -> Self::Output {
+        let (precision, fell_back) = match self
+            .ctx
+            .precision
+            .resolve::<B>(self.variant.precision, device)
+        {
+            Ok(resolved) => resolved,
+            Err(why) => return Ok(VariantRun::Unsupported(why)),
+        };
+        let ctx = VariantContext {
+            precision,
+            timing: self.ctx.timing,
+        };
+        let mut outcome =
+            self.workload
+                .run_variant::<B>(self.variant, self.params, &ctx, device)?;
+        outcome.notes.extend(fell_back);
+        Ok(VariantRun::Measured(outcome, precision))
     }
 }
 

@@ -5,6 +5,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use crate::idx::{IdxArray, read_idx};
+use crate::stand_in::{STAND_IN_SIDE, STAND_IN_TEST, STAND_IN_TRAIN, stand_in_digits};
 use crate::{DataError, Dataset};
 
 /// Environment variable naming a directory of MNIST-like IDX files.
@@ -15,6 +16,12 @@ pub const PROJECT_MNIST_DIR: &str = "data/mnist";
 pub const DEBIAN_FASHION_MNIST_DIR: &str = "/usr/share/datasets/fashion-mnist";
 /// Classes of MNIST and Fashion-MNIST.
 const CLASSES: u8 = 10;
+/// Mean of MNIST's usual pixel normalisation `(p / 255 - mean) / std`.
+pub const MNIST_MEAN: f32 = 0.1307;
+/// Standard deviation of MNIST's usual pixel normalisation.
+pub const MNIST_STD: f32 = 0.3081;
+/// Seeds of the stand-in's two splits: fixed, so every run without data sees the same images.
+const STAND_IN_SEEDS: [u64; 2] = [0x5354_414e_4400, 0x5354_414e_4401];
 
 /// Which half of the data set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +53,12 @@ pub enum MnistSource {
     Project(PathBuf),
     /// Debian's Fashion-MNIST: the data is Fashion-MNIST, not handwritten digits.
     Debian(PathBuf),
+    /// No data set was found in these places: the synthetic stand-in for classes 0 and 1
+    /// (`stand_in_digits`), 12,000 training and 2,000 test images of 28 x 28.
+    StandIn {
+        /// The directories searched, in order.
+        tried: Vec<PathBuf>,
+    },
 }
 
 impl MnistSource {
@@ -55,7 +68,7 @@ impl MnistSource {
     /// A directory the caller named (argument or variable) is taken as is, so a typo is
     /// reported by [`Mnist::read`] instead of silently falling through to other data.
     pub fn locate(explicit: Option<&Path>) -> Result<Self, DataError> {
-        locate_in(
+        Self::locate_in(
             explicit,
             std::env::var_os(MNIST_ENV),
             Path::new(PROJECT_MNIST_DIR),
@@ -63,10 +76,48 @@ impl MnistSource {
         )
     }
 
-    /// The directory.
-    pub fn dir(&self) -> &Path {
+    /// The lookup order of [`MnistSource::locate`], with the environment variable's value
+    /// and the two default directories passed in.
+    pub fn locate_in(
+        explicit: Option<&Path>,
+        env: Option<OsString>,
+        project: &Path,
+        debian: &Path,
+    ) -> Result<Self, DataError> {
+        if let Some(dir) = explicit {
+            return Ok(Self::Explicit(dir.to_path_buf()));
+        }
+        if let Some(dir) = env.filter(|dir| !dir.is_empty()) {
+            return Ok(Self::Env(dir.into()));
+        }
+        let [train_images, _] = Split::Train.files();
+        if find(project, train_images).is_some() {
+            return Ok(Self::Project(project.to_path_buf()));
+        }
+        if find(debian, train_images).is_some() {
+            return Ok(Self::Debian(debian.to_path_buf()));
+        }
+        Err(DataError::MnistNotFound {
+            tried: vec![project.to_path_buf(), debian.to_path_buf()],
+        })
+    }
+
+    /// `found`, or the synthetic stand-in where the lookup found nothing; every other error
+    /// (a named directory that cannot be used, say) is kept.
+    pub fn or_stand_in(found: Result<Self, DataError>) -> Result<Self, DataError> {
+        match found {
+            Err(DataError::MnistNotFound { tried }) => Ok(Self::StandIn { tried }),
+            other => other,
+        }
+    }
+
+    /// The directory; `None` for the stand-in.
+    pub fn dir(&self) -> Option<&Path> {
         match self {
-            Self::Explicit(dir) | Self::Env(dir) | Self::Project(dir) | Self::Debian(dir) => dir,
+            Self::Explicit(dir) | Self::Env(dir) | Self::Project(dir) | Self::Debian(dir) => {
+                Some(dir)
+            }
+            Self::StandIn { .. } => None,
         }
     }
 }
@@ -78,34 +129,18 @@ impl fmt::Display for MnistSource {
             Self::Env(dir) => write!(f, "{MNIST_ENV}={}", dir.display()),
             Self::Project(dir) => write!(f, "project data {}", dir.display()),
             Self::Debian(dir) => write!(f, "Debian Fashion-MNIST {}", dir.display()),
+            Self::StandIn { tried } => write!(
+                f,
+                "the synthetic stand-in (rings and strokes, not MNIST: no MNIST or Fashion-MNIST \
+                 in {}; for real data `apt-get install dataset-fashion-mnist` or set {MNIST_ENV})",
+                tried
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         }
     }
-}
-
-/// The lookup order of [`MnistSource::locate`], with the environment and the default
-/// directories passed in.
-fn locate_in(
-    explicit: Option<&Path>,
-    env: Option<OsString>,
-    project: &Path,
-    debian: &Path,
-) -> Result<MnistSource, DataError> {
-    if let Some(dir) = explicit {
-        return Ok(MnistSource::Explicit(dir.to_path_buf()));
-    }
-    if let Some(dir) = env.filter(|dir| !dir.is_empty()) {
-        return Ok(MnistSource::Env(dir.into()));
-    }
-    let [train_images, _] = Split::Train.files();
-    if find(project, train_images).is_some() {
-        return Ok(MnistSource::Project(project.to_path_buf()));
-    }
-    if find(debian, train_images).is_some() {
-        return Ok(MnistSource::Debian(debian.to_path_buf()));
-    }
-    Err(DataError::MnistNotFound {
-        tried: vec![project.to_path_buf(), debian.to_path_buf()],
-    })
 }
 
 /// `dir/name` if it exists, else `dir/name.gz` if that exists.
@@ -140,11 +175,37 @@ impl Mnist {
         Self::read(MnistSource::locate(explicit)?, split)
     }
 
-    /// Reads and validates `split` from `source`'s directory (raw or `.gz` files).
+    /// As [`Mnist::load`], but where the lookup finds no data set at all, `split` of the
+    /// synthetic stand-in ([`MnistSource::StandIn`]).
+    pub fn load_or_stand_in(explicit: Option<&Path>, split: Split) -> Result<Self, DataError> {
+        Self::read(
+            MnistSource::or_stand_in(MnistSource::locate(explicit))?,
+            split,
+        )
+    }
+
+    /// Reads and validates `split` from `source`'s directory (raw or `.gz` files), or draws
+    /// it for the stand-in.
     pub fn read(source: MnistSource, split: Split) -> Result<Self, DataError> {
+        let Some(dir) = source.dir() else {
+            let (len, seed) = match split {
+                Split::Train => (STAND_IN_TRAIN, STAND_IN_SEEDS[0]),
+                Split::Test => (STAND_IN_TEST, STAND_IN_SEEDS[1]),
+            };
+            let (images, labels) = stand_in_digits(len, seed);
+            tracing::warn!(%source, ?split, "no MNIST-like data set: using the synthetic stand-in");
+            return Ok(Self {
+                source,
+                split,
+                rows: STAND_IN_SIDE,
+                cols: STAND_IN_SIDE,
+                images,
+                labels,
+            });
+        };
         let [images_name, labels_name] = split.files();
         let path_of = |name: &str| {
-            find(source.dir(), name).ok_or_else(|| DataError::MnistMissing {
+            find(dir, name).ok_or_else(|| DataError::MnistMissing {
                 origin: source.clone(),
                 file: name.to_owned(),
             })
@@ -254,6 +315,34 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_lookup_gives_the_stand_in_with_mnist_shapes_and_says_so() {
+        let empty = Scratch::new();
+        let found = MnistSource::locate_in(None, None, empty.dir(), empty.dir());
+        let source = MnistSource::or_stand_in(found).unwrap();
+        assert!(matches!(source, MnistSource::StandIn { .. }));
+        let text = source.to_string();
+        assert!(
+            text.contains("stand-in") && text.contains("apt-get install"),
+            "{text}"
+        );
+        let train = Mnist::read(source.clone(), Split::Train).unwrap();
+        let test = Mnist::read(source, Split::Test).unwrap();
+        assert_eq!(
+            (train.len(), train.rows, train.cols),
+            (STAND_IN_TRAIN, 28, 28)
+        );
+        assert_eq!(test.len(), STAND_IN_TEST);
+        let data = train.to_dataset(MNIST_MEAN, MNIST_STD).unwrap();
+        assert_eq!(data.binary(0, 1).unwrap().len(), STAND_IN_TRAIN);
+        // A directory that was named is not replaced by the stand-in.
+        let named = MnistSource::locate_in(Some(empty.dir()), None, empty.dir(), empty.dir());
+        assert!(matches!(
+            MnistSource::or_stand_in(named),
+            Ok(MnistSource::Explicit(_))
+        ));
+    }
+
+    #[test]
     fn lookup_order_is_explicit_env_project_debian() {
         let (project, debian, empty) = (Scratch::new(), Scratch::new(), Scratch::new());
         write_split(&project, Split::Train, false);
@@ -261,7 +350,7 @@ mod tests {
         let explicit = Path::new("/explicit");
         let env = || Some(OsString::from("/from-env"));
         let locate = |explicit, env, project: &Scratch, debian: &Scratch| {
-            locate_in(explicit, env, project.dir(), debian.dir()).unwrap()
+            MnistSource::locate_in(explicit, env, project.dir(), debian.dir()).unwrap()
         };
         assert_eq!(
             locate(Some(explicit), env(), &project, &debian),
@@ -279,7 +368,7 @@ mod tests {
             locate(None, None, &empty, &debian),
             MnistSource::Debian(debian.dir().into())
         );
-        let err = locate_in(None, None, empty.dir(), empty.dir()).unwrap_err();
+        let err = MnistSource::locate_in(None, None, empty.dir(), empty.dir()).unwrap_err();
         assert!(matches!(err, DataError::MnistNotFound { .. }));
         assert!(
             err.to_string()

@@ -56,13 +56,13 @@ fn reads_both_splits_balanced() {
 #[test]
 fn summarises_the_gzip_image_file_with_its_labels() {
     let Some(source) = debian() else { return };
-    let images = source.dir().join("t10k-images-idx3-ubyte.gz");
+    let images = source.dir().unwrap().join("t10k-images-idx3-ubyte.gz");
     let summary = summary(&images, None).unwrap();
     assert_eq!(summary.format, Format::Idx);
     assert_eq!(summary.shape, vec![10_000, 28, 28]);
     assert_eq!(
         summary.labels_from,
-        Some(source.dir().join("t10k-labels-idx1-ubyte.gz"))
+        Some(source.dir().unwrap().join("t10k-labels-idx1-ubyte.gz"))
     );
     let counts: Vec<_> = summary.classes.iter().map(|c| (c.label, c.count)).collect();
     assert_eq!(counts, (0..10).map(|l| (l, 1000)).collect::<Vec<_>>());

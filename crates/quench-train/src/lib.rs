@@ -6,8 +6,10 @@
 //! per-member hyper-parameters are `[members, 1, 1]` tensors broadcast over it. The pieces that
 //! every algorithm uses live here once: [`ensemble`] (layers and MLPs), [`init`]
 //! (initialisations), [`optim`] (member-axis Adam and gradient clipping) and [`params`]
-//! (gradients, norms and masks per member).
+//! (gradients, norms and masks per member), [`amp`] (mixed-precision steps and loss scaling).
 
+pub mod amp;
+pub mod binary;
 pub mod ensemble;
 pub mod init;
 pub mod meta;

@@ -2,14 +2,14 @@
 //! tiny-operation latency, matmul throughput and copy bandwidth beside the workloads.
 
 use burn::tensor::backend::AutodiffBackend;
+use quench_device::Stats;
 use quench_device::diagnostics::{
     CopyDirection, MatmulShape, copy_bandwidth, matmul_throughput, tiny_op_latency,
 };
-use quench_device::{OnDevice, Precision, Stats, TimingConfig, run_on};
 use serde::Deserialize;
 
 use crate::workload::{
-    Quality, RunContext, TableWorkload, Tolerance, Variant, VariantOutcome, VariantRun,
+    PrecisionRole, Quality, TableWorkload, Tolerance, Variant, VariantContext, VariantOutcome,
 };
 
 /// The `device` workload.
@@ -60,6 +60,7 @@ const fn figure(
         description,
         baseline: false,
         claim: None,
+        precision: PrecisionRole::F32,
         setting,
     }
 }
@@ -123,48 +124,17 @@ impl TableWorkload for DeviceFigures {
         &VARIANTS
     }
 
-    fn run_variant(
+    fn run_variant<B: AutodiffBackend>(
         &self,
         variant: &Variant<Measure>,
         params: Params,
-        ctx: &RunContext,
-    ) -> anyhow::Result<VariantRun> {
-        let mut outcome = run_on(
-            ctx.device,
-            Figure {
-                measure: variant.setting,
-                params,
-                timing: ctx.timing,
-            },
-        )??;
-        if ctx.precision != Precision::F32 {
-            outcome.notes.push(format!(
-                "measured in f32; the {} policy does not apply here",
-                ctx.precision
-            ));
-        }
-        Ok(VariantRun::Measured(outcome))
-    }
-}
-
-struct Figure {
-    measure: Measure,
-    params: Params,
-    timing: TimingConfig,
-}
-
-impl OnDevice for Figure {
-    type Output = anyhow::Result<VariantOutcome>;
-
-    fn run<B: AutodiffBackend>(self, device: &B::Device) -> Self::Output {
+        ctx: &VariantContext,
+        device: &B::Device,
+    ) -> anyhow::Result<VariantOutcome> {
         type Inner<B> = <B as AutodiffBackend>::InnerBackend;
-        let Figure {
-            measure,
-            params,
-            timing,
-        } = self;
-        match measure {
-            Measure::TinyOp | Measure::RoundTrip => {
+        let timing = ctx.timing;
+        match variant.setting {
+            measure @ (Measure::TinyOp | Measure::RoundTrip) => {
                 let lat = tiny_op_latency::<Inner<B>>(device, timing, params.tiny_ops)?;
                 let stats = match measure {
                     Measure::TinyOp => lat.queued_us,

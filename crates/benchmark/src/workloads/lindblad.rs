@@ -7,14 +7,13 @@ use std::sync::Mutex;
 
 use anyhow::Context;
 use burn::tensor::backend::AutodiffBackend;
-use quench_device::{OnDevice, Stats, TimingConfig, run_on};
 use quench_lindblad::{Method, OperatorCache, Solver};
 use quench_train::meta::{MetaConfig, MetaRun, Operators};
 use serde::Deserialize;
 
 use crate::workload::{
-    Claim, Quality, RunContext, TableWorkload, Tolerance, Variant, VariantOutcome, VariantRun,
-    claimed, time_runs,
+    Claim, PrecisionRole, Quality, TableWorkload, Tolerance, Variant, VariantContext,
+    VariantOutcome, claimed, time_runs,
 };
 
 /// The `lindblad-meta` workload; remembers the quality of each solver, which is all that
@@ -81,6 +80,7 @@ const fn variant(
         description,
         baseline: !batched && !cached && matches!(method, RK4_FINE),
         claim,
+        precision: PrecisionRole::F32,
         setting: Setting {
             method,
             batched,
@@ -145,12 +145,13 @@ impl TableWorkload for LindbladMeta {
         &VARIANTS
     }
 
-    fn run_variant(
+    fn run_variant<B: AutodiffBackend>(
         &self,
         variant: &Variant<Setting>,
         params: Params,
-        ctx: &RunContext,
-    ) -> anyhow::Result<VariantRun> {
+        ctx: &VariantContext,
+        device: &B::Device,
+    ) -> anyhow::Result<VariantOutcome> {
         let setting = variant.setting;
         let config = MetaConfig {
             tasks_per_batch: params.tasks_per_batch,
@@ -164,37 +165,51 @@ impl TableWorkload for LindbladMeta {
             },
             ..MetaConfig::default()
         };
-        let timed = run_on(
-            ctx.device,
-            Timed {
-                config: config.clone(),
-                setting,
-                iterations: params.timed_iterations.max(1),
-                timing: ctx.timing,
-            },
-        )??;
+        let iterations = params.timed_iterations.max(1);
+        let mut run = MetaRun::<B>::new(&config, &mut OperatorCache::new(), device)?;
+        if !setting.cached {
+            run.problem = run
+                .problem
+                .clone()
+                .with_operators(Operators::RebuiltPerCall);
+        }
+        let shape = config.policy.clone();
+        let inner = quench_train::meta::InnerLoop {
+            steps: config.inner_steps,
+            lr: config.inner_lr,
+        };
+        let (_, timed) = time_runs::<B, _>(device, ctx.timing, || {
+            for _ in 0..iterations {
+                let batch = run.next_batch()?;
+                if setting.batched {
+                    run.learner.step(&run.problem, &shape, &batch, inner)?;
+                } else {
+                    run.learner
+                        .step_one_task_at_a_time(&run.problem, &shape, &batch, inner)?;
+                }
+            }
+            Ok(())
+        })?;
         let key = quality_key(&setting);
         let cached = self.quality.lock().ok().and_then(|q| q.get(&key).copied());
         let fidelity = match cached {
             Some(f) => f,
             None => {
-                let f = run_on(
-                    ctx.device,
-                    Trained {
-                        config: MetaConfig {
-                            iterations: params.quality_iterations.max(1),
-                            ..config
-                        },
+                let f = trained_fidelity::<B>(
+                    MetaConfig {
+                        iterations: params.quality_iterations.max(1),
+                        ..config
                     },
-                )??;
+                    device,
+                )?;
                 if let Ok(mut q) = self.quality.lock() {
                     q.insert(key, f);
                 }
                 f
             }
         };
-        Ok(VariantRun::Measured(VariantOutcome {
-            per_iteration: timed.scaled(1.0 / params.timed_iterations.max(1) as f64),
+        Ok(VariantOutcome {
+            per_iteration: timed.scaled(1.0 / iterations as f64),
             iteration_unit: "meta-iteration".into(),
             iterations_per_run: params.quality_iterations as f64,
             items_per_iteration: params.tasks_per_batch as f64,
@@ -212,7 +227,7 @@ impl TableWorkload for LindbladMeta {
                     "quality from the batched, cached schedule with this variant's solver: the schedule changes no iterate (tests/meta.rs)"
                 )]
             },
-        }))
+        })
     }
 }
 
@@ -223,65 +238,20 @@ fn quality_key(setting: &Setting) -> String {
     format!("{:?}", setting.method)
 }
 
-/// Times `iterations` meta-iterations of one setting.
-struct Timed {
-    config: MetaConfig,
-    setting: Setting,
-    iterations: usize,
-    timing: TimingConfig,
-}
-
-impl OnDevice for Timed {
-    type Output = anyhow::Result<Stats>;
-
-    fn run<B: AutodiffBackend>(self, device: &B::Device) -> Self::Output {
-        let mut run = MetaRun::<B>::new(&self.config, &mut OperatorCache::new(), device)?;
-        if !self.setting.cached {
-            run.problem = run
-                .problem
-                .clone()
-                .with_operators(Operators::RebuiltPerCall);
-        }
-        let shape = self.config.policy.clone();
-        let inner = quench_train::meta::InnerLoop {
-            steps: self.config.inner_steps,
-            lr: self.config.inner_lr,
-        };
-        let (_, seconds) = time_runs::<B, _>(device, self.timing, || {
-            for _ in 0..self.iterations {
-                let batch = run.next_batch()?;
-                if self.setting.batched {
-                    run.learner.step(&run.problem, &shape, &batch, inner)?;
-                } else {
-                    run.learner
-                        .step_one_task_at_a_time(&run.problem, &shape, &batch, inner)?;
-                }
-            }
-            Ok(())
-        })?;
-        Ok(seconds)
-    }
-}
-
 /// Trains with the batched, cached schedule and returns the last validation's fidelity
 /// (squared overlap after adaptation).
-struct Trained {
+fn trained_fidelity<B: AutodiffBackend>(
     config: MetaConfig,
-}
-
-impl OnDevice for Trained {
-    type Output = anyhow::Result<f64>;
-
-    fn run<B: AutodiffBackend>(self, device: &B::Device) -> Self::Output {
-        let config = MetaConfig {
-            val_interval: self.config.iterations,
-            ..self.config
-        };
-        let mut run = MetaRun::<B>::new(&config, &mut OperatorCache::new(), device)?;
-        let history = run.train(|_, _| {})?;
-        history
-            .last_validation()
-            .map(|v| v.after.squared_overlap.mean)
-            .context("the training run made no validation")
-    }
+    device: &B::Device,
+) -> anyhow::Result<f64> {
+    let config = MetaConfig {
+        val_interval: config.iterations,
+        ..config
+    };
+    let mut run = MetaRun::<B>::new(&config, &mut OperatorCache::new(), device)?;
+    let history = run.train(|_, _| {})?;
+    history
+        .last_validation()
+        .map(|v| v.after.squared_overlap.mean)
+        .context("the training run made no validation")
 }

@@ -1,22 +1,26 @@
 //! Workload `loader`: one epoch of binary Fashion-MNIST (or MNIST) through the SGLD workload's
 //! 784 -> 500 -> 1 MLP with guide 002's loader settings, so that batch size, loader workers,
-//! staging (pinned, overlapped uploads) and device-resident data are each measured alone.
+//! staging (pinned, overlapped uploads), device-resident data and mixed precision are each
+//! measured alone. Where no MNIST-like data set is installed it runs on quench-data's synthetic
+//! stand-in (same shapes), and says so.
 
 use std::sync::Arc;
 
 use burn::tensor::Tensor;
-use burn::tensor::activation::sigmoid;
 use burn::tensor::backend::AutodiffBackend;
-use quench_data::{Dataset, Loader, LoaderConfig, Mnist, Mode, Split};
-use quench_device::{OnDevice, TimingConfig, measure_on, run_on};
+use quench_data::{
+    Dataset, Loader, LoaderConfig, MNIST_MEAN, MNIST_STD, Mnist, MnistSource, Mode, Split,
+};
+use quench_device::measure_on;
+use quench_train::amp::MixedPrecision;
+use quench_train::binary::{accuracy, sgd_epoch};
 use quench_train::ensemble::{Activation, EnsembleMlp};
 use quench_train::init::Init;
-use quench_train::params::{gradients, require_grad, values};
 use serde::Deserialize;
 
 use crate::workload::{
-    Claim, Quality, RunContext, TableWorkload, Tolerance, Variant, VariantOutcome, VariantRun,
-    claimed,
+    Claim, PrecisionRole, Quality, TableWorkload, Tolerance, Variant, VariantContext,
+    VariantOutcome, claimed,
 };
 
 /// The `loader` workload.
@@ -59,13 +63,14 @@ const fn variant(
     name: &'static str,
     description: &'static str,
     (batch, workers, staging, resident): (usize, bool, bool, bool),
-    claim: Option<Claim>,
+    (precision, claim): (PrecisionRole, Option<Claim>),
 ) -> Variant<Setting> {
     Variant {
         name,
         description,
-        baseline: batch == 32 && !workers && !resident,
+        baseline: batch == 32 && !workers && !resident && matches!(precision, PrecisionRole::F32),
         claim,
+        precision,
         setting: Setting {
             batch,
             workers,
@@ -75,43 +80,56 @@ const fn variant(
     }
 }
 
-/// (batch, workers, staging, device-resident) of every variant, with guide 002's claims.
-const VARIANTS: [Variant<Setting>; 6] = [
+const F32: PrecisionRole = PrecisionRole::F32;
+
+/// (batch, workers, staging, device-resident) and (precision, claim) of every variant, with
+/// guide 002's claims.
+const VARIANTS: [Variant<Setting>; 7] = [
     variant(
         "baseline",
         "batch 32, no workers, uploads on the training thread (the original's loader)",
         (32, false, false, false),
-        None,
+        (F32, None),
     ),
     variant(
         "batch-128",
         "batch 128 (learning rate scaled with it)",
         (128, false, false, false),
-        claimed(1.2, 1.5),
+        (F32, claimed(1.2, 1.5)),
     ),
     variant(
         "workers",
         "batch 32, loader worker threads with prefetch 2",
         (32, true, false, false),
-        claimed(1.2, 2.0),
+        (F32, claimed(1.2, 2.0)),
     ),
     variant(
         "staging",
         "batch 32, workers plus a staging thread that uploads while the model computes",
         (32, true, true, false),
-        claimed(1.05, 1.2),
+        (F32, claimed(1.05, 1.2)),
     ),
     variant(
         "device-resident",
         "batch 32, data uploaded once, batches gathered on the device",
         (32, false, false, true),
-        None,
+        (F32, None),
+    ),
+    variant(
+        "mixed-precision",
+        "batch 32, forward pass in the run's low precision with f32 master weights",
+        (32, false, false, false),
+        (PrecisionRole::Mixed, claimed(1.5, 2.0)),
     ),
     variant(
         "guide-all",
-        "the guide's combination: batch 128, workers, staging",
+        "the guide's combination: batch 128, workers, staging, mixed precision where the run \
+         has it",
         (128, true, true, false),
-        claimed(1.2 * 1.2 * 1.05, 1.5 * 2.0 * 1.2),
+        (
+            PrecisionRole::MixedWhereAvailable,
+            claimed(1.2 * 1.2 * 1.05, 1.5 * 2.0 * 1.2 * 2.0),
+        ),
     ),
 ];
 
@@ -125,14 +143,18 @@ impl TableWorkload for LoaderWorkload {
         &VARIANTS
     }
 
-    fn run_variant(
+    fn run_variant<B: AutodiffBackend>(
         &self,
         variant: &Variant<Setting>,
         params: Params,
-        ctx: &RunContext,
-    ) -> anyhow::Result<VariantRun> {
+        ctx: &VariantContext,
+        device: &B::Device,
+    ) -> anyhow::Result<VariantOutcome> {
         let setting = &variant.setting;
-        let data = BinaryData::load(params.train_samples)?;
+        let data = BinaryData::load(
+            MnistSource::or_stand_in(MnistSource::locate(None))?,
+            params.train_samples,
+        )?;
         let mode = if setting.resident {
             Mode::Resident
         } else {
@@ -149,31 +171,50 @@ impl TableWorkload for LoaderWorkload {
             mode,
         };
         let lr = params.learning_rate * setting.batch as f64 / 32.0;
-        let samples = data.train.len() as f64;
-        let accuracy = run_on(
-            ctx.device,
-            OneEpoch {
-                data: &data,
-                config,
-                lr,
-                seed: params.seed,
-                timing: ctx.timing,
-            },
-        )??;
-        Ok(VariantRun::Measured(VariantOutcome {
-            per_iteration: accuracy.seconds,
+        let mut loader =
+            Loader::<B>::new(vec![data.train.clone()], &[params.seed], &config, device)?;
+        let model = EnsembleMlp::<B::InnerBackend>::new(
+            Init::TorchDefault,
+            Activation::Relu,
+            1,
+            &[784, 500, 1],
+            params.seed,
+            device,
+        );
+        let test_x = Tensor::<B::InnerBackend, 3>::from_data(
+            burn::tensor::TensorData::new(data.test.features().to_vec(), [1, data.test.len(), 784]),
+            device,
+        );
+        let mut amp = MixedPrecision::new(ctx.precision);
+        let mut epoch = 0;
+        let timed = measure_on::<B, _>(device, ctx.timing, || {
+            let batches = loader.epoch(epoch);
+            epoch += 1;
+            let trained = sgd_epoch::<B>(&model, model.params(), batches, lr, &mut amp);
+            accuracy(&model, trained, test_x.clone(), data.test.labels())
+        })?;
+        let mut notes = vec![data.source_note.clone()];
+        if amp.skipped_steps() > 0 {
+            notes.push(format!(
+                "{} steps skipped by f16 loss scaling over {} epochs",
+                amp.skipped_steps(),
+                epoch
+            ));
+        }
+        Ok(VariantOutcome {
+            per_iteration: timed.seconds,
             iteration_unit: "epoch".into(),
             iterations_per_run: 1.0,
-            items_per_iteration: samples,
+            items_per_iteration: data.train.len() as f64,
             throughput_unit: "samples/s".into(),
             quality: Some(Quality {
                 metric: "test accuracy".into(),
-                value: accuracy.output,
+                value: timed.output,
                 higher_is_better: true,
                 tolerance: Tolerance::Absolute(0.01),
             }),
-            notes: vec![data.source_note.clone()],
-        }))
+            notes,
+        })
     }
 }
 
@@ -185,91 +226,89 @@ struct BinaryData {
 }
 
 impl BinaryData {
-    fn load(train_samples: usize) -> anyhow::Result<Self> {
-        let read = |split| -> anyhow::Result<(Dataset, String)> {
-            let mnist = Mnist::load(None, split)?;
-            let source = mnist.source.to_string();
-            Ok((mnist.to_dataset(0.1307, 0.3081)?.binary(0, 1)?, source))
+    /// Both splits from `source` (the stand-in where the lookup found nothing), the training
+    /// split cut to its first `train_samples` samples when that is positive and smaller.
+    fn load(source: MnistSource, train_samples: usize) -> anyhow::Result<Self> {
+        let binary = |split| -> anyhow::Result<Dataset> {
+            let images = Mnist::read(source.clone(), split)?;
+            Ok(images.to_dataset(MNIST_MEAN, MNIST_STD)?.binary(0, 1)?)
         };
-        let (mut train, source) = read(Split::Train)?;
-        let (test, _) = read(Split::Test)?;
+        let mut train = binary(Split::Train)?;
         if train_samples > 0 && train_samples < train.len() {
             train = train.subset(&(0..train_samples).collect::<Vec<_>>())?;
         }
         Ok(Self {
             train: Arc::new(train),
-            test,
+            test: binary(Split::Test)?,
             source_note: format!("data: classes 0 and 1 of {source}"),
         })
     }
 }
 
-/// Times one training epoch and returns the test accuracy of the trained network.
-struct OneEpoch<'a> {
-    data: &'a BinaryData,
-    config: LoaderConfig,
-    lr: f64,
-    seed: u64,
-    timing: TimingConfig,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::{RunContext, VariantRun, Workload};
+    use quench_device::CpuBackend;
 
-impl OnDevice for OneEpoch<'_> {
-    type Output = anyhow::Result<quench_device::Measurement<f64>>;
-
-    fn run<B: AutodiffBackend>(self, device: &B::Device) -> Self::Output {
-        let mut loader = Loader::<B>::new(
-            vec![self.data.train.clone()],
-            &[self.seed],
-            &self.config,
-            device,
-        )?;
-        let init = EnsembleMlp::<B::InnerBackend>::new(
+    #[test]
+    fn with_no_data_set_installed_the_stand_in_trains_and_is_named() {
+        let empty = std::env::temp_dir().join(format!("quench-no-mnist-{}", std::process::id()));
+        std::fs::create_dir_all(&empty).unwrap();
+        let found = MnistSource::locate_in(None, None, &empty, &empty);
+        let data = BinaryData::load(MnistSource::or_stand_in(found).unwrap(), 2_000).unwrap();
+        std::fs::remove_dir_all(&empty).unwrap();
+        assert!(
+            data.source_note.contains("stand-in"),
+            "{}",
+            data.source_note
+        );
+        assert_eq!((data.train.len(), data.test.len()), (2_000, 2_000));
+        let device = Default::default();
+        let model = EnsembleMlp::new(
             Init::TorchDefault,
             Activation::Relu,
             1,
             &[784, 500, 1],
-            self.seed,
-            device,
+            1,
+            &device,
         );
-        let test_x = Tensor::<B::InnerBackend, 3>::from_data(
-            burn::tensor::TensorData::new(
-                self.data.test.features().to_vec(),
-                [1, self.data.test.len(), 784],
-            ),
-            device,
+        let config = LoaderConfig {
+            batch_size: 32,
+            shuffle: true,
+            drop_last: false,
+            mode: Mode::ON_CALLER,
+        };
+        let mut loader =
+            Loader::<CpuBackend>::new(vec![data.train.clone()], &[1], &config, &device).unwrap();
+        let mut amp = MixedPrecision::new(quench_device::Precision::F32);
+        let trained =
+            sgd_epoch::<CpuBackend>(&model, model.params(), loader.epoch(0), 0.01, &mut amp);
+        let test_x = Tensor::from_data(
+            burn::tensor::TensorData::new(data.test.features().to_vec(), [1, data.test.len(), 784]),
+            &device,
         );
-        let test_y: Vec<i64> = self.data.test.labels().to_vec();
-        let mut epoch = 0;
-        Ok(measure_on::<B, _>(device, self.timing, || {
-            let mut params = init.params();
-            for batch in loader.epoch(epoch) {
-                let p = require_grad::<B>(params);
-                let model = EnsembleMlp::from_params(p.clone(), init.activation);
-                let logits = model.forward(batch.features);
-                let y = batch.labels.float().unsqueeze_dim::<3>(2);
-                // Binary cross-entropy on logits, in the numerically stable form.
-                let loss = (logits.clone().clamp_min(0.0) - logits.clone() * y
-                    + (logits.abs().neg().exp() + 1.0).log())
-                .mean();
-                let grads = loss.backward();
-                params = values(&p)
-                    .into_iter()
-                    .zip(gradients(&p, &grads))
-                    .map(|(w, g)| w - g * self.lr)
-                    .collect();
-            }
-            epoch += 1;
-            let trained = init.with_params(params);
-            let predicted = sigmoid(trained.forward(test_x.clone()))
-                .greater_elem(0.5)
-                .int()
-                .into_data();
-            let correct = predicted
-                .iter::<i64>()
-                .zip(&test_y)
-                .filter(|(p, y)| p == *y)
-                .count();
-            correct as f64 / test_y.len().max(1) as f64
-        })?)
+        let accuracy = accuracy(&model, trained, test_x, data.test.labels());
+        assert!(
+            accuracy > 0.9,
+            "one epoch learns rings from strokes: {accuracy}"
+        );
+    }
+
+    #[test]
+    fn mixed_precision_is_a_variant_that_follows_the_run() {
+        let variants = LoaderWorkload.variants();
+        let mixed = variants
+            .iter()
+            .find(|v| v.name == "mixed-precision")
+            .unwrap();
+        let run = LoaderWorkload
+            .run(mixed, &toml::Table::new(), &RunContext::quick_cpu())
+            .unwrap();
+        assert!(
+            matches!(run, VariantRun::Unsupported(ref r) if r.contains("bf16")),
+            "{run:?}"
+        );
+        assert_eq!(variants.iter().filter(|v| v.baseline).count(), 1);
     }
 }

@@ -10,19 +10,16 @@ use std::path::{Path, PathBuf};
 
 use burn::tensor::backend::AutodiffBackend;
 use quench_data::{BitStrings, Mode, QRNG_LABELS};
-use quench_device::{OnDevice, Precision, Stats, TimingConfig, run_on};
-use quench_train::qrng::classifier::{
-    ClassifierConfig, ClassifierOutcome, Execution, train_classifier,
-};
+use quench_train::qrng::classifier::{ClassifierConfig, Execution, train_classifier};
 use quench_train::qrng::distinguish::{DistinguishConfig, distinguish};
-use quench_train::qrng::gan::{GanConfig, GanTournament, Noise, gan_tournament};
+use quench_train::qrng::gan::{GanConfig, Noise, gan_tournament};
 use quench_train::qrng::split::Split;
 use quench_train::qrng::{Batching, synthetic_recording};
 use serde::Deserialize;
 
 use crate::workload::{
-    Claim, Quality, RunContext, TableWorkload, Tolerance, Variant, VariantOutcome, VariantRun,
-    time_runs,
+    Claim, PrecisionRole, Quality, TableWorkload, Tolerance, Variant, VariantContext,
+    VariantOutcome, time_runs,
 };
 
 /// Guide 000's claim for neural-network training: 6-15x.
@@ -101,16 +98,6 @@ impl DataParams {
     }
 }
 
-/// A note for runs whose precision policy the variants do not follow.
-fn precision_note(ctx: &RunContext) -> Option<String> {
-    (ctx.precision != Precision::F32).then(|| {
-        format!(
-            "the run's {} policy does not apply: each variant states its own precision",
-            ctx.precision
-        )
-    })
-}
-
 /// Workload `qrng-distinguish`.
 pub struct QrngDistinguish;
 
@@ -130,6 +117,7 @@ const DISTINGUISH_VARIANTS: [Variant<()>; 1] = [Variant {
                   program on the device",
     baseline: false,
     claim: None,
+    precision: PrecisionRole::F32,
     setting: (),
 }];
 
@@ -144,66 +132,47 @@ impl TableWorkload for QrngDistinguish {
         &DISTINGUISH_VARIANTS
     }
 
-    fn run_variant(
+    fn run_variant<B: AutodiffBackend>(
         &self,
         _variant: &Variant<()>,
         params: DistinguishParams,
-        ctx: &RunContext,
-    ) -> anyhow::Result<VariantRun> {
+        ctx: &VariantContext,
+        device: &B::Device,
+    ) -> anyhow::Result<VariantOutcome> {
         let (strings, source) = params.data.load()?;
-        struct Task<'a> {
-            strings: &'a BitStrings,
-            config: DistinguishConfig,
-            timing: TimingConfig,
+        let (table, seconds) = time_runs::<B, _>(device, ctx.timing, || {
+            Ok(distinguish::<B::InnerBackend>(
+                &strings,
+                &params.tournament,
+                device,
+            )?)
+        })?;
+        let mut notes: Vec<String> = table
+            .pairs
+            .iter()
+            .map(|p| {
+                format!(
+                    "{}v{}: KL bits {:.6}, KL pattern {:.6}, KL diff {:.6}, composite {:.6}",
+                    p.devices.0, p.devices.1, p.kl_bits, p.kl_pattern, p.kl_diff, p.composite
+                )
+            })
+            .collect();
+        if let Some(best) = table.most_distinguishable() {
+            notes.push(format!(
+                "most distinguishable: {}v{}",
+                best.devices.0, best.devices.1
+            ));
         }
-        impl OnDevice for Task<'_> {
-            type Output = anyhow::Result<VariantOutcome>;
-            fn run<B: AutodiffBackend>(self, device: &B::Device) -> Self::Output {
-                let (table, seconds) = time_runs::<B, _>(device, self.timing, || {
-                    Ok(distinguish::<B::InnerBackend>(
-                        self.strings,
-                        &self.config,
-                        device,
-                    )?)
-                })?;
-                let mut notes: Vec<String> = table
-                    .pairs
-                    .iter()
-                    .map(|p| {
-                        format!(
-                            "{}v{}: KL bits {:.6}, KL pattern {:.6}, KL diff {:.6}, composite {:.6}",
-                            p.devices.0, p.devices.1, p.kl_bits, p.kl_pattern, p.kl_diff, p.composite
-                        )
-                    })
-                    .collect();
-                if let Some(best) = table.most_distinguishable() {
-                    notes.push(format!(
-                        "most distinguishable: {}v{}",
-                        best.devices.0, best.devices.1
-                    ));
-                }
-                Ok(VariantOutcome {
-                    per_iteration: seconds,
-                    iteration_unit: "tournament".into(),
-                    iterations_per_run: 1.0,
-                    items_per_iteration: table.pairs.len() as f64,
-                    throughput_unit: "pairs/s".into(),
-                    quality: None,
-                    notes,
-                })
-            }
-        }
-        let mut outcome = run_on(
-            ctx.device,
-            Task {
-                strings: &strings,
-                config: params.tournament,
-                timing: ctx.timing,
-            },
-        )??;
-        outcome.notes.push(source);
-        outcome.notes.extend(precision_note(ctx));
-        Ok(VariantRun::Measured(outcome))
+        notes.push(source);
+        Ok(VariantOutcome {
+            per_iteration: seconds,
+            iteration_unit: "tournament".into(),
+            iterations_per_run: 1.0,
+            items_per_iteration: table.pairs.len() as f64,
+            throughput_unit: "pairs/s".into(),
+            quality: None,
+            notes,
+        })
     }
 }
 
@@ -227,6 +196,7 @@ const GAN_VARIANTS: [Variant<(Batching, Noise)>; 2] = [
                       original's way)",
         baseline: true,
         claim: None,
+        precision: PrecisionRole::F32,
         setting: (Batching::OneAtATime, Noise::Host),
     },
     Variant {
@@ -234,6 +204,7 @@ const GAN_VARIANTS: [Variant<(Batching, Noise)>; 2] = [
         description: "every match a member of one batched program, noise drawn on the device",
         baseline: false,
         claim: Some(GAN_CLAIM),
+        precision: PrecisionRole::F32,
         setting: (Batching::Members, Noise::Device),
     },
 ];
@@ -249,46 +220,22 @@ impl TableWorkload for QrngGan {
         &GAN_VARIANTS
     }
 
-    fn run_variant(
+    fn run_variant<B: AutodiffBackend>(
         &self,
         variant: &Variant<(Batching, Noise)>,
         params: GanParams,
-        ctx: &RunContext,
-    ) -> anyhow::Result<VariantRun> {
+        ctx: &VariantContext,
+        device: &B::Device,
+    ) -> anyhow::Result<VariantOutcome> {
         let (strings, source) = params.data.load()?;
         let (batching, noise) = variant.setting;
         let config = GanConfig {
             noise,
             ..params.tournament
         };
-        struct Task<'a> {
-            strings: &'a BitStrings,
-            config: &'a GanConfig,
-            batching: Batching,
-            timing: TimingConfig,
-        }
-        impl OnDevice for Task<'_> {
-            type Output = anyhow::Result<(GanTournament, Stats)>;
-            fn run<B: AutodiffBackend>(self, device: &B::Device) -> Self::Output {
-                time_runs::<B, _>(device, self.timing, || {
-                    Ok(gan_tournament::<B>(
-                        self.strings,
-                        self.config,
-                        self.batching,
-                        device,
-                    )?)
-                })
-            }
-        }
-        let (tournament, seconds) = run_on(
-            ctx.device,
-            Task {
-                strings: &strings,
-                config: &config,
-                batching,
-                timing: ctx.timing,
-            },
-        )??;
+        let (tournament, seconds) = time_runs::<B, _>(device, ctx.timing, || {
+            Ok(gan_tournament::<B>(&strings, &config, batching, device)?)
+        })?;
         let epochs = config.epochs as f64;
         let mut notes: Vec<String> = tournament
             .table()
@@ -311,8 +258,7 @@ impl TableWorkload for QrngGan {
             tournament.matches.len()
         ));
         notes.push(source);
-        notes.extend(precision_note(ctx));
-        Ok(VariantRun::Measured(VariantOutcome {
+        Ok(VariantOutcome {
             per_iteration: seconds.scaled(1.0 / epochs),
             iteration_unit: "epoch (all matches)".into(),
             iterations_per_run: epochs,
@@ -325,7 +271,7 @@ impl TableWorkload for QrngGan {
                 tolerance: Tolerance::Relative(0.1),
             }),
             notes,
-        }))
+        })
     }
 }
 
@@ -347,18 +293,6 @@ pub struct Setting {
     batch_size: usize,
     batching: Batching,
     resident: bool,
-    bf16: Bf16,
-}
-
-/// Whether a classifier variant computes its forward pass in bf16.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Bf16 {
-    /// Plain f32.
-    No,
-    /// bf16, or unsupported where the device has none.
-    Required,
-    /// bf16 where the device has it, f32 elsewhere.
-    WhereAvailable,
 }
 
 const CLASSIFIER_VARIANTS: [Variant<Setting>; 6] = [
@@ -367,11 +301,11 @@ const CLASSIFIER_VARIANTS: [Variant<Setting>; 6] = [
         description: "batch 8, one seed at a time, f32, data streamed from the host (the original's way)",
         baseline: true,
         claim: None,
+        precision: PrecisionRole::F32,
         setting: Setting {
             batch_size: 8,
             batching: Batching::OneAtATime,
             resident: false,
-            bf16: Bf16::No,
         },
     },
     Variant {
@@ -379,11 +313,11 @@ const CLASSIFIER_VARIANTS: [Variant<Setting>; 6] = [
         description: "batch 128 (the guide's), otherwise the baseline",
         baseline: false,
         claim: None,
+        precision: PrecisionRole::F32,
         setting: Setting {
             batch_size: 128,
             batching: Batching::OneAtATime,
             resident: false,
-            bf16: Bf16::No,
         },
     },
     Variant {
@@ -391,11 +325,11 @@ const CLASSIFIER_VARIANTS: [Variant<Setting>; 6] = [
         description: "the seeds as members of one batched program, otherwise the baseline",
         baseline: false,
         claim: None,
+        precision: PrecisionRole::F32,
         setting: Setting {
             batch_size: 8,
             batching: Batching::Members,
             resident: false,
-            bf16: Bf16::No,
         },
     },
     Variant {
@@ -403,35 +337,35 @@ const CLASSIFIER_VARIANTS: [Variant<Setting>; 6] = [
         description: "data uploaded once and batches gathered on the device, otherwise the baseline",
         baseline: false,
         claim: None,
+        precision: PrecisionRole::F32,
         setting: Setting {
             batch_size: 8,
             batching: Batching::OneAtATime,
             resident: true,
-            bf16: Bf16::No,
         },
     },
     Variant {
         name: "mixed-precision",
-        description: "bf16 forward pass with f32 master weights, otherwise the baseline",
+        description: "forward pass in the run's low precision with f32 master weights, otherwise the baseline",
         baseline: false,
         claim: Some(AMP_CLAIM),
+        precision: PrecisionRole::Mixed,
         setting: Setting {
             batch_size: 8,
             batching: Batching::OneAtATime,
             resident: false,
-            bf16: Bf16::Required,
         },
     },
     Variant {
         name: "all",
-        description: "batch 128, seeds batched, device-resident data, bf16 where the device has it",
+        description: "batch 128, seeds batched, device-resident data, mixed precision where the run has it",
         baseline: false,
         claim: Some(NN_CLAIM),
+        precision: PrecisionRole::MixedWhereAvailable,
         setting: Setting {
             batch_size: 128,
             batching: Batching::Members,
             resident: true,
-            bf16: Bf16::WhereAvailable,
         },
     },
 ];
@@ -447,12 +381,13 @@ impl TableWorkload for QrngClassifier {
         &CLASSIFIER_VARIANTS
     }
 
-    fn run_variant(
+    fn run_variant<B: AutodiffBackend>(
         &self,
         variant: &Variant<Setting>,
         params: ClassifierParams,
-        ctx: &RunContext,
-    ) -> anyhow::Result<VariantRun> {
+        ctx: &VariantContext,
+        device: &B::Device,
+    ) -> anyhow::Result<VariantOutcome> {
         let setting = &variant.setting;
         let (strings, source) = params.data.load()?;
         let data = strings.to_dataset();
@@ -460,16 +395,19 @@ impl TableWorkload for QrngClassifier {
             batch_size: setting.batch_size,
             ..params.training
         };
-        let task = ClassifierTask {
-            data: &data,
-            config: &config,
-            setting,
-            timing: ctx.timing,
+        let precision = ctx.precision;
+        let execution = Execution {
+            batching: setting.batching,
+            loader: if setting.resident {
+                Mode::Resident
+            } else {
+                Mode::ON_CALLER
+            },
+            precision,
         };
-        let (outcome, seconds, precision) = match run_on(ctx.device, task)?? {
-            ClassifierRun::Measured(outcome, seconds, precision) => (outcome, seconds, precision),
-            ClassifierRun::Refused(reason) => return Ok(VariantRun::Unsupported(reason)),
-        };
+        let (outcome, seconds) = time_runs::<B, _>(device, ctx.timing, || {
+            Ok(train_classifier::<B>(&data, &config, &execution, device)?)
+        })?;
         let seeds = config.seeds.len() as f64;
         let iterations = outcome.member_epochs as f64 / seeds;
         let (train_samples, _, _) =
@@ -508,12 +446,8 @@ impl TableWorkload for QrngClassifier {
                 config.max_epochs
             ));
         }
-        if setting.bf16 == Bf16::WhereAvailable && precision == Precision::F32 {
-            notes.push("bf16 is not available on this device: ran in f32".into());
-        }
         notes.push(source);
-        notes.extend(precision_note(ctx));
-        Ok(VariantRun::Measured(VariantOutcome {
+        Ok(VariantOutcome {
             per_iteration: seconds.scaled(1.0 / iterations.max(1.0)),
             iteration_unit: "epoch (all seeds)".into(),
             iterations_per_run: iterations,
@@ -526,61 +460,14 @@ impl TableWorkload for QrngClassifier {
                 tolerance: Tolerance::Absolute(0.015),
             }),
             notes,
-        }))
-    }
-}
-
-/// What a classifier variant's run gave.
-enum ClassifierRun {
-    /// The last run's outcome, seconds per run, and the precision used.
-    Measured(ClassifierOutcome, Stats, Precision),
-    /// The device refused the variant's precision.
-    Refused(String),
-}
-
-struct ClassifierTask<'a> {
-    data: &'a quench_data::Dataset,
-    config: &'a ClassifierConfig,
-    setting: &'a Setting,
-    timing: TimingConfig,
-}
-
-impl OnDevice for ClassifierTask<'_> {
-    type Output = anyhow::Result<ClassifierRun>;
-
-    fn run<B: AutodiffBackend>(self, device: &B::Device) -> Self::Output {
-        let precision = match (self.setting.bf16, Precision::Bf16.check::<B>(device)) {
-            (Bf16::No, _) | (Bf16::WhereAvailable, Err(_)) => Precision::F32,
-            (Bf16::Required | Bf16::WhereAvailable, Ok(())) => Precision::Bf16,
-            (Bf16::Required, Err(refusal)) => {
-                return Ok(ClassifierRun::Refused(refusal.to_string()));
-            }
-        };
-        let execution = Execution {
-            batching: self.setting.batching,
-            loader: if self.setting.resident {
-                Mode::Resident
-            } else {
-                Mode::ON_CALLER
-            },
-            precision,
-        };
-        let (outcome, seconds) = time_runs::<B, _>(device, self.timing, || {
-            Ok(train_classifier::<B>(
-                self.data,
-                self.config,
-                &execution,
-                device,
-            )?)
-        })?;
-        Ok(ClassifierRun::Measured(outcome, seconds, precision))
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::Workload;
+    use crate::workload::{RunContext, VariantRun, Workload};
 
     fn ctx() -> RunContext {
         RunContext::quick_cpu()
@@ -596,7 +483,7 @@ mod tests {
 
     fn measured(run: VariantRun) -> VariantOutcome {
         match run {
-            VariantRun::Measured(outcome) => outcome,
+            VariantRun::Measured(outcome, _) => outcome,
             VariantRun::Unsupported(reason) => panic!("unsupported: {reason}"),
         }
     }

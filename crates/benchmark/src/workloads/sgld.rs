@@ -10,13 +10,12 @@
 use std::path::{Path, PathBuf};
 
 use burn::tensor::backend::AutodiffBackend;
-use quench_device::{OnDevice, Precision, TimingConfig, run_on};
 use quench_train::sgld::{Execution, GridConfig, GridData, GridResult, NoiseSource, run_grid};
 use serde::Deserialize;
 
 use crate::workload::{
-    Claim, Quality, RunContext, TableWorkload, Tolerance, Variant, VariantOutcome, VariantRun,
-    time_runs,
+    Claim, PrecisionRole, Quality, TableWorkload, Tolerance, Variant, VariantContext,
+    VariantOutcome, claimed, time_runs,
 };
 
 /// The `sgld` workload.
@@ -42,13 +41,12 @@ impl Default for Params {
     }
 }
 
-/// What a variant changes.
+/// What a variant changes; its precision comes from the run (`Execution::precision` is set
+/// from the variant's context).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
     execution: Execution,
     bigger_batch: bool,
-    /// Whether the variant is about its precision, so that a device without it cannot run it.
-    precision_required: bool,
 }
 
 const ORIGINAL: Execution = Execution::ORIGINAL;
@@ -57,37 +55,35 @@ const ORIGINAL: Execution = Execution::ORIGINAL;
 const fn variant(
     name: &'static str,
     description: &'static str,
-    (execution, bigger_batch, precision_required): (Execution, bool, bool),
-    claim: Option<Claim>,
+    (execution, bigger_batch): (Execution, bool),
+    (precision, claim): (PrecisionRole, Option<Claim>),
 ) -> Variant<Plan> {
     Variant {
         name,
         description,
         baseline: !execution.batched
             && matches!(execution.noise, NoiseSource::Host)
-            && matches!(execution.precision, Precision::F32)
+            && matches!(precision, PrecisionRole::F32)
             && !bigger_batch,
         claim,
+        precision,
         setting: Plan {
             execution,
             bigger_batch,
-            precision_required,
         },
     }
 }
 
-const fn claim(low: f64, high: f64) -> Option<Claim> {
-    Some(Claim { low, high })
-}
+const F32: PrecisionRole = PrecisionRole::F32;
 
-/// (execution, bigger batch, precision required) of every variant, with guide 002's claims.
+/// (execution, bigger batch) and (precision, claim) of every variant, with guide 002's claims.
 const VARIANTS: [Variant<Plan>; 6] = [
     variant(
         "baseline",
         "the original's way: one chain at a time, the grid's batch (10 SYNTH, 128 MNIST), noise \
          drawn on the host and copied, batches assembled on the host",
-        (ORIGINAL, false, false),
-        None,
+        (ORIGINAL, false),
+        (F32, None),
     ),
     variant(
         "device-noise",
@@ -98,9 +94,8 @@ const VARIANTS: [Variant<Plan>; 6] = [
                 ..ORIGINAL
             },
             false,
-            false,
         ),
-        claim(1.1, 1.3),
+        (F32, claimed(1.1, 1.3)),
     ),
     variant(
         "chains-batched",
@@ -113,42 +108,28 @@ const VARIANTS: [Variant<Plan>; 6] = [
                 ..ORIGINAL
             },
             false,
-            false,
         ),
-        None,
+        (F32, None),
     ),
     variant(
         "bigger-batch",
         "as the baseline, with the suite's `bigger_batch` samples per minibatch",
-        (ORIGINAL, true, false),
-        claim(1.2, 1.5),
+        (ORIGINAL, true),
+        (F32, claimed(1.2, 1.5)),
     ),
     variant(
-        "bf16",
-        "as the baseline, with a bf16 forward pass (f32 weights, gradients and update)",
-        (
-            Execution {
-                precision: Precision::Bf16,
-                ..ORIGINAL
-            },
-            false,
-            true,
-        ),
-        claim(1.5, 2.0),
+        "mixed-precision",
+        "as the baseline, with the forward pass in the run's low precision (f32 weights, \
+         gradients and update)",
+        (ORIGINAL, false),
+        (PrecisionRole::Mixed, claimed(1.5, 2.0)),
     ),
     variant(
         "all",
-        "chains batched, device noise, data resident on the device, bigger batches, bf16 where \
-         the device has it",
-        (
-            Execution {
-                precision: Precision::Bf16,
-                ..Execution::BATCHED
-            },
-            true,
-            false,
-        ),
-        claim(3.0, 8.0),
+        "chains batched, device noise, data resident on the device, bigger batches, mixed \
+         precision where the run has it",
+        (Execution::BATCHED, true),
+        (PrecisionRole::MixedWhereAvailable, claimed(3.0, 8.0)),
     ),
 ];
 
@@ -164,12 +145,13 @@ impl TableWorkload for SgldGrid {
         &VARIANTS
     }
 
-    fn run_variant(
+    fn run_variant<B: AutodiffBackend>(
         &self,
         variant: &Variant<Plan>,
         params: Params,
-        ctx: &RunContext,
-    ) -> anyhow::Result<VariantRun> {
+        ctx: &VariantContext,
+        device: &B::Device,
+    ) -> anyhow::Result<VariantOutcome> {
         let plan = &variant.setting;
         let mut config = grid(&params)?;
         if plan.bigger_batch {
@@ -177,25 +159,34 @@ impl TableWorkload for SgldGrid {
             config.check("the suite's `bigger_batch`")?;
         }
         let data = GridData::load(&config)?;
-        let mut outcome = run_on(
-            ctx.device,
-            Task {
-                config: &config,
-                data: &data,
-                execution: plan.execution,
-                precision_required: plan.precision_required,
-                timing: ctx.timing,
-            },
-        )??;
-        if let VariantRun::Measured(outcome) = &mut outcome
-            && ctx.precision != Precision::F32
-        {
-            outcome.notes.push(format!(
-                "the run's {} policy does not apply: each variant states its own precision",
-                ctx.precision
-            ));
-        }
-        Ok(outcome)
+        let execution = Execution {
+            precision: ctx.precision,
+            ..plan.execution
+        };
+        let (result, seconds) = time_runs::<B, _>(device, ctx.timing, || {
+            Ok(run_grid::<B>(&config, &data, &execution, device)?)
+        })?;
+        let epochs = config.max_epochs() as f64;
+        let mut notes = vec![
+            format!("data: {}", data.description),
+            format!(
+                "an iteration is one epoch of the grid; a run is {epochs} of them, {} chain-epochs \
+                 over {} chains at batch {}",
+                config.chain_epochs(),
+                config.chains(),
+                config.batch_size
+            ),
+        ];
+        notes.extend(beta_lines(&result));
+        Ok(VariantOutcome {
+            per_iteration: seconds.scaled(1.0 / epochs),
+            iteration_unit: "grid epoch".into(),
+            iterations_per_run: epochs,
+            items_per_iteration: config.chain_epochs() as f64 / epochs,
+            throughput_unit: "chain-epochs/s".into(),
+            quality: Some(quality(&result)),
+            notes,
+        })
     }
 }
 
@@ -209,52 +200,6 @@ fn grid(params: &Params) -> anyhow::Result<GridConfig> {
         params.config.clone()
     };
     Ok(GridConfig::load(&path)?)
-}
-
-/// One variant of the grid, timed on a device.
-struct Task<'a> {
-    config: &'a GridConfig,
-    data: &'a GridData,
-    execution: Execution,
-    precision_required: bool,
-    timing: TimingConfig,
-}
-
-impl OnDevice for Task<'_> {
-    type Output = anyhow::Result<VariantRun>;
-
-    fn run<B: AutodiffBackend>(self, device: &B::Device) -> Self::Output {
-        let mut execution = self.execution;
-        let mut notes = vec![format!("data: {}", self.data.description)];
-        if let Err(refusal) = execution.precision.check::<B>(device) {
-            if self.precision_required {
-                return Ok(VariantRun::Unsupported(refusal.to_string()));
-            }
-            notes.push(format!("{refusal}: ran in f32"));
-            execution.precision = Precision::F32;
-        }
-        let (result, seconds) = time_runs::<B, _>(device, self.timing, || {
-            Ok(run_grid::<B>(self.config, self.data, &execution, device)?)
-        })?;
-        let epochs = self.config.max_epochs() as f64;
-        notes.push(format!(
-            "an iteration is one epoch of the grid; a run is {epochs} of them, {} chain-epochs \
-             over {} chains at batch {}",
-            self.config.chain_epochs(),
-            self.config.chains(),
-            self.config.batch_size
-        ));
-        notes.extend(beta_lines(&result));
-        Ok(VariantRun::Measured(VariantOutcome {
-            per_iteration: seconds.scaled(1.0 / epochs),
-            iteration_unit: "grid epoch".into(),
-            iterations_per_run: epochs,
-            items_per_iteration: self.config.chain_epochs() as f64 / epochs,
-            throughput_unit: "chain-epochs/s".into(),
-            quality: Some(quality(&result)),
-            notes,
-        }))
-    }
 }
 
 /// The quality metric: the mean test 0-1 error over repetitions at the hottest beta, the end
@@ -303,7 +248,7 @@ fn beta_lines(result: &GridResult) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::Workload;
+    use crate::workload::{RunContext, VariantRun, Workload};
 
     fn variant(name: &str) -> crate::workload::VariantInfo {
         SgldGrid
@@ -324,7 +269,7 @@ mod tests {
                 "device-noise",
                 "chains-batched",
                 "bigger-batch",
-                "bf16",
+                "mixed-precision",
                 "all"
             ]
         );
@@ -350,9 +295,9 @@ mod tests {
     }
 
     #[test]
-    fn the_test_grid_runs_and_bf16_is_refused_on_the_cpu() {
+    fn the_test_grid_runs_and_mixed_precision_is_refused_on_the_cpu() {
         let (params, ctx) = (toml::Table::new(), RunContext::quick_cpu());
-        let VariantRun::Measured(outcome) = SgldGrid
+        let VariantRun::Measured(outcome, _) = SgldGrid
             .run(&variant("chains-batched"), &params, &ctx)
             .unwrap()
         else {
@@ -364,12 +309,16 @@ mod tests {
         assert!(quality.metric.contains("beta 10"), "{}", quality.metric);
         assert!(quality.value < 0.5, "{}", quality.value);
         assert!(outcome.notes.iter().any(|n| n.starts_with("beta 0 ")));
-        let refused = SgldGrid.run(&variant("bf16"), &params, &ctx).unwrap();
+        let refused = SgldGrid
+            .run(&variant("mixed-precision"), &params, &ctx)
+            .unwrap();
         assert!(matches!(refused, VariantRun::Unsupported(ref r) if r.contains("bf16")));
-        let VariantRun::Measured(all) = SgldGrid.run(&variant("all"), &params, &ctx).unwrap()
+        let VariantRun::Measured(all, precision) =
+            SgldGrid.run(&variant("all"), &params, &ctx).unwrap()
         else {
             panic!("`all` falls back to f32");
         };
+        assert_eq!(precision, quench_device::Precision::F32);
         assert!(
             all.notes.iter().any(|n| n.contains("ran in f32")),
             "{:?}",

@@ -22,10 +22,11 @@ use serde::{Deserialize, Serialize};
 use super::schedule::{MemberSchedule, PlateauConfig};
 use super::split::Split;
 use super::{Batching, QrngError, mean_std, seeded_ensemble, sub_seed};
+use crate::amp::MixedPrecision;
 use crate::ensemble::{Activation, EnsembleMlp};
 use crate::init::Init;
 use crate::optim::{AdamConfig, MemberAdam};
-use crate::params::{clip_member_norms, finite_members, gradients, require_grad};
+use crate::params::{clip_member_norms, finite_members, require_grad};
 
 /// Hidden widths of the classifier.
 const HIDDEN: [usize; 2] = [30, 20];
@@ -231,8 +232,8 @@ impl fmt::Display for ClassifierOutcome {
 /// of `config`, as `execution` says, and reports each seed's test accuracy.
 ///
 /// Refused: an invalid configuration, a data set too small to split, or a precision that
-/// `device` cannot run (f16 is refused too: it would need dynamic loss scaling, and bf16 is
-/// the mixed precision this model uses).
+/// `device` cannot run. Under f16 the gradients go through dynamic loss scaling
+/// ([`MixedPrecision`]).
 pub fn train_classifier<B: AutodiffBackend>(
     data: &Dataset,
     config: &ClassifierConfig,
@@ -240,13 +241,6 @@ pub fn train_classifier<B: AutodiffBackend>(
     device: &B::Device,
 ) -> Result<ClassifierOutcome, QrngError> {
     config.validate()?;
-    if execution.precision == Precision::F16 {
-        return Err(QrngError::config(
-            "precision",
-            Precision::F16,
-            "needs dynamic loss scaling, which the classifier does not do; use bf16",
-        ));
-    }
     execution.precision.check::<B>(device)?;
     let programs: Vec<&[u64]> = match execution.batching {
         Batching::Members => vec![config.seeds.as_slice()],
@@ -267,7 +261,8 @@ pub fn train_classifier<B: AutodiffBackend>(
 /// One batched program: the seeds' data, parameters and schedules.
 struct Program<'a, B: AutodiffBackend> {
     config: &'a ClassifierConfig,
-    precision: Precision,
+    /// The forward pass's precision and, under f16, its loss scaler.
+    amp: MixedPrecision,
     seeds: &'a [u64],
     /// Output width: one past the largest label of the data.
     classes: usize,
@@ -362,7 +357,7 @@ impl<'a, B: AutodiffBackend> Program<'a, B> {
         )?;
         Ok(Self {
             config,
-            precision: execution.precision,
+            amp: MixedPrecision::new(execution.precision),
             seeds,
             classes: data
                 .labels()
@@ -496,7 +491,7 @@ impl<'a, B: AutodiffBackend> Program<'a, B> {
         active: Option<Tensor<B::InnerBackend, 3, Bool>>,
     ) -> Tensor<B::InnerBackend, 1> {
         let config = self.config;
-        let precision = self.precision;
+        let precision = self.amp.precision();
         let members = self.seeds.len();
         let mut loss_sum = Tensor::<B::InnerBackend, 1>::zeros([members], &self.device);
         for batch in self.loader.epoch(epoch as u64) {
@@ -516,8 +511,11 @@ impl<'a, B: AutodiffBackend> Program<'a, B> {
                 .reshape([members]);
             let labels = Tensor::<B, 2, Int>::from_inner(batch.labels);
             let loss = cross_entropy(logits, labels) + penalty * config.l1;
-            let grads = loss.clone().sum().backward();
-            let grads = clip_member_norms(gradients(&p, &grads), config.clip_norm);
+            loss_sum = loss_sum + loss.clone().inner();
+            let Some(grads) = self.amp.gradients(loss.sum(), &p) else {
+                continue;
+            };
+            let grads = clip_member_norms(grads, config.clip_norm);
             // Low precision can overflow: a member whose gradient is not finite skips the step.
             let step = if precision == Precision::F32 {
                 active.clone()
@@ -529,7 +527,6 @@ impl<'a, B: AutodiffBackend> Program<'a, B> {
                 })
             };
             *params = adam.step(params.clone(), grads, lr.clone(), step);
-            loss_sum = loss_sum + loss.inner();
         }
         loss_sum
     }

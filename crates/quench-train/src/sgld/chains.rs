@@ -10,9 +10,10 @@ use quench_device::Precision;
 
 use super::loss::zero_one_error;
 use super::{BoundedLoss, ChainSchedule, Sgld, StepScales};
+use crate::amp::MixedPrecision;
 use crate::ensemble::{Activation, EnsembleLinear, EnsembleMlp};
 use crate::init::Init;
-use crate::params::{gradients, require_grad};
+use crate::params::require_grad;
 
 /// Values per evaluation chunk (`chains x samples x hidden`): keeps the hidden activations of
 /// an MNIST evaluation near 64 MiB instead of gigabytes.
@@ -27,8 +28,9 @@ pub struct ChainBatch<B: AutodiffBackend> {
     schedule: ChainSchedule<B::InnerBackend>,
     sgld: Sgld,
     loss: BoundedLoss,
-    /// Arithmetic of the forward pass; parameters and the update stay f32.
-    precision: Precision,
+    /// Arithmetic of the forward pass (parameters and the update stay f32) and, under f16,
+    /// its loss scaler.
+    amp: MixedPrecision,
 }
 
 impl<B: AutodiffBackend> ChainBatch<B> {
@@ -66,7 +68,7 @@ impl<B: AutodiffBackend> ChainBatch<B> {
             schedule,
             sgld,
             loss,
-            precision,
+            amp: MixedPrecision::new(precision),
         }
     }
 
@@ -94,21 +96,23 @@ impl<B: AutodiffBackend> ChainBatch<B> {
         labels: Tensor<B::InnerBackend, 3>,
         scales: &StepScales<B::InnerBackend>,
     ) {
+        let precision = self.amp.precision();
         let leaves = require_grad::<B>(self.params.clone());
         let compute = leaves
             .iter()
-            .map(|p| self.precision.to_compute(p.clone()))
+            .map(|p| precision.to_compute(p.clone()))
             .collect();
-        let x = self
-            .precision
-            .to_compute(Tensor::<B, 3>::from_inner(features));
-        let logits = self.precision.to_master(network(compute).forward(x));
+        let x = precision.to_compute(Tensor::<B, 3>::from_inner(features));
+        let logits = precision.to_master(network(compute).forward(x));
         let loss = self
             .loss
             .per_sample(logits, Tensor::from_inner(labels))
             .mean_dim(1)
             .sum();
-        let grads = gradients(&leaves, &loss.backward());
+        // A step whose scaled f16 gradients overflowed is skipped, as by PyTorch's GradScaler.
+        let Some(grads) = self.amp.gradients(loss, &leaves) else {
+            return;
+        };
         let params = std::mem::take(&mut self.params);
         self.params = self.sgld.step(params, grads, scales);
     }

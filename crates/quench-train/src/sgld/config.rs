@@ -64,8 +64,8 @@ impl Default for MnistConfig {
         Self {
             dir: None,
             per_class: 5_000,
-            mean: 0.1307,
-            std: 0.3081,
+            mean: quench_data::MNIST_MEAN,
+            std: quench_data::MNIST_STD,
         }
     }
 }
