@@ -3,6 +3,7 @@
 
 mod compare;
 mod doctor;
+mod output;
 mod plots;
 mod report;
 mod run;
@@ -156,20 +157,33 @@ fn run(args: &RunArgs) -> anyhow::Result<()> {
     let selection = choose_device(&args.device)?;
     run::check_precision(&selection, precision)?;
     let suite_path = args.suite.clone().unwrap_or_else(suite::default_suite_path);
-    let report = run::run_suite(&run::RunRequest {
-        suite_path: &suite_path,
-        only: args.only.clone(),
-        selection,
-        precision,
-        repeats: args.repeats,
-    })?;
+    let output = output::Output::new(&args.out)?;
+    output.keep_on_interrupt()?;
+    let report = run::run_suite(
+        &run::RunRequest {
+            suite_path: &suite_path,
+            only: args.only.clone(),
+            selection,
+            precision,
+            repeats: args.repeats,
+        },
+        &mut |report| output.keep(report),
+    )?;
+    output.keep(&report)?;
     print!("{}", report.table());
-    report.write(&args.out)?;
     println!(
         "\nreports: {} and {}",
         args.out.join("report.json").display(),
         args.out.join("report.md").display()
     );
+    let failures = report.failures();
+    if !failures.is_empty() {
+        anyhow::bail!(
+            "{} variant(s) failed; the report records them: {}",
+            failures.len(),
+            failures.join("; ")
+        );
+    }
     Ok(())
 }
 

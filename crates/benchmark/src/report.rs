@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::Context;
+use quench_device::files::write_atomically;
 use quench_device::machine::MachineInfo;
 use quench_device::memory::MemoryReading;
 use quench_device::{Precision, Stats, TimingConfig};
@@ -40,8 +41,24 @@ pub struct Report {
     pub precision: RunPrecision,
     /// Warm-up and repeats of every variant.
     pub timing: TimingConfig,
+    /// Whether the run finished; a report on disk is rewritten after every variant.
+    #[serde(default)]
+    pub status: RunStatus,
     /// One entry per workload run.
     pub workloads: Vec<WorkloadReport>,
+}
+
+/// How far a run got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunStatus {
+    /// Still running: the report holds the variants finished so far.
+    Running,
+    /// Every selected variant was run (some may have failed: see each workload's `failed`).
+    #[default]
+    Complete,
+    /// Stopped by Ctrl-C: the report holds the variants finished before it.
+    Interrupted,
 }
 
 /// The variants of one workload.
@@ -55,6 +72,18 @@ pub struct WorkloadReport {
     pub variants: Vec<VariantReport>,
     /// Variants the device could not run, with the reason.
     pub unsupported: Vec<UnsupportedVariant>,
+    /// Variants that failed (an error, or a quality that is not finite), with the message.
+    #[serde(default)]
+    pub failed: Vec<FailedVariant>,
+}
+
+/// A variant that failed; the suite went on without it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FailedVariant {
+    /// Variant name.
+    pub name: String,
+    /// What went wrong, with its causes.
+    pub error: String,
 }
 
 /// A variant that was not run because the device cannot run it.
@@ -109,10 +138,25 @@ impl Report {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create output folder {}", dir.display()))?;
         let json = serde_json::to_string_pretty(self).context("cannot serialise the report")?;
-        write_atomically(&dir.join("report.json"), &json)?;
-        write_atomically(&dir.join("report.md"), &self.markdown())?;
+        for (name, text) in [("report.json", json), ("report.md", self.markdown())] {
+            let path = dir.join(name);
+            write_atomically(&path, text.as_bytes())
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
         crate::plots::write_plots(&self.workloads, dir)?;
         Ok(())
+    }
+
+    /// Every failed variant as `workload/variant: error`.
+    pub fn failures(&self) -> Vec<String> {
+        self.workloads
+            .iter()
+            .flat_map(|w| {
+                w.failed
+                    .iter()
+                    .map(move |f| format!("{}/{}: {}", w.name, f.name, f.error))
+            })
+            .collect()
     }
 
     /// Reads a `report.json`.
@@ -134,6 +178,15 @@ impl Report {
         );
         if let Some(why) = &self.fallback {
             let _ = writeln!(md, "- fallback: {why}");
+        }
+        match self.status {
+            RunStatus::Complete => {}
+            RunStatus::Running => {
+                let _ = writeln!(md, "- status: running; the variants finished so far");
+            }
+            RunStatus::Interrupted => {
+                let _ = writeln!(md, "- status: interrupted; the variants finished before it");
+            }
         }
         let _ = writeln!(
             md,
@@ -178,7 +231,11 @@ impl Report {
                 .unsupported
                 .iter()
                 .map(|u| format!("- {}: not run: {}", u.name, u.reason));
-            let notes: Vec<_> = notes.into_iter().chain(skipped).collect();
+            let failed = w
+                .failed
+                .iter()
+                .map(|f| format!("- {}: FAILED: {}", f.name, f.error));
+            let notes: Vec<_> = notes.into_iter().chain(skipped).chain(failed).collect();
             if !notes.is_empty() {
                 let _ = writeln!(md, "\n{}", notes.join("\n"));
             }
@@ -226,6 +283,9 @@ impl Report {
                 .map(|(cell, &w)| format!("{cell:<w$}"))
                 .collect();
             let _ = writeln!(out, "{}", line.join("  ").trim_end());
+        }
+        for failure in self.failures() {
+            let _ = writeln!(out, "FAILED {failure}");
         }
         // Where each workload's data came from, so a stand-in is never mistaken for the data set.
         for w in &self.workloads {
@@ -340,12 +400,6 @@ pub fn significant(x: f64) -> String {
     }
 }
 
-fn write_atomically(path: &Path, contents: &str) -> anyhow::Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, contents).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -393,6 +447,7 @@ pub(crate) mod tests {
             fallback: Some("no GPU; using the CPU".into()),
             precision: RunPrecision::Auto,
             timing: TimingConfig::default(),
+            status: RunStatus::Complete,
             workloads: vec![WorkloadReport {
                 name: "qrng-classifier".into(),
                 summary: "s".into(),
@@ -403,6 +458,10 @@ pub(crate) mod tests {
                 unsupported: vec![UnsupportedVariant {
                     name: "bf16".into(),
                     reason: "no bf16 on ndarray".into(),
+                }],
+                failed: vec![FailedVariant {
+                    name: "broken".into(),
+                    error: "quality NaN is not finite".into(),
                 }],
             }],
         }
@@ -421,7 +480,23 @@ pub(crate) mod tests {
         );
         assert!(md.contains("4.00x") && md.contains("6.000-15.00x"), "{md}");
         assert!(md.contains("- bf16: not run: no bf16 on ndarray"), "{md}");
-        assert!(!dir.join("report.tmp").exists());
+        assert!(
+            md.contains("- broken: FAILED: quality NaN is not finite"),
+            "{md}"
+        );
+        assert_eq!(
+            std::fs::read_dir(&dir)
+                .unwrap()
+                .filter(|e| e
+                    .as_ref()
+                    .unwrap()
+                    .path()
+                    .extension()
+                    .is_some_and(|x| x == "tmp"))
+                .count(),
+            0,
+            "no temporary file is left"
+        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 
@@ -429,8 +504,12 @@ pub(crate) mod tests {
     fn table_has_one_aligned_line_per_variant() {
         let table = sample_report().table();
         let lines: Vec<_> = table.lines().collect();
-        assert_eq!(lines.len(), 3);
+        assert_eq!(lines.len(), 4, "{table}");
         assert!(lines[1].starts_with("qrng-classifier/baseline"));
+        assert_eq!(
+            lines[3],
+            "FAILED qrng-classifier/broken: quality NaN is not finite"
+        );
         assert!(lines[1].contains("baseline") && lines[2].contains("4.00x"));
         let col = lines[0].find("per iteration").unwrap();
         assert_eq!(lines[2].find("100.000 ms"), Some(col));

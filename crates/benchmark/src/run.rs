@@ -3,14 +3,16 @@
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use anyhow::Context;
 use burn::tensor::backend::AutodiffBackend;
 use indicatif::{ProgressBar, ProgressStyle};
 use quench_device::machine::MachineInfo;
 use quench_device::memory::{peak_memory, reset_peak_rss};
 use quench_device::{DeviceError, OnDevice, Precision, Selection, TimingConfig, run_on};
 
-use crate::report::{Report, SCHEMA_VERSION, UnsupportedVariant, VariantReport, WorkloadReport};
+use crate::report::{
+    FailedVariant, Report, RunStatus, SCHEMA_VERSION, UnsupportedVariant, VariantReport,
+    WorkloadReport,
+};
 use crate::suite::{Suite, split_variants};
 use crate::workload::{RunContext, RunPrecision, VariantInfo, VariantRun, Workload};
 use crate::workloads::registry;
@@ -46,8 +48,14 @@ pub fn check_precision(selection: &Selection, precision: RunPrecision) -> Result
     }
 }
 
-/// Runs the suite and returns its report.
-pub fn run_suite(request: &RunRequest<'_>) -> anyhow::Result<Report> {
+/// Runs the suite and returns its report. `keep` gets the report as it stands before the first
+/// workload (so that an output folder that cannot be written fails before any work) and after
+/// every variant, so that what finished is kept whatever happens next. A variant that fails
+/// (an error, or a quality that is not finite) is recorded as failed and the suite goes on.
+pub fn run_suite(
+    request: &RunRequest<'_>,
+    keep: &mut dyn FnMut(&Report) -> anyhow::Result<()>,
+) -> anyhow::Result<Report> {
     let suite = Suite::load(request.suite_path)?;
     let workloads = registry();
     for name in suite.workloads.keys() {
@@ -129,62 +137,7 @@ pub fn run_suite(request: &RunRequest<'_>) -> anyhow::Result<Report> {
         ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let mut reports = Vec::new();
-    for (workload, params, variants) in plan {
-        let mut measured: Vec<VariantReport> = Vec::new();
-        let mut unsupported = Vec::new();
-        for variant in variants {
-            progress.set_message(format!("{}/{}", workload.name(), variant.name));
-            reset_peak_rss();
-            let run = workload.run(&variant, &params, &ctx).with_context(|| {
-                format!("workload {} variant {}", workload.name(), variant.name)
-            })?;
-            progress.inc(1);
-            let (outcome, precision) = match run {
-                VariantRun::Measured(outcome, precision) => (outcome, precision),
-                VariantRun::Unsupported(reason) => {
-                    unsupported.push(UnsupportedVariant {
-                        name: variant.name.to_string(),
-                        reason,
-                    });
-                    continue;
-                }
-            };
-            let baseline = measured.iter().find(|v| v.baseline);
-            let per_run_s = outcome.per_iteration.scaled(outcome.iterations_per_run);
-            measured.push(VariantReport {
-                name: variant.name.to_string(),
-                description: variant.description.to_string(),
-                baseline: variant.baseline,
-                speedup: baseline
-                    .filter(|_| !variant.baseline)
-                    .map(|b| b.per_iteration_s.median / outcome.per_iteration.median),
-                parity: outcome
-                    .quality
-                    .as_ref()
-                    .and_then(|q| q.at_parity_with(baseline.and_then(|b| b.quality.as_ref()))),
-                iteration_unit: outcome.iteration_unit,
-                per_iteration_s: outcome.per_iteration,
-                per_run_s,
-                throughput: outcome.items_per_iteration / outcome.per_iteration.median,
-                throughput_unit: outcome.throughput_unit,
-                peak_memory: peak_memory(ctx.device),
-                quality: outcome.quality,
-                claim: variant.claim,
-                precision,
-                notes: outcome.notes,
-            });
-        }
-        reports.push(WorkloadReport {
-            name: workload.name().to_string(),
-            summary: workload.summary().to_string(),
-            variants: measured,
-            unsupported,
-        });
-    }
-    progress.finish_and_clear();
-
-    Ok(Report {
+    let mut report = Report {
         schema: SCHEMA_VERSION,
         quench_version: env!("CARGO_PKG_VERSION").to_string(),
         burn_version: crate::report::BURN_VERSION.to_string(),
@@ -197,8 +150,101 @@ pub fn run_suite(request: &RunRequest<'_>) -> anyhow::Result<Report> {
         fallback: request.selection.fallback.clone(),
         precision: ctx.precision,
         timing,
-        workloads: reports,
-    })
+        status: RunStatus::Running,
+        workloads: Vec::new(),
+    };
+    keep(&report)?;
+    for (workload, params, variants) in plan {
+        report.workloads.push(WorkloadReport {
+            name: workload.name().to_string(),
+            summary: workload.summary().to_string(),
+            variants: Vec::new(),
+            unsupported: Vec::new(),
+            failed: Vec::new(),
+        });
+        for variant in variants {
+            progress.set_message(format!("{}/{}", workload.name(), variant.name));
+            reset_peak_rss();
+            let run = workload.run(&variant, &params, &ctx);
+            progress.inc(1);
+            let entry = report
+                .workloads
+                .last_mut()
+                .unwrap_or_else(|| unreachable!("pushed above"));
+            match run {
+                Ok(VariantRun::Measured(outcome, precision)) => {
+                    if let Some(q) = outcome.quality.as_ref().filter(|q| !q.value.is_finite()) {
+                        entry.failed.push(FailedVariant {
+                            name: variant.name.to_string(),
+                            error: format!(
+                                "quality `{}` is {}, not a finite number",
+                                q.metric, q.value
+                            ),
+                        });
+                    } else {
+                        let measured =
+                            measured(&variant, outcome, precision, &entry.variants, &ctx);
+                        entry.variants.push(measured);
+                    }
+                }
+                Ok(VariantRun::Unsupported(reason)) => entry.unsupported.push(UnsupportedVariant {
+                    name: variant.name.to_string(),
+                    reason,
+                }),
+                Err(err) => {
+                    let error = crate::one_line(&err);
+                    progress.println(format!(
+                        "{}/{} failed: {error}",
+                        workload.name(),
+                        variant.name
+                    ));
+                    entry.failed.push(FailedVariant {
+                        name: variant.name.to_string(),
+                        error,
+                    });
+                }
+            }
+            keep(&report)?;
+        }
+    }
+    progress.finish_and_clear();
+    report.status = RunStatus::Complete;
+    Ok(report)
+}
+
+/// The report of a measured variant, compared with the baseline among `earlier` (the baseline
+/// runs first).
+fn measured(
+    variant: &VariantInfo,
+    outcome: crate::workload::VariantOutcome,
+    precision: Precision,
+    earlier: &[VariantReport],
+    ctx: &RunContext,
+) -> VariantReport {
+    let baseline = earlier.iter().find(|v| v.baseline);
+    let per_run_s = outcome.per_iteration.scaled(outcome.iterations_per_run);
+    VariantReport {
+        name: variant.name.to_string(),
+        description: variant.description.to_string(),
+        baseline: variant.baseline,
+        speedup: baseline
+            .filter(|_| !variant.baseline)
+            .map(|b| b.per_iteration_s.median / outcome.per_iteration.median),
+        parity: outcome
+            .quality
+            .as_ref()
+            .and_then(|q| q.at_parity_with(baseline.and_then(|b| b.quality.as_ref()))),
+        iteration_unit: outcome.iteration_unit,
+        per_iteration_s: outcome.per_iteration,
+        per_run_s,
+        throughput: outcome.items_per_iteration / outcome.per_iteration.median,
+        throughput_unit: outcome.throughput_unit,
+        peak_memory: peak_memory(ctx.device),
+        quality: outcome.quality,
+        claim: variant.claim,
+        precision,
+        notes: outcome.notes,
+    }
 }
 
 /// The variants to run, baseline first so the others can be compared with it.
@@ -246,4 +292,85 @@ fn git_revision() -> String {
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "unknown".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quench_device::SelectedDevice;
+
+    /// A suite of a missing SGLD grid and a small synthetic distinguishability tournament.
+    fn suite(dir: &Path) -> std::path::PathBuf {
+        let path = dir.join("suite.toml");
+        std::fs::write(
+            &path,
+            "[timing]\nwarmup = 0\nrepeats = 1\n\n\
+             [workloads.sgld]\nconfig = \"/nonexistent/grid.toml\"\nvariants = [\"baseline\"]\n\n\
+             [workloads.qrng-distinguish]\n\
+             data = { source = \"synthetic\", synthetic_lines = 40 }\ntournament = { bits = 16 }\n",
+        )
+        .unwrap();
+        path
+    }
+
+    fn request(suite_path: &Path, precision: RunPrecision) -> RunRequest<'_> {
+        RunRequest {
+            suite_path,
+            only: None,
+            selection: Selection {
+                device: SelectedDevice::Cpu,
+                fallback: None,
+            },
+            precision,
+            repeats: None,
+        }
+    }
+
+    #[test]
+    fn a_failing_workload_is_recorded_and_the_suite_goes_on_keeping_every_step() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = suite(dir.path());
+        let mut kept: Vec<Report> = Vec::new();
+        let report = run_suite(&request(&path, RunPrecision::Auto), &mut |r| {
+            kept.push(r.clone());
+            Ok(())
+        })
+        .unwrap();
+        // Before the first workload, then after each of the two variants.
+        assert_eq!(kept.len(), 3);
+        assert!(kept[0].workloads.is_empty() && kept[0].status == RunStatus::Running);
+        assert_eq!(kept[1].workloads[0].name, "qrng-distinguish");
+        assert_eq!(kept[1].workloads[0].variants.len(), 1);
+        assert_eq!(report.status, RunStatus::Complete);
+        let failures = report.failures();
+        assert_eq!(failures.len(), 1, "{failures:?}");
+        assert!(
+            failures[0].starts_with("sgld/baseline: ") && failures[0].contains("grid.toml"),
+            "{failures:?}"
+        );
+        // A keeper that cannot write stops the run before any workload.
+        let mut calls = 0;
+        let err = run_suite(&request(&path, RunPrecision::Auto), &mut |_| {
+            calls += 1;
+            anyhow::bail!("read-only folder")
+        })
+        .unwrap_err();
+        assert_eq!(
+            (calls, err.to_string()),
+            (1, "read-only folder".to_string())
+        );
+    }
+
+    #[test]
+    fn an_explicit_precision_that_no_selected_variant_follows_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = suite(dir.path());
+        let mut request = request(&path, RunPrecision::Fixed(Precision::Bf16));
+        request.only = Some(vec!["qrng-distinguish".into()]);
+        let err = run_suite(&request, &mut |_| Ok(())).unwrap_err();
+        assert!(
+            err.to_string().contains("no selected variant follows it"),
+            "{err}"
+        );
+    }
 }

@@ -51,11 +51,7 @@ pub fn split_variants(
 /// The default suite: `configs/quick.toml` under the current folder, else the one of the
 /// source tree this binary was built from.
 pub fn default_suite_path() -> PathBuf {
-    let local = PathBuf::from("configs/quick.toml");
-    if local.exists() {
-        return local;
-    }
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/quick.toml")
+    quench_device::files::in_working_folder_or_source_tree(Path::new("configs/quick.toml"))
 }
 
 #[cfg(test)]

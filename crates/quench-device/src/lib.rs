@@ -9,6 +9,7 @@ pub mod backend;
 pub mod config;
 pub mod diagnostics;
 pub mod error;
+pub mod files;
 pub mod generator;
 pub mod machine;
 pub mod memory;

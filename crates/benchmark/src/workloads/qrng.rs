@@ -6,10 +6,11 @@
 //! drawn on the host; classifier seeds one at a time at batch 8 in f32, data streamed from the
 //! host); every other variant changes one thing, and `all` changes them together.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use burn::tensor::backend::AutodiffBackend;
 use quench_data::{BitStrings, Mode, QRNG_LABELS};
+use quench_device::files::in_working_folder_or_source_tree;
 use quench_train::qrng::classifier::{ClassifierConfig, Execution, train_classifier};
 use quench_train::qrng::distinguish::{DistinguishConfig, distinguish};
 use quench_train::qrng::gan::{GanConfig, Noise, gan_tournament};
@@ -77,13 +78,7 @@ impl DataParams {
     fn load(&self) -> anyhow::Result<(BitStrings, String)> {
         match self.source {
             Source::Recorded => {
-                let path = if self.path.is_relative() && !self.path.exists() {
-                    Path::new(env!("CARGO_MANIFEST_DIR"))
-                        .join("../..")
-                        .join(&self.path)
-                } else {
-                    self.path.clone()
-                };
+                let path = in_working_folder_or_source_tree(&self.path);
                 let strings = BitStrings::read(&path, &QRNG_LABELS)?;
                 Ok((strings, format!("data: {}", self.path.display())))
             }

@@ -7,9 +7,10 @@
 //! iteration is one epoch of the grid (every chain still running takes an epoch), so speed-ups
 //! are ratios of whole-grid times.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use burn::tensor::backend::AutodiffBackend;
+use quench_device::files::in_working_folder_or_source_tree;
 use quench_train::sgld::{Execution, GridConfig, GridData, GridResult, NoiseSource, run_grid};
 use serde::Deserialize;
 
@@ -192,14 +193,9 @@ impl TableWorkload for SgldGrid {
 
 /// Reads the suite's grid.
 fn grid(params: &Params) -> anyhow::Result<GridConfig> {
-    let path = if params.config.is_relative() && !params.config.exists() {
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../..")
-            .join(&params.config)
-    } else {
-        params.config.clone()
-    };
-    Ok(GridConfig::load(&path)?)
+    Ok(GridConfig::load(&in_working_folder_or_source_tree(
+        &params.config,
+    ))?)
 }
 
 /// The quality metric: the mean test 0-1 error over repetitions at the hottest beta, the end

@@ -78,9 +78,7 @@ impl History {
         };
         let text =
             serde_json::to_string_pretty(self).map_err(|e| write_err(std::io::Error::other(e)))?;
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, text).map_err(write_err)?;
-        std::fs::rename(&tmp, path).map_err(write_err)
+        quench_device::files::write_atomically(path, text.as_bytes()).map_err(write_err)
     }
 
     /// The last validation, if any ran.

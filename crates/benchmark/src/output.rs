@@ -1,0 +1,86 @@
+//! The output folder of a run: checked before the first workload, the report rewritten after
+//! every variant, and kept, marked interrupted, when the run is stopped with Ctrl-C.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use anyhow::Context;
+
+use crate::report::{Report, RunStatus};
+
+/// Where a run's reports go, and the last report written there.
+pub struct Output {
+    dir: PathBuf,
+    latest: Arc<Mutex<Option<Report>>>,
+}
+
+impl Output {
+    /// Creates `dir` (with its parents); a path that names a file, or a folder that cannot be
+    /// created, is refused here, before any work.
+    pub fn new(dir: &Path) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("--out {}: cannot create the output folder", dir.display()))?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            latest: Arc::new(Mutex::new(None)),
+        })
+    }
+
+    /// On Ctrl-C, waits for a write in progress, marks the last report interrupted, writes it
+    /// and exits with status 130.
+    pub fn keep_on_interrupt(&self) -> anyhow::Result<()> {
+        let (dir, latest) = (self.dir.clone(), Arc::clone(&self.latest));
+        ctrlc::set_handler(move || {
+            if let Some(report) = lock(&latest).as_mut() {
+                report.status = RunStatus::Interrupted;
+                match report.write(&dir) {
+                    Ok(()) => eprintln!(
+                        "\ninterrupted: {} keeps the variants that finished",
+                        dir.join("report.json").display()
+                    ),
+                    Err(err) => {
+                        eprintln!("\ninterrupted, and the report could not be written: {err:#}")
+                    }
+                }
+            }
+            std::process::exit(130);
+        })
+        .context("cannot install the Ctrl-C handler")
+    }
+
+    /// Writes `report` (atomically) and remembers it for an interruption.
+    pub fn keep(&self, report: &Report) -> anyhow::Result<()> {
+        let mut latest = lock(&self.latest);
+        report.write(&self.dir)?;
+        *latest = Some(report.clone());
+        Ok(())
+    }
+
+    /// The folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+/// The last report; a panic while it was held leaves a whole report or none, so a poisoned
+/// lock is taken as it is.
+fn lock(latest: &Mutex<Option<Report>>) -> MutexGuard<'_, Option<Report>> {
+    latest.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_output_path_that_names_a_file_is_refused_before_any_work() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("taken");
+        std::fs::write(&file, "x").unwrap();
+        let err = Output::new(&file).err().unwrap();
+        assert!(format!("{err:#}").contains("taken"), "{err:#}");
+        let nested = Output::new(&dir.path().join("a/b")).unwrap();
+        nested.keep(&crate::report::tests::sample_report()).unwrap();
+        assert!(nested.dir().join("report.json").is_file());
+    }
+}

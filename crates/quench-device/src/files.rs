@@ -1,0 +1,80 @@
+//! Files written and looked up the same way by every crate: replaced atomically, and found
+//! relative to the working folder or else the source tree.
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// Replaces `path` with `contents` at once: they are written to a fresh temporary file beside
+/// it (a name of its own, so two processes writing the same file cannot mix their bytes) and
+/// renamed over it. A reader sees the old file or the new one, never a half-written one, and
+/// an interrupted write leaves the old file.
+pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let mut file = tempfile::Builder::new()
+        .prefix(".quench-")
+        .suffix(".tmp")
+        .tempfile_in(dir)?;
+    file.write_all(contents)?;
+    file.as_file().sync_all()?;
+    file.persist(path).map(drop).map_err(|err| err.error)
+}
+
+/// `path` as given when it is absolute or exists from the working folder; else the same
+/// relative path in the source tree, where the repository's configurations and data live.
+pub fn in_working_folder_or_source_tree(path: &Path) -> PathBuf {
+    if path.is_relative() && !path.exists() {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(path)
+    } else {
+        path.to_path_buf()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replaces_whole_files_and_leaves_no_temporary_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.json");
+        write_atomically(&path, b"first").unwrap();
+        write_atomically(&path, b"second, longer").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"second, longer");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+        let missing = dir.path().join("absent").join("x.json");
+        assert!(write_atomically(&missing, b"x").is_err());
+    }
+
+    #[test]
+    fn concurrent_writers_never_mix_their_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.json");
+        let texts: Vec<Vec<u8>> = (0..8u8).map(|i| vec![b'a' + i; 4096]).collect();
+        std::thread::scope(|s| {
+            for text in &texts {
+                let path = &path;
+                s.spawn(move || {
+                    for _ in 0..20 {
+                        write_atomically(path, text).unwrap();
+                    }
+                });
+            }
+        });
+        let last = std::fs::read(&path).unwrap();
+        assert!(texts.contains(&last), "one writer's whole text");
+    }
+
+    #[test]
+    fn relative_paths_fall_back_to_the_source_tree() {
+        let found = in_working_folder_or_source_tree(Path::new("configs/quick.toml"));
+        assert!(found.is_file(), "{}", found.display());
+        let absolute = Path::new("/nonexistent/x.toml");
+        assert_eq!(in_working_folder_or_source_tree(absolute), absolute);
+    }
+}
