@@ -55,11 +55,6 @@ impl Output {
         *latest = Some(report.clone());
         Ok(())
     }
-
-    /// The folder.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
 }
 
 /// The last report; a panic while it was held leaves a whole report or none, so a poisoned
@@ -79,8 +74,9 @@ mod tests {
         std::fs::write(&file, "x").unwrap();
         let err = Output::new(&file).err().unwrap();
         assert!(format!("{err:#}").contains("taken"), "{err:#}");
-        let nested = Output::new(&dir.path().join("a/b")).unwrap();
-        nested.keep(&crate::report::tests::sample_report()).unwrap();
-        assert!(nested.dir().join("report.json").is_file());
+        let nested = dir.path().join("a/b");
+        let output = Output::new(&nested).unwrap();
+        output.keep(&crate::report::tests::sample_report()).unwrap();
+        assert!(nested.join("report.json").is_file());
     }
 }

@@ -98,10 +98,14 @@ impl FromStr for RunPrecision {
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         if text.trim().eq_ignore_ascii_case("auto") {
-            Ok(Self::Auto)
-        } else {
-            text.parse().map(Self::Fixed)
+            return Ok(Self::Auto);
         }
+        text.parse()
+            .map(Self::Fixed)
+            .map_err(|_| DeviceError::BadPrecision {
+                given: text.to_string(),
+                expected: "auto, f32, tf32, bf16 or f16",
+            })
     }
 }
 

@@ -193,7 +193,10 @@ impl Mnist {
                 Split::Test => (STAND_IN_TEST, STAND_IN_SEEDS[1]),
             };
             let (images, labels) = stand_in_digits(len, seed);
-            tracing::warn!(%source, ?split, "no MNIST-like data set: using the synthetic stand-in");
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(
+                || tracing::warn!(%source, "no MNIST-like data set: using the synthetic stand-in"),
+            );
             return Ok(Self {
                 source,
                 split,

@@ -17,6 +17,10 @@ pub const STAND_IN_TRAIN: usize = 12_000;
 /// Test images of the stand-in: MNIST's count of digits 0 and 1, rounded.
 pub const STAND_IN_TEST: usize = 2_000;
 
+/// Standard deviation of the pixel noise, in grey levels: enough that faint, short glyphs are
+/// sometimes mistaken, so accuracy stays below 1 and parity checks on it mean something.
+const PIXEL_NOISE: f32 = 70.0;
+
 /// `len` images `[len, 28, 28]` (row-major grey levels) and their labels, alternating 0 and
 /// 1, drawn from `seed` alone.
 pub fn stand_in_digits(len: usize, seed: u64) -> (Vec<u8>, Vec<u8>) {
@@ -30,7 +34,7 @@ pub fn stand_in_digits(len: usize, seed: u64) -> (Vec<u8>, Vec<u8>) {
             for col in 0..STAND_IN_SIDE {
                 let ink = shape.ink(row as f32 + 0.5, col as f32 + 0.5);
                 let noise: f32 = rng.sample(StandardNormal);
-                let level = 255.0 * ink + 12.0 * noise;
+                let level = 255.0 * ink + PIXEL_NOISE * noise;
                 images.push(level.clamp(0.0, 255.0) as u8);
             }
         }
@@ -60,9 +64,9 @@ impl Shape {
         );
         let ring = label == 0;
         let radii = if ring {
-            (rng.random_range(7.0..10.0), rng.random_range(4.0..7.0))
+            (rng.random_range(4.0..10.0), rng.random_range(2.5..7.0))
         } else {
-            (rng.random_range(7.0..10.0), 0.0)
+            (rng.random_range(4.0..10.0), 0.0)
         };
         Self {
             ring,
@@ -70,7 +74,7 @@ impl Shape {
             radii,
             slant: rng.random_range(-0.35..0.35),
             half_width: rng.random_range(0.9..1.8),
-            brightness: rng.random_range(0.7..1.0),
+            brightness: rng.random_range(0.15..1.0),
         }
     }
 
@@ -103,32 +107,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn classes_alternate_and_differ_in_shape_not_in_brightness() {
-        let (images, labels) = stand_in_digits(400, 3);
-        assert_eq!(images.len(), 400 * 28 * 28);
-        assert_eq!(labels.iter().filter(|&&l| l == 1).count(), 200);
+    fn classes_alternate_and_are_told_apart_by_shape() {
+        let n = 2_000;
+        let (images, labels) = stand_in_digits(n, 3);
         let pixels = STAND_IN_SIDE * STAND_IN_SIDE;
-        let mean_ink = |class: u8| {
-            let total: f64 = (0..400)
-                .filter(|&i| labels[i] == class)
-                .flat_map(|i| &images[i * pixels..(i + 1) * pixels])
-                .map(|&p| f64::from(p))
-                .sum();
-            total / (200 * pixels) as f64
+        assert_eq!(images.len(), n * pixels);
+        assert_eq!(labels.iter().filter(|&&l| l == 1).count(), n / 2);
+        let image = |i: usize| &images[i * pixels..(i + 1) * pixels];
+        // Class means from the first half, nearest mean on the second half.
+        let mut means = [vec![0.0f64; pixels], vec![0.0f64; pixels]];
+        for i in 0..n / 2 {
+            for (m, &p) in means[labels[i] as usize].iter_mut().zip(image(i)) {
+                *m += f64::from(p) / (n / 4) as f64;
+            }
+        }
+        let distance = |i: usize, class: usize| -> f64 {
+            image(i)
+                .iter()
+                .zip(&means[class])
+                .map(|(&p, m)| (f64::from(p) - m).powi(2))
+                .sum()
         };
-        // A ring has a longer stroke than a bar, but both are a small part of the image.
-        let (zero, one) = (mean_ink(0), mean_ink(1));
-        assert!(zero > one && zero < 3.0 * one, "{zero} {one}");
-        // The centre pixel is empty in a ring and inked in a bar, on average.
-        let centre = 14 * STAND_IN_SIDE + 14;
-        let at_centre = |class: u8| {
-            (0..400)
-                .filter(|&i| labels[i] == class)
-                .map(|i| f64::from(images[i * pixels + centre]))
-                .sum::<f64>()
-                / 200.0
-        };
-        assert!(at_centre(1) > 4.0 * at_centre(0) + 20.0);
+        let correct = (n / 2..n)
+            .filter(|&i| usize::from(distance(i, 1) < distance(i, 0)) == labels[i] as usize)
+            .count();
+        let accuracy = correct as f64 / (n / 2) as f64;
+        // Learnable, but not trivially: faint, short glyphs in noise are sometimes mistaken.
+        assert!(
+            (0.75..0.99).contains(&accuracy),
+            "nearest class mean: {accuracy}"
+        );
     }
 
     #[test]

@@ -30,10 +30,12 @@ pub enum DeviceError {
         spec: String,
     },
     /// The precision string could not be parsed.
-    #[error("invalid precision `{given}` (expected f32, tf32, bf16 or f16)")]
+    #[error("invalid precision `{given}` (expected {expected})")]
     BadPrecision {
         /// The text that was given.
         given: String,
+        /// The accepted values.
+        expected: &'static str,
     },
     /// The backend cannot compute in the requested precision.
     #[error("precision {precision} is not supported on {backend}: {reason}")]

@@ -103,6 +103,7 @@ impl FromStr for Precision {
             "f16" | "fp16" => Ok(Self::F16),
             _ => Err(DeviceError::BadPrecision {
                 given: text.to_string(),
+                expected: "f32, tf32, bf16 or f16",
             }),
         }
     }
