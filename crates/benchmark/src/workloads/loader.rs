@@ -256,14 +256,14 @@ mod tests {
         let empty = std::env::temp_dir().join(format!("quench-no-mnist-{}", std::process::id()));
         std::fs::create_dir_all(&empty).unwrap();
         let found = MnistSource::locate_in(None, None, &empty, &empty);
-        let data = BinaryData::load(MnistSource::or_stand_in(found).unwrap(), 2_000).unwrap();
+        let data = BinaryData::load(MnistSource::or_stand_in(found).unwrap(), 0).unwrap();
         std::fs::remove_dir_all(&empty).unwrap();
         assert!(
             data.source_note.contains("stand-in"),
             "{}",
             data.source_note
         );
-        assert_eq!((data.train.len(), data.test.len()), (2_000, 2_000));
+        assert_eq!((data.train.len(), data.test.len()), (12_000, 2_000));
         let device = Default::default();
         let model = EnsembleMlp::new(
             Init::TorchDefault,
