@@ -3,6 +3,9 @@
 //! classifier's shape (100 -> 30 -> 20 -> 3, batch 128 per member), CPU backend. Throughput
 //! is in member-steps.
 
+// criterion_group! defines a public function that cannot carry a doc comment.
+#![allow(missing_docs)]
+
 use std::hint::black_box;
 use std::time::Duration;
 

@@ -132,14 +132,14 @@ impl fmt::Display for RunPrecision {
     }
 }
 
-/// One way of running a workload: the seed's baseline, or one optimisation, or all together.
+/// One way of running a workload: the original's way (the baseline), or one optimisation, or all together.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VariantInfo {
     /// Short name used by `--only` style selections and in reports.
     pub name: &'static str,
     /// What the variant changes, in one line.
     pub description: &'static str,
-    /// Whether this is the seed's own way, the reference of speed-ups.
+    /// Whether this is the original's way, the reference of speed-ups.
     pub baseline: bool,
     /// The speed-up its guide claimed for this optimisation, if it claimed one.
     pub claim: Option<Claim>,
@@ -287,7 +287,7 @@ pub struct Variant<S> {
     pub name: &'static str,
     /// What the variant changes, in one line.
     pub description: &'static str,
-    /// Whether this is the seed's own way, the reference of speed-ups.
+    /// Whether this is the original's way, the reference of speed-ups.
     pub baseline: bool,
     /// The speed-up its guide claimed, if it claimed one.
     pub claim: Option<Claim>,

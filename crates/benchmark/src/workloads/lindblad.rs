@@ -1,5 +1,5 @@
 //! Workload `lindblad-meta`: guide 001's table on our code. One meta-iteration of first-order
-//! MAML (16 tasks, 5 inner steps) done the seed's way (tasks one after another, operators
+//! MAML (16 tasks, 5 inner steps) done the original's way (tasks one after another, operators
 //! rebuilt on every call, RK4 with dt 0.001), then with one optimisation at a time, then all.
 
 use std::collections::HashMap;
@@ -93,13 +93,13 @@ const fn variant(
 const VARIANTS: [Variant<Setting>; 7] = [
     variant(
         "baseline",
-        "seed's way: tasks one at a time, operators rebuilt per call, RK4 dt 0.001",
+        "the original's way: tasks one at a time, operators rebuilt per call, RK4 dt 0.001",
         (RK4_FINE, false, false),
         None,
     ),
     variant(
         "baseline-rk4-dt0.01",
-        "seed's way with its other step: RK4 dt 0.01",
+        "the original's way with its other step: RK4 dt 0.01",
         (RK4, false, false),
         None,
     ),

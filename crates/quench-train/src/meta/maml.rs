@@ -201,7 +201,7 @@ impl<B: Backend> MetaLearner<B> {
         Ok(self.finish(before, after, per_task))
     }
 
-    /// The same meta-iteration done the seed's way, one task after another, each adapted
+    /// The same meta-iteration done the original's way, one task after another, each adapted
     /// alone: the measured reference of the benchmark's baseline, not the product path.
     pub fn step_one_task_at_a_time<A: AutodiffBackend<InnerBackend = B>>(
         &mut self,

@@ -125,7 +125,7 @@ pub enum Operators {
     /// Built and uploaded once (the operator cache).
     #[default]
     Cached,
-    /// Rebuilt on the host and uploaded on every call: the seed's way, for its benchmark
+    /// Rebuilt on the host and uploaded on every call: the original's way, for its benchmark
     /// baseline only.
     RebuiltPerCall,
 }
