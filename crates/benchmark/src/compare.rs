@@ -3,7 +3,8 @@
 
 use std::fmt::Write as _;
 
-use crate::report::{Report, seconds, significant};
+use crate::render::{seconds, significant};
+use crate::report::Report;
 
 /// The comparison table of `a` (the reference) and `b`.
 pub fn compare(a: &Report, b: &Report) -> String {

@@ -8,7 +8,7 @@ use quench_device::machine::MachineInfo;
 use quench_device::memory::peak_memory;
 use quench_device::{DeviceError, OnDevice, Precision, Selection, run_on};
 
-use crate::report::{seconds, significant};
+use crate::render::{seconds, significant};
 
 /// Measures the device and returns the text `doctor` prints.
 pub fn doctor(selection: &Selection, config: DiagnosticsConfig) -> anyhow::Result<String> {

@@ -5,6 +5,7 @@ mod compare;
 mod doctor;
 mod output;
 mod plots;
+mod render;
 mod report;
 mod run;
 mod suite;
@@ -211,8 +212,8 @@ fn list() {
                 .map(|c| {
                     format!(
                         "  [claimed {}-{}x]",
-                        report::significant(c.low),
-                        report::significant(c.high)
+                        render::significant(c.low),
+                        render::significant(c.high)
                     )
                 })
                 .unwrap_or_default();

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use anyhow::Context;
+use quench_device::files::write_atomically;
 
 use crate::report::{Report, RunStatus};
 
@@ -33,7 +34,7 @@ impl Output {
         ctrlc::set_handler(move || {
             if let Some(report) = lock(&latest).as_mut() {
                 report.status = RunStatus::Interrupted;
-                match report.write(&dir) {
+                match write_report(report, &dir) {
                     Ok(()) => eprintln!(
                         "\ninterrupted: {} keeps the variants that finished",
                         dir.join("report.json").display()
@@ -51,10 +52,25 @@ impl Output {
     /// Writes `report` (atomically) and remembers it for an interruption.
     pub fn keep(&self, report: &Report) -> anyhow::Result<()> {
         let mut latest = lock(&self.latest);
-        report.write(&self.dir)?;
+        write_report(report, &self.dir)?;
         *latest = Some(report.clone());
         Ok(())
     }
+}
+
+/// Writes `report.json`, `report.md` and the SVG plots of `report` into `dir`, creating it;
+/// each file is replaced atomically, so an interrupted run leaves no half-written report.
+pub fn write_report(report: &Report, dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create output folder {}", dir.display()))?;
+    let json = serde_json::to_string_pretty(report).context("cannot serialise the report")?;
+    for (name, text) in [("report.json", json), ("report.md", report.markdown())] {
+        let path = dir.join(name);
+        write_atomically(&path, text.as_bytes())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    crate::plots::write_plots(&report.workloads, dir)?;
+    Ok(())
 }
 
 /// The last report; a panic while it was held leaves a whole report or none, so a poisoned
@@ -66,6 +82,7 @@ fn lock(latest: &Mutex<Option<Report>>) -> MutexGuard<'_, Option<Report>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::tests::sample_report;
 
     #[test]
     fn an_output_path_that_names_a_file_is_refused_before_any_work() {
@@ -76,7 +93,40 @@ mod tests {
         assert!(format!("{err:#}").contains("taken"), "{err:#}");
         let nested = dir.path().join("a/b");
         let output = Output::new(&nested).unwrap();
-        output.keep(&crate::report::tests::sample_report()).unwrap();
+        output.keep(&sample_report()).unwrap();
         assert!(nested.join("report.json").is_file());
+    }
+
+    #[test]
+    fn json_round_trips_through_files() {
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path().join("out");
+        let report = sample_report();
+        write_report(&report, &dir).unwrap();
+        assert_eq!(Report::read(&dir.join("report.json")).unwrap(), report);
+        let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+        assert!(
+            md.contains("| batched | 100.000 ms [90.000 ms-110.000 ms] /epoch"),
+            "{md}"
+        );
+        assert!(md.contains("4.00x") && md.contains("6.000-15.00x"), "{md}");
+        assert!(md.contains("- bf16: not run: no bf16 on ndarray"), "{md}");
+        assert!(
+            md.contains("- broken: FAILED: quality NaN is not finite"),
+            "{md}"
+        );
+        assert_eq!(
+            std::fs::read_dir(&dir)
+                .unwrap()
+                .filter(|e| e
+                    .as_ref()
+                    .unwrap()
+                    .path()
+                    .extension()
+                    .is_some_and(|x| x == "tmp"))
+                .count(),
+            0,
+            "no temporary file is left"
+        );
     }
 }

@@ -1,10 +1,9 @@
-//! The report of a suite run: `report.json`, `report.md` and the terminal table.
+//! The report of a suite run: what `report.json` holds (`docs/report-schema.md`). `render`
+//! formats it for people, `plots` draws it, `output` writes it.
 
-use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::Context;
-use quench_device::files::write_atomically;
 use quench_device::machine::MachineInfo;
 use quench_device::memory::MemoryReading;
 use quench_device::{Precision, Stats, TimingConfig};
@@ -131,22 +130,6 @@ pub struct VariantReport {
 }
 
 impl Report {
-    /// Writes `report.json`, `report.md` and the SVG plots into `dir`, creating it; the reports
-    /// are written to a temporary name first and renamed, so an interrupted run leaves no
-    /// half-written report.
-    pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("cannot create output folder {}", dir.display()))?;
-        let json = serde_json::to_string_pretty(self).context("cannot serialise the report")?;
-        for (name, text) in [("report.json", json), ("report.md", self.markdown())] {
-            let path = dir.join(name);
-            write_atomically(&path, text.as_bytes())
-                .with_context(|| format!("cannot write {}", path.display()))?;
-        }
-        crate::plots::write_plots(&self.workloads, dir)?;
-        Ok(())
-    }
-
     /// Every failed variant as `workload/variant: error`.
     pub fn failures(&self) -> Vec<String> {
         self.workloads
@@ -164,239 +147,6 @@ impl Report {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read report {}", path.display()))?;
         serde_json::from_str(&text).with_context(|| format!("invalid report {}", path.display()))
-    }
-
-    /// The report as Markdown: the machine, then one table per workload.
-    pub fn markdown(&self) -> String {
-        let mut md = String::new();
-        let m = &self.machine;
-        let _ = writeln!(md, "# Quench benchmark report\n");
-        let _ = writeln!(
-            md,
-            "- machine: {} ({} cores); device {} = {} (backend {})",
-            m.cpu_model, m.cores, m.device, m.device_name, m.backend
-        );
-        if let Some(why) = &self.fallback {
-            let _ = writeln!(md, "- fallback: {why}");
-        }
-        match self.status {
-            RunStatus::Complete => {}
-            RunStatus::Running => {
-                let _ = writeln!(md, "- status: running; the variants finished so far");
-            }
-            RunStatus::Interrupted => {
-                let _ = writeln!(md, "- status: interrupted; the variants finished before it");
-            }
-        }
-        let _ = writeln!(
-            md,
-            "- precision {}; warm-up {}, repeats {}; suite `{}`; quench {} at {}, burn {}\n",
-            self.precision,
-            self.timing.warmup,
-            self.timing.repeats,
-            self.suite,
-            self.quench_version,
-            self.git_revision,
-            self.burn_version
-        );
-        for w in &self.workloads {
-            let _ = writeln!(md, "## {}\n\n{}\n", w.name, w.summary);
-            let _ = writeln!(
-                md,
-                "| variant | per iteration (median [min-max]) | per run | throughput | peak memory | quality | speed-up | claimed | parity |"
-            );
-            let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|");
-            for v in &w.variants {
-                let row = Row::of(v);
-                let _ = writeln!(
-                    md,
-                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                    row.name,
-                    row.per_iteration,
-                    row.per_run,
-                    row.throughput,
-                    row.memory,
-                    row.quality,
-                    row.speedup,
-                    row.claim,
-                    row.parity
-                );
-            }
-            let notes: Vec<_> = w
-                .variants
-                .iter()
-                .flat_map(|v| v.notes.iter().map(move |n| format!("- {}: {n}", v.name)))
-                .collect();
-            let skipped = w
-                .unsupported
-                .iter()
-                .map(|u| format!("- {}: not run: {}", u.name, u.reason));
-            let failed = w
-                .failed
-                .iter()
-                .map(|f| format!("- {}: FAILED: {}", f.name, f.error));
-            let notes: Vec<_> = notes.into_iter().chain(skipped).chain(failed).collect();
-            if !notes.is_empty() {
-                let _ = writeln!(md, "\n{}", notes.join("\n"));
-            }
-            md.push('\n');
-        }
-        md
-    }
-
-    /// The terminal table: one line per variant, columns aligned.
-    pub fn table(&self) -> String {
-        let header = Row {
-            name: "workload/variant".into(),
-            per_iteration: "per iteration".into(),
-            per_run: "per run".into(),
-            throughput: "throughput".into(),
-            memory: "peak mem".into(),
-            quality: "quality".into(),
-            speedup: "speed-up".into(),
-            claim: "claimed".into(),
-            parity: "parity".into(),
-        };
-        let mut rows = vec![header];
-        for w in &self.workloads {
-            for v in &w.variants {
-                let mut row = Row::of(v);
-                row.name = format!("{}/{}", w.name, v.name);
-                rows.push(row);
-            }
-        }
-        let cells: Vec<[String; 9]> = rows.into_iter().map(Row::cells).collect();
-        let widths: Vec<usize> = (0..9)
-            .map(|c| {
-                cells
-                    .iter()
-                    .map(|r| r[c].chars().count())
-                    .max()
-                    .unwrap_or(0)
-            })
-            .collect();
-        let mut out = String::new();
-        for row in &cells {
-            let line: Vec<String> = row
-                .iter()
-                .zip(&widths)
-                .map(|(cell, &w)| format!("{cell:<w$}"))
-                .collect();
-            let _ = writeln!(out, "{}", line.join("  ").trim_end());
-        }
-        for failure in self.failures() {
-            let _ = writeln!(out, "FAILED {failure}");
-        }
-        // Where each workload's data came from, so a stand-in is never mistaken for the data set.
-        for w in &self.workloads {
-            let mut sources: Vec<&str> = w
-                .variants
-                .iter()
-                .flat_map(|v| &v.notes)
-                .filter_map(|n| n.strip_prefix("data: "))
-                .collect();
-            sources.dedup();
-            for source in sources {
-                let _ = writeln!(out, "{} data: {source}", w.name);
-            }
-        }
-        out
-    }
-}
-
-/// One variant's cells, formatted for people.
-struct Row {
-    name: String,
-    per_iteration: String,
-    per_run: String,
-    throughput: String,
-    memory: String,
-    quality: String,
-    speedup: String,
-    claim: String,
-    parity: String,
-}
-
-impl Row {
-    fn of(v: &VariantReport) -> Self {
-        let s = &v.per_iteration_s;
-        Self {
-            name: if v.precision == Precision::F32 {
-                v.name.clone()
-            } else {
-                format!("{} [{}]", v.name, v.precision)
-            },
-            per_iteration: format!(
-                "{} [{}-{}] /{}",
-                seconds(s.median),
-                seconds(s.min),
-                seconds(s.max),
-                v.iteration_unit
-            ),
-            per_run: seconds(v.per_run_s.median),
-            throughput: format!("{} {}", significant(v.throughput), v.throughput_unit),
-            memory: v.peak_memory.map_or("-".into(), |m| {
-                format!("{:.0} MiB", m.bytes as f64 / 1048576.0)
-            }),
-            quality: v.quality.as_ref().map_or("-".into(), |q| {
-                format!("{} {}", q.metric, significant(q.value))
-            }),
-            speedup: match (v.baseline, v.speedup) {
-                (true, _) => "baseline".into(),
-                (false, Some(x)) => format!("{x:.2}x"),
-                (false, None) => "-".into(),
-            },
-            claim: v.claim.map_or("-".into(), |c| {
-                format!("{}-{}x", significant(c.low), significant(c.high))
-            }),
-            parity: match v.parity {
-                Some(true) => "ok".into(),
-                Some(false) => "WORSE".into(),
-                None => "-".into(),
-            },
-        }
-    }
-
-    fn cells(self) -> [String; 9] {
-        [
-            self.name,
-            self.per_iteration,
-            self.per_run,
-            self.throughput,
-            self.memory,
-            self.quality,
-            self.speedup,
-            self.claim,
-            self.parity,
-        ]
-    }
-}
-
-/// A duration with a unit that keeps three significant figures readable.
-pub fn seconds(s: f64) -> String {
-    if !s.is_finite() {
-        return "-".into();
-    }
-    let a = s.abs();
-    if a >= 1.0 {
-        format!("{s:.3} s")
-    } else if a >= 1e-3 {
-        format!("{:.3} ms", s * 1e3)
-    } else {
-        format!("{:.3} us", s * 1e6)
-    }
-}
-
-/// A number with about four significant figures, in plain or scientific notation.
-pub fn significant(x: f64) -> String {
-    let a = x.abs();
-    if x == 0.0 {
-        "0".into()
-    } else if (1e-3..1e6).contains(&a) {
-        let decimals = (3 - a.log10().floor() as i32).clamp(0, 6) as usize;
-        format!("{x:.decimals$}")
-    } else {
-        format!("{x:.3e}")
     }
 }
 
@@ -468,60 +218,10 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn json_round_trips_through_files() {
-        let dir = std::env::temp_dir().join(format!("quench-report-{}", std::process::id()));
-        let report = sample_report();
-        report.write(&dir).unwrap();
-        assert_eq!(Report::read(&dir.join("report.json")).unwrap(), report);
-        let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
-        assert!(
-            md.contains("| batched | 100.000 ms [90.000 ms-110.000 ms] /epoch"),
-            "{md}"
-        );
-        assert!(md.contains("4.00x") && md.contains("6.000-15.00x"), "{md}");
-        assert!(md.contains("- bf16: not run: no bf16 on ndarray"), "{md}");
-        assert!(
-            md.contains("- broken: FAILED: quality NaN is not finite"),
-            "{md}"
-        );
+    fn failures_name_workload_and_variant() {
         assert_eq!(
-            std::fs::read_dir(&dir)
-                .unwrap()
-                .filter(|e| e
-                    .as_ref()
-                    .unwrap()
-                    .path()
-                    .extension()
-                    .is_some_and(|x| x == "tmp"))
-                .count(),
-            0,
-            "no temporary file is left"
+            sample_report().failures(),
+            ["qrng-classifier/broken: quality NaN is not finite"]
         );
-        std::fs::remove_dir_all(dir).unwrap();
-    }
-
-    #[test]
-    fn table_has_one_aligned_line_per_variant() {
-        let table = sample_report().table();
-        let lines: Vec<_> = table.lines().collect();
-        assert_eq!(lines.len(), 4, "{table}");
-        assert!(lines[1].starts_with("qrng-classifier/baseline"));
-        assert_eq!(
-            lines[3],
-            "FAILED qrng-classifier/broken: quality NaN is not finite"
-        );
-        assert!(lines[1].contains("baseline") && lines[2].contains("4.00x"));
-        let col = lines[0].find("per iteration").unwrap();
-        assert_eq!(lines[2].find("100.000 ms"), Some(col));
-    }
-
-    #[test]
-    fn numbers_are_formatted_readably() {
-        assert_eq!(seconds(2.5), "2.500 s");
-        assert_eq!(seconds(0.0125), "12.500 ms");
-        assert_eq!(seconds(3e-6), "3.000 us");
-        assert_eq!(significant(1234.5678), "1235");
-        assert_eq!(significant(0.57), "0.5700");
-        assert_eq!(significant(1e-7), "1.000e-7");
     }
 }
