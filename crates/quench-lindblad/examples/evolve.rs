@@ -4,7 +4,8 @@
 //!
 //! The document format is described in the crate documentation; an example is
 //! `configs/lindblad/evolve-example.json`. Runs in f64 on the CPU. Any error (unreadable
-//! file, malformed document) is printed to stderr, naming the field, with exit status 1.
+//! file, malformed document, a `dt` needing more than `max_substeps` substeps) is printed to
+//! stderr, naming the field, with exit status 1.
 
 use std::process::ExitCode;
 

@@ -12,7 +12,7 @@ use crate::{Basis, Batch, CMatrix, Generators, LindbladError, Method, Output, So
 const STATE_TOLERANCE: f64 = 1e-9;
 
 /// Fields of the document, in the order of the documentation.
-const FIELDS: [&str; 11] = [
+const FIELDS: [&str; 12] = [
     "dim",
     "t_total",
     "h0",
@@ -23,6 +23,7 @@ const FIELDS: [&str; 11] = [
     "method",
     "dt",
     "control_bound",
+    "max_substeps",
     "tasks",
 ];
 
@@ -331,6 +332,18 @@ impl Job {
                 bound
             }
         };
+        let max_substeps = match object.get("max_substeps") {
+            None | Some(Value::Null) => Solver::default().max_substeps,
+            Some(value) => match value.as_u64() {
+                Some(limit) if limit >= 1 => limit,
+                _ => {
+                    return Err(LindbladError::input(
+                        "max_substeps",
+                        format!("expected an integer >= 1, found {value}"),
+                    ));
+                }
+            },
+        };
         let method = method(object)?;
         let tasks = tasks(required(object, "", "tasks")?, controls.len(), jumps.len())?;
         let rate_bound = tasks
@@ -339,17 +352,21 @@ impl Job {
             .fold(0.0, f64::max);
         let system = System::new(drift, controls, jumps)
             .map_err(|e| LindbladError::input("h0", e.to_string()))?;
+        let solver = Solver {
+            method,
+            control_bound,
+            rate_bound,
+            renormalize: false,
+            max_substeps,
+        };
+        // Refused here, before anything is uploaded, rather than at the start of `run`.
+        solver.check_substeps(t_total, tasks[0].amplitudes.len(), tasks.len())?;
         Ok(Self {
             system,
             t_total,
             rho0,
             target,
-            solver: Solver {
-                method,
-                control_bound,
-                rate_bound,
-                renormalize: false,
-            },
+            solver,
             tasks,
         })
     }
@@ -486,5 +503,40 @@ mod tests {
         assert!(error_of(&wide).starts_with("tasks[0].amplitudes[0]: expected 1 numbers"));
         let pair = with("controls", "[[[[0, 0], [1]], [[1, 0], [0, 0]]]]");
         assert!(error_of(&pair).starts_with("controls[0][0][1]: expected 2 numbers [re, im]"));
+        assert!(
+            error_of(&with("max_substeps", "0"))
+                .starts_with("max_substeps: expected an integer >= 1, found 0")
+        );
+    }
+
+    #[test]
+    fn a_step_too_small_for_the_substep_limit_is_refused() {
+        let tiny = with("method", "\"rk4\"").replace("\"method\"", "\"dt\": 1e-9, \"method\"");
+        assert_eq!(
+            error_of(&tiny),
+            // 0.5 / 1e-9 is 499999999.99999994 in floating point.
+            "dt = 1e-9: rk4 would take floor(t_seg / dt) = 499999999 substeps per segment \
+             (t_seg = t_total / segments = 0.5) x 2 segments = 999999998 substeps \
+             (x 2 tasks = 1999999996 task-substeps), more than max_substeps = 1000000; \
+             use a larger dt or the exact method, or raise max_substeps"
+        );
+        let denormal = tiny.replace("1e-9", "5e-324");
+        assert!(
+            error_of(&denormal).starts_with("dt = 5e-324: rk4 would take floor(t_seg / dt) = inf"),
+            "{}",
+            error_of(&denormal)
+        );
+        // The limit is the document's to raise.
+        let raised = tiny.replace("\"dt\"", "\"max_substeps\": 1000000000, \"dt\"");
+        assert_eq!(
+            Job::from_json(&raised).unwrap().solver.max_substeps,
+            1_000_000_000
+        );
+        // Euler with a step longer than a segment takes one step per segment, as before.
+        let coarse = with("method", "\"euler\"").replace("\"method\"", "\"dt\": 7.0, \"method\"");
+        Job::from_json(&coarse)
+            .unwrap()
+            .run::<NdArray<f64>>(&Default::default())
+            .unwrap();
     }
 }
