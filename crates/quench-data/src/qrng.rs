@@ -8,6 +8,9 @@ use crate::{DataError, Dataset};
 /// Labels of `data/qrng/AI_2qubits_training_data.txt`: its three random-number sources.
 pub const QRNG_LABELS: [u32; 3] = [1, 2, 3];
 
+/// The UTF-8 encoding of U+FEFF, the byte-order mark some editors write first.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
 /// Labelled bit strings of equal length: bits `[len, bits_per_line]`, each 0 or 1, and one
 /// label per line from a declared set.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,13 +26,18 @@ impl BitStrings {
     ///
     /// Every line must be a string of `0`/`1` and a label separated by white space, every
     /// string as long as the first line's, every label in `classes`; a final newline and
-    /// `\r\n` endings are accepted, blank lines are not.
+    /// `\r\n` endings are accepted, blank lines are not. A UTF-8 byte-order mark (`EF BB BF`)
+    /// at the start of the file is skipped, so such a file reads exactly like the same file
+    /// without it (columns in errors count from after the mark).
     pub fn read(path: &Path, classes: &[u32]) -> Result<Self, DataError> {
         let text = fs::read(path).map_err(|source| DataError::Io {
             path: path.to_path_buf(),
             source,
         })?;
-        let body = text.strip_suffix(b"\n").unwrap_or(&text);
+        // Editors on Windows save "UTF-8" with a byte-order mark; it is not part of the first
+        // bit string.
+        let text = text.strip_prefix(UTF8_BOM).unwrap_or(&text);
+        let body = text.strip_suffix(b"\n").unwrap_or(text);
         if body.is_empty() {
             return Err(DataError::QrngEmpty {
                 path: path.to_path_buf(),
@@ -196,6 +204,36 @@ mod tests {
         let data = strings.to_dataset();
         assert_eq!(data.labels(), &[0, 2, 1]);
         assert_eq!(data.sample(0), &[0.0, 1.0, 0.0, 1.0]);
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_skipped() {
+        let text = "0101 1\r\n1110 3\n";
+        let scratch = Scratch::new();
+        let marked = scratch.write("marked.txt", &[UTF8_BOM, text.as_bytes()].concat());
+        let plain = scratch.write("plain.txt", text.as_bytes());
+        assert_eq!(
+            BitStrings::read(&marked, &QRNG_LABELS).unwrap(),
+            BitStrings::read(&plain, &QRNG_LABELS).unwrap()
+        );
+        // Errors on the first line count columns from after the mark, as an editor shows them.
+        let err = read("\u{feff}0121 1\n").unwrap_err();
+        assert!(
+            matches!(
+                err,
+                DataError::QrngBit {
+                    line: 1,
+                    column: 3,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        // A mark alone is an empty file.
+        assert!(matches!(
+            read("\u{feff}\n"),
+            Err(DataError::QrngEmpty { .. })
+        ));
     }
 
     #[test]

@@ -4,16 +4,33 @@
 //!
 //! The document format is described in the crate documentation; an example is
 //! `configs/lindblad/evolve-example.json`. Runs in f64 on the CPU. Any error (unreadable
-//! file, malformed document) is printed to stderr, naming the field, with exit status 1.
+//! file, malformed document, a `dt` needing more than `max_substeps` substeps) is printed to
+//! stderr, naming the field, with exit status 1. Amplitudes beyond `control_bound` are
+//! clamped, each with a warning line on stderr (the first 20, then a count).
 
 use std::process::ExitCode;
 
 use burn::backend::NdArray;
 use quench_lindblad::Job;
 
+/// Warning lines about clamped amplitudes before the rest are only counted, so that a
+/// document of a million out-of-bound amplitudes does not bury the output.
+const MAX_WARNINGS: usize = 20;
+
 fn run(path: &str) -> Result<String, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
     let job = Job::from_json(&text).map_err(|e| format!("{path}: {e}"))?;
+    let clamped = job.clamped_amplitudes();
+    for amplitude in clamped.iter().take(MAX_WARNINGS) {
+        eprintln!("warning: {path}: {amplitude}");
+    }
+    if clamped.len() > MAX_WARNINGS {
+        eprintln!(
+            "warning: {path}: {} more amplitudes beyond control_bound = {} are clamped",
+            clamped.len() - MAX_WARNINGS,
+            job.solver.control_bound
+        );
+    }
     let report = job
         .run::<NdArray<f64>>(&Default::default())
         .map_err(|e| format!("{path}: {e}"))?;

@@ -34,6 +34,38 @@ pub enum LindbladError {
         /// What it must be instead.
         reason: &'static str,
     },
+    /// An `euler` or `rk4` run that would take more substeps than
+    /// [`Solver::max_substeps`](crate::Solver::max_substeps) allows.
+    #[error(
+        "dt = {}: {method} would take floor(t_seg / dt) = {} substeps per segment \
+         (t_seg = t_total / segments = {}) x {segments} segments = {} substeps \
+         (x {tasks} tasks = {} task-substeps), more than max_substeps = {limit}; \
+         use a larger dt or the exact method, or raise max_substeps",
+        readable(*.dt),
+        readable(*.per_segment),
+        readable(*.t_segment),
+        readable(*.total),
+        readable(*.total * *.tasks as f64)
+    )]
+    TooManySubsteps {
+        /// `euler` or `rk4`.
+        method: &'static str,
+        /// The requested step.
+        dt: f64,
+        /// The length of one segment.
+        t_segment: f64,
+        /// Substeps per segment, `max(1, floor(t_seg / dt))` (a float: it may exceed any
+        /// integer type).
+        per_segment: f64,
+        /// Segments of the pulse.
+        segments: usize,
+        /// Substeps of the whole call, `per_segment x segments`.
+        total: f64,
+        /// Tasks of the batch; each substep advances all of them.
+        tasks: usize,
+        /// The limit in force.
+        limit: u64,
+    },
     /// A device tensor of the wrong shape.
     #[error("{name}: expected shape {expected}, found {found:?}")]
     Shape {
@@ -70,6 +102,17 @@ pub enum LindbladError {
         /// The parser's message.
         message: String,
     },
+}
+
+/// `value` as `Display` writes it while that is short, else in exponent notation: Rust
+/// writes `1e300` and `5e-324` with all their hundreds of digits (and an infinite count, from a
+/// `dt` of 5e-324, as `inf`).
+pub(crate) fn readable(value: f64) -> String {
+    if value == 0.0 || (1e-4..1e15).contains(&value.abs()) {
+        format!("{value}")
+    } else {
+        format!("{value:e}")
+    }
 }
 
 impl LindbladError {

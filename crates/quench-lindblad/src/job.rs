@@ -1,18 +1,21 @@
 //! Pulse documents: the JSON input of the `evolve` example, read with field-by-field
 //! validation, and its JSON output (the format is in the crate documentation).
 
+use std::fmt;
+
 use burn::tensor::{Element, Tensor, TensorData, backend::Backend};
 use num_complex::Complex64;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::error::readable;
 use crate::{Basis, Batch, CMatrix, Generators, LindbladError, Method, Output, Solver, System};
 
 /// Tolerance of the checks on `rho0` and `target` (Hermiticity, unit trace, purity).
 const STATE_TOLERANCE: f64 = 1e-9;
 
 /// Fields of the document, in the order of the documentation.
-const FIELDS: [&str; 11] = [
+const FIELDS: [&str; 12] = [
     "dim",
     "t_total",
     "h0",
@@ -23,6 +26,7 @@ const FIELDS: [&str; 11] = [
     "method",
     "dt",
     "control_bound",
+    "max_substeps",
     "tasks",
 ];
 
@@ -51,6 +55,45 @@ pub struct Job {
     pub solver: Solver,
     /// The tasks, all with the same number of segments.
     pub tasks: Vec<JobTask>,
+}
+
+/// An amplitude of a document beyond `control_bound`, which the solver clamps to the bound
+/// on the device (see [`Job::clamped_amplitudes`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ClampedAmplitude {
+    /// The task, from 0.
+    pub task: usize,
+    /// The segment, from 0.
+    pub segment: usize,
+    /// The control, from 0.
+    pub control: usize,
+    /// The amplitude in the document.
+    pub value: f64,
+    /// The `control_bound` it exceeds.
+    pub bound: f64,
+}
+
+impl fmt::Display for ClampedAmplitude {
+    /// One line naming task, segment, value and bound, e.g. `task 0, segment 3: amplitude
+    /// 1e300 of control 1 is beyond control_bound = 10 and is clamped to 10
+    /// (tasks[0].amplitudes[3][1])`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Self {
+            task,
+            segment,
+            control,
+            value,
+            bound,
+        } = *self;
+        write!(
+            f,
+            "task {task}, segment {segment}: amplitude {} of control {control} is beyond \
+             control_bound = {} and is clamped to {} (tasks[{task}].amplitudes[{segment}][{control}])",
+            readable(value),
+            readable(bound),
+            readable(bound.copysign(value)),
+        )
+    }
 }
 
 /// The output for one task.
@@ -106,6 +149,111 @@ fn number(value: &Value, path: &str) -> Result<f64, LindbladError> {
             path,
             format!("expected a finite number, found {}", kind(value)),
         )),
+    }
+}
+
+/// The error for a document that serde_json refuses. A number beyond the range of `f64`
+/// (`1e400`: serde_json refuses it rather than reading infinity) and the non-JSON `NaN` and
+/// `Infinity` are named by their field, where the rest of the document parses.
+fn json_error(text: &str, error: &serde_json::Error) -> LindbladError {
+    if let Some((field, token)) = non_finite_field(text, error) {
+        let digits = token.trim_start_matches(['+', '-']);
+        let why = if digits.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
+            "is beyond the range of a 64-bit float (magnitude above 1.8e308)"
+        } else {
+            "is not a JSON number"
+        };
+        return LindbladError::input(field, format!("{token} {why}; expected a finite number"));
+    }
+    let mut message = error.to_string();
+    if message.starts_with("number out of range") {
+        message.push_str(" (beyond the range of a 64-bit float, magnitude above 1.8e308)");
+    }
+    LindbladError::Json {
+        line: error.line(),
+        column: error.column(),
+        message,
+    }
+}
+
+/// Where `error` points at a number token that reads as non-finite (`1e400`, `-Infinity`,
+/// `NaN`), the path of its field and the token: the token is replaced by a marker string (any
+/// later such token by `null`) and the marker looked up in the parsed document.
+fn non_finite_field(text: &str, error: &serde_json::Error) -> Option<(String, String)> {
+    /// More such tokens than this and the document is not worth parsing again and again.
+    const MAX_REPLACED: usize = 64;
+    let marker = (0..)
+        .map(|n| format!("quench-non-finite-{n}"))
+        .find(|m| !text.contains(m.as_str()))?;
+    let mut patched = text.to_string();
+    let (mut line, mut column) = (error.line(), error.column());
+    let mut first = None;
+    for _ in 0..MAX_REPLACED {
+        let (start, end) = token_at(&patched, line, column)?;
+        let token = &patched[start..end];
+        if !token.parse::<f64>().is_ok_and(|x| !x.is_finite()) {
+            return None;
+        }
+        let replacement = if first.is_none() {
+            first = Some(token.to_string());
+            format!("\"{marker}\"")
+        } else {
+            "null".to_string()
+        };
+        patched.replace_range(start..end, &replacement);
+        match serde_json::from_str::<Value>(&patched) {
+            Ok(document) => {
+                let path = path_of(&document, &marker, "")?;
+                let path = if path.is_empty() {
+                    "(document)".to_string()
+                } else {
+                    path
+                };
+                return Some((path, first?));
+            }
+            Err(next) => (line, column) = (next.line(), next.column()),
+        }
+    }
+    None
+}
+
+/// The byte range of the number-like token (letters, digits, `+ - .`) at serde_json's
+/// 1-based `line` and `column` (a byte count) of `text`.
+fn token_at(text: &str, line: usize, column: usize) -> Option<(usize, usize)> {
+    let part = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.');
+    let line_start = if line <= 1 {
+        0
+    } else {
+        text.match_indices('\n').nth(line - 2)?.0 + 1
+    };
+    let at = line_start + column.checked_sub(1)?;
+    let bytes = text.as_bytes();
+    if !bytes.get(at).is_some_and(part) {
+        return None;
+    }
+    let start = bytes[..at]
+        .iter()
+        .rposition(|b| !part(b))
+        .map_or(0, |p| p + 1);
+    let end = bytes[at..]
+        .iter()
+        .position(|b| !part(b))
+        .map_or(bytes.len(), |p| at + p);
+    Some((start, end))
+}
+
+/// The path (as the errors write it, `tasks[0].amplitudes[1][0]`) of the string `marker`.
+fn path_of(value: &Value, marker: &str, path: &str) -> Option<String> {
+    match value {
+        Value::String(s) if s == marker => Some(path.to_string()),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, item)| path_of(item, marker, &format!("{path}[{i}]"))),
+        Value::Object(fields) => fields
+            .iter()
+            .find_map(|(key, item)| path_of(item, marker, &child(path, key))),
+        _ => None,
     }
 }
 
@@ -267,11 +415,7 @@ fn tasks(value: &Value, controls: usize, jumps: usize) -> Result<Vec<JobTask>, L
 impl Job {
     /// Reads and validates a document; the error names the offending field.
     pub fn from_json(text: &str) -> Result<Self, LindbladError> {
-        let document: Value = serde_json::from_str(text).map_err(|e| LindbladError::Json {
-            line: e.line(),
-            column: e.column(),
-            message: e.to_string(),
-        })?;
+        let document: Value = serde_json::from_str(text).map_err(|e| json_error(text, &e))?;
         let object = document.as_object().ok_or_else(|| {
             LindbladError::input(
                 "(document)",
@@ -331,6 +475,18 @@ impl Job {
                 bound
             }
         };
+        let max_substeps = match object.get("max_substeps") {
+            None | Some(Value::Null) => Solver::default().max_substeps,
+            Some(value) => match value.as_u64() {
+                Some(limit) if limit >= 1 => limit,
+                _ => {
+                    return Err(LindbladError::input(
+                        "max_substeps",
+                        format!("expected an integer >= 1, found {value}"),
+                    ));
+                }
+            },
+        };
         let method = method(object)?;
         let tasks = tasks(required(object, "", "tasks")?, controls.len(), jumps.len())?;
         let rate_bound = tasks
@@ -339,23 +495,78 @@ impl Job {
             .fold(0.0, f64::max);
         let system = System::new(drift, controls, jumps)
             .map_err(|e| LindbladError::input("h0", e.to_string()))?;
+        let solver = Solver {
+            method,
+            control_bound,
+            rate_bound,
+            renormalize: false,
+            max_substeps,
+        };
+        // Refused here, before anything is uploaded, rather than at the start of `run`.
+        solver.check_substeps(t_total, tasks[0].amplitudes.len(), tasks.len())?;
         Ok(Self {
             system,
             t_total,
             rho0,
             target,
-            solver: Solver {
-                method,
-                control_bound,
-                rate_bound,
-                renormalize: false,
-            },
+            solver,
             tasks,
         })
     }
 
-    /// Evolves every task on `device` and reads the results back.
+    /// The amplitudes beyond `control_bound`, in task, segment, control order. The solver
+    /// clamps them on the device without a word (nothing is read back in its loop), so this is
+    /// where a caller learns of it: the `evolve` example prints one warning line for each.
+    pub fn clamped_amplitudes(&self) -> Vec<ClampedAmplitude> {
+        let bound = self.solver.control_bound;
+        let mut clamped = Vec::new();
+        for (task, t) in self.tasks.iter().enumerate() {
+            for (segment, row) in t.amplitudes.iter().enumerate() {
+                for (control, &value) in row.iter().enumerate() {
+                    // Non-finite values are not clamped but refused, by `run`.
+                    if value.is_finite() && value.abs() > bound {
+                        clamped.push(ClampedAmplitude {
+                            task,
+                            segment,
+                            control,
+                            value,
+                            bound,
+                        });
+                    }
+                }
+            }
+        }
+        clamped
+    }
+
+    /// Refuses a non-finite amplitude or rate, naming the task and segment: a document never
+    /// holds one ([`Self::from_json`] refuses them), but the fields are public, and the
+    /// device clamp would pass a NaN through to every state.
+    fn check_finite(&self) -> Result<(), LindbladError> {
+        for (t, task) in self.tasks.iter().enumerate() {
+            for (s, row) in task.amplitudes.iter().enumerate() {
+                if let Some((c, x)) = row.iter().enumerate().find(|(_, x)| !x.is_finite()) {
+                    return Err(LindbladError::input(
+                        format!("tasks[{t}].amplitudes[{s}][{c}]"),
+                        format!("task {t}, segment {s}: amplitude {x} is not finite"),
+                    ));
+                }
+            }
+            if let Some((k, x)) = task.rates.iter().enumerate().find(|(_, x)| !x.is_finite()) {
+                return Err(LindbladError::input(
+                    format!("tasks[{t}].rates[{k}]"),
+                    format!("task {t}: rate {x} is not finite"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Evolves every task on `device` and reads the results back. Amplitudes beyond
+    /// `control_bound` are clamped (see [`Self::clamped_amplitudes`]); non-finite amplitudes
+    /// or rates are refused.
     pub fn run<B: Backend>(&self, device: &B::Device) -> Result<JobReport, LindbladError> {
+        self.check_finite()?;
         let generators = Generators::<B>::upload(&self.system, device);
         let basis = Basis::gell_mann(self.system.dim());
         let tasks = self.tasks.len();
@@ -486,5 +697,134 @@ mod tests {
         assert!(error_of(&wide).starts_with("tasks[0].amplitudes[0]: expected 1 numbers"));
         let pair = with("controls", "[[[[0, 0], [1]], [[1, 0], [0, 0]]]]");
         assert!(error_of(&pair).starts_with("controls[0][0][1]: expected 2 numbers [re, im]"));
+        assert!(
+            error_of(&with("max_substeps", "0"))
+                .starts_with("max_substeps: expected an integer >= 1, found 0")
+        );
+    }
+
+    /// `VALID` with the second task's amplitudes written as `first` and `second`.
+    fn amplitudes(first: &str, second: &str) -> String {
+        let text = VALID.replace(
+            r#""amplitudes": [[0.0], [0.0]]"#,
+            &format!(r#""amplitudes": [[{first}], [{second}]]"#),
+        );
+        assert_ne!(text, VALID);
+        text
+    }
+
+    #[test]
+    fn a_step_too_small_for_the_substep_limit_is_refused() {
+        let tiny = with("method", "\"rk4\"").replace("\"method\"", "\"dt\": 1e-9, \"method\"");
+        assert_eq!(
+            error_of(&tiny),
+            // 0.5 / 1e-9 is 499999999.99999994 in floating point.
+            "dt = 1e-9: rk4 would take floor(t_seg / dt) = 499999999 substeps per segment \
+             (t_seg = t_total / segments = 0.5) x 2 segments = 999999998 substeps \
+             (x 2 tasks = 1999999996 task-substeps), more than max_substeps = 1000000; \
+             use a larger dt or the exact method, or raise max_substeps"
+        );
+        let denormal = tiny.replace("1e-9", "5e-324");
+        assert!(
+            error_of(&denormal).starts_with("dt = 5e-324: rk4 would take floor(t_seg / dt) = inf"),
+            "{}",
+            error_of(&denormal)
+        );
+        // The limit is the document's to raise.
+        let raised = tiny.replace("\"dt\"", "\"max_substeps\": 1000000000, \"dt\"");
+        assert_eq!(
+            Job::from_json(&raised).unwrap().solver.max_substeps,
+            1_000_000_000
+        );
+        // Euler with a step longer than a segment takes one step per segment, as before.
+        let coarse = with("method", "\"euler\"").replace("\"method\"", "\"dt\": 7.0, \"method\"");
+        Job::from_json(&coarse)
+            .unwrap()
+            .run::<NdArray<f64>>(&Default::default())
+            .unwrap();
+    }
+
+    #[test]
+    fn amplitudes_beyond_the_bound_are_reported_and_clamped() {
+        let job = Job::from_json(&amplitudes("-1e300", "0.5")).unwrap();
+        let clamped = job.clamped_amplitudes();
+        assert_eq!(
+            clamped,
+            vec![ClampedAmplitude {
+                task: 1,
+                segment: 0,
+                control: 0,
+                value: -1e300,
+                bound: 10.0
+            }]
+        );
+        assert_eq!(
+            clamped[0].to_string(),
+            "task 1, segment 0: amplitude -1e300 of control 0 is beyond control_bound = 10 \
+             and is clamped to -10 (tasks[1].amplitudes[0][0])"
+        );
+        // The clamped amplitude runs as -10 would.
+        let report = job.run::<NdArray<f64>>(&Default::default()).unwrap();
+        let bounded = Job::from_json(&amplitudes("-10", "0.5"))
+            .unwrap()
+            .run::<NdArray<f64>>(&Default::default())
+            .unwrap();
+        assert_eq!(report, bounded);
+        assert!(bounded.tasks[1].fidelity.unwrap().is_finite());
+        // Exactly at the bound is not clamped.
+        assert!(
+            Job::from_json(&amplitudes("10", "-10"))
+                .unwrap()
+                .clamped_amplitudes()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn non_finite_numbers_are_refused_by_field() {
+        for (token, why) in [
+            (
+                "1e400",
+                "is beyond the range of a 64-bit float (magnitude above 1.8e308)",
+            ),
+            (
+                "-1e400",
+                "is beyond the range of a 64-bit float (magnitude above 1.8e308)",
+            ),
+            ("NaN", "is not a JSON number"),
+            ("Infinity", "is not a JSON number"),
+            ("-Infinity", "is not a JSON number"),
+            ("nan", "is not a JSON number"),
+        ] {
+            assert_eq!(
+                error_of(&amplitudes("0.0", token)),
+                format!("tasks[1].amplitudes[1][0]: {token} {why}; expected a finite number")
+            );
+        }
+        // The first of several is named, wherever the others are.
+        let two = amplitudes("1e999", "NaN").replace("\"t_total\": 1.0", "\"t_total\": 1e400");
+        assert!(
+            error_of(&two).starts_with("t_total: 1e400 is beyond"),
+            "{}",
+            error_of(&two)
+        );
+        // A document that fails elsewhere too still explains the number.
+        let broken = amplitudes("1e400", "0");
+        let broken = broken.trim_end().strip_suffix('}').unwrap();
+        let err = error_of(broken);
+        assert!(err.starts_with("invalid JSON at line"), "{err}");
+        assert!(err.contains("beyond the range of a 64-bit float"), "{err}");
+        // A job built in code can hold what JSON cannot; running it names task and segment.
+        let mut job = Job::from_json(VALID).unwrap();
+        job.tasks[1].amplitudes[1][0] = f64::NAN;
+        assert_eq!(
+            job.run::<NdArray<f64>>(&Default::default())
+                .unwrap_err()
+                .to_string(),
+            "tasks[1].amplitudes[1][0]: task 1, segment 1: amplitude NaN is not finite"
+        );
+        job.tasks[1].amplitudes[1][0] = f64::INFINITY;
+        assert!(job.clamped_amplitudes().is_empty());
+        assert!(job.run::<NdArray<f64>>(&Default::default()).is_err());
     }
 }

@@ -59,12 +59,21 @@
 //! | `method` | `"exact"`, `"rk4"` or `"euler"` | solver |
 //! | `dt` | number > 0 | step for `rk4` and `euler` (required there, ignored by `exact`) |
 //! | `control_bound` | number >= 0, optional | amplitudes are clamped to `+-control_bound` (10) |
+//! | `max_substeps` | integer >= 1, optional | most substeps of `rk4` and `euler` in all, `segments x max(1, floor(t_seg / dt))` (1,000,000) |
 //! | `tasks` | list of objects | each `{ "rates": [one per jump], "amplitudes": [[one per control] per segment] }`; every task has the same number of segments |
 //!
-//! Rates must be non-negative. The output is `{ "tasks": [ { "rho": matrix, "fidelity":
-//! number } ] }`, `fidelity` only when a target was given. Malformed input exits with status 1
-//! and a message naming the field, e.g. `tasks[2].amplitudes[0]: expected 2 numbers (one per
-//! control), found 3`.
+//! Rates must be non-negative. Every number must be finite: `1e400` (beyond the range of a
+//! 64-bit float), `NaN` and `Infinity` are refused, naming the field. An amplitude beyond
+//! `control_bound` is clamped and the example prints a warning line on stderr naming the
+//! task, segment, value and bound, e.g. `warning: pulse.json: task 0, segment 3: amplitude
+//! 1e300 of control 0 is beyond control_bound = 10 and is clamped to 10
+//! (tasks[0].amplitudes[3][0])`. A `dt` so small that the run would take more than
+//! `max_substeps` substeps in all is refused before any work, naming `dt` and the counts
+//! (see [`Solver::max_substeps`]; the default is a thousand times what the shipped settings
+//! take, and `exact` is never limited). The output is `{ "tasks": [ { "rho": matrix,
+//! "fidelity": number } ] }`, `fidelity` only when a target was given. Malformed input exits
+//! with status 1 and a message naming the field, e.g. `tasks[2].amplitudes[0]: expected 2
+//! numbers (one per control), found 3`.
 
 #![warn(missing_docs)]
 
@@ -88,8 +97,8 @@ pub use basis::Basis;
 pub use cache::{CacheStats, OperatorCache};
 pub use error::LindbladError;
 pub use generators::{Generators, HostGenerators};
-pub use job::{Job, JobReport, JobTask, TaskReport};
+pub use job::{ClampedAmplitude, Job, JobReport, JobTask, TaskReport};
 pub use matrix::CMatrix;
 pub use noise::{RelaxDephaseTask, SpectralNoise, SpectralTask, SpectralTaskRanges, Spectrum};
-pub use solver::{Batch, Evolution, Method, Output, Solver};
+pub use solver::{Batch, DEFAULT_MAX_SUBSTEPS, Evolution, Method, Output, Solver};
 pub use system::System;

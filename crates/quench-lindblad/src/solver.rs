@@ -7,7 +7,8 @@
 //!   degree-4 Taylor polynomial of `hM`, which is what the classical RK4 stages compute for a
 //!   linear, constant right-hand side) and apply it `substeps` times per segment, one batched
 //!   product per substep, with the guide's `substeps = max(1, floor(t_seg / dt))` and
-//!   `h = t_seg / substeps`;
+//!   `h = t_seg / substeps`; a call that would take more than [`Solver::max_substeps`]
+//!   substeps in all (segments x substeps) is refused before any work;
 //! - `Exact` exponentiates every segment's generator, a Taylor polynomial of `M t / 2^s`
 //!   and `s` squarings with the degree and `s` chosen on the host from the bounds (so nothing
 //!   is read back), and multiplies the segments in a balanced tree.
@@ -37,6 +38,12 @@ pub enum Method {
     Exact,
 }
 
+/// Default of [`Solver::max_substeps`]: a thousand times the most that a shipped setting
+/// takes (RK4 with `dt` 0.001 over 20 segments of a pulse of length 1: 1,000 substeps), and
+/// a few seconds of CPU for a batch of one-qubit tasks, whereas a mistyped `dt` of `1e-9`
+/// asks for 10^9 substeps (and, under autodiff, memory for every one of them).
+pub const DEFAULT_MAX_SUBSTEPS: u64 = 1_000_000;
+
 /// Solver settings. The bounds are clamps applied to the inputs on the device, and the exact
 /// solver sizes its exponential for them in advance.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -53,6 +60,12 @@ pub struct Solver {
     /// substep (default false). In the real basis every step maps the trace coordinate to
     /// itself exactly, so dividing once at the end gives the same states.
     pub renormalize: bool,
+    /// Most substeps that one [`Solver::evolve`] call of `euler` or `rk4` may take in all,
+    /// `segments x max(1, floor(t_seg / dt))`; each substep is one batched product over all
+    /// tasks, so this bounds the run time and, under autodiff, the memory of the graph. More
+    /// is refused with [`LindbladError::TooManySubsteps`] before any work (default
+    /// [`DEFAULT_MAX_SUBSTEPS`] = 1,000,000; `exact` takes no substeps and is not limited).
+    pub max_substeps: u64,
 }
 
 impl Default for Solver {
@@ -62,6 +75,7 @@ impl Default for Solver {
             control_bound: 10.0,
             rate_bound: 1.0,
             renormalize: false,
+            max_substeps: DEFAULT_MAX_SUBSTEPS,
         }
     }
 }
@@ -130,7 +144,8 @@ fn check_shape(
 
 impl Solver {
     /// Number of equal substeps per segment of length `t_segment`: the guide's
-    /// `max(1, floor(t_segment / dt))`, or 1 for `Exact`.
+    /// `max(1, floor(t_segment / dt))`, or 1 for `Exact` (saturating at `usize::MAX`; see
+    /// [`Self::check_substeps`] for the limit that [`Self::evolve`] applies).
     pub fn substeps(&self, t_segment: f64) -> usize {
         match self.method {
             Method::Euler { dt } | Method::Rk4 { dt } => ((t_segment / dt).floor() as usize).max(1),
@@ -138,8 +153,53 @@ impl Solver {
         }
     }
 
-    /// Refuses a non-positive step, a negative or non-finite bound.
+    /// The substeps per segment for `segments` segments of a pulse of length `t_total`,
+    /// refusing a run of more than [`Self::max_substeps`] substeps in all (`tasks` only
+    /// enters the message). [`Self::evolve`] calls it before any work; callers that know the
+    /// shape earlier can call it to fail sooner.
+    pub fn check_substeps(
+        &self,
+        t_total: f64,
+        segments: usize,
+        tasks: usize,
+    ) -> Result<usize, LindbladError> {
+        let (name, dt) = match self.method {
+            Method::Euler { dt } => ("euler", dt),
+            Method::Rk4 { dt } => ("rk4", dt),
+            Method::Exact => return Ok(1),
+        };
+        if segments == 0 {
+            return Ok(1);
+        }
+        let t_segment = t_total / segments as f64;
+        // Counted in f64 so that a tiny dt cannot overflow (or saturate) an integer first.
+        let per_segment = (t_segment / dt).floor().max(1.0);
+        let total = per_segment * segments as f64;
+        if total <= self.max_substeps as f64 {
+            Ok(per_segment as usize)
+        } else {
+            Err(LindbladError::TooManySubsteps {
+                method: name,
+                dt,
+                t_segment,
+                per_segment,
+                segments,
+                total,
+                tasks,
+                limit: self.max_substeps,
+            })
+        }
+    }
+
+    /// Refuses a non-positive step, a negative or non-finite bound, a zero substep limit.
     pub fn validate(&self) -> Result<(), LindbladError> {
+        if self.max_substeps == 0 {
+            return Err(LindbladError::invalid(
+                "max_substeps",
+                0.0,
+                "must be at least 1",
+            ));
+        }
         if let Method::Euler { dt } | Method::Rk4 { dt } = self.method
             && !(dt.is_finite() && dt > 0.0)
         {
@@ -213,7 +273,7 @@ impl Solver {
                 * t_segment,
             unit_roundoff(dtype),
         );
-        let substeps = self.substeps(t_segment);
+        let substeps = self.check_substeps(batch.t_total, segments, tasks)?;
         let step = t_segment / substeps as f64;
         // Each method's per-segment (or per-substep) matrix is a polynomial of the scaled
         // generator, evaluated with the given Paterson-Stockmeyer chunk size.
@@ -331,5 +391,125 @@ impl Solver {
             stack.cast(dtype)
         };
         stack.matmul(coefficients).reshape([n, n, columns])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Basis, OperatorCache, operators, presets};
+    use burn::backend::NdArray;
+
+    type B = NdArray<f32>;
+
+    fn stepper(method: Method) -> Solver {
+        Solver {
+            method,
+            ..Solver::default()
+        }
+    }
+
+    /// A one-qubit batch of `tasks` tasks and `segments` segments over `t_total`.
+    fn batch(tasks: usize, segments: usize, t_total: f64) -> (Generators<B>, Batch<B>) {
+        let device = Default::default();
+        let generators = OperatorCache::<B>::new().generators(&presets::one_qubit(), &device);
+        let start = Basis::gell_mann(2).coordinates(&operators::basis_state(2, 0));
+        let batch = Batch {
+            t_total,
+            amplitudes: Tensor::zeros([tasks, segments, 2], &device),
+            rates: Tensor::zeros([tasks, 3], &device),
+            initial: Tensor::from_data(
+                TensorData::new(start.repeat(tasks), [tasks, 4]).convert::<f32>(),
+                &device,
+            ),
+        };
+        (generators, batch)
+    }
+
+    #[test]
+    fn a_tiny_step_is_refused_before_any_work() {
+        // Without the limit these would run 5e7 (and usize::MAX) products per segment.
+        for dt in [1e-9, 5e-324] {
+            let (generators, batch) = batch(3, 20, 1.0);
+            let err = stepper(Method::Rk4 { dt })
+                .evolve(&generators, batch, Output::States)
+                .unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    LindbladError::TooManySubsteps {
+                        method: "rk4",
+                        segments: 20,
+                        tasks: 3,
+                        limit: DEFAULT_MAX_SUBSTEPS,
+                        ..
+                    }
+                ),
+                "{err}"
+            );
+        }
+        let err = stepper(Method::Euler { dt: 1e-9 })
+            .check_substeps(1.0, 20, 3)
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "dt = 1e-9: euler would take floor(t_seg / dt) = 50000000 substeps per segment \
+             (t_seg = t_total / segments = 0.05) x 20 segments = 1000000000 substeps \
+             (x 3 tasks = 3000000000 task-substeps), more than max_substeps = 1000000; \
+             use a larger dt or the exact method, or raise max_substeps"
+        );
+    }
+
+    #[test]
+    fn the_limit_counts_all_segments_and_leaves_the_shipped_settings_alone() {
+        // The finest shipped setting, RK4 at dt 0.001 over 20 segments of T = 1, of 200 tasks.
+        assert_eq!(
+            stepper(Method::Rk4 { dt: 0.001 }).check_substeps(1.0, 20, 200),
+            Ok(50)
+        );
+        // A step longer than a segment is one step per segment, as the guide has it.
+        assert_eq!(
+            stepper(Method::Euler { dt: 7.0 }).check_substeps(1.0, 20, 1),
+            Ok(1)
+        );
+        let (generators, batch) = batch(2, 5, 1.0);
+        let coarse = stepper(Method::Euler { dt: 7.0 });
+        assert!(coarse.evolve(&generators, batch, Output::States).is_ok());
+        // The limit is on segments x substeps: exactly at it passes, one segment more does not.
+        let limited = Solver {
+            max_substeps: 100,
+            ..stepper(Method::Euler { dt: 0.5 })
+        };
+        assert_eq!(limited.check_substeps(50.0, 50, 1), Ok(2));
+        assert!(limited.check_substeps(51.0, 51, 1).is_err());
+        assert!(
+            Solver {
+                max_substeps: 1,
+                ..Solver::default()
+            }
+            .check_substeps(1.0, 1000, 1)
+                == Ok(1),
+            "exact takes no substeps"
+        );
+        let zero = Solver {
+            max_substeps: 0,
+            ..Solver::default()
+        };
+        assert_eq!(
+            zero.validate().unwrap_err().to_string(),
+            "max_substeps = 0: must be at least 1"
+        );
+    }
+
+    #[test]
+    fn the_limit_is_a_setting_of_configuration_files() {
+        let solver: Solver = serde_json::from_str(
+            r#"{ "method": { "rk4": { "dt": 1e-9 } }, "max_substeps": 2000000000 }"#,
+        )
+        .unwrap();
+        assert_eq!(solver.max_substeps, 2_000_000_000);
+        assert!(solver.check_substeps(1.0, 1, 1).is_ok());
+        let default: Solver = serde_json::from_str("{}").unwrap();
+        assert_eq!(default.max_substeps, DEFAULT_MAX_SUBSTEPS);
     }
 }
