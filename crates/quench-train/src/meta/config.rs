@@ -2,11 +2,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use quench_lindblad::Solver;
+use quench_lindblad::operators::{hadamard, pauli_x, pauli_y, pauli_z};
+use quench_lindblad::{CMatrix, Solver, System, presets};
 
 use super::maml::Algorithm;
 use super::policy::PolicyShape;
-use super::problem::{LossKind, SystemChoice, Target};
 use super::tasks::{Features, TaskFamily};
 
 /// Everything a meta-learning run needs; the defaults are the guide's GPU-optimised setting
@@ -82,6 +82,70 @@ impl Default for MetaConfig {
             val_seed: 1_000_003,
         }
     }
+}
+
+/// The simulated system (`WORKLOADS.md` section 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SystemChoice {
+    /// `H = 0.1 sz + u1 sx + u2 sy`, jumps `sqrt(G) sx, sy, sz`.
+    #[default]
+    OneQubit,
+    /// Drift `0.5 ZZ`, controls `XI, IX, YI, ZZ`, jumps `ZI, IZ, s-I, Is-`.
+    TwoQubit,
+    /// No drift, controls `sx, sy`, jumps `sqrt(g_relax) s-`, `sqrt(g_deph / 2) sz`.
+    RelaxDephase,
+}
+
+impl SystemChoice {
+    /// The system's operators.
+    pub fn system(self) -> System {
+        match self {
+            Self::OneQubit => presets::one_qubit(),
+            Self::TwoQubit => presets::two_qubit(),
+            Self::RelaxDephase => presets::relax_dephase(),
+        }
+    }
+}
+
+/// The target gate `U`; the target state is `U |0>` (`U ⊗ U |00>` on two qubits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Target {
+    /// Pauli X.
+    #[default]
+    X,
+    /// Pauli Y.
+    Y,
+    /// Pauli Z.
+    Z,
+    /// Hadamard.
+    H,
+}
+
+impl Target {
+    /// The single-qubit unitary.
+    pub fn unitary(self) -> CMatrix {
+        match self {
+            Self::X => pauli_x(),
+            Self::Y => pauli_y(),
+            Self::Z => pauli_z(),
+            Self::H => hadamard(),
+        }
+    }
+}
+
+/// What the policy minimises, `1 - F` for one of three fidelities.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LossKind {
+    /// The guide's `|Tr(rho sigma)|^2` clamped to `[0, 1]` (a quirk: the square of the fidelity).
+    #[default]
+    SquaredOverlap,
+    /// The state fidelity `Tr(rho sigma)` for the pure target.
+    StateFidelity,
+    /// The average gate fidelity of the whole propagator with the target gate.
+    GateFidelity,
 }
 
 #[cfg(test)]

@@ -4,7 +4,8 @@
 //! [`tasks`] draws noise tasks and turns them into policy features; [`problem`] holds the
 //! system, target and loss with the operators on the device; [`policy`] is the pulse network
 //! and its saved form; [`maml`] the batched inner loop and meta-update; [`train`] a whole run
-//! with validation and history; [`config`] its TOML configuration.
+//! with validation and history; [`config`] its TOML configuration and the choices it names
+//! (system, target, loss).
 
 pub mod config;
 pub mod error;
@@ -14,10 +15,10 @@ pub mod problem;
 pub mod tasks;
 pub mod train;
 
-pub use config::MetaConfig;
+pub use config::{LossKind, MetaConfig, SystemChoice, Target};
 pub use error::MetaError;
 pub use maml::{Algorithm, InnerLoop, MetaLearner, StepStats};
 pub use policy::{PolicyShape, load_policy, save_policy};
-pub use problem::{ControlBatch, ControlProblem, LossKind, Operators, SystemChoice, Target};
+pub use problem::{ControlBatch, ControlProblem, Operators};
 pub use tasks::{Features, TaskFamily, TaskStream};
 pub use train::{History, MetaRun, Validation};

@@ -3,80 +3,15 @@
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
-use quench_lindblad::operators::{basis_state, hadamard, kron_all, pauli_x, pauli_y, pauli_z};
+use quench_lindblad::operators::{basis_state, kron_all};
 use quench_lindblad::{
-    Basis, Batch, CMatrix, Evolution, Generators, OperatorCache, Output, RelaxDephaseTask,
-    SpectralNoise, SpectralTask, System, fidelity, presets,
+    Basis, Batch, Evolution, Generators, OperatorCache, Output, RelaxDephaseTask, SpectralNoise,
+    SpectralTask, System, fidelity,
 };
-use serde::{Deserialize, Serialize};
 
-use super::config::MetaConfig;
+use super::config::{LossKind, MetaConfig, SystemChoice};
 use super::error::MetaError;
 use super::tasks::{Features, TaskFamily, feature_tensor};
-
-/// The simulated system (`WORKLOADS.md` section 2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum SystemChoice {
-    /// `H = 0.1 sz + u1 sx + u2 sy`, jumps `sqrt(G) sx, sy, sz`.
-    #[default]
-    OneQubit,
-    /// Drift `0.5 ZZ`, controls `XI, IX, YI, ZZ`, jumps `ZI, IZ, s-I, Is-`.
-    TwoQubit,
-    /// No drift, controls `sx, sy`, jumps `sqrt(g_relax) s-`, `sqrt(g_deph / 2) sz`.
-    RelaxDephase,
-}
-
-impl SystemChoice {
-    /// The system's operators.
-    pub fn system(self) -> System {
-        match self {
-            Self::OneQubit => presets::one_qubit(),
-            Self::TwoQubit => presets::two_qubit(),
-            Self::RelaxDephase => presets::relax_dephase(),
-        }
-    }
-}
-
-/// The target gate `U`; the target state is `U |0>` (`U ⊗ U |00>` on two qubits).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Target {
-    /// Pauli X.
-    #[default]
-    X,
-    /// Pauli Y.
-    Y,
-    /// Pauli Z.
-    Z,
-    /// Hadamard.
-    H,
-}
-
-impl Target {
-    /// The single-qubit unitary.
-    pub fn unitary(self) -> CMatrix {
-        match self {
-            Self::X => pauli_x(),
-            Self::Y => pauli_y(),
-            Self::Z => pauli_z(),
-            Self::H => hadamard(),
-        }
-    }
-}
-
-/// What the policy minimises, `1 - F` for one of three fidelities.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum LossKind {
-    /// The guide's `|Tr(rho sigma)|^2` clamped to `[0, 1]` (a quirk: the square of the fidelity).
-    #[default]
-    SquaredOverlap,
-    /// The state fidelity `Tr(rho sigma)` for the pure target.
-    StateFidelity,
-    /// The average gate fidelity of the whole propagator with the target gate.
-    GateFidelity,
-}
 
 /// Fidelities of a batch, `[tasks]` each.
 #[derive(Debug, Clone)]

@@ -1,0 +1,216 @@
+//! Workload `qrng-classifier`: the 100-30-20-3 MLP naming the source of a line, four seeds with
+//! early stopping; the baseline trains the seeds one at a time at batch 8 in f32 with data
+//! streamed from the host, as the original did.
+
+use burn::tensor::backend::AutodiffBackend;
+use quench_data::Mode;
+use quench_train::qrng::Batching;
+use quench_train::qrng::classifier::{ClassifierConfig, Execution, train_classifier};
+use quench_train::qrng::split::Split;
+use serde::Deserialize;
+
+use super::DataParams;
+use crate::workload::{
+    Claim, PrecisionRole, Quality, TableWorkload, Tolerance, Variant, VariantContext,
+    VariantOutcome, time_runs,
+};
+
+/// Guide 000's claim for neural-network training: 6-15x.
+const NN_CLAIM: Claim = Claim {
+    low: 6.0,
+    high: 15.0,
+};
+/// Guide 000's claim for mixed precision alone ("2x faster").
+const AMP_CLAIM: Claim = Claim {
+    low: 2.0,
+    high: 2.0,
+};
+
+/// Workload `qrng-classifier`.
+pub struct QrngClassifier;
+
+/// Parameters of `qrng-classifier`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClassifierParams {
+    /// The bit strings.
+    data: DataParams,
+    /// The classifier's settings; `batch_size` is set by the variant.
+    training: ClassifierConfig,
+}
+
+/// What a classifier variant changes.
+pub struct Setting {
+    batch_size: usize,
+    batching: Batching,
+    resident: bool,
+}
+
+const CLASSIFIER_VARIANTS: [Variant<Setting>; 6] = [
+    Variant {
+        name: "baseline",
+        description: "batch 8, one seed at a time, f32, data streamed from the host (the original's way)",
+        baseline: true,
+        claim: None,
+        precision: PrecisionRole::F32,
+        setting: Setting {
+            batch_size: 8,
+            batching: Batching::OneAtATime,
+            resident: false,
+        },
+    },
+    Variant {
+        name: "batch-128",
+        description: "batch 128 (the guide's), otherwise the baseline",
+        baseline: false,
+        claim: None,
+        precision: PrecisionRole::F32,
+        setting: Setting {
+            batch_size: 128,
+            batching: Batching::OneAtATime,
+            resident: false,
+        },
+    },
+    Variant {
+        name: "seeds-batched",
+        description: "the seeds as members of one batched program, otherwise the baseline",
+        baseline: false,
+        claim: None,
+        precision: PrecisionRole::F32,
+        setting: Setting {
+            batch_size: 8,
+            batching: Batching::Members,
+            resident: false,
+        },
+    },
+    Variant {
+        name: "device-resident",
+        description: "data uploaded once and batches gathered on the device, otherwise the baseline",
+        baseline: false,
+        claim: None,
+        precision: PrecisionRole::F32,
+        setting: Setting {
+            batch_size: 8,
+            batching: Batching::OneAtATime,
+            resident: true,
+        },
+    },
+    Variant {
+        name: "mixed-precision",
+        description: "forward pass in the run's low precision with f32 master weights, otherwise the baseline",
+        baseline: false,
+        claim: Some(AMP_CLAIM),
+        precision: PrecisionRole::Mixed,
+        setting: Setting {
+            batch_size: 8,
+            batching: Batching::OneAtATime,
+            resident: false,
+        },
+    },
+    Variant {
+        name: "all",
+        description: "batch 128, seeds batched, device-resident data, mixed precision where the run has it",
+        baseline: false,
+        claim: Some(NN_CLAIM),
+        precision: PrecisionRole::MixedWhereAvailable,
+        setting: Setting {
+            batch_size: 128,
+            batching: Batching::Members,
+            resident: true,
+        },
+    },
+];
+
+impl TableWorkload for QrngClassifier {
+    type Params = ClassifierParams;
+    type Setting = Setting;
+    const NAME: &'static str = "qrng-classifier";
+    const SUMMARY: &'static str =
+        "guide 000: 100-30-20-3 MLP naming the qRNG source of a line, 4 seeds, early stopping";
+
+    fn table(&self) -> &[Variant<Setting>] {
+        &CLASSIFIER_VARIANTS
+    }
+
+    fn run_variant<B: AutodiffBackend>(
+        &self,
+        variant: &Variant<Setting>,
+        params: ClassifierParams,
+        ctx: &VariantContext,
+        device: &B::Device,
+    ) -> anyhow::Result<VariantOutcome> {
+        let setting = &variant.setting;
+        let (strings, source) = params.data.load()?;
+        let data = strings.to_dataset();
+        let config = ClassifierConfig {
+            batch_size: setting.batch_size,
+            ..params.training
+        };
+        let precision = ctx.precision;
+        let execution = Execution {
+            batching: setting.batching,
+            loader: if setting.resident {
+                Mode::Resident
+            } else {
+                Mode::ON_CALLER
+            },
+            precision,
+        };
+        let (outcome, seconds) = time_runs::<B, _>(device, ctx.timing, || {
+            Ok(train_classifier::<B>(&data, &config, &execution, device)?)
+        })?;
+        let seeds = config.seeds.len() as f64;
+        let iterations = outcome.member_epochs as f64 / seeds;
+        let (train_samples, _, _) =
+            Split::sizes(data.len(), config.test_fraction, config.validation_fraction)?;
+        let (mean, std) = outcome.test_accuracy();
+        let mut notes = vec![
+            format!(
+                "test accuracy {:.2} % +- {:.2} % over seeds {:?} (original: 57.2 % +- 1.8 %, selected on its test split)",
+                100.0 * mean,
+                100.0 * std,
+                config.seeds
+            ),
+            outcome
+                .seeds
+                .iter()
+                .map(|s| {
+                    format!(
+                        "seed {}: {:.2} % after {} epochs",
+                        s.seed,
+                        100.0 * s.test_accuracy,
+                        s.epochs
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; "),
+            format!(
+                "at most {} epochs (the full setting: 1,000), early-stopping patience {}, precision {precision}",
+                config.max_epochs, config.early_stopping_patience
+            ),
+        ];
+        if outcome.seeds.iter().all(|s| s.epochs == config.max_epochs) {
+            notes.push(format!(
+                "no seed stopped early: every run ended at the limit of {} epochs, so the \
+                 accuracies may not have converged (batch 128 takes 16x fewer steps per \
+                 epoch than batch 8); judge parity at the full setting",
+                config.max_epochs
+            ));
+        }
+        notes.push(source);
+        Ok(VariantOutcome {
+            per_iteration: seconds.scaled(1.0 / iterations.max(1.0)),
+            iteration_unit: "epoch (all seeds)".into(),
+            iterations_per_run: iterations,
+            items_per_iteration: seeds * train_samples as f64,
+            throughput_unit: "samples/s".into(),
+            quality: Some(Quality {
+                metric: "mean test accuracy".into(),
+                value: mean,
+                higher_is_better: true,
+                tolerance: Tolerance::Absolute(0.015),
+            }),
+            notes,
+        })
+    }
+}

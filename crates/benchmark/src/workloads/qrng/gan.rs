@@ -1,0 +1,118 @@
+//! Workload `qrng-gan`: the GAN tournament, a generator per pair of sources; the baseline plays
+//! the matches one at a time with noise drawn on the host, as the original did.
+
+use burn::tensor::backend::AutodiffBackend;
+use quench_train::qrng::Batching;
+use quench_train::qrng::gan::{GanConfig, Noise, gan_tournament};
+use serde::Deserialize;
+
+use super::DataParams;
+use crate::workload::{
+    Claim, PrecisionRole, Quality, TableWorkload, Tolerance, Variant, VariantContext,
+    VariantOutcome, time_runs,
+};
+
+/// Guide 000's claim for the GAN tournament: 3-5x.
+const GAN_CLAIM: Claim = Claim {
+    low: 3.0,
+    high: 5.0,
+};
+
+/// Workload `qrng-gan`.
+pub struct QrngGan;
+
+/// Parameters of `qrng-gan`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GanParams {
+    /// The bit strings.
+    data: DataParams,
+    /// The tournament's settings; `noise` is set by the variant.
+    tournament: GanConfig,
+}
+
+const GAN_VARIANTS: [Variant<(Batching, Noise)>; 2] = [
+    Variant {
+        name: "baseline",
+        description: "matches (pairs x seeds) one at a time, noise drawn on the host (the \
+                      original's way)",
+        baseline: true,
+        claim: None,
+        precision: PrecisionRole::F32,
+        setting: (Batching::OneAtATime, Noise::Host),
+    },
+    Variant {
+        name: "batched",
+        description: "every match a member of one batched program, noise drawn on the device",
+        baseline: false,
+        claim: Some(GAN_CLAIM),
+        precision: PrecisionRole::F32,
+        setting: (Batching::Members, Noise::Device),
+    },
+];
+
+impl TableWorkload for QrngGan {
+    type Params = GanParams;
+    type Setting = (Batching, Noise);
+    const NAME: &'static str = "qrng-gan";
+    const SUMMARY: &'static str =
+        "guide 000: GAN tournament, a 4096-128-256-4096 generator per pair of qRNG sources";
+
+    fn table(&self) -> &[Variant<(Batching, Noise)>] {
+        &GAN_VARIANTS
+    }
+
+    fn run_variant<B: AutodiffBackend>(
+        &self,
+        variant: &Variant<(Batching, Noise)>,
+        params: GanParams,
+        ctx: &VariantContext,
+        device: &B::Device,
+    ) -> anyhow::Result<VariantOutcome> {
+        let (strings, source) = params.data.load()?;
+        let (batching, noise) = variant.setting;
+        let config = GanConfig {
+            noise,
+            ..params.tournament
+        };
+        let (tournament, seconds) = time_runs::<B, _>(device, ctx.timing, || {
+            Ok(gan_tournament::<B>(&strings, &config, batching, device)?)
+        })?;
+        let epochs = config.epochs as f64;
+        let mut notes: Vec<String> = tournament
+            .table()
+            .iter()
+            .map(|row| {
+                format!(
+                    "{}v{}: final KL {:.4} +- {:.4} over {} seed(s); a uniform generator scores {:.4}",
+                    row.devices.0,
+                    row.devices.1,
+                    row.mean,
+                    row.std,
+                    row.final_kl.len(),
+                    row.uniform_kl
+                )
+            })
+            .collect();
+        notes.push(format!(
+            "{} epochs, {} match(es); the original's quick setting is 100 epochs, its full one 1,000",
+            config.epochs,
+            tournament.matches.len()
+        ));
+        notes.push(source);
+        Ok(VariantOutcome {
+            per_iteration: seconds.scaled(1.0 / epochs),
+            iteration_unit: "epoch (all matches)".into(),
+            iterations_per_run: epochs,
+            items_per_iteration: tournament.matches.len() as f64,
+            throughput_unit: "match-epochs/s".into(),
+            quality: Some(Quality {
+                metric: "mean final KL(p_real || g)".into(),
+                value: tournament.mean_final_kl(),
+                higher_is_better: false,
+                tolerance: Tolerance::Relative(0.1),
+            }),
+            notes,
+        })
+    }
+}
