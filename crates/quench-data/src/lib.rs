@@ -17,7 +17,7 @@ mod loader;
 mod mixture;
 mod mnist;
 mod qrng;
-mod qrng_devices;
+mod qrng_sources;
 mod stand_in;
 mod summary;
 mod synth;
@@ -34,7 +34,7 @@ pub use mnist::{
     PROJECT_MNIST_DIR, Split,
 };
 pub use qrng::{BitStrings, QRNG_LABELS};
-pub use qrng_devices::{DeviceModel, synthetic_qrng};
+pub use qrng_sources::{SourceModel, synthetic_qrng};
 pub use stand_in::{STAND_IN_SIDE, STAND_IN_TEST, STAND_IN_TRAIN, stand_in_digits};
 pub use summary::{ClassSummary, Format, Summary, summary};
 pub use synth::{SYNTH_DIM, SYNTH_TEST, SYNTH_TRAIN, Synth, SynthLabels};

@@ -17,3 +17,4 @@ pub mod optim;
 pub mod params;
 pub mod qrng;
 pub mod sgld;
+pub mod stats;

@@ -2,7 +2,7 @@
 //! early stopping with best weights, learning, and refusals.
 
 use burn::backend::{Autodiff, NdArray};
-use quench_data::{Dataset, DeviceModel, Mode, synthetic_qrng};
+use quench_data::{Dataset, Mode, SourceModel, synthetic_qrng};
 use quench_device::Precision;
 use quench_train::qrng::classifier::{ClassifierConfig, Execution, train_classifier};
 use quench_train::qrng::{Batching, QrngError};
@@ -12,25 +12,25 @@ type Train = Autodiff<NdArray<f32>>;
 /// Three sources whose probabilities of a one are 1/2 - `bias`, 1/2 and 1/2 + `bias`; with
 /// bias 0.25 a small network separates them well (the Bayes accuracy from the count of ones
 /// is about 99 %).
-fn separable(lines_per_device: usize, bias: f64) -> Dataset {
-    let devices = [
-        DeviceModel {
+fn separable(lines_per_source: usize, bias: f64) -> Dataset {
+    let sources = [
+        SourceModel {
             bias: -bias,
             correlation: 0.0,
             drift: 0.0,
         },
-        DeviceModel {
+        SourceModel {
             bias: 0.0,
             correlation: 0.0,
             drift: 0.0,
         },
-        DeviceModel {
+        SourceModel {
             bias,
             correlation: 0.0,
             drift: 0.0,
         },
     ];
-    synthetic_qrng(&devices, lines_per_device, 100, 4)
+    synthetic_qrng(&sources, lines_per_source, 100, 4)
         .unwrap()
         .to_dataset()
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 use burn::backend::NdArray;
 use quench_data::{BitStrings, QRNG_LABELS};
 use quench_train::qrng::distinguish::{DistinguishConfig, distinguish};
-use quench_train::qrng::features::device_bits;
+use quench_train::qrng::features::source_bits;
 use quench_train::qrng::{QrngError, synthetic_recording};
 
 type Cpu = NdArray<f32>;
@@ -94,7 +94,7 @@ fn synthetic_tournament_matches_the_f64_reference() {
 #[test]
 fn recorded_tournament_matches_the_f64_reference_with_full_device_slices() {
     let strings = recording();
-    let sources = device_bits(&strings, 64).unwrap();
+    let sources = source_bits(&strings, 64).unwrap();
     assert_eq!(
         sources
             .iter()
@@ -105,7 +105,7 @@ fn recorded_tournament_matches_the_f64_reference_with_full_device_slices() {
     assert_matches_reference(&strings, 64);
     let table =
         distinguish::<Cpu>(&strings, &DistinguishConfig::default(), &Default::default()).unwrap();
-    let labels: Vec<(u32, u32)> = table.pairs.iter().map(|p| p.devices).collect();
+    let labels: Vec<(u32, u32)> = table.pairs.iter().map(|p| p.sources).collect();
     assert_eq!(labels, vec![(1, 2), (1, 3), (2, 3)]);
     let printed = table.to_string();
     assert!(
@@ -116,28 +116,28 @@ fn recorded_tournament_matches_the_f64_reference_with_full_device_slices() {
 
 #[test]
 fn more_different_sources_score_higher() {
-    let devices = [
-        quench_data::DeviceModel {
+    let sources = [
+        quench_data::SourceModel {
             bias: 0.0,
             correlation: 0.0,
             drift: 0.0,
         },
-        quench_data::DeviceModel {
+        quench_data::SourceModel {
             bias: 0.01,
             correlation: 0.0,
             drift: 0.0,
         },
-        quench_data::DeviceModel {
+        quench_data::SourceModel {
             bias: 0.2,
             correlation: 0.3,
             drift: 0.0,
         },
     ];
-    let strings = quench_data::synthetic_qrng(&devices, 500, 64, 8).unwrap();
+    let strings = quench_data::synthetic_qrng(&sources, 500, 64, 8).unwrap();
     let table =
         distinguish::<Cpu>(&strings, &DistinguishConfig::default(), &Default::default()).unwrap();
     let best = table.most_distinguishable().unwrap();
-    assert_ne!(best.devices, (1, 2), "{table}");
+    assert_ne!(best.sources, (1, 2), "{table}");
     assert!(
         table.pairs[0].composite < table.pairs[1].composite,
         "{table}"
@@ -147,7 +147,7 @@ fn more_different_sources_score_higher() {
 #[test]
 fn refuses_a_single_source_and_too_many_bits() {
     let one = quench_data::synthetic_qrng(
-        &[quench_data::DeviceModel {
+        &[quench_data::SourceModel {
             bias: 0.0,
             correlation: 0.0,
             drift: 0.0,

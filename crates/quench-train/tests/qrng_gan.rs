@@ -40,7 +40,7 @@ fn batched_members_train_exactly_as_they_do_alone() {
     let alone = gan_tournament::<Train>(&strings, &config, Batching::OneAtATime, &device).unwrap();
     assert_eq!(batched.matches.len(), 6);
     for (b, a) in batched.matches.iter().zip(&alone.matches) {
-        assert_eq!((b.devices, b.seed), (a.devices, a.seed));
+        assert_eq!((b.sources, b.seed), (a.sources, a.seed));
         assert_eq!(b.kl_history.len(), 6);
         for (x, y) in b.kl_history.iter().zip(&a.kl_history) {
             assert!((x - y).abs() <= 1e-4 * y.abs() + 1e-6, "{b:?} vs {a:?}");
@@ -64,7 +64,7 @@ fn the_generator_approaches_the_target() {
         assert!(
             m.final_kl() < 0.95 * first,
             "{:?}: {:?}",
-            m.devices,
+            m.sources,
             m.kl_history
         );
     }

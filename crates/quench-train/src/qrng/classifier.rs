@@ -21,12 +21,13 @@ use serde::{Deserialize, Serialize};
 
 use super::schedule::{MemberSchedule, PlateauConfig};
 use super::split::Split;
-use super::{Batching, QrngError, mean_std, seeded_ensemble, sub_seed};
+use super::{Batching, QrngError, seeded_ensemble, sub_seed};
 use crate::amp::MixedPrecision;
 use crate::ensemble::{Activation, EnsembleMlp};
 use crate::init::Init;
 use crate::optim::{AdamConfig, MemberAdam};
 use crate::params::{clip_member_norms, finite_members, require_grad};
+use crate::stats::MeanStd;
 
 /// Hidden widths of the classifier.
 const HIDDEN: [usize; 2] = [30, 20];
@@ -196,7 +197,8 @@ impl ClassifierOutcome {
     /// Mean and population standard deviation of the test accuracy over the seeds.
     pub fn test_accuracy(&self) -> (f64, f64) {
         let accuracies: Vec<f64> = self.seeds.iter().map(|s| s.test_accuracy).collect();
-        mean_std(&accuracies)
+        let s = MeanStd::of(&accuracies);
+        (s.mean, s.std)
     }
 }
 

@@ -8,7 +8,7 @@ use burn::tensor::{Int, Tensor, TensorData};
 use quench_data::BitStrings;
 use serde::{Deserialize, Serialize};
 
-use super::features::{DeviceFeatures, device_bits, symmetric_kl};
+use super::features::{DeviceFeatures, source_bits, symmetric_kl};
 use super::{QrngError, pairs};
 
 /// Settings of the distinguishability tournament; the defaults are the original's.
@@ -43,7 +43,7 @@ impl Default for DistinguishConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct PairScore {
     /// Labels of the two sources.
-    pub devices: (u32, u32),
+    pub sources: (u32, u32),
     /// Divergence of the position frequencies (`bits` values).
     pub kl_bits: f64,
     /// Divergence of the co-occurrences (`bits^2` values).
@@ -81,7 +81,7 @@ impl fmt::Display for Distinguishability {
             writeln!(
                 f,
                 "{:<8} {:>12.6} {:>12.6} {:>12.6} {:>12.6}",
-                format!("{}v{}", p.devices.0, p.devices.1),
+                format!("{}v{}", p.sources.0, p.sources.1),
                 p.kl_bits,
                 p.kl_pattern,
                 p.kl_diff,
@@ -107,7 +107,7 @@ pub fn distinguish<B: Backend>(
             "must be positive and finite",
         ));
     }
-    let sources = device_bits(strings, config.bits)?;
+    let sources = source_bits(strings, config.bits)?;
     if sources.len() < 2 {
         return Err(QrngError::TooFewDevices {
             found: sources.len(),
@@ -151,7 +151,7 @@ pub fn distinguish<B: Backend>(
                 f64::from(values[2 * n + k]),
             );
             PairScore {
-                devices: (sources[a].label, sources[b].label),
+                sources: (sources[a].label, sources[b].label),
                 kl_bits,
                 kl_pattern,
                 kl_diff,

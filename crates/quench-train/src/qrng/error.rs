@@ -36,10 +36,10 @@ pub enum QrngError {
     },
     /// A pair's frequency-difference grid is flat (every frequency of each source equal), so
     /// it has no target distribution.
-    #[error("sources {}v{}: flat frequency-difference grid, no target distribution", devices.0, devices.1)]
+    #[error("sources {}v{}: flat frequency-difference grid, no target distribution", sources.0, sources.1)]
     FlatGrid {
         /// Labels of the two sources.
-        devices: (u32, u32),
+        sources: (u32, u32),
     },
     /// A configuration field is out of its range.
     #[error("{field} = {value}: {reason}")]

@@ -23,7 +23,7 @@ pub struct DeviceBits {
 /// [`BitStrings::classes`], lines taken by label.
 ///
 /// Refused: `bits` of 0 or more than a line holds, a declared source without lines.
-pub fn device_bits(strings: &BitStrings, bits: usize) -> Result<Vec<DeviceBits>, QrngError> {
+pub fn source_bits(strings: &BitStrings, bits: usize) -> Result<Vec<DeviceBits>, QrngError> {
     if bits == 0 || bits > strings.bits_per_line() {
         return Err(QrngError::TooFewBits {
             bits,
@@ -156,13 +156,13 @@ mod tests {
     #[test]
     fn sources_are_taken_by_label_wherever_their_lines_are() {
         let s = strings("1100 2\n0000 1\n1010 2\n0110 3\n1111 1\n");
-        let sources = device_bits(&s, 3).unwrap();
+        let sources = source_bits(&s, 3).unwrap();
         assert_eq!(sources.len(), 3);
         assert_eq!((sources[0].label, sources[0].lines), (1, 2));
         assert_eq!(sources[0].values, vec![0.0, 0.0, 0.0, 1.0, 1.0, 1.0]);
         assert_eq!(sources[1].values, vec![1.0, 1.0, 0.0, 1.0, 0.0, 1.0]);
         assert!(matches!(
-            device_bits(&s, 5),
+            source_bits(&s, 5),
             Err(QrngError::TooFewBits {
                 bits: 5,
                 available: 4
@@ -170,7 +170,7 @@ mod tests {
         ));
         let missing = strings("1100 2\n0000 1\n");
         assert!(matches!(
-            device_bits(&missing, 2),
+            source_bits(&missing, 2),
             Err(QrngError::NoLines { label: 3 })
         ));
     }
@@ -179,7 +179,7 @@ mod tests {
     fn features_follow_their_definitions() {
         let s = strings("110 1\n100 1\n111 1\n000 1\n011 2\n011 3\n");
         let features =
-            DeviceFeatures::<Cpu>::compute(&device_bits(&s, 3).unwrap(), &Default::default());
+            DeviceFeatures::<Cpu>::compute(&source_bits(&s, 3).unwrap(), &Default::default());
         let f = host(features.frequencies);
         assert_eq!(&f[..3], &[0.75, 0.5, 0.25]);
         assert_eq!(&f[3..6], &[0.0, 1.0, 1.0]);

@@ -18,12 +18,13 @@ use rand::rngs::StdRng;
 use rand_distr::{Distribution as _, StandardNormal};
 use serde::{Deserialize, Serialize};
 
-use super::features::{device_bits, frequencies};
-use super::{Batching, QrngError, mean_std, pairs, seeded_ensemble, sub_seed};
+use super::features::{frequencies, source_bits};
+use super::{Batching, QrngError, pairs, seeded_ensemble, sub_seed};
 use crate::ensemble::{Activation, EnsembleMlp};
 use crate::init::Init;
 use crate::optim::{AdamConfig, MemberAdam};
 use crate::params::{gradients, require_grad};
+use crate::stats::MeanStd;
 
 /// Hidden widths of the generator, between its `bits^2` noise inputs and `bits^2` outputs.
 const GENERATOR_HIDDEN: [usize; 2] = [128, 256];
@@ -133,7 +134,7 @@ impl GanMember {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GanMatch {
     /// Labels of the two sources.
-    pub devices: (u32, u32),
+    pub sources: (u32, u32),
     /// The seed.
     pub seed: u64,
     /// `KL(p_real || g)` in nats at every epoch, of the generator that epoch started with.
@@ -154,7 +155,7 @@ impl GanMatch {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PairKl {
     /// Labels of the two sources.
-    pub devices: (u32, u32),
+    pub sources: (u32, u32),
     /// Final KL per seed, in the order of [`GanConfig::seeds`].
     pub final_kl: Vec<f64>,
     /// `KL(p_real || uniform)` of the pair.
@@ -177,10 +178,10 @@ impl GanTournament {
     pub fn table(&self) -> Vec<PairKl> {
         let mut rows: Vec<PairKl> = Vec::new();
         for m in &self.matches {
-            match rows.iter_mut().find(|r| r.devices == m.devices) {
+            match rows.iter_mut().find(|r| r.sources == m.sources) {
                 Some(row) => row.final_kl.push(m.final_kl()),
                 None => rows.push(PairKl {
-                    devices: m.devices,
+                    sources: m.sources,
                     final_kl: vec![m.final_kl()],
                     uniform_kl: m.uniform_kl,
                     mean: 0.0,
@@ -189,7 +190,8 @@ impl GanTournament {
             }
         }
         for row in &mut rows {
-            (row.mean, row.std) = mean_std(&row.final_kl);
+            let s = MeanStd::of(&row.final_kl);
+            (row.mean, row.std) = (s.mean, s.std);
         }
         rows
     }
@@ -197,7 +199,7 @@ impl GanTournament {
     /// Mean final KL over every match.
     pub fn mean_final_kl(&self) -> f64 {
         let finals: Vec<f64> = self.matches.iter().map(GanMatch::final_kl).collect();
-        mean_std(&finals).0
+        MeanStd::of(&finals).mean
     }
 }
 
@@ -213,7 +215,7 @@ impl fmt::Display for GanTournament {
             writeln!(
                 f,
                 "{:<8} {:>12.4} {:>10.4} {:>12.4}  {}",
-                format!("{}v{}", row.devices.0, row.devices.1),
+                format!("{}v{}", row.sources.0, row.sources.1),
                 row.mean,
                 row.std,
                 row.uniform_kl,
@@ -233,7 +235,7 @@ pub fn gan_tournament<B: AutodiffBackend>(
     device: &B::Device,
 ) -> Result<GanTournament, QrngError> {
     config.validate()?;
-    let sources = device_bits(strings, config.bits)?;
+    let sources = source_bits(strings, config.bits)?;
     if sources.len() < 2 {
         return Err(QrngError::TooFewDevices {
             found: sources.len(),
@@ -259,7 +261,7 @@ pub fn gan_tournament<B: AutodiffBackend>(
         .map(|m| {
             let row = |s: usize| &freqs[s * bits..(s + 1) * bits];
             pair_target(row(m.pair.0), row(m.pair.1)).ok_or(QrngError::FlatGrid {
-                devices: (sources[m.pair.0].label, sources[m.pair.1].label),
+                sources: (sources[m.pair.0].label, sources[m.pair.1].label),
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -283,7 +285,7 @@ pub fn gan_tournament<B: AutodiffBackend>(
         .zip(histories)
         .zip(&targets)
         .map(|((m, kl_history), target)| GanMatch {
-            devices: (sources[m.pair.0].label, sources[m.pair.1].label),
+            sources: (sources[m.pair.0].label, sources[m.pair.1].label),
             seed: m.seed,
             kl_history,
             uniform_kl: kl_to_uniform(target),

@@ -1,4 +1,4 @@
-//! qRNG device fingerprinting (guide 000): which quantum random-number source wrote a bit string?
+//! qRNG source fingerprinting (guide 000): which quantum random-number source wrote a bit string?
 //!
 //! Three analyses of the same recording (`data/qrng/AI_2qubits_training_data.txt`: 6,000 lines
 //! of 100 bits, 2,000 per source, labels 1-3), each over every pair of sources:
@@ -13,7 +13,7 @@
 //!   ([`split`]).
 //!
 //! A device's lines are taken by their label, never by their position in the file (the
-//! original scripts slice `data[2001:4000]` and lose a line per device).
+//! original scripts slice `data[2001:4000]` and lose a line per source).
 
 pub mod classifier;
 pub mod distinguish;
@@ -27,7 +27,7 @@ pub use error::QrngError;
 
 use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
-use quench_data::{BitStrings, DeviceModel, synthetic_qrng};
+use quench_data::{BitStrings, SourceModel, synthetic_qrng};
 
 use crate::ensemble::{Activation, EnsembleMlp};
 use crate::init::Init;
@@ -46,40 +46,40 @@ pub enum Batching {
 /// Synthetic stand-ins for the three recorded sources, for tests and for runs without the
 /// file: ones with probability near the recording's 54.7 %, 56.5 % and 49.2 %, each with its own
 /// small correlation between neighbouring bits or drift over the recording.
-pub const SYNTHETIC_DEVICES: [DeviceModel; 3] = [
-    DeviceModel {
+pub const SYNTHETIC_DEVICES: [SourceModel; 3] = [
+    SourceModel {
         bias: 0.047,
         correlation: 0.02,
         drift: 0.0,
     },
-    DeviceModel {
+    SourceModel {
         bias: 0.065,
         correlation: 0.0,
         drift: 0.01,
     },
-    DeviceModel {
+    SourceModel {
         bias: -0.008,
         correlation: 0.05,
         drift: 0.0,
     },
 ];
 
-/// A recording of [`SYNTHETIC_DEVICES`] shaped like the real one: `lines_per_device` lines of
+/// A recording of [`SYNTHETIC_DEVICES`] shaped like the real one: `lines_per_source` lines of
 /// 100 bits per source, labels 1-3.
-pub fn synthetic_recording(lines_per_device: usize, seed: u64) -> Result<BitStrings, QrngError> {
+pub fn synthetic_recording(lines_per_source: usize, seed: u64) -> Result<BitStrings, QrngError> {
     Ok(synthetic_qrng(
         &SYNTHETIC_DEVICES,
-        lines_per_device,
+        lines_per_source,
         100,
         seed,
     )?)
 }
 
-/// Every unordered pair of `devices` sources as indices `(a, b)` with `a < b`, in the order
+/// Every unordered pair of `sources` sources as indices `(a, b)` with `a < b`, in the order
 /// `(0, 1), (0, 2), ..., (1, 2), ...`: for three sources the original's matches 1v2, 1v3, 2v3.
-pub fn pairs(devices: usize) -> Vec<(usize, usize)> {
-    (0..devices)
-        .flat_map(|a| (a + 1..devices).map(move |b| (a, b)))
+pub fn pairs(sources: usize) -> Vec<(usize, usize)> {
+    (0..sources)
+        .flat_map(|a| (a + 1..sources).map(move |b| (a, b)))
         .collect()
 }
 
@@ -116,17 +116,6 @@ pub(crate) fn seeded_ensemble<B: Backend>(
     nets[0].with_params(stacked)
 }
 
-/// Mean and population standard deviation (NumPy's `std`) of `values`; zeros when empty.
-pub fn mean_std(values: &[f64]) -> (f64, f64) {
-    if values.is_empty() {
-        return (0.0, 0.0);
-    }
-    let n = values.len() as f64;
-    let mean = values.iter().sum::<f64>() / n;
-    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n;
-    (mean, var.sqrt())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,14 +137,6 @@ mod tests {
         unique.dedup();
         assert_eq!(unique.len(), seeds.len());
         assert_eq!(sub_seed(89, 1), sub_seed(89, 1));
-    }
-
-    #[test]
-    fn mean_and_population_std() {
-        let (m, s) = mean_std(&[0.5, 0.6, 0.7]);
-        assert!((m - 0.6).abs() < 1e-12);
-        assert!((s - (0.02f64 / 3.0).sqrt()).abs() < 1e-12);
-        assert_eq!(mean_std(&[]), (0.0, 0.0));
     }
 
     #[test]

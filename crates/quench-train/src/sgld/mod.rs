@@ -37,6 +37,7 @@ pub mod loss;
 pub mod results;
 pub mod sampler;
 
+pub use crate::stats::MeanStd;
 pub use bound::{Bound, pac_bayes_bounds};
 pub use chains::ChainBatch;
 pub use config::{DatasetKind, GridConfig, MnistConfig, SynthConfig};
@@ -44,5 +45,5 @@ pub use data::GridData;
 pub use error::SgldError;
 pub use experiment::{Execution, run_grid};
 pub use loss::BoundedLoss;
-pub use results::{BetaSummary, ChainOutcome, GridResult, MeanStd};
+pub use results::{BetaSummary, ChainOutcome, GridResult};
 pub use sampler::{ChainSchedule, Noise, NoiseSource, Sgld, StepScales};

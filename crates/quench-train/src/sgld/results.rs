@@ -4,34 +4,7 @@
 use std::fmt;
 
 use super::{Bound, GridConfig, GridData, pac_bayes_bounds};
-
-/// Mean and population standard deviation (numpy's default, as the original reports).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct MeanStd {
-    /// The mean.
-    pub mean: f64,
-    /// The population standard deviation.
-    pub std: f64,
-}
-
-impl MeanStd {
-    /// Of `values`; NaN for none.
-    pub fn of(values: &[f64]) -> Self {
-        let n = values.len() as f64;
-        let mean = values.iter().sum::<f64>() / n;
-        let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n;
-        Self {
-            mean,
-            std: var.sqrt(),
-        }
-    }
-}
-
-impl fmt::Display for MeanStd {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:.4}±{:.4}", self.mean, self.std)
-    }
-}
+use crate::stats::MeanStd;
 
 /// One chain's final state, scored on its whole training and test splits.
 #[derive(Debug, Clone, PartialEq)]

@@ -64,14 +64,14 @@ impl TableWorkload for QrngDistinguish {
             .map(|p| {
                 format!(
                     "{}v{}: KL bits {:.6}, KL pattern {:.6}, KL diff {:.6}, composite {:.6}",
-                    p.devices.0, p.devices.1, p.kl_bits, p.kl_pattern, p.kl_diff, p.composite
+                    p.sources.0, p.sources.1, p.kl_bits, p.kl_pattern, p.kl_diff, p.composite
                 )
             })
             .collect();
         if let Some(best) = table.most_distinguishable() {
             notes.push(format!(
                 "most distinguishable: {}v{}",
-                best.devices.0, best.devices.1
+                best.sources.0, best.sources.1
             ));
         }
         notes.push(source);

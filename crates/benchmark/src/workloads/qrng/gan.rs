@@ -85,8 +85,8 @@ impl TableWorkload for QrngGan {
             .map(|row| {
                 format!(
                     "{}v{}: final KL {:.4} +- {:.4} over {} seed(s); a uniform generator scores {:.4}",
-                    row.devices.0,
-                    row.devices.1,
+                    row.sources.0,
+                    row.sources.1,
                     row.mean,
                     row.std,
                     row.final_kl.len(),

@@ -1,4 +1,4 @@
-//! Synthetic qRNG devices: biased, correlated, drifting bit sources that stand in for the
+//! Synthetic qRNG sources: biased, correlated, drifting bit generators that stand in for the
 //! recorded quantum random-number generators.
 
 use rand::rngs::StdRng;
@@ -14,7 +14,7 @@ use crate::{BitStrings, DataError};
 /// drawn afresh otherwise, so every bit of the line is still a one with probability `p_t` and
 /// neighbouring bits have correlation coefficient `correlation`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct DeviceModel {
+pub struct SourceModel {
     /// Shift of the probability of a one away from 1/2, in `[-0.5, 0.5]`.
     pub bias: f64,
     /// Probability that a bit copies the previous bit of its line, in `[0, 1]`.
@@ -23,7 +23,7 @@ pub struct DeviceModel {
     pub drift: f64,
 }
 
-impl DeviceModel {
+impl SourceModel {
     fn validate(&self) -> Result<(), DataError> {
         if !(-0.5..=0.5).contains(&self.bias) {
             return Err(DataError::invalid(
@@ -56,38 +56,38 @@ impl DeviceModel {
     }
 }
 
-/// Records `lines_per_device` lines of `bits_per_line` bits from each of `devices`, seeded
-/// by `seed`, in the in-memory form of [`BitStrings::read`]: device `d` (from 0) gets label
-/// `d + 1` and its lines follow the previous device's, as in the recorded file.
+/// Records `lines_per_source` lines of `bits_per_line` bits from each of `sources`, seeded
+/// by `seed`, in the in-memory form of [`BitStrings::read`]: source `d` (from 0) gets label
+/// `d + 1` and its lines follow the previous source's, as in the recorded file.
 pub fn synthetic_qrng(
-    devices: &[DeviceModel],
-    lines_per_device: usize,
+    sources: &[SourceModel],
+    lines_per_source: usize,
     bits_per_line: usize,
     seed: u64,
 ) -> Result<BitStrings, DataError> {
-    if devices.is_empty() {
+    if sources.is_empty() {
         return Err(DataError::invalid(
-            "devices",
+            "sources",
             0,
-            "at least one device is needed",
+            "at least one source is needed",
         ));
     }
     if bits_per_line == 0 {
         return Err(DataError::invalid("bits_per_line", 0, "must be at least 1"));
     }
-    for device in devices {
-        device.validate()?;
+    for source in sources {
+        source.validate()?;
     }
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut lines = Vec::with_capacity(devices.len() * lines_per_device);
-    for (label, device) in (1..).zip(devices) {
-        for t in 0..lines_per_device {
-            let p = device.p_one(t, lines_per_device);
+    let mut lines = Vec::with_capacity(sources.len() * lines_per_source);
+    for (label, source) in (1..).zip(sources) {
+        for t in 0..lines_per_source {
+            let p = source.p_one(t, lines_per_source);
             let mut bits = Vec::with_capacity(bits_per_line);
             let mut previous = rng.random_bool(p);
             bits.push(u8::from(previous));
             for _ in 1..bits_per_line {
-                if !rng.random_bool(device.correlation) {
+                if !rng.random_bool(source.correlation) {
                     previous = rng.random_bool(p);
                 }
                 bits.push(u8::from(previous));
@@ -95,7 +95,7 @@ pub fn synthetic_qrng(
             lines.push((bits, label));
         }
     }
-    let classes = (1..=devices.len() as u32).collect();
+    let classes = (1..=sources.len() as u32).collect();
     Ok(BitStrings::from_lines(lines, bits_per_line, classes))
 }
 
@@ -103,7 +103,7 @@ pub fn synthetic_qrng(
 mod tests {
     use super::*;
 
-    const FAIR: DeviceModel = DeviceModel {
+    const FAIR: SourceModel = SourceModel {
         bias: 0.0,
         correlation: 0.0,
         drift: 0.0,
@@ -117,19 +117,19 @@ mod tests {
 
     #[test]
     fn bias_correlation_and_drift_show_in_the_bits() {
-        let devices = [
+        let sources = [
             FAIR,
-            DeviceModel { bias: 0.1, ..FAIR },
-            DeviceModel {
+            SourceModel { bias: 0.1, ..FAIR },
+            SourceModel {
                 correlation: 0.6,
                 ..FAIR
             },
-            DeviceModel { drift: 0.4, ..FAIR },
+            SourceModel { drift: 0.4, ..FAIR },
         ];
-        let strings = synthetic_qrng(&devices, 1000, 100, 5).unwrap();
+        let strings = synthetic_qrng(&sources, 1000, 100, 5).unwrap();
         assert_eq!(strings.len(), 4000);
         assert_eq!(strings.classes(), &[1, 2, 3, 4]);
-        // 100,000 bits per device: the sd of a frequency is below 0.0016 (0.004 when correlated).
+        // 100,000 bits per source: the sd of a frequency is below 0.0016 (0.004 when correlated).
         assert!((strings.mean_bit(1).unwrap() - 0.5).abs() < 0.01);
         assert!((strings.mean_bit(2).unwrap() - 0.6).abs() < 0.01);
         assert!((strings.mean_bit(3).unwrap() - 0.5).abs() < 0.02);
@@ -149,31 +149,31 @@ mod tests {
 
     #[test]
     fn same_seed_same_bits() {
-        let devices = [DeviceModel {
+        let sources = [SourceModel {
             bias: -0.2,
             correlation: 0.3,
             drift: 0.1,
         }];
-        let a = synthetic_qrng(&devices, 50, 64, 9).unwrap();
-        assert_eq!(a, synthetic_qrng(&devices, 50, 64, 9).unwrap());
-        assert_ne!(a, synthetic_qrng(&devices, 50, 64, 10).unwrap());
+        let a = synthetic_qrng(&sources, 50, 64, 9).unwrap();
+        assert_eq!(a, synthetic_qrng(&sources, 50, 64, 9).unwrap());
+        assert_ne!(a, synthetic_qrng(&sources, 50, 64, 10).unwrap());
     }
 
     #[test]
     fn refuses_impossible_devices() {
-        for device in [
-            DeviceModel { bias: 0.7, ..FAIR },
-            DeviceModel {
+        for source in [
+            SourceModel { bias: 0.7, ..FAIR },
+            SourceModel {
                 correlation: -0.1,
                 ..FAIR
             },
-            DeviceModel {
+            SourceModel {
                 drift: f64::NAN,
                 ..FAIR
             },
         ] {
             assert!(matches!(
-                synthetic_qrng(&[device], 10, 10, 0),
+                synthetic_qrng(&[source], 10, 10, 0),
                 Err(DataError::Invalid { .. })
             ));
         }
