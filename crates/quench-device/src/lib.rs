@@ -14,6 +14,7 @@ pub mod generator;
 pub mod machine;
 pub mod memory;
 pub mod precision;
+pub mod readback;
 pub mod spec;
 pub mod stats;
 pub mod timing;

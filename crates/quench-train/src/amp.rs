@@ -96,8 +96,9 @@ mod tests {
         ((leaves[0].clone() * f).sum(), leaves)
     }
 
+    /// The first gradient's values.
     fn values(grads: Vec<Tensor<NdArray<f32>, 3>>) -> Vec<f32> {
-        grads[0].clone().into_data().to_vec().unwrap()
+        quench_device::readback::to_host_f32(grads[0].clone())
     }
 
     #[test]

@@ -117,12 +117,9 @@ mod tests {
     use super::*;
     use burn::backend::NdArray;
     use burn::tensor::TensorData;
+    use quench_device::readback::to_host_f32;
 
     type Cpu = NdArray<f32>;
-
-    fn vec3(t: &Tensor<Cpu, 3>) -> Vec<f32> {
-        t.clone().into_data().to_vec::<f32>().unwrap()
-    }
 
     /// A scalar Adam written out longhand, the reference the member-axis version must match.
     fn reference(p0: f64, grads: &[f64], lr: f64, c: AdamConfig) -> f64 {
@@ -161,7 +158,7 @@ mod tests {
             );
             p = adam.step(p, vec![g], lr.clone(), None);
         }
-        let got = vec3(&p[0]);
+        let got = to_host_f32(p[0].clone());
         let want0 = reference(1.0, &grads.map(|g| g[0]), 0.1, config);
         let want1 = reference(-2.0, &grads.map(|g| g[1]), 0.01, config);
         assert!((got[0] as f64 - want0).abs() < 1e-5, "{got:?} vs {want0}");
@@ -181,9 +178,9 @@ mod tests {
             &device,
         );
         p = adam.step(p, g(), lr.clone(), Some(only_first));
-        assert_eq!(vec3(&p[0])[1], 1.0);
+        assert_eq!(to_host_f32(p[0].clone())[1], 1.0);
         p = adam.step(p, g(), lr.clone(), None);
-        let got = vec3(&p[0]);
+        let got = to_host_f32(p[0].clone());
         assert!((got[0] as f64 - reference(1.0, &[1.0, 1.0], 0.1, config)).abs() < 1e-6);
         assert!((got[1] as f64 - reference(1.0, &[1.0], 0.1, config)).abs() < 1e-6);
     }

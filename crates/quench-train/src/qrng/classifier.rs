@@ -16,6 +16,7 @@ use burn::tensor::activation::log_softmax;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Bool, Distribution, Int, Tensor, TensorData};
 use quench_data::{Dataset, Loader, LoaderConfig, Mode};
+use quench_device::readback::to_host_f32;
 use quench_device::{Precision, SeededGenerator};
 use serde::{Deserialize, Serialize};
 
@@ -423,11 +424,10 @@ impl<'a, B: AutodiffBackend> Program<'a, B> {
             });
             let loss_sum = self.train_epoch(epochs, &mut params, &mut adam, lr, active);
             let batches = self.loader.batches() as f64;
-            let read: Vec<f32> = Tensor::cat(vec![self.validation.accuracy(&params), loss_sum], 0)
-                .into_data()
-                .convert::<f32>()
-                .to_vec()
-                .unwrap_or_else(|_| unreachable!("converted to f32 just above"));
+            let read: Vec<f32> = to_host_f32(Tensor::cat(
+                vec![self.validation.accuracy(&params), loss_sum],
+                0,
+            ));
             let mut improved = vec![false; members];
             for (m, schedule) in schedules.iter_mut().enumerate() {
                 if schedule.stopped {
@@ -458,13 +458,7 @@ impl<'a, B: AutodiffBackend> Program<'a, B> {
             }
             epochs += 1;
         }
-        let test: Vec<f32> = self
-            .test
-            .accuracy(&best)
-            .into_data()
-            .convert::<f32>()
-            .to_vec()
-            .unwrap_or_else(|_| unreachable!("converted to f32 just above"));
+        let test: Vec<f32> = to_host_f32(self.test.accuracy(&best));
         let outcomes = self
             .seeds
             .iter()

@@ -6,6 +6,7 @@ use std::fmt;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
 use quench_data::BitStrings;
+use quench_device::readback::to_host_f32;
 use serde::{Deserialize, Serialize};
 
 use super::features::{DeviceFeatures, source_bits, symmetric_kl};
@@ -135,11 +136,7 @@ pub fn distinguish<B: Backend>(
         ],
         0,
     );
-    let values: Vec<f32> = all
-        .into_data()
-        .convert::<f32>()
-        .to_vec()
-        .unwrap_or_else(|_| unreachable!("converted to f32 just above"));
+    let values: Vec<f32> = to_host_f32(all);
     let n = matches.len();
     let pairs = matches
         .iter()

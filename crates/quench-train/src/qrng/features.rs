@@ -135,6 +135,7 @@ mod tests {
     use super::*;
     use burn::backend::NdArray;
     use quench_data::QRNG_LABELS;
+    use quench_device::readback::to_host_f32;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     type Cpu = NdArray<f32>;
@@ -147,10 +148,6 @@ mod tests {
         let path = dir.join(format!("{}.txt", NEXT.fetch_add(1, Ordering::Relaxed)));
         std::fs::write(&path, text).unwrap();
         BitStrings::read(&path, &QRNG_LABELS).unwrap()
-    }
-
-    fn host(t: Tensor<Cpu, 2>) -> Vec<f32> {
-        t.into_data().to_vec().unwrap()
     }
 
     #[test]
@@ -180,16 +177,16 @@ mod tests {
         let s = strings("110 1\n100 1\n111 1\n000 1\n011 2\n011 3\n");
         let features =
             DeviceFeatures::<Cpu>::compute(&source_bits(&s, 3).unwrap(), &Default::default());
-        let f = host(features.frequencies);
+        let f = to_host_f32(features.frequencies);
         assert_eq!(&f[..3], &[0.75, 0.5, 0.25]);
         assert_eq!(&f[3..6], &[0.0, 1.0, 1.0]);
-        let c = host(features.cooccurrence);
+        let c = to_host_f32(features.cooccurrence);
         // Source 1: bits 0 and 1 are both set on lines 1 and 3 of 4; bit 2 with bit 0 on line 3.
         assert_eq!(
             &c[..9],
             &[0.75, 0.5, 0.25, 0.5, 0.5, 0.25, 0.25, 0.25, 0.25]
         );
-        let d = host(features.differences);
+        let d = to_host_f32(features.differences);
         assert_eq!(&d[..9], &[0.0, 0.25, 0.5, 0.25, 0.0, 0.25, 0.5, 0.25, 0.0]);
     }
 

@@ -13,6 +13,7 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Distribution, Tensor, TensorData};
 use quench_data::BitStrings;
 use quench_device::SeededGenerator;
+use quench_device::readback::to_host_f32;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand_distr::{Distribution as _, StandardNormal};
@@ -241,11 +242,7 @@ pub fn gan_tournament<B: AutodiffBackend>(
             found: sources.len(),
         });
     }
-    let freqs: Vec<f32> = frequencies::<B::InnerBackend>(&sources, device)
-        .into_data()
-        .convert::<f32>()
-        .to_vec()
-        .unwrap_or_else(|_| unreachable!("converted to f32 just above"));
+    let freqs: Vec<f32> = to_host_f32(frequencies::<B::InnerBackend>(&sources, device));
     let bits = config.bits;
     let members: Vec<GanMember> = pairs(sources.len())
         .into_iter()
@@ -393,11 +390,7 @@ fn train_gan<B: AutodiffBackend>(
         params = adam.step(params, gradients(&p, &grads), lr.clone(), None);
     }
     let epochs = history.len();
-    let kl: Vec<f32> = Tensor::stack::<2>(history, 0)
-        .into_data()
-        .convert::<f32>()
-        .to_vec()
-        .unwrap_or_else(|_| unreachable!("converted to f32 just above"));
+    let kl: Vec<f32> = to_host_f32(Tensor::stack::<2>(history, 0));
     (0..m)
         .map(|member| (0..epochs).map(|e| f64::from(kl[e * m + member])).collect())
         .collect()

@@ -55,6 +55,7 @@ mod tests {
     use super::*;
     use burn::backend::NdArray;
     use burn::tensor::TensorData;
+    use quench_device::readback::to_host_f32;
 
     type Cpu = NdArray<f32>;
 
@@ -65,16 +66,12 @@ mod tests {
         )
     }
 
-    fn values(t: Tensor<Cpu, 3>) -> Vec<f32> {
-        t.into_data().to_vec().unwrap()
-    }
-
     #[test]
     fn matches_the_formula_and_stays_within_its_bounds() {
         let loss = BoundedLoss { l_max: 4.0 };
         let logits = [-30.0f32, -2.0, 0.0, 1.5, 30.0];
         for label in [0.0f32, 1.0] {
-            let got = values(loss.per_sample(column(&logits), column(&[label; 5])));
+            let got = to_host_f32(loss.per_sample(column(&logits), column(&[label; 5])));
             for (z, g) in logits.iter().zip(got) {
                 let p1 = 1.0 / (1.0 + (-f64::from(*z)).exp());
                 let p = if label == 1.0 { p1 } else { 1.0 - p1 };
@@ -88,7 +85,7 @@ mod tests {
             }
         }
         // A confident wrong answer costs l_max, a confident right one the minimum.
-        let ends = values(loss.per_sample(column(&[-30.0, 30.0]), column(&[1.0, 1.0])));
+        let ends = to_host_f32(loss.per_sample(column(&[-30.0, 30.0]), column(&[1.0, 1.0])));
         assert!((ends[0] - 4.0).abs() < 1e-4 && (f64::from(ends[1]) - loss.min()).abs() < 1e-5);
     }
 
@@ -111,7 +108,7 @@ mod tests {
         );
         let labels = column(&[1.0, 1.0]);
         assert_eq!(
-            values(zero_one_error(logits, labels)),
+            to_host_f32(zero_one_error(logits, labels)),
             vec![0.0, 1.0, 1.0, 0.0]
         );
     }

@@ -201,12 +201,9 @@ impl Sgld {
 mod tests {
     use super::*;
     use burn::backend::NdArray;
+    use quench_device::readback::to_host_f32;
 
     type Cpu = NdArray<f32>;
-
-    fn values(t: Tensor<Cpu, 3>) -> Vec<f32> {
-        t.into_data().to_vec().unwrap()
-    }
 
     #[test]
     fn scales_follow_the_schedule_and_the_temperature() {
@@ -215,8 +212,8 @@ mod tests {
             ChainSchedule::<Cpu>::new(&[0.0, 4.0, 100.0], &[0.5, 0.5, 0.1], &[3, 3, 1], &device);
         let s = schedule.scales(2);
         let lr = [0.5 / 3f64.sqrt(), 0.5 / 3f64.sqrt()];
-        let drift = values(s.drift);
-        let noise = values(s.noise);
+        let drift = to_host_f32(s.drift);
+        let noise = to_host_f32(s.noise);
         assert_eq!(drift[0], 0.0, "beta = 0 takes no gradient step");
         assert!(
             (f64::from(noise[0]) - lr[0]).abs() < 1e-7,
@@ -230,7 +227,7 @@ mod tests {
             "the 1-epoch chain is done"
         );
         let first = schedule.scales(0);
-        assert!((f64::from(values(first.noise)[2]) - (0.1f64 / 100.0).sqrt()).abs() < 1e-7);
+        assert!((f64::from(to_host_f32(first.noise)[2]) - (0.1f64 / 100.0).sqrt()).abs() < 1e-7);
     }
 
     #[test]
@@ -243,7 +240,7 @@ mod tests {
         };
         let p = Tensor::<Cpu, 3>::ones([2, 2, 3], &device);
         let g = Tensor::<Cpu, 3>::ones([2, 2, 3], &device);
-        let out = values(sgld.step(vec![p], vec![g], &schedule.scales(1)).remove(0));
+        let out = to_host_f32(sgld.step(vec![p], vec![g], &schedule.scales(1)).remove(0));
         assert!(
             out[..6].iter().all(|&v| v != 1.0),
             "the running chain moves"
@@ -252,8 +249,8 @@ mod tests {
 
         let mut alone = Noise::host(&[8]);
         let mut pair = Noise::host(&[7, 8]);
-        let a = values(alone.draw::<Cpu>([1, 2, 3], &device));
-        let b = values(pair.draw::<Cpu>([2, 2, 3], &device));
+        let a = to_host_f32(alone.draw::<Cpu>([1, 2, 3], &device));
+        let b = to_host_f32(pair.draw::<Cpu>([2, 2, 3], &device));
         assert_eq!(
             a,
             b[6..],
@@ -272,7 +269,7 @@ mod tests {
         };
         let p = Tensor::<Cpu, 3>::full([1, 1, 1], 3.0, &device);
         let g = Tensor::<Cpu, 3>::full([1, 1, 1], 1.0, &device);
-        let out = values(sgld.step(vec![p], vec![g], &schedule.scales(0)).remove(0))[0];
+        let out = to_host_f32(sgld.step(vec![p], vec![g], &schedule.scales(0)).remove(0))[0];
         let want = 3.0 - 0.1 * (1.0 + 3.0 / 4.0);
         assert!((f64::from(out) - want).abs() < 1e-5, "{out} vs {want}");
     }
