@@ -9,6 +9,7 @@ mod render;
 mod report;
 mod run;
 mod suite;
+mod verify;
 mod workload;
 mod workloads;
 
@@ -44,6 +45,10 @@ enum Command {
     Doctor(DeviceArgs),
     /// List the registered workloads and their variants.
     List,
+    /// Run the numerical checks on this machine's device: solvers against the f64 reference,
+    /// batched equals one at a time, loader determinism, the mixed-precision policy; exit 1 if
+    /// any fails.
+    Verify(VerifyArgs),
     /// Validate a data file (IDX or qRNG bit strings) and summarise it; a bad file exits 1.
     Data {
         /// The file.
@@ -66,6 +71,15 @@ struct DeviceArgs {
     /// auto, cpu, cuda or cuda:N.
     #[arg(long, default_value = "auto")]
     device: String,
+}
+
+#[derive(Args, Debug, Clone)]
+struct VerifyArgs {
+    #[command(flatten)]
+    device: DeviceArgs,
+    /// The precision of the mixed-precision checks: auto, f32 (none), tf32, bf16 or f16.
+    #[arg(long, default_value = "auto")]
+    precision: String,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -103,6 +117,7 @@ fn main() -> ExitCode {
         Some(Command::Run(args)) => run(&args),
         None => run(&cli.run),
         Some(Command::Doctor(args)) => doctor(&args),
+        Some(Command::Verify(args)) => verify(&args),
         Some(Command::List) => {
             list();
             Ok(())
@@ -185,6 +200,26 @@ fn run(args: &RunArgs) -> anyhow::Result<()> {
             failures.join("; ")
         );
     }
+    Ok(())
+}
+
+fn verify(args: &VerifyArgs) -> anyhow::Result<()> {
+    let precision: workload::RunPrecision = args.precision.parse()?;
+    let selection = choose_device(&args.device)?;
+    run::check_precision(&selection, precision)?;
+    println!("verify on {} (--precision {precision})", selection.device);
+    let checks = verify::verify(selection.device, precision)?;
+    for check in &checks {
+        println!("{check}");
+    }
+    let failed = checks.iter().filter(|c| c.failed()).count();
+    if failed > 0 {
+        anyhow::bail!("{failed} of {} checks failed", checks.len());
+    }
+    println!(
+        "all {} checks passed or were skipped with a reason",
+        checks.len()
+    );
     Ok(())
 }
 

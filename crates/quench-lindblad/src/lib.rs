@@ -80,6 +80,7 @@
 pub mod basis;
 mod batched;
 pub mod cache;
+pub mod conformance;
 pub mod error;
 mod exponential;
 pub mod fidelity;

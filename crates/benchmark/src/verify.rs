@@ -1,0 +1,429 @@
+//! `benchmark verify`: the numerical checks a user runs on their own hardware, on the chosen
+//! backend. Each check prints its error against its tolerance; any failure makes the command
+//! exit 1.
+//!
+//! The equivalence checks (batched equals one at a time, loader determinism) and the solver
+//! accuracies run in f32, the product's reference arithmetic; the mixed-precision checks run in
+//! the run's `--precision` where the device has a low precision, and are skipped, with the
+//! reason, where it has none.
+
+use std::fmt;
+use std::sync::Arc;
+
+use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::{DType, Tensor};
+use quench_data::{Dataset, Loader, LoaderConfig, Mode};
+use quench_device::readback::to_host_f32;
+use quench_device::{OnDevice, Precision, SelectedDevice, run_on};
+use quench_lindblad::conformance::{Pulses, state_error};
+use quench_lindblad::{Method, OperatorCache, Solver, presets};
+use quench_train::amp::MixedPrecision;
+use quench_train::ensemble::{Activation, EnsembleMlp};
+use quench_train::init::Init;
+use quench_train::meta::{Algorithm, InnerLoop, MetaConfig, MetaRun};
+use quench_train::params::require_grad;
+use quench_train::qrng::classifier::{ClassifierConfig, Execution as ClassifierExecution};
+use quench_train::qrng::{Batching, synthetic_recording};
+use quench_train::sgld::{Execution as SgldExecution, GridConfig, GridData, NoiseSource};
+
+use crate::workload::RunPrecision;
+
+/// What one check found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Measured: the largest error and the bound it must stay under.
+    Measured {
+        /// The largest error found.
+        error: f64,
+        /// The bound.
+        tolerance: f64,
+    },
+    /// Not applicable on this device or precision, and why.
+    Skipped(String),
+}
+
+/// One named check and its verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Check {
+    /// What is checked.
+    pub name: String,
+    /// What it found.
+    pub verdict: Verdict,
+}
+
+impl Check {
+    fn measured(name: &str, error: f64, tolerance: f64) -> Self {
+        Self {
+            name: name.into(),
+            verdict: Verdict::Measured { error, tolerance },
+        }
+    }
+
+    /// Whether it failed: an error above the bound, or one that is not a finite number.
+    pub fn failed(&self) -> bool {
+        matches!(self.verdict, Verdict::Measured { error, tolerance } if !(error <= tolerance))
+    }
+}
+
+impl fmt::Display for Check {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.verdict {
+            Verdict::Measured { error, tolerance } => write!(
+                f,
+                "{} {}: error {error:.3e} (tolerance {tolerance:.1e})",
+                if self.failed() { "FAIL" } else { "pass" },
+                self.name
+            ),
+            Verdict::Skipped(why) => write!(f, "skip {}: {why}", self.name),
+        }
+    }
+}
+
+/// Runs every check on `device` with the run's `precision`.
+pub fn verify(device: SelectedDevice, precision: RunPrecision) -> anyhow::Result<Vec<Check>> {
+    run_on(device, Checks { precision })?
+}
+
+struct Checks {
+    precision: RunPrecision,
+}
+
+impl OnDevice for Checks {
+    type Output = anyhow::Result<Vec<Check>>;
+
+    fn run<B: AutodiffBackend>(self, device: &B::Device) -> Self::Output {
+        let mut checks = solver_accuracy::<B>(device)?;
+        checks.push(meta_step::<B>(device)?);
+        checks.push(sgld_chains::<B>(device)?);
+        checks.push(classifier_seeds::<B>(device)?);
+        checks.push(loader_determinism::<B>(device)?);
+        checks.push(loss_scaler::<B>(device));
+        checks.push(low_precision_forward::<B>(self.precision, device));
+        Ok(checks)
+    }
+}
+
+/// The three solvers against the f64 reference on 32 random one-qubit tasks (20 segments,
+/// |u| <= 1.5, rates <= 0.2), with the f32 accuracy targets of the solver's tests.
+fn solver_accuracy<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Vec<Check>> {
+    let system = presets::one_qubit();
+    let pulses = Pulses::random(&system, 32, 20, 1.5, 0.2, 1);
+    [
+        ("lindblad exact vs f64 reference", Method::Exact, 2e-5),
+        (
+            "lindblad rk4 dt 0.01 vs f64 reference",
+            Method::Rk4 { dt: 0.01 },
+            1e-4,
+        ),
+        // First order at the guide's fast step: visibly off, but bounded.
+        (
+            "lindblad euler dt 0.02 vs f64 reference",
+            Method::Euler { dt: 0.02 },
+            1e-1,
+        ),
+    ]
+    .into_iter()
+    .map(|(name, method, tolerance)| {
+        let solver = Solver {
+            method,
+            ..Solver::default()
+        };
+        let error = state_error::<B::InnerBackend>(&system, solver, &pulses, 1.0, device)?;
+        Ok(Check::measured(name, error, tolerance))
+    })
+    .collect()
+}
+
+/// The largest absolute difference between two lists of tensors of the same shapes.
+fn max_difference<B: burn::tensor::backend::Backend>(
+    a: &[Tensor<B, 3>],
+    b: &[Tensor<B, 3>],
+) -> f64 {
+    a.iter()
+        .zip(b)
+        .flat_map(|(x, y)| {
+            to_host_f32(x.clone())
+                .into_iter()
+                .zip(to_host_f32(y.clone()))
+                .map(|(u, v)| f64::from((u - v).abs()))
+                .collect::<Vec<_>>()
+        })
+        .fold(0.0, |m, d| if d.is_nan() { f64::NAN } else { m.max(d) })
+}
+
+/// One FOMAML meta-step with 4 tasks batched against the same step one task at a time.
+fn meta_step<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> {
+    let config = MetaConfig {
+        algorithm: Algorithm::Fomaml,
+        tasks_per_batch: 4,
+        inner_steps: 2,
+        val_tasks: 2,
+        seed: 11,
+        ..MetaConfig::default()
+    };
+    let mut run = MetaRun::<B>::new(&config, &mut OperatorCache::new(), device)?;
+    let batch = run.next_batch()?;
+    let shape = run.config.policy.clone();
+    let inner = InnerLoop { steps: 2, lr: 0.05 };
+    let mut alone = run.learner.clone();
+    let before = run.learner.policy.params();
+    run.learner.step(&run.problem, &shape, &batch, inner)?;
+    alone.step_one_task_at_a_time(&run.problem, &shape, &batch, inner)?;
+    let after = run.learner.policy.params();
+    // Equal policies prove nothing unless the step moved them.
+    let moved = max_difference(&before, &after) > 0.0;
+    let error = if moved {
+        max_difference(&after, &alone.policy.params())
+    } else {
+        f64::INFINITY
+    };
+    Ok(Check::measured(
+        "meta step: batched = one task at a time",
+        error,
+        1e-5,
+    ))
+}
+
+/// A small SGLD grid (chains of 1, 3 and 12 epochs, host noise) batched with finished chains
+/// dropped, against one chain at a time: every chain's final losses and errors.
+fn sgld_chains<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> {
+    let config = GridConfig {
+        betas: vec![0.0, 1.0, 50.0],
+        epochs: vec![1, 3, 12],
+        a0: vec![0.01, 0.05, 0.3],
+        repetitions: 2,
+        hidden: 16,
+        ..GridConfig::default()
+    };
+    let data = GridData::load(&config)?;
+    let run = |execution: SgldExecution| {
+        quench_train::sgld::run_grid::<B>(&config, &data, &execution, device)
+    };
+    let alone = run(SgldExecution::ORIGINAL)?;
+    let batched = run(SgldExecution {
+        noise: NoiseSource::Host,
+        ..SgldExecution::BATCHED
+    })?;
+    let error = alone
+        .chains
+        .iter()
+        .zip(&batched.chains)
+        .flat_map(|(a, b)| {
+            [
+                a.train_loss - b.train_loss,
+                a.test_loss - b.test_loss,
+                a.train_error - b.train_error,
+                a.test_error - b.test_error,
+            ]
+        })
+        .map(f64::abs)
+        .fold(0.0, |m, d| if d.is_nan() { f64::NAN } else { m.max(d) });
+    Ok(Check::measured(
+        "sgld: batched chains = one chain at a time",
+        error,
+        1e-5,
+    ))
+}
+
+/// Three classifier seeds batched on the device against each alone, streamed, without
+/// dropout (so the runs are deterministic), for three epochs: test accuracies.
+fn classifier_seeds<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> {
+    let data = synthetic_recording(200, 5)?.to_dataset();
+    let config = ClassifierConfig {
+        seeds: vec![89, 90, 91],
+        dropout: 0.0,
+        max_epochs: 3,
+        batch_size: 16,
+        ..ClassifierConfig::default()
+    };
+    let run = |batching, loader| {
+        let execution = ClassifierExecution {
+            batching,
+            loader,
+            precision: Precision::F32,
+        };
+        quench_train::qrng::classifier::train_classifier::<B>(&data, &config, &execution, device)
+    };
+    let batched = run(Batching::Members, Mode::Resident)?;
+    let alone = run(Batching::OneAtATime, Mode::ON_CALLER)?;
+    let error = batched
+        .seeds
+        .iter()
+        .zip(&alone.seeds)
+        .map(|(a, b)| (a.test_accuracy - b.test_accuracy).abs())
+        .fold(0.0, f64::max);
+    Ok(Check::measured(
+        "classifier: batched seeds = each seed alone",
+        error,
+        1e-6,
+    ))
+}
+
+/// One epoch's batches from the loader on the caller's thread, with two workers and a staging
+/// thread, and resident on the device: the same features and labels in the same order.
+fn loader_determinism<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> {
+    let data: Arc<Dataset> = Arc::new(synthetic_recording(100, 7)?.to_dataset());
+    let epoch = |mode| -> anyhow::Result<Vec<f32>> {
+        let config = LoaderConfig {
+            batch_size: 32,
+            shuffle: true,
+            drop_last: false,
+            mode,
+        };
+        let mut loader = Loader::<B::InnerBackend>::new(vec![data.clone()], &[3], &config, device)?;
+        Ok(loader
+            .epoch(1)
+            .flat_map(|batch| {
+                let mut values = to_host_f32(batch.features);
+                values.extend(to_host_f32(batch.labels.float().unsqueeze_dim::<3>(2)));
+                values
+            })
+            .collect())
+    };
+    let reference = epoch(Mode::ON_CALLER)?;
+    let mut error: f64 = 0.0;
+    for mode in [
+        Mode::Streaming {
+            num_workers: 2,
+            prefetch: 2,
+            staging: true,
+        },
+        Mode::Resident,
+    ] {
+        let other = epoch(mode)?;
+        error = error.max(if other.len() == reference.len() {
+            reference
+                .iter()
+                .zip(&other)
+                .map(|(a, b)| f64::from((a - b).abs()))
+                .fold(0.0, f64::max)
+        } else {
+            f64::INFINITY
+        });
+    }
+    Ok(Check::measured(
+        "loader: same batches with workers, staging, resident",
+        error,
+        0.0,
+    ))
+}
+
+/// The f16 loss scaler on this backend: a step whose scaled gradient overflows is skipped and
+/// the scale halves; the next finite step is applied, unscaled. (The arithmetic stays f32: this
+/// checks the policy's decisions, which every device must take the same way.)
+fn loss_scaler<B: AutodiffBackend>(device: &B::Device) -> Check {
+    let step = |amp: &mut MixedPrecision, factor: f32| {
+        let w = require_grad::<B>(vec![Tensor::ones([1, 1, 1], device)]);
+        amp.gradients((w[0].clone() * factor).sum(), &w)
+            .map(|g| f64::from(to_host_f32(g[0].clone())[0]))
+    };
+    let mut amp = MixedPrecision::new(Precision::F16);
+    let scale = amp.scale();
+    let overflow = step(&mut amp, 1e34);
+    let backed_off = amp.scale() == scale / 2.0 && amp.skipped_steps() == 1;
+    let applied = step(&mut amp, 3.0);
+    let error = match (overflow, backed_off, applied) {
+        (None, true, Some(g)) => (g - 3.0).abs(),
+        _ => f64::INFINITY,
+    };
+    Check::measured("loss scaler: skip, back off, unscale", error, 1e-6)
+}
+
+/// An MLP's forward pass in the run's low precision from f32 master weights against f32: the
+/// largest error relative to the output's scale, and the master weights still f32 after a step.
+fn low_precision_forward<B: AutodiffBackend>(precision: RunPrecision, device: &B::Device) -> Check {
+    let name = "mixed precision: forward within tolerance of f32, masters f32";
+    let low = match precision.low::<B>(device) {
+        Ok(low) => low,
+        Err(why) => {
+            return Check {
+                name: name.into(),
+                verdict: Verdict::Skipped(why),
+            };
+        }
+    };
+    let tolerance = match low {
+        Precision::Bf16 => 3e-2,
+        Precision::F16 | Precision::Tf32 => 5e-3,
+        Precision::F32 => 1e-6,
+    };
+    let mlp = EnsembleMlp::<B::InnerBackend>::new(
+        Init::TorchDefault,
+        Activation::Tanh,
+        4,
+        &[32, 64, 8],
+        2,
+        device,
+    );
+    let x = {
+        let _generator = quench_device::SeededGenerator::acquire::<B::InnerBackend>(device, 9);
+        Tensor::<B::InnerBackend, 3>::random(
+            [4, 16, 32],
+            burn::tensor::Distribution::Normal(0.0, 1.0),
+            device,
+        )
+    };
+    let exact = to_host_f32(mlp.forward(x.clone()));
+    let compute = mlp.with_params(
+        mlp.params()
+            .into_iter()
+            .map(|p| low.to_compute(p))
+            .collect(),
+    );
+    let approx = to_host_f32(low.to_master(compute.forward(low.to_compute(x.clone()))));
+    let scale = exact.iter().fold(0.0f32, |m, v| m.max(v.abs())).max(1e-6);
+    let error = exact
+        .iter()
+        .zip(&approx)
+        .map(|(a, b)| f64::from((a - b).abs() / scale))
+        .fold(0.0, |m, d| if d.is_nan() { f64::NAN } else { m.max(d) });
+    // One training step through the policy: the updated master weights must still be f32.
+    let mut amp = MixedPrecision::new(low);
+    let leaves = require_grad::<B>(mlp.params());
+    let network = EnsembleMlp::from_params(
+        leaves.iter().map(|p| low.to_compute(p.clone())).collect(),
+        mlp.activation,
+    );
+    let out = low.to_master(network.forward(low.to_compute(Tensor::<B, 3>::from_inner(x))));
+    let masters_f32 = amp
+        .gradients(out.powi_scalar(2).mean(), &leaves)
+        .is_some_and(|grads| {
+            mlp.params()
+                .into_iter()
+                .zip(grads)
+                .all(|(p, g)| (p - g * 0.01).dtype() == DType::F32)
+        });
+    let error = if masters_f32 { error } else { f64::INFINITY };
+    Check::measured(&format!("{name} ({low})"), error, tolerance)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_check_passes_on_the_cpu_and_mixed_precision_is_skipped_there() {
+        let checks = verify(SelectedDevice::Cpu, RunPrecision::Auto).unwrap();
+        assert_eq!(checks.len(), 9);
+        for check in &checks {
+            assert!(!check.failed(), "{check}");
+        }
+        let last = checks.last().unwrap();
+        assert!(
+            matches!(&last.verdict, Verdict::Skipped(why) if why.contains("bf16")),
+            "{last}"
+        );
+    }
+
+    #[test]
+    fn a_check_fails_above_its_tolerance_or_when_not_finite() {
+        assert!(Check::measured("x", 2e-5, 1e-5).failed());
+        assert!(Check::measured("x", f64::NAN, 1e-5).failed());
+        assert!(!Check::measured("x", 0.0, 0.0).failed());
+        assert!(
+            Check::measured("x", 1.0, 0.5)
+                .to_string()
+                .starts_with("FAIL x: error 1.000e0")
+        );
+    }
+}

@@ -1,0 +1,147 @@
+//! Conformance of the solvers with the f64 reference on random pulses: what the accuracy tests
+//! assert and what `benchmark verify` measures on a user's device, written once.
+
+use burn::tensor::{Element, Tensor, TensorData, backend::Backend};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::reference::ReferenceChannel;
+use crate::{Basis, Batch, CMatrix, Generators, LindbladError, Output, Solver, System, operators};
+
+/// Random tasks: amplitudes uniform in `[-amplitude, amplitude]` and rates in `[0, rate]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pulses {
+    /// `[tasks][segments][controls]`.
+    pub amplitudes: Vec<Vec<Vec<f64>>>,
+    /// `[tasks][jumps]`.
+    pub rates: Vec<Vec<f64>>,
+}
+
+impl Pulses {
+    /// `tasks` tasks of `segments` segments on `system`, drawn from `seed`.
+    pub fn random(
+        system: &System,
+        tasks: usize,
+        segments: usize,
+        amplitude: f64,
+        rate: f64,
+        seed: u64,
+    ) -> Self {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let controls = system.controls().len();
+        let jumps = system.jumps().len();
+        let amplitudes = (0..tasks)
+            .map(|_| {
+                (0..segments)
+                    .map(|_| {
+                        (0..controls)
+                            .map(|_| rng.random_range(-amplitude..=amplitude))
+                            .collect()
+                    })
+                    .collect()
+            })
+            .collect();
+        let rates = (0..tasks)
+            .map(|_| (0..jumps).map(|_| rng.random_range(0.0..=rate)).collect())
+            .collect();
+        Self { amplitudes, rates }
+    }
+
+    /// Number of tasks.
+    pub fn tasks(&self) -> usize {
+        self.rates.len()
+    }
+
+    /// The amplitudes as `[tasks, segments, controls]`.
+    pub fn amplitude_tensor<B: Backend>(&self, device: &B::Device) -> Tensor<B, 3> {
+        let tasks = self.tasks();
+        let segments = self.amplitudes[0].len();
+        let controls = self.amplitudes[0][0].len();
+        let data: Vec<f64> = self
+            .amplitudes
+            .iter()
+            .flatten()
+            .flatten()
+            .copied()
+            .collect();
+        tensor(data, [tasks, segments, controls], device)
+    }
+
+    /// The rates as `[tasks, jumps]`.
+    pub fn rate_tensor<B: Backend>(&self, device: &B::Device) -> Tensor<B, 2> {
+        let data: Vec<f64> = self.rates.iter().flatten().copied().collect();
+        tensor(data, [self.tasks(), self.rates[0].len()], device)
+    }
+
+    /// The reference channel of task `t`.
+    pub fn channel(&self, system: &System, t_total: f64, t: usize) -> ReferenceChannel {
+        ReferenceChannel::new(system, t_total, &self.amplitudes[t], &self.rates[t])
+    }
+}
+
+/// A tensor in the backend's own float type (NdArray<f32> and NdArray<f64> share a device
+/// whose default dtype is fixed by whichever touches it first).
+pub fn tensor<B: Backend, const D: usize>(
+    data: Vec<f64>,
+    shape: [usize; D],
+    device: &B::Device,
+) -> Tensor<B, D> {
+    Tensor::from_data(
+        TensorData::new(data, shape),
+        (device, <B::FloatElem as Element>::dtype()),
+    )
+}
+
+/// The same initial state for every task, `[tasks, d^2]`.
+pub fn initial_states<B: Backend>(
+    basis: &Basis,
+    rho: &CMatrix,
+    tasks: usize,
+    device: &B::Device,
+) -> Tensor<B, 2> {
+    tensor(
+        basis.coordinates(rho).repeat(tasks),
+        [tasks, basis.size()],
+        device,
+    )
+}
+
+/// The largest `|a_ij - b_ij|` between the density matrices of real state vectors `[tasks, d^2]`
+/// and reference density matrices.
+pub fn max_density_error(basis: &Basis, states: &[f64], reference: &[CMatrix]) -> f64 {
+    states
+        .chunks(basis.size())
+        .zip(reference)
+        .map(|(s, r)| basis.operator(s).max_abs_diff(r))
+        .fold(0.0, f64::max)
+}
+
+/// The largest density-matrix element error of `solver`'s final states against the f64
+/// reference, for `pulses` over `t_total` on `system`, every task starting in `|0><0|`.
+pub fn state_error<B: Backend>(
+    system: &System,
+    solver: Solver,
+    pulses: &Pulses,
+    t_total: f64,
+    device: &B::Device,
+) -> Result<f64, LindbladError> {
+    let basis = Basis::gell_mann(system.dim());
+    let rho0 = operators::basis_state(system.dim(), 0);
+    let generators = Generators::<B>::upload(system, device);
+    let batch = Batch {
+        t_total,
+        amplitudes: pulses.amplitude_tensor(device),
+        rates: pulses.rate_tensor(device),
+        initial: initial_states(&basis, &rho0, pulses.tasks(), device),
+    };
+    let states = solver.evolve(&generators, batch, Output::States)?.states;
+    let states: Vec<f64> = states
+        .into_data()
+        .convert::<f64>()
+        .to_vec()
+        .unwrap_or_else(|_| unreachable!("converted to f64 just above"));
+    let reference: Vec<CMatrix> = (0..pulses.tasks())
+        .map(|t| pulses.channel(system, t_total, t).apply(&rho0))
+        .collect();
+    Ok(max_density_error(&basis, &states, &reference))
+}
