@@ -61,7 +61,7 @@ impl Check {
 
     /// Whether it failed: an error above the bound, or one that is not a finite number.
     pub fn failed(&self) -> bool {
-        matches!(self.verdict, Verdict::Measured { error, tolerance } if !(error <= tolerance))
+        matches!(self.verdict, Verdict::Measured { error, tolerance } if error.is_nan() || error > tolerance)
     }
 }
 
