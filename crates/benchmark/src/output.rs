@@ -59,7 +59,8 @@ impl Output {
 }
 
 /// Writes `report.json`, `report.md` and the SVG plots of `report` into `dir`, creating it;
-/// each file is replaced atomically, so an interrupted run leaves no half-written report.
+/// the two reports are replaced atomically, so an interrupted run leaves no half-written
+/// report; a plot that cannot be drawn is a warning.
 pub fn write_report(report: &Report, dir: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)
         .with_context(|| format!("cannot create output folder {}", dir.display()))?;
@@ -69,7 +70,10 @@ pub fn write_report(report: &Report, dir: &Path) -> anyhow::Result<()> {
         write_atomically(&path, text.as_bytes())
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
-    crate::plots::write_plots(&report.workloads, dir)?;
+    // The plots only draw what report.json holds: failing to draw one must not end a run.
+    if let Err(err) = crate::plots::write_plots(&report.workloads, dir) {
+        eprintln!("warning: plots not written: {err:#}");
+    }
     Ok(())
 }
 

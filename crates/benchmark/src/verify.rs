@@ -226,7 +226,7 @@ fn sgld_chains<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> 
 }
 
 /// Three classifier seeds batched on the device against each alone, streamed, without
-/// dropout (so the runs are deterministic), for three epochs: test accuracies.
+/// dropout (so the runs are deterministic), for three epochs: every epoch's training loss.
 fn classifier_seeds<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> {
     let data = synthetic_recording(200, 5)?.to_dataset();
     let config = ClassifierConfig {
@@ -246,16 +246,34 @@ fn classifier_seeds<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Ch
     };
     let batched = run(Batching::Members, Mode::Resident)?;
     let alone = run(Batching::OneAtATime, Mode::ON_CALLER)?;
-    let error = batched
-        .seeds
-        .iter()
-        .zip(&alone.seeds)
-        .map(|(a, b)| (a.test_accuracy - b.test_accuracy).abs())
-        .fold(0.0, f64::max);
+    // Every epoch's training loss of every seed, relative to its size: continuous, unlike the
+    // accuracies, which flip a sample near the decision boundary on rounding alone. The loss
+    // must have moved, or equal runs would prove nothing.
+    let mut error = 0.0f64;
+    let mut moved = batched.seeds.len() == alone.seeds.len();
+    for (a, b) in batched.seeds.iter().zip(&alone.seeds) {
+        if a.history.len() != b.history.len() || a.history.is_empty() {
+            error = f64::INFINITY;
+        }
+        for (x, y) in a.history.iter().zip(&b.history) {
+            let d = (x.train_loss - y.train_loss).abs() / x.train_loss.abs().max(1e-12);
+            error = if d.is_nan() || error.is_nan() {
+                f64::NAN
+            } else {
+                error.max(d)
+            };
+        }
+        moved &= a.history.first().map(|h| h.train_loss) != a.history.last().map(|h| h.train_loss);
+    }
+    let error = if moved { error } else { f64::INFINITY };
+    // Batched and lone reductions round differently (1e-7), and Adam turns a rounding-sized
+    // difference in a near-zero gradient component into a learning-rate-sized step: 2e-4
+    // relative after three epochs on the CPU. A member given another's data or schedule
+    // differs by order 1.
     Ok(Check::measured(
-        "classifier: batched seeds = each seed alone",
+        "classifier: batched seeds = each seed alone (training losses)",
         error,
-        1e-6,
+        1e-3,
     ))
 }
 
@@ -370,7 +388,12 @@ fn low_precision_forward<B: AutodiffBackend>(precision: RunPrecision, device: &B
             .map(|p| low.to_compute(p))
             .collect(),
     );
-    let approx = to_host_f32(low.to_master(compute.forward(low.to_compute(x.clone()))));
+    let low_output = compute.forward(low.to_compute(x.clone()));
+    // The forward pass must really have run in the low dtype, or agreement proves nothing.
+    let in_low_precision = low
+        .compute_dtype()
+        .is_some_and(|dtype| low_output.dtype() == DType::from(dtype));
+    let approx = to_host_f32(low.to_master(low_output));
     let scale = exact.iter().fold(0.0f32, |m, v| m.max(v.abs())).max(1e-6);
     let error = exact
         .iter()
@@ -393,7 +416,11 @@ fn low_precision_forward<B: AutodiffBackend>(precision: RunPrecision, device: &B
                 .zip(grads)
                 .all(|(p, g)| (p - g * 0.01).dtype() == DType::F32)
         });
-    let error = if masters_f32 { error } else { f64::INFINITY };
+    let error = if masters_f32 && in_low_precision {
+        error
+    } else {
+        f64::INFINITY
+    };
     Check::measured(&format!("{name} ({low})"), error, tolerance)
 }
 

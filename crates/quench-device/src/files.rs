@@ -18,6 +18,15 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
         .suffix(".tmp")
         .tempfile_in(dir)?;
     file.write_all(contents)?;
+    // Temporary files are private (0600); the file replaced keeps its mode, a new one gets the
+    // usual 0644, as a plain write would under the common umask.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path).map_or(0o644, |m| m.permissions().mode() & 0o7777);
+        file.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(mode))?;
+    }
     file.as_file().sync_all()?;
     file.persist(path).map(drop).map_err(|err| err.error)
 }
@@ -45,6 +54,12 @@ mod tests {
         write_atomically(&path, b"first").unwrap();
         write_atomically(&path, b"second, longer").unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"second, longer");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o644, "readable like a plainly written file");
+        }
         let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(names.len(), 1, "{names:?}");
         let missing = dir.path().join("absent").join("x.json");

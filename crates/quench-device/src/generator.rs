@@ -7,9 +7,12 @@
 //! whose draws must follow its seed holds a [`SeededGenerator`] for as long as it draws:
 //! acquiring one waits until no other thread holds one, then seeds the generator.
 //!
-//! One thread may hold several at once (a run inside a run): their draws then interleave in
-//! program order, which is still the same on every repetition.
+//! One thread may hold several at once (a run inside a run): the inner one re-seeds, and the
+//! outer run's later draws continue from the inner seed's stream, which is still the same on
+//! every repetition. A guard belongs to the thread that acquired it (it is not `Send`), so a
+//! hold can never be split between threads.
 
+use std::marker::PhantomData;
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, ThreadId};
 
@@ -37,7 +40,8 @@ fn holder() -> MutexGuard<'static, Holder> {
 /// from the seed given to [`SeededGenerator::acquire`], until this guard and its clones drop.
 #[derive(Debug)]
 pub struct SeededGenerator {
-    _held: (),
+    /// Not `Send`: the hold is counted for the acquiring thread, and released by it.
+    _held: PhantomData<*const ()>,
 }
 
 impl SeededGenerator {
@@ -58,7 +62,7 @@ impl SeededGenerator {
         }
         holder.owner = Some(me);
         holder.guards += 1;
-        Self { _held: () }
+        Self { _held: PhantomData }
     }
 }
 
@@ -66,7 +70,7 @@ impl SeededGenerator {
 impl Clone for SeededGenerator {
     fn clone(&self) -> Self {
         holder().guards += 1;
-        Self { _held: () }
+        Self { _held: PhantomData }
     }
 }
 

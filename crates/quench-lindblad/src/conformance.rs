@@ -107,13 +107,22 @@ pub fn initial_states<B: Backend>(
 }
 
 /// The largest `|a_ij - b_ij|` between the density matrices of real state vectors `[tasks, d^2]`
-/// and reference density matrices.
+/// and reference density matrices; NaN if any entry is, infinite if the counts disagree.
 pub fn max_density_error(basis: &Basis, states: &[f64], reference: &[CMatrix]) -> f64 {
+    if states.len() != reference.len() * basis.size() {
+        return f64::INFINITY;
+    }
     states
         .chunks(basis.size())
         .zip(reference)
         .map(|(s, r)| basis.operator(s).max_abs_diff(r))
-        .fold(0.0, f64::max)
+        .fold(0.0, |m, d| {
+            if d.is_nan() || m.is_nan() {
+                f64::NAN
+            } else {
+                m.max(d)
+            }
+        })
 }
 
 /// The largest density-matrix element error of `solver`'s final states against the f64
@@ -144,4 +153,21 @@ pub fn state_error<B: Backend>(
         .map(|t| pulses.channel(system, t_total, t).apply(&rho0))
         .collect();
     Ok(max_density_error(&basis, &states, &reference))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_broken_result_never_looks_exact() {
+        let basis = Basis::gell_mann(2);
+        let rho = operators::basis_state(2, 0);
+        let exact = basis.coordinates(&rho);
+        assert!(max_density_error(&basis, &exact, std::slice::from_ref(&rho)) < 1e-12);
+        let mut nan = exact.clone();
+        nan[1] = f64::NAN;
+        assert!(max_density_error(&basis, &nan, std::slice::from_ref(&rho)).is_nan());
+        assert_eq!(max_density_error(&basis, &[], &[rho]), f64::INFINITY);
+    }
 }

@@ -168,14 +168,21 @@ impl CMatrix {
             .fold(0.0, f64::max)
     }
 
-    /// The largest `|self_ij - other_ij|`.
+    /// The largest `|self_ij - other_ij|`; NaN when any entry is NaN (so that a broken result
+    /// can never look exact).
     pub fn max_abs_diff(&self, other: &Self) -> f64 {
         assert_eq!(self.dim, other.dim, "dimensions of a difference");
         self.data
             .iter()
             .zip(&other.data)
             .map(|(a, b)| (a - b).norm())
-            .fold(0.0, f64::max)
+            .fold(0.0, |m, d| {
+                if d.is_nan() || m.is_nan() {
+                    f64::NAN
+                } else {
+                    m.max(d)
+                }
+            })
     }
 
     /// `U self U^dagger`: the matrix in the frame rotated by `unitary`.
