@@ -14,6 +14,7 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{DType, Tensor};
 use quench_data::{Dataset, Loader, LoaderConfig, Mode};
 use quench_device::readback::to_host_f32;
+use quench_device::stats::max_or_nan;
 use quench_device::{OnDevice, Precision, SelectedDevice, run_on};
 use quench_lindblad::conformance::{Pulses, state_error};
 use quench_lindblad::{Method, OperatorCache, Solver, presets};
@@ -21,7 +22,7 @@ use quench_train::amp::MixedPrecision;
 use quench_train::ensemble::{Activation, EnsembleMlp};
 use quench_train::init::Init;
 use quench_train::meta::{Algorithm, InnerLoop, MetaConfig, MetaRun};
-use quench_train::params::require_grad;
+use quench_train::params::{max_abs_difference, require_grad};
 use quench_train::qrng::classifier::{ClassifierConfig, Execution as ClassifierExecution};
 use quench_train::qrng::{Batching, synthetic_recording};
 use quench_train::sgld::{Execution as SgldExecution, GridConfig, GridData, NoiseSource};
@@ -134,23 +135,6 @@ fn solver_accuracy<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Vec
     .collect()
 }
 
-/// The largest absolute difference between two lists of tensors of the same shapes.
-fn max_difference<B: burn::tensor::backend::Backend>(
-    a: &[Tensor<B, 3>],
-    b: &[Tensor<B, 3>],
-) -> f64 {
-    a.iter()
-        .zip(b)
-        .flat_map(|(x, y)| {
-            to_host_f32(x.clone())
-                .into_iter()
-                .zip(to_host_f32(y.clone()))
-                .map(|(u, v)| f64::from((u - v).abs()))
-                .collect::<Vec<_>>()
-        })
-        .fold(0.0, |m, d| if d.is_nan() { f64::NAN } else { m.max(d) })
-}
-
 /// One FOMAML meta-step with 4 tasks batched against the same step one task at a time.
 fn meta_step<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> {
     let config = MetaConfig {
@@ -171,9 +155,9 @@ fn meta_step<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> {
     alone.step_one_task_at_a_time(&run.problem, &shape, &batch, inner)?;
     let after = run.learner.policy.params();
     // Equal policies prove nothing unless the step moved them.
-    let moved = max_difference(&before, &after) > 0.0;
+    let moved = max_abs_difference(&before, &after) > 0.0;
     let error = if moved {
-        max_difference(&after, &alone.policy.params())
+        max_abs_difference(&after, &alone.policy.params())
     } else {
         f64::INFINITY
     };
@@ -187,14 +171,7 @@ fn meta_step<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> {
 /// A small SGLD grid (chains of 1, 3 and 12 epochs, host noise) batched with finished chains
 /// dropped, against one chain at a time: every chain's final losses and errors.
 fn sgld_chains<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> {
-    let config = GridConfig {
-        betas: vec![0.0, 1.0, 50.0],
-        epochs: vec![1, 3, 12],
-        a0: vec![0.01, 0.05, 0.3],
-        repetitions: 2,
-        hidden: 16,
-        ..GridConfig::default()
-    };
+    let config = GridConfig::mixed_lengths();
     let data = GridData::load(&config)?;
     let run = |execution: SgldExecution| {
         quench_train::sgld::run_grid::<B>(&config, &data, &execution, device)
@@ -204,20 +181,7 @@ fn sgld_chains<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> 
         noise: NoiseSource::Host,
         ..SgldExecution::BATCHED
     })?;
-    let error = alone
-        .chains
-        .iter()
-        .zip(&batched.chains)
-        .flat_map(|(a, b)| {
-            [
-                a.train_loss - b.train_loss,
-                a.test_loss - b.test_loss,
-                a.train_error - b.train_error,
-                a.test_error - b.test_error,
-            ]
-        })
-        .map(f64::abs)
-        .fold(0.0, |m, d| if d.is_nan() { f64::NAN } else { m.max(d) });
+    let error = batched.max_chain_difference(&alone);
     Ok(Check::measured(
         "sgld: batched chains = one chain at a time",
         error,
@@ -249,23 +213,15 @@ fn classifier_seeds<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Ch
     // Every epoch's training loss of every seed, relative to its size: continuous, unlike the
     // accuracies, which flip a sample near the decision boundary on rounding alone. The loss
     // must have moved, or equal runs would prove nothing.
-    let mut error = 0.0f64;
-    let mut moved = batched.seeds.len() == alone.seeds.len();
-    for (a, b) in batched.seeds.iter().zip(&alone.seeds) {
-        if a.history.len() != b.history.len() || a.history.is_empty() {
-            error = f64::INFINITY;
-        }
-        for (x, y) in a.history.iter().zip(&b.history) {
-            let d = (x.train_loss - y.train_loss).abs() / x.train_loss.abs().max(1e-12);
-            error = if d.is_nan() || error.is_nan() {
-                f64::NAN
-            } else {
-                error.max(d)
-            };
-        }
-        moved &= a.history.first().map(|h| h.train_loss) != a.history.last().map(|h| h.train_loss);
-    }
-    let error = if moved { error } else { f64::INFINITY };
+    let moved = batched
+        .seeds
+        .iter()
+        .all(|s| s.history.first().map(|h| h.train_loss) != s.history.last().map(|h| h.train_loss));
+    let error = if moved {
+        batched.max_train_loss_difference(&alone)
+    } else {
+        f64::INFINITY
+    };
     // Batched and lone reductions round differently (1e-7), and Adam turns a rounding-sized
     // difference in a near-zero gradient component into a learning-rate-sized step: 2e-4
     // relative after three epochs on the CPU. A member given another's data or schedule
@@ -299,7 +255,7 @@ fn loader_determinism<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<
             .collect())
     };
     let reference = epoch(Mode::ON_CALLER)?;
-    let mut error: f64 = 0.0;
+    let mut errors = Vec::new();
     for mode in [
         Mode::Streaming {
             num_workers: 2,
@@ -309,16 +265,18 @@ fn loader_determinism<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<
         Mode::Resident,
     ] {
         let other = epoch(mode)?;
-        error = error.max(if other.len() == reference.len() {
-            reference
-                .iter()
-                .zip(&other)
-                .map(|(a, b)| f64::from((a - b).abs()))
-                .fold(0.0, f64::max)
+        errors.push(if other.len() == reference.len() {
+            max_or_nan(
+                reference
+                    .iter()
+                    .zip(&other)
+                    .map(|(a, b)| f64::from((a - b).abs())),
+            )
         } else {
             f64::INFINITY
         });
     }
+    let error = max_or_nan(errors);
     Ok(Check::measured(
         "loader: same batches with workers, staging, resident",
         error,
@@ -395,11 +353,12 @@ fn low_precision_forward<B: AutodiffBackend>(precision: RunPrecision, device: &B
         .is_some_and(|dtype| low_output.dtype() == DType::from(dtype));
     let approx = to_host_f32(low.to_master(low_output));
     let scale = exact.iter().fold(0.0f32, |m, v| m.max(v.abs())).max(1e-6);
-    let error = exact
-        .iter()
-        .zip(&approx)
-        .map(|(a, b)| f64::from((a - b).abs() / scale))
-        .fold(0.0, |m, d| if d.is_nan() { f64::NAN } else { m.max(d) });
+    let error = max_or_nan(
+        exact
+            .iter()
+            .zip(&approx)
+            .map(|(a, b)| f64::from((a - b).abs() / scale)),
+    );
     // One training step through the policy: the updated master weights must still be f32.
     let mut amp = MixedPrecision::new(low);
     let leaves = require_grad::<B>(mlp.params());

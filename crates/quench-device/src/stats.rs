@@ -64,6 +64,15 @@ impl Stats {
     }
 }
 
+/// The largest of `errors` (0 for none), NaN when any is NaN: `f64::max` drops a NaN, and a
+/// broken result must never look exact.
+pub fn max_or_nan(errors: impl IntoIterator<Item = f64>) -> f64 {
+    errors
+        .into_iter()
+        .try_fold(0.0f64, |m, e| (!e.is_nan()).then(|| m.max(e)))
+        .unwrap_or(f64::NAN)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,5 +112,14 @@ mod tests {
             prop_assert!(s.min <= s.mean + 1e-9 && s.mean <= s.max + 1e-9);
             prop_assert_eq!(s.count, samples.len());
         }
+    }
+
+    #[test]
+    fn the_largest_error_keeps_a_nan_wherever_it_is() {
+        assert_eq!(max_or_nan([]), 0.0);
+        assert_eq!(max_or_nan([1e-7, 3e-6, 2e-6]), 3e-6);
+        assert!(max_or_nan([f64::NAN, 1.0]).is_nan());
+        assert!(max_or_nan([1.0, f64::NAN, 0.5]).is_nan());
+        assert_eq!(max_or_nan([1.0, f64::INFINITY]), f64::INFINITY);
     }
 }

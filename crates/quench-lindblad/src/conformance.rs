@@ -2,6 +2,7 @@
 //! assert and what `benchmark verify` measures on a user's device, written once.
 
 use burn::tensor::{Element, Tensor, TensorData, backend::Backend};
+use quench_device::stats::max_or_nan;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -112,17 +113,12 @@ pub fn max_density_error(basis: &Basis, states: &[f64], reference: &[CMatrix]) -
     if states.len() != reference.len() * basis.size() {
         return f64::INFINITY;
     }
-    states
-        .chunks(basis.size())
-        .zip(reference)
-        .map(|(s, r)| basis.operator(s).max_abs_diff(r))
-        .fold(0.0, |m, d| {
-            if d.is_nan() || m.is_nan() {
-                f64::NAN
-            } else {
-                m.max(d)
-            }
-        })
+    max_or_nan(
+        states
+            .chunks(basis.size())
+            .zip(reference)
+            .map(|(s, r)| basis.operator(s).max_abs_diff(r)),
+    )
 }
 
 /// The largest density-matrix element error of `solver`'s final states against the f64

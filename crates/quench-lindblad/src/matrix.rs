@@ -3,6 +3,7 @@
 use std::ops::{Add, Mul, Sub};
 
 use num_complex::Complex64;
+use quench_device::stats::max_or_nan;
 
 use crate::LindbladError;
 
@@ -172,17 +173,12 @@ impl CMatrix {
     /// can never look exact).
     pub fn max_abs_diff(&self, other: &Self) -> f64 {
         assert_eq!(self.dim, other.dim, "dimensions of a difference");
-        self.data
-            .iter()
-            .zip(&other.data)
-            .map(|(a, b)| (a - b).norm())
-            .fold(0.0, |m, d| {
-                if d.is_nan() || m.is_nan() {
-                    f64::NAN
-                } else {
-                    m.max(d)
-                }
-            })
+        max_or_nan(
+            self.data
+                .iter()
+                .zip(&other.data)
+                .map(|(a, b)| (a - b).norm()),
+        )
     }
 
     /// `U self U^dagger`: the matrix in the frame rotated by `unitary`.

@@ -143,18 +143,8 @@ fn check_shape(
 }
 
 impl Solver {
-    /// Number of equal substeps per segment of length `t_segment`: the guide's
-    /// `max(1, floor(t_segment / dt))`, or 1 for `Exact` (saturating at `usize::MAX`; see
-    /// [`Self::check_substeps`] for the limit that [`Self::evolve`] applies).
-    pub fn substeps(&self, t_segment: f64) -> usize {
-        match self.method {
-            Method::Euler { dt } | Method::Rk4 { dt } => ((t_segment / dt).floor() as usize).max(1),
-            Method::Exact => 1,
-        }
-    }
-
-    /// The substeps per segment for `segments` segments of a pulse of length `t_total`,
-    /// refusing a run of more than [`Self::max_substeps`] substeps in all (`tasks` only
+    /// The substeps per segment for `segments` segments of a pulse of length `t_total` (the
+    /// guide's `max(1, floor(t_seg / dt))`, 1 for `Exact`), refusing a run of more than [`Self::max_substeps`] substeps in all (`tasks` only
     /// enters the message). [`Self::evolve`] calls it before any work; callers that know the
     /// shape earlier can call it to fail sooner.
     pub fn check_substeps(

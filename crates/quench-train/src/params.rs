@@ -2,6 +2,8 @@
 
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Bool, Tensor};
+use quench_device::readback::to_host_f32;
+use quench_device::stats::max_or_nan;
 
 /// Marks every parameter as requiring gradients (a fresh leaf of the autodiff graph).
 pub fn require_grad<B: AutodiffBackend>(
@@ -78,6 +80,20 @@ pub fn masked_member_mean<B: Backend>(
             clean.sum_dim(0) / count.clone()
         })
         .collect()
+}
+
+/// The largest `|a - b|` over the entries of two parameter lists of the same shapes, read
+/// back once per tensor: NaN when any entry is, infinite when the lists do not pair up.
+pub fn max_abs_difference<B: Backend>(a: &[Tensor<B, 3>], b: &[Tensor<B, 3>]) -> f64 {
+    if a.len() != b.len() || a.iter().zip(b).any(|(x, y)| x.dims() != y.dims()) {
+        return f64::INFINITY;
+    }
+    max_or_nan(a.iter().zip(b).flat_map(|(x, y)| {
+        to_host_f32(x.clone())
+            .into_iter()
+            .zip(to_host_f32(y.clone()))
+            .map(|(u, v)| f64::from((u - v).abs()))
+    }))
 }
 
 #[cfg(test)]

@@ -2,12 +2,12 @@
 //! inner loop adapts, configurations are checked.
 
 use burn::backend::{Autodiff, NdArray};
-use burn::tensor::Tensor;
 use quench_lindblad::{Method, OperatorCache, Solver};
 use quench_train::meta::maml::adapt;
 use quench_train::meta::{
     Algorithm, InnerLoop, MetaConfig, MetaError, MetaRun, Operators, SystemChoice, TaskFamily,
 };
+use quench_train::params::max_abs_difference;
 
 type B = Autodiff<NdArray<f32>>;
 
@@ -24,13 +24,6 @@ fn small(algorithm: Algorithm) -> MetaConfig {
         seed: 11,
         ..MetaConfig::default()
     }
-}
-
-fn max_diff(a: &[Tensor<NdArray<f32>, 3>], b: &[Tensor<NdArray<f32>, 3>]) -> f32 {
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x.clone() - y.clone()).abs().max().into_scalar())
-        .fold(0.0, f32::max)
 }
 
 #[test]
@@ -52,10 +45,10 @@ fn batched_meta_step_equals_the_one_task_at_a_time_step() {
             .unwrap();
         assert!((batched.loss_before - one_by_one.loss_before).abs() < 1e-5);
         assert!((batched.loss_after - one_by_one.loss_after).abs() < 1e-5);
-        let d = max_diff(&run.learner.policy.params(), &sequential.policy.params());
+        let d = max_abs_difference(&run.learner.policy.params(), &sequential.policy.params());
         assert!(d < 1e-5, "{algorithm:?}: policies differ by {d}");
         assert!(
-            max_diff(
+            max_abs_difference(
                 &run.learner.policy.params(),
                 &run.learner.clone().policy.params()
             ) == 0.0

@@ -17,6 +17,7 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Bool, Distribution, Int, Tensor, TensorData};
 use quench_data::{Dataset, Loader, LoaderConfig, Mode};
 use quench_device::readback::to_host_f32;
+use quench_device::stats::max_or_nan;
 use quench_device::{Precision, SeededGenerator};
 use serde::{Deserialize, Serialize};
 
@@ -200,6 +201,28 @@ impl ClassifierOutcome {
         let accuracies: Vec<f64> = self.seeds.iter().map(|s| s.test_accuracy).collect();
         let s = MeanStd::of(&accuracies);
         (s.mean, s.std)
+    }
+
+    /// The largest difference between every epoch's training loss here and in `reference`,
+    /// seed by seed, relative to the reference's: what must stay rounding-sized when two
+    /// executions of one configuration differ only in scheduling. NaN when any loss is,
+    /// infinite when seeds or epochs do not pair up.
+    pub fn max_train_loss_difference(&self, reference: &Self) -> f64 {
+        let paired = self.seeds.len() == reference.seeds.len()
+            && self
+                .seeds
+                .iter()
+                .zip(&reference.seeds)
+                .all(|(a, b)| a.seed == b.seed && a.history.len() == b.history.len());
+        if !paired {
+            return f64::INFINITY;
+        }
+        max_or_nan(self.seeds.iter().zip(&reference.seeds).flat_map(|(a, b)| {
+            a.history
+                .iter()
+                .zip(&b.history)
+                .map(|(x, y)| (x.train_loss - y.train_loss).abs() / y.train_loss.abs())
+        }))
     }
 }
 

@@ -126,6 +126,20 @@ impl Default for GridConfig {
 }
 
 impl GridConfig {
+    /// A small SYNTH grid whose chains run 1, 3 and 12 epochs, with a hot chain (beta 50) that
+    /// moves a lot, so that any mix-up between chains shows: the grid on which the execution
+    /// paths are compared (the tests and `benchmark verify`).
+    pub fn mixed_lengths() -> Self {
+        Self {
+            betas: vec![0.0, 1.0, 50.0],
+            epochs: vec![1, 3, 12],
+            a0: vec![0.01, 0.05, 0.3],
+            repetitions: 2,
+            hidden: 16,
+            ..Self::default()
+        }
+    }
+
     /// Reads a grid from a TOML file and checks it; errors name the file.
     pub fn load(path: &Path) -> Result<Self, SgldError> {
         let config: Self = load_toml(path)?;

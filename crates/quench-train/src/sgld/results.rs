@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use quench_device::stats::max_or_nan;
+
 use super::{Bound, GridConfig, GridData, pac_bayes_bounds};
 use crate::stats::MeanStd;
 
@@ -99,6 +101,31 @@ impl GridResult {
             chains,
             betas,
         }
+    }
+
+    /// The largest difference between this grid's chains and `other`'s (final train and test
+    /// loss and error, chain by chain): what must be rounding-sized when two executions of
+    /// one grid differ only in how they are scheduled. NaN when any value is, infinite when
+    /// the chains do not pair up by (beta, repetition).
+    pub fn max_chain_difference(&self, other: &Self) -> f64 {
+        let paired = self.chains.len() == other.chains.len()
+            && self
+                .chains
+                .iter()
+                .zip(&other.chains)
+                .all(|(a, b)| (a.beta_index, a.repetition) == (b.beta_index, b.repetition));
+        if !paired {
+            return f64::INFINITY;
+        }
+        max_or_nan(self.chains.iter().zip(&other.chains).flat_map(|(a, b)| {
+            [
+                a.train_loss - b.train_loss,
+                a.test_loss - b.test_loss,
+                a.train_error - b.train_error,
+                a.test_error - b.test_error,
+            ]
+            .map(f64::abs)
+        }))
     }
 }
 
