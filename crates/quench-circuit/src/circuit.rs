@@ -1,0 +1,146 @@
+//! A circuit: qubits and a sequence of gates, checked once when it is built.
+
+use crate::error::CircuitError;
+use crate::gate::{Angle, Gate, GateKind};
+
+/// The most qubits a circuit may have: one state of 2^30 amplitudes is 4 GiB in f32.
+pub const MAX_QUBITS: usize = 30;
+
+/// A checked circuit on `qubits` qubits, starting from `|0...0>`.
+///
+/// Built with [`Circuit::new`], which refuses wires out of range, repeated wires, missing or
+/// non-finite angles; every simulation of this crate may therefore assume a valid circuit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Circuit {
+    qubits: usize,
+    gates: Vec<Gate>,
+    inputs: usize,
+    weights: usize,
+}
+
+impl Circuit {
+    /// The circuit of `gates` on `qubits` qubits, or the first thing wrong with it.
+    pub fn new(qubits: usize, gates: Vec<Gate>) -> Result<Self, CircuitError> {
+        if qubits == 0 || qubits > MAX_QUBITS {
+            return Err(CircuitError::QubitCount(qubits));
+        }
+        let (mut inputs, mut weights) = (0, 0);
+        for (index, gate) in gates.iter().enumerate() {
+            check_gate(index, gate, qubits)?;
+            match gate.angle {
+                Some(Angle::Input(i)) => inputs = inputs.max(i + 1),
+                Some(Angle::Weight(i)) => weights = weights.max(i + 1),
+                _ => {}
+            }
+        }
+        Ok(Circuit {
+            qubits,
+            gates,
+            inputs,
+            weights,
+        })
+    }
+
+    /// Guide 003's circuit: `RY(x_i)` on every qubit `i` (input `i`), then `layers` times
+    /// `RY(w_{l,i})` on every qubit (weight `l * qubits + i`) followed by the CNOT ring
+    /// `0->1, 1->2, ..., (n-1)->0` (no ring on one qubit; one CNOT on two).
+    pub fn angle_encoded_ring(qubits: usize, layers: usize) -> Result<Self, CircuitError> {
+        let mut gates: Vec<Gate> = (0..qubits)
+            .map(|i| Gate::rotation(GateKind::Ry, i, Angle::Input(i)))
+            .collect();
+        for layer in 0..layers {
+            gates.extend(
+                (0..qubits)
+                    .map(|i| Gate::rotation(GateKind::Ry, i, Angle::Weight(layer * qubits + i))),
+            );
+            let ring = match qubits {
+                1 => 0,
+                2 => 1,
+                n => n,
+            };
+            gates.extend((0..ring).map(|i| Gate::new(GateKind::Cnot, &[i, (i + 1) % qubits])));
+        }
+        Circuit::new(qubits, gates)
+    }
+
+    /// Qubits of the circuit.
+    pub fn qubits(&self) -> usize {
+        self.qubits
+    }
+
+    /// Amplitudes of a state, `2^qubits`.
+    pub fn dimension(&self) -> usize {
+        1 << self.qubits
+    }
+
+    /// The gates, in the order they act.
+    pub fn gates(&self) -> &[Gate] {
+        &self.gates
+    }
+
+    /// Columns of the per-sample inputs the circuit reads (largest input index + 1).
+    pub fn inputs(&self) -> usize {
+        self.inputs
+    }
+
+    /// Entries of the shared weights the circuit reads (largest weight index + 1).
+    pub fn weights(&self) -> usize {
+        self.weights
+    }
+
+    /// Whether every gate is real, so the simulation can keep one real vector per state.
+    pub fn is_real(&self) -> bool {
+        self.gates.iter().all(|gate| gate.kind.is_real())
+    }
+
+    /// Bytes of memory a batch of `batch` states takes at `bytes_per_value` bytes per real
+    /// number, counting (re, im) for complex circuits and four such buffers for the gate
+    /// being applied, its inputs and the autodiff record: an estimate, used to refuse runs
+    /// that cannot fit.
+    pub fn simulation_bytes(&self, batch: usize, bytes_per_value: usize) -> u128 {
+        let parts = if self.is_real() { 1 } else { 2 };
+        4 * parts * (batch as u128) * (self.dimension() as u128) * bytes_per_value as u128
+    }
+}
+
+/// Refuses `gate` (at `index`) when its wires or angle do not fit a `qubits`-qubit circuit.
+fn check_gate(index: usize, gate: &Gate, qubits: usize) -> Result<(), CircuitError> {
+    let name = gate.kind.name();
+    if gate.wires.len() != gate.kind.arity() {
+        return Err(CircuitError::WireCount {
+            gate: index,
+            name,
+            expected: gate.kind.arity(),
+            found: gate.wires.len(),
+        });
+    }
+    for (position, &wire) in gate.wires.iter().enumerate() {
+        if wire >= qubits {
+            return Err(CircuitError::WireOutOfRange {
+                gate: index,
+                name,
+                wire,
+                qubits,
+            });
+        }
+        if gate.wires[..position].contains(&wire) {
+            return Err(CircuitError::RepeatedWire {
+                gate: index,
+                name,
+                wire,
+            });
+        }
+    }
+    match (gate.kind.takes_angle(), gate.angle) {
+        (true, None) => Err(CircuitError::MissingAngle { gate: index, name }),
+        (false, Some(_)) => Err(CircuitError::UnexpectedAngle { gate: index, name }),
+        (true, Some(Angle::Fixed(value))) if !value.is_finite() => {
+            Err(CircuitError::NonFiniteAngle {
+                gate: index,
+                name,
+                value,
+            })
+        }
+        _ => Ok(()),
+    }
+}

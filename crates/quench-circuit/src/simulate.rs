@@ -1,0 +1,603 @@
+//! The batched, differentiable simulation on a Burn backend.
+//!
+//! A [`Simulator`] compiles a [`Circuit`] once into a plan of device operations:
+//! - one-qubit gates act on the state viewed as `[batch, 2^w, 2, 2^(n-w-1)]` (wire `w` on the
+//!   third axis), with matrix entries that are constants, per-sample tensors `[batch, 1, 1, 1]`
+//!   (angles from the inputs) or shared tensors `[1, 1, 1, 1]` (angles from the weights);
+//! - runs of X, Z, CNOT, CZ and SWAP compose on the host into one signed permutation, applied
+//!   as one `select` and one sign multiply;
+//! - in [`Mode::Fused`], every run of two or more shared operations (no per-sample angle)
+//!   becomes one `2^n x 2^n` matrix, built once per call by simulating the run on the identity
+//!   (the batch of all basis states) and applied to the batch as one matmul; a run without
+//!   weights is constant and built once, when the simulator is.
+//!
+//! States stay real (one `[batch, 2^n]` tensor) until a complex gate makes them complex
+//! (a second tensor for the imaginary part). Gradients flow to the inputs and weights by
+//! Burn's autodiff.
+
+use burn::tensor::backend::Backend;
+use burn::tensor::{Int, Tensor, TensorData};
+
+use crate::circuit::Circuit;
+use crate::error::CircuitError;
+use crate::gate::{Angle, Gate, GateKind};
+
+/// How the simulator applies shared gates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Every gate (or run of signed permutations) is one operation on the batch.
+    GateByGate,
+    /// Runs of shared gates become one matrix, applied as one matmul (for circuits of at most
+    /// [`MAX_FUSED_QUBITS`] qubits; larger ones run gate by gate).
+    #[default]
+    Fused,
+}
+
+/// The most qubits for which [`Mode::Fused`] builds `2^n x 2^n` matrices: 4,096 x 4,096 is
+/// 64 MiB in f32, and beyond it a matmul costs more than the gates it replaces.
+pub const MAX_FUSED_QUBITS: usize = 12;
+
+/// A batch of states, amplitudes `[batch, 2^qubits]`: real parts, and imaginary parts once a
+/// complex gate has acted.
+#[derive(Debug, Clone)]
+pub struct State<B: Backend> {
+    /// Real parts, `[batch, 2^qubits]`.
+    pub re: Tensor<B, 2>,
+    /// Imaginary parts, `[batch, 2^qubits]`; `None` while every amplitude is real.
+    pub im: Option<Tensor<B, 2>>,
+}
+
+impl<B: Backend> State<B> {
+    /// Probabilities of the basis states, `[batch, 2^qubits]`.
+    pub fn probabilities(&self) -> Tensor<B, 2> {
+        let p = self.re.clone().powi_scalar(2);
+        match &self.im {
+            Some(im) => p + im.clone().powi_scalar(2),
+            None => p,
+        }
+    }
+}
+
+/// A matrix entry of a one-qubit gate for the whole batch: zero, a constant, or a tensor
+/// `[batch or 1, 1, 1, 1]`.
+#[derive(Debug, Clone)]
+enum Coef<B: Backend> {
+    Zero,
+    Const(f64),
+    Var(Tensor<B, 4>),
+}
+
+impl<B: Backend> Coef<B> {
+    fn from_value(value: f64) -> Self {
+        if value == 0.0 {
+            Coef::Zero
+        } else {
+            Coef::Const(value)
+        }
+    }
+
+    fn neg(self) -> Self {
+        match self {
+            Coef::Zero => Coef::Zero,
+            Coef::Const(c) => Coef::Const(-c),
+            Coef::Var(t) => Coef::Var(t.neg()),
+        }
+    }
+
+    /// `self * x`, or `None` when `self` is zero.
+    fn times(&self, x: &Tensor<B, 4>) -> Option<Tensor<B, 4>> {
+        match self {
+            Coef::Zero => None,
+            Coef::Const(c) if *c == 1.0 => Some(x.clone()),
+            Coef::Const(c) => Some(x.clone().mul_scalar(*c)),
+            Coef::Var(t) => Some(x.clone() * t.clone()),
+        }
+    }
+}
+
+/// A complex matrix entry, (re, im).
+type Entry<B> = (Coef<B>, Coef<B>);
+
+/// One step of the compiled plan.
+#[derive(Debug, Clone)]
+enum Op<B: Backend> {
+    /// A one-qubit gate.
+    Single(Gate),
+    /// `new[k] = sign[k] * old[perm[k]]`: perm `[2^n]`, signs `[1, 2^n]` when any is -1.
+    Signed {
+        perm: Tensor<B, 1, Int>,
+        signs: Option<Tensor<B, 2>>,
+    },
+    /// A run of shared operations applied as one matrix.
+    Fused(Fused<B>),
+}
+
+/// A fused run: `state @ M` with `M = U^T`, built from the run's operations.
+#[derive(Debug, Clone)]
+enum Fused<B: Backend> {
+    /// The run reads weights: rebuilt on every call.
+    Weighted(Vec<Op<B>>),
+    /// The run reads no weights: built once.
+    Constant(State<B>),
+}
+
+/// A signed permutation on the host: `new[k] = sign[k] * old[perm[k]]`.
+struct HostPermutation {
+    perm: Vec<usize>,
+    sign: Vec<f64>,
+}
+
+impl HostPermutation {
+    /// The permutation of one of X, Z, CNOT, CZ, SWAP on a `qubits`-qubit state.
+    fn of(gate: &Gate, qubits: usize) -> Self {
+        let bit = |wire: usize| 1usize << (qubits - 1 - wire);
+        let dim = 1usize << qubits;
+        let a = bit(gate.wires[0]);
+        let b = gate.wires.get(1).map_or(0, |&w| bit(w));
+        let mut perm: Vec<usize> = (0..dim).collect();
+        let mut sign = vec![1.0; dim];
+        for k in 0..dim {
+            match gate.kind {
+                GateKind::X => perm[k] = k ^ a,
+                GateKind::Z if k & a != 0 => sign[k] = -1.0,
+                GateKind::Cnot if k & a != 0 => perm[k] = k ^ b,
+                GateKind::Cz if k & a != 0 && k & b != 0 => sign[k] = -1.0,
+                GateKind::Swap if (k & a != 0) != (k & b != 0) => perm[k] = k ^ a ^ b,
+                _ => {}
+            }
+        }
+        HostPermutation { perm, sign }
+    }
+
+    /// `self` followed by `next`.
+    fn then(self, next: HostPermutation) -> Self {
+        let perm = next.perm.iter().map(|&k| self.perm[k]).collect();
+        let sign = next
+            .perm
+            .iter()
+            .zip(&next.sign)
+            .map(|(&k, s)| s * self.sign[k])
+            .collect();
+        HostPermutation { perm, sign }
+    }
+
+    fn upload<B: Backend>(self, device: &B::Device) -> Op<B> {
+        let dim = self.perm.len();
+        let perm = self.perm.into_iter().map(|k| k as i64).collect::<Vec<_>>();
+        let signs = self
+            .sign
+            .iter()
+            .any(|&s| s < 0.0)
+            .then(|| float_tensor(self.sign, [1, dim], device));
+        Op::Signed {
+            perm: Tensor::from_data(TensorData::new(perm, [dim]), device),
+            signs,
+        }
+    }
+}
+
+/// A compiled circuit on a device; see the module documentation for how it runs.
+#[derive(Debug, Clone)]
+pub struct Simulator<B: Backend> {
+    circuit: Circuit,
+    mode: Mode,
+    plan: Vec<Op<B>>,
+    /// `[2^n, n]`: entry `(k, i)` is `<k|Z_i|k>`, for circuits of at most
+    /// [`MAX_FUSED_QUBITS`] qubits (larger ones reduce over axes instead).
+    z_signs: Option<Tensor<B, 2>>,
+    device: B::Device,
+}
+
+impl<B: Backend> Simulator<B> {
+    /// Compiles `circuit` for `device` in `mode`.
+    pub fn new(circuit: Circuit, mode: Mode, device: &B::Device) -> Self {
+        let qubits = circuit.qubits();
+        let steps = compile::<B>(&circuit, device);
+        let fuse = mode == Mode::Fused && qubits <= MAX_FUSED_QUBITS;
+        let mut plan = Vec::new();
+        let mut run: Vec<(Op<B>, bool)> = Vec::new();
+        for (op, shared, weighted) in steps {
+            if fuse && shared {
+                run.push((op, weighted));
+            } else {
+                flush_run(&mut plan, &mut run, qubits, device);
+                plan.push(op);
+            }
+        }
+        flush_run(&mut plan, &mut run, qubits, device);
+        let z_signs = (qubits <= MAX_FUSED_QUBITS).then(|| z_sign_matrix(qubits, device));
+        Simulator {
+            circuit,
+            mode,
+            plan,
+            z_signs,
+            device: device.clone(),
+        }
+    }
+
+    /// The circuit simulated.
+    pub fn circuit(&self) -> &Circuit {
+        &self.circuit
+    }
+
+    /// The mode it was compiled in.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Final states of `batch` circuits with per-sample `inputs` `[batch, circuit.inputs()]`
+    /// (needed when the circuit reads inputs) and shared `weights` `[circuit.weights()]`
+    /// (needed when it reads weights). Refuses missing or misshapen tensors.
+    pub fn run(
+        &self,
+        batch: usize,
+        inputs: Option<Tensor<B, 2>>,
+        weights: Option<Tensor<B, 1>>,
+    ) -> Result<State<B>, CircuitError> {
+        let expected_inputs = self.circuit.inputs();
+        match &inputs {
+            Some(x) if x.dims() != [batch, expected_inputs] => {
+                return Err(CircuitError::Shape {
+                    name: "inputs",
+                    expected: format!("[{batch}, {expected_inputs}]"),
+                    found: x.dims().to_vec(),
+                });
+            }
+            None if expected_inputs > 0 => {
+                return Err(CircuitError::Shape {
+                    name: "inputs",
+                    expected: format!("[{batch}, {expected_inputs}]"),
+                    found: Vec::new(),
+                });
+            }
+            _ => {}
+        }
+        let expected_weights = self.circuit.weights();
+        match &weights {
+            Some(w) if w.dims() != [expected_weights] => {
+                return Err(CircuitError::Shape {
+                    name: "weights",
+                    expected: format!("[{expected_weights}]"),
+                    found: w.dims().to_vec(),
+                });
+            }
+            None if expected_weights > 0 => {
+                return Err(CircuitError::Shape {
+                    name: "weights",
+                    expected: format!("[{expected_weights}]"),
+                    found: Vec::new(),
+                });
+            }
+            _ => {}
+        }
+        let state = basis_state_zero::<B>(batch, self.circuit.dimension(), &self.device);
+        let angles = Angles {
+            inputs: inputs.as_ref(),
+            weights: weights.as_ref(),
+        };
+        Ok(apply_plan(
+            state,
+            &self.plan,
+            self.circuit.qubits(),
+            &angles,
+        ))
+    }
+
+    /// `<Z_i>` of `state` for every qubit, `[batch, qubits]`.
+    pub fn z_expectations(&self, state: &State<B>) -> Tensor<B, 2> {
+        let probabilities = state.probabilities();
+        match &self.z_signs {
+            Some(signs) => probabilities.matmul(signs.clone()),
+            None => {
+                let qubits = self.circuit.qubits();
+                let [batch, dim] = probabilities.dims();
+                let per_wire = (0..qubits)
+                    .map(|wire| {
+                        let split: Tensor<B, 4> =
+                            probabilities
+                                .clone()
+                                .reshape([batch, 1 << wire, 2, dim >> (wire + 1)]);
+                        let halves = split.sum_dim(3).sum_dim(1).reshape([batch, 2]);
+                        halves.clone().narrow(1, 0, 1) - halves.narrow(1, 1, 1)
+                    })
+                    .collect();
+                Tensor::cat(per_wire, 1)
+            }
+        }
+    }
+
+    /// `<Z_i Z_j>` of `state` for every pair `(i, j)` of `pairs`, `[batch, pairs]`; refuses a
+    /// wire out of range.
+    pub fn zz_expectations(
+        &self,
+        state: &State<B>,
+        pairs: &[(usize, usize)],
+    ) -> Result<Tensor<B, 2>, CircuitError> {
+        let qubits = self.circuit.qubits();
+        let dim = self.circuit.dimension();
+        let mut signs = Vec::with_capacity(dim * pairs.len());
+        for &(i, j) in pairs {
+            for wire in [i, j] {
+                if wire >= qubits {
+                    return Err(CircuitError::WireOutOfRange {
+                        gate: 0,
+                        name: "zz",
+                        wire,
+                        qubits,
+                    });
+                }
+            }
+        }
+        // Row-major [dim, pairs].
+        for k in 0..dim {
+            for &(i, j) in pairs {
+                let bit = |w: usize| (k >> (qubits - 1 - w)) & 1;
+                signs.push(if bit(i) == bit(j) { 1.0 } else { -1.0 });
+            }
+        }
+        let signs = float_tensor(signs, [dim, pairs.len()], &self.device);
+        Ok(state.probabilities().matmul(signs))
+    }
+}
+
+/// The per-sample and shared angle tensors of one call.
+struct Angles<'a, B: Backend> {
+    inputs: Option<&'a Tensor<B, 2>>,
+    weights: Option<&'a Tensor<B, 1>>,
+}
+
+impl<B: Backend> Angles<'_, B> {
+    /// `(cos(a * angle), sin(a * angle))` as coefficients: constants for fixed angles,
+    /// `[batch, 1, 1, 1]` for inputs, `[1, 1, 1, 1]` for weights.
+    fn cos_sin(&self, angle: Angle, a: f64) -> (Coef<B>, Coef<B>) {
+        let tensor = match angle {
+            Angle::Fixed(value) => {
+                let t = a * value;
+                return (Coef::from_value(t.cos()), Coef::from_value(t.sin()));
+            }
+            Angle::Input(i) => {
+                let inputs = self.inputs.expect("checked by run");
+                let batch = inputs.dims()[0];
+                inputs.clone().narrow(1, i, 1).reshape([batch, 1, 1, 1])
+            }
+            Angle::Weight(i) => self
+                .weights
+                .expect("checked by run")
+                .clone()
+                .narrow(0, i, 1)
+                .reshape([1, 1, 1, 1]),
+        };
+        let t = tensor.mul_scalar(a);
+        (Coef::Var(t.clone().cos()), Coef::Var(t.sin()))
+    }
+
+    /// The matrix of a one-qubit gate as coefficients.
+    fn matrix(&self, gate: &Gate) -> [[Entry<B>; 2]; 2] {
+        let zero = || (Coef::Zero, Coef::Zero);
+        let real = |c: Coef<B>| (c, Coef::Zero);
+        let imag = |c: Coef<B>| (Coef::Zero, c);
+        match (gate.kind, gate.angle) {
+            (GateKind::Ry, Some(angle)) => {
+                let (c, s) = self.cos_sin(angle, 0.5);
+                [[real(c.clone()), real(s.clone().neg())], [real(s), real(c)]]
+            }
+            (GateKind::Rx, Some(angle)) => {
+                let (c, s) = self.cos_sin(angle, 0.5);
+                [
+                    [real(c.clone()), imag(s.clone().neg())],
+                    [imag(s.neg()), real(c)],
+                ]
+            }
+            (GateKind::Rz, Some(angle)) => {
+                let (c, s) = self.cos_sin(angle, 0.5);
+                [[(c.clone(), s.clone().neg()), zero()], [zero(), (c, s)]]
+            }
+            (GateKind::Phase, Some(angle)) => {
+                let (c, s) = self.cos_sin(angle, 1.0);
+                [[real(Coef::Const(1.0)), zero()], [zero(), (c, s)]]
+            }
+            (kind, _) => {
+                let u = kind.matrix(0.0).expect("one-qubit gates have a matrix");
+                u.map(|row| row.map(|z| (Coef::from_value(z.re), Coef::from_value(z.im))))
+            }
+        }
+    }
+}
+
+/// `(operation, shared, reads weights)` for each step of `circuit`, signed permutations
+/// composed.
+fn compile<B: Backend>(circuit: &Circuit, device: &B::Device) -> Vec<(Op<B>, bool, bool)> {
+    let qubits = circuit.qubits();
+    let mut steps = Vec::new();
+    let mut pending: Option<HostPermutation> = None;
+    for gate in circuit.gates() {
+        if gate.kind.is_signed_permutation() {
+            let next = HostPermutation::of(gate, qubits);
+            pending = Some(match pending.take() {
+                Some(before) => before.then(next),
+                None => next,
+            });
+            continue;
+        }
+        if let Some(permutation) = pending.take() {
+            steps.push((permutation.upload(device), true, false));
+        }
+        let weighted = matches!(gate.angle, Some(Angle::Weight(_)));
+        steps.push((Op::Single(gate.clone()), gate.is_shared(), weighted));
+    }
+    if let Some(permutation) = pending {
+        steps.push((permutation.upload(device), true, false));
+    }
+    steps
+}
+
+/// Moves the shared `run` into `plan`: fused when it holds two or more operations.
+fn flush_run<B: Backend>(
+    plan: &mut Vec<Op<B>>,
+    run: &mut Vec<(Op<B>, bool)>,
+    qubits: usize,
+    device: &B::Device,
+) {
+    if run.len() < 2 {
+        plan.extend(run.drain(..).map(|(op, _)| op));
+        return;
+    }
+    let weighted = run.iter().any(|(_, w)| *w);
+    let ops: Vec<Op<B>> = run.drain(..).map(|(op, _)| op).collect();
+    plan.push(Op::Fused(if weighted {
+        Fused::Weighted(ops)
+    } else {
+        let no_angles = Angles {
+            inputs: None,
+            weights: None,
+        };
+        Fused::Constant(fused_matrix(&ops, qubits, &no_angles, device))
+    }));
+}
+
+/// `M = U^T` of the run `ops` (`[2^n, 2^n]`, real and imaginary parts): row `k` is the run
+/// applied to the basis state `k`.
+fn fused_matrix<B: Backend>(
+    ops: &[Op<B>],
+    qubits: usize,
+    angles: &Angles<B>,
+    device: &B::Device,
+) -> State<B> {
+    let dim = 1usize << qubits;
+    let identity = State {
+        re: Tensor::eye(dim, device),
+        im: None,
+    };
+    apply_plan(identity, ops, qubits, angles)
+}
+
+/// The batch of `|0...0>`, `[batch, dim]`.
+fn basis_state_zero<B: Backend>(batch: usize, dim: usize, device: &B::Device) -> State<B> {
+    let one = Tensor::ones([batch, 1], device);
+    let re = if dim > 1 {
+        Tensor::cat(vec![one, Tensor::zeros([batch, dim - 1], device)], 1)
+    } else {
+        one
+    };
+    State { re, im: None }
+}
+
+/// `[2^n, n]`: entry `(k, i)` is +1 where bit `i` of `k` is 0, else -1.
+fn z_sign_matrix<B: Backend>(qubits: usize, device: &B::Device) -> Tensor<B, 2> {
+    let dim = 1usize << qubits;
+    let signs: Vec<f64> = (0..dim)
+        .flat_map(|k| {
+            (0..qubits).map(move |i| {
+                if (k >> (qubits - 1 - i)) & 1 == 0 {
+                    1.0
+                } else {
+                    -1.0
+                }
+            })
+        })
+        .collect();
+    float_tensor(signs, [dim, qubits], device)
+}
+
+/// A float tensor of `values` (row-major, `shape`) in the backend's float type: data of
+/// another type would make a tensor of that type on backends that hold several.
+pub fn float_tensor<B: Backend, const D: usize>(
+    values: Vec<f64>,
+    shape: [usize; D],
+    device: &B::Device,
+) -> Tensor<B, D> {
+    Tensor::from_data(
+        TensorData::new(values, shape).convert::<B::FloatElem>(),
+        device,
+    )
+}
+
+/// Applies `plan` to `state`.
+fn apply_plan<B: Backend>(
+    mut state: State<B>,
+    plan: &[Op<B>],
+    qubits: usize,
+    angles: &Angles<B>,
+) -> State<B> {
+    for op in plan {
+        state = match op {
+            Op::Single(gate) => apply_single(state, gate.wires[0], &angles.matrix(gate)),
+            Op::Signed { perm, signs } => {
+                let permute = |t: Tensor<B, 2>| {
+                    let t = t.select(1, perm.clone());
+                    match signs {
+                        Some(s) => t * s.clone(),
+                        None => t,
+                    }
+                };
+                State {
+                    re: permute(state.re),
+                    im: state.im.map(permute),
+                }
+            }
+            Op::Fused(fused) => {
+                let matrix = match fused {
+                    Fused::Constant(m) => m.clone(),
+                    Fused::Weighted(ops) => fused_matrix(ops, qubits, angles, &state.re.device()),
+                };
+                apply_matrix(state, matrix)
+            }
+        };
+    }
+    state
+}
+
+/// `state @ m` for complex `state` and `m`, skipping absent imaginary parts.
+fn apply_matrix<B: Backend>(state: State<B>, m: State<B>) -> State<B> {
+    let re = state.re.clone().matmul(m.re.clone());
+    let re = match (&state.im, &m.im) {
+        (Some(si), Some(mi)) => re - si.clone().matmul(mi.clone()),
+        _ => re,
+    };
+    let im = match (state.im, m.im) {
+        (Some(si), Some(mi)) => Some(state.re.matmul(mi) + si.matmul(m.re)),
+        (Some(si), None) => Some(si.matmul(m.re)),
+        (None, Some(mi)) => Some(state.re.matmul(mi)),
+        (None, None) => None,
+    };
+    State { re, im }
+}
+
+/// Applies the one-qubit matrix `u` on `wire` to every state of the batch.
+fn apply_single<B: Backend>(state: State<B>, wire: usize, u: &[[Entry<B>; 2]; 2]) -> State<B> {
+    let [batch, dim] = state.re.dims();
+    let shape = [batch, 1 << wire, 2, dim >> (wire + 1)];
+    let split = |t: Tensor<B, 2>| {
+        let t: Tensor<B, 4> = t.reshape(shape);
+        [t.clone().narrow(2, 0, 1), t.narrow(2, 1, 1)]
+    };
+    let re = split(state.re);
+    let im = state.im.map(split);
+    let sum = |terms: Vec<Option<Tensor<B, 4>>>| terms.into_iter().flatten().reduce(|a, b| a + b);
+    let mut rows_re = Vec::with_capacity(2);
+    let mut rows_im = Vec::with_capacity(2);
+    for row in u {
+        let mut real_terms = Vec::new();
+        let mut imag_terms = Vec::new();
+        for (column, (ur, ui)) in row.iter().enumerate() {
+            real_terms.push(ur.times(&re[column]));
+            imag_terms.push(ui.times(&re[column]));
+            if let Some(im) = &im {
+                real_terms.push(ui.clone().neg().times(&im[column]));
+                imag_terms.push(ur.times(&im[column]));
+            }
+        }
+        rows_re.push(sum(real_terms));
+        rows_im.push(sum(imag_terms));
+    }
+    let zeros = || Tensor::zeros([batch, 1 << wire, 1, dim >> (wire + 1)], &re[0].device());
+    let assemble = |rows: Vec<Option<Tensor<B, 4>>>| -> Tensor<B, 2> {
+        let rows = rows.into_iter().map(|r| r.unwrap_or_else(zeros)).collect();
+        Tensor::cat(rows, 2).reshape([batch, dim])
+    };
+    let any_imag = rows_im.iter().any(Option::is_some);
+    State {
+        re: assemble(rows_re),
+        im: any_imag.then(|| assemble(rows_im)),
+    }
+}

@@ -1,0 +1,199 @@
+//! Known states and expectations, on the device simulation in both modes.
+
+use burn::backend::NdArray;
+use burn::tensor::{Tensor, TensorData};
+use quench_circuit::{Angle, Circuit, Gate, GateKind, Mode, Simulator};
+
+type B = NdArray<f64>;
+
+fn gate(kind: GateKind, wires: &[usize]) -> Gate {
+    Gate::new(kind, wires)
+}
+
+fn fixed(kind: GateKind, wire: usize, angle: f64) -> Gate {
+    Gate::rotation(kind, wire, Angle::Fixed(angle))
+}
+
+/// `<Z_i>` and `<Z_i Z_j>` of `circuit` (no inputs or weights) in `mode`, batch of one.
+fn expectations(circuit: Circuit, mode: Mode, pairs: &[(usize, usize)]) -> (Vec<f64>, Vec<f64>) {
+    let device = Default::default();
+    let simulator = Simulator::<B>::new(circuit, mode, &device);
+    let state = simulator.run(1, None, None).unwrap();
+    let z = simulator
+        .z_expectations(&state)
+        .into_data()
+        .to_vec()
+        .unwrap();
+    let zz = if pairs.is_empty() {
+        Vec::new()
+    } else {
+        let t = simulator.zz_expectations(&state, pairs).unwrap();
+        t.into_data().to_vec().unwrap()
+    };
+    (z, zz)
+}
+
+fn assert_close(found: &[f64], expected: &[f64], tolerance: f64) {
+    assert_eq!(found.len(), expected.len(), "{found:?} vs {expected:?}");
+    for (f, e) in found.iter().zip(expected) {
+        assert!((f - e).abs() <= tolerance, "{found:?} vs {expected:?}");
+    }
+}
+
+const MODES: [Mode; 2] = [Mode::GateByGate, Mode::Fused];
+
+#[test]
+fn bell_pair_is_uncorrelated_locally_and_perfectly_correlated() {
+    for mode in MODES {
+        let bell = Circuit::new(
+            2,
+            vec![gate(GateKind::H, &[0]), gate(GateKind::Cnot, &[0, 1])],
+        )
+        .unwrap();
+        let (z, zz) = expectations(bell, mode, &[(0, 1)]);
+        assert_close(&z, &[0.0, 0.0], 1e-12);
+        assert_close(&zz, &[1.0], 1e-12);
+    }
+}
+
+#[test]
+fn ghz_states_correlate_every_pair() {
+    for n in [3, 5] {
+        for mode in MODES {
+            let mut gates = vec![gate(GateKind::H, &[0])];
+            gates.extend((1..n).map(|i| gate(GateKind::Cnot, &[i - 1, i])));
+            let pairs: Vec<_> = (1..n).map(|i| (0, i)).collect();
+            let (z, zz) = expectations(Circuit::new(n, gates).unwrap(), mode, &pairs);
+            assert_close(&z, &vec![0.0; n], 1e-12);
+            assert_close(&zz, &vec![1.0; n - 1], 1e-12);
+        }
+    }
+}
+
+#[test]
+fn rotations_give_the_cosine_of_their_angle() {
+    let t = 0.7_f64;
+    for mode in MODES {
+        for kind in [GateKind::Rx, GateKind::Ry] {
+            let (z, _) = expectations(Circuit::new(1, vec![fixed(kind, 0, t)]).unwrap(), mode, &[]);
+            assert_close(&z, &[t.cos()], 1e-12);
+        }
+        // RZ and the phase gate only turn the equator: H RZ(t) H and H P(t) H give cos t.
+        for kind in [GateKind::Rz, GateKind::Phase] {
+            let circuit = Circuit::new(
+                1,
+                vec![
+                    gate(GateKind::H, &[0]),
+                    fixed(kind, 0, t),
+                    gate(GateKind::H, &[0]),
+                ],
+            )
+            .unwrap();
+            assert_close(&expectations(circuit, mode, &[]).0, &[t.cos()], 1e-12);
+        }
+    }
+}
+
+#[test]
+fn paulis_swap_and_cz_move_amplitudes_where_they_should() {
+    for mode in MODES {
+        // X on wire 2 of 3: only <Z_2> flips (wire order: wire 0 is the most significant).
+        let x = Circuit::new(3, vec![gate(GateKind::X, &[2])]).unwrap();
+        assert_close(&expectations(x, mode, &[]).0, &[1.0, 1.0, -1.0], 1e-12);
+        // Y flips too (the phase i does not show in <Z>); Z leaves |0> alone.
+        let y = Circuit::new(2, vec![gate(GateKind::Y, &[0]), gate(GateKind::Z, &[1])]).unwrap();
+        assert_close(&expectations(y, mode, &[]).0, &[-1.0, 1.0], 1e-12);
+        // SWAP carries the excitation from wire 0 to wire 2.
+        let swap = Circuit::new(
+            3,
+            vec![gate(GateKind::X, &[0]), gate(GateKind::Swap, &[0, 2])],
+        )
+        .unwrap();
+        assert_close(&expectations(swap, mode, &[]).0, &[1.0, 1.0, -1.0], 1e-12);
+        // H CZ H on the target is a CNOT: |10> -> |11>.
+        let cz = Circuit::new(
+            2,
+            vec![
+                gate(GateKind::X, &[0]),
+                gate(GateKind::H, &[1]),
+                gate(GateKind::Cz, &[0, 1]),
+                gate(GateKind::H, &[1]),
+            ],
+        )
+        .unwrap();
+        assert_close(&expectations(cz, mode, &[]).0, &[-1.0, -1.0], 1e-12);
+    }
+}
+
+#[test]
+fn twenty_qubits_fit_for_a_batch_of_one() {
+    // GHZ on 20 qubits: past MAX_FUSED_QUBITS, so both modes run gate by gate and the
+    // expectations reduce over axes instead of a [2^20, 20] sign matrix. In f64 like the rest
+    // of this file: burn-ndarray 0.21 takes a device's default float type from the first
+    // backend that uses it in the process, so f32 and f64 backends cannot share a test binary.
+    let n = 20;
+    let mut gates = vec![gate(GateKind::H, &[0])];
+    gates.extend((1..n).map(|i| gate(GateKind::Cnot, &[i - 1, i])));
+    gates.push(fixed(GateKind::Ry, n - 1, 0.0));
+    let device = Default::default();
+    let simulator = Simulator::<B>::new(Circuit::new(n, gates).unwrap(), Mode::Fused, &device);
+    let state = simulator.run(1, None, None).unwrap();
+    let z: Vec<f64> = simulator
+        .z_expectations(&state)
+        .into_data()
+        .to_vec()
+        .unwrap();
+    assert_eq!(z.len(), n);
+    assert!(z.iter().all(|v| v.abs() < 1e-12), "{z:?}");
+    let zz: Vec<f64> = simulator
+        .zz_expectations(&state, &[(0, n - 1)])
+        .unwrap()
+        .into_data()
+        .to_vec()
+        .unwrap();
+    assert!((zz[0] - 1.0).abs() < 1e-12);
+}
+
+#[test]
+fn per_sample_angles_give_each_row_its_own_state() {
+    let device = Default::default();
+    let circuit = Circuit::angle_encoded_ring(4, 0).unwrap();
+    let angles: [f64; 8] = [0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5];
+    let inputs = Tensor::<B, 2>::from_data(TensorData::new(angles.to_vec(), [2, 4]), &device);
+    for mode in MODES {
+        let simulator = Simulator::<B>::new(circuit.clone(), mode, &device);
+        let state = simulator.run(2, Some(inputs.clone()), None).unwrap();
+        let z: Vec<f64> = simulator
+            .z_expectations(&state)
+            .into_data()
+            .to_vec()
+            .unwrap();
+        let expected: Vec<f64> = angles.iter().map(|a| a.cos()).collect();
+        assert_close(&z, &expected, 1e-12);
+    }
+}
+
+#[test]
+fn misshapen_inputs_and_weights_are_refused() {
+    let device = Default::default();
+    let simulator = Simulator::<B>::new(
+        Circuit::angle_encoded_ring(4, 3).unwrap(),
+        Mode::Fused,
+        &device,
+    );
+    let weights = Some(Tensor::<B, 1>::zeros([12], &device));
+    let narrow = Tensor::<B, 2>::zeros([8, 3], &device);
+    let error = simulator.run(8, Some(narrow), weights.clone()).unwrap_err();
+    assert!(
+        error.to_string().contains("inputs: expected shape [8, 4]"),
+        "{error}"
+    );
+    assert!(simulator.run(8, None, weights).is_err());
+    let inputs = Tensor::<B, 2>::zeros([8, 4], &device);
+    let short = Tensor::<B, 1>::zeros([11], &device);
+    let error = simulator.run(8, Some(inputs), Some(short)).unwrap_err();
+    assert!(
+        error.to_string().contains("weights: expected shape [12]"),
+        "{error}"
+    );
+}

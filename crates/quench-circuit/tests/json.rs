@@ -1,0 +1,121 @@
+//! The JSON interface: results, batching by structure, and one clear error per bad input.
+
+use burn::backend::NdArray;
+use quench_circuit::json::{Document, render};
+
+type B = NdArray<f64>;
+
+fn run(text: &str) -> Result<Vec<Vec<f64>>, String> {
+    Document::parse(text)
+        .and_then(|d| d.expectations::<B>(&Default::default(), Some(1 << 34)))
+        .map_err(|e| e.to_string())
+}
+
+#[test]
+fn circuits_in_any_order_get_their_own_rows() {
+    let text = r#"{"qubits": 2, "circuits": [
+        [{"gate": "ry", "wires": [0], "angle": 0.3}],
+        [{"gate": "h", "wires": [0]}, {"gate": "cnot", "wires": [0, 1]}],
+        [{"gate": "ry", "wires": [0], "angle": 1.3}],
+        [{"gate": "RX", "wires": [1], "angle": 2.0}, {"gate": "y", "wires": [0]}]
+    ]}"#;
+    let rows = run(text).unwrap();
+    let expected = [
+        [0.3f64.cos(), 1.0],
+        [0.0, 0.0],
+        [1.3f64.cos(), 1.0],
+        [-1.0, 2.0f64.cos()],
+    ];
+    for (row, e) in rows.iter().zip(expected) {
+        assert!(
+            row.iter().zip(e).all(|(a, b)| (a - b).abs() < 1e-12),
+            "{rows:?}"
+        );
+    }
+    assert!(render(&rows).starts_with("{\"expectations\":[["));
+}
+
+#[test]
+fn every_bad_input_names_circuit_and_gate() {
+    let cases = [
+        (
+            r#"{"qubits": 2, "circuits": [[], [{"gate": "t", "wires": [0]}]]}"#,
+            "circuit 1, gate 0: unknown gate \"t\"",
+        ),
+        (
+            r#"{"qubits": 2, "circuits": [[{"gate": "x", "wires": [2]}]]}"#,
+            "circuit 0: gate 0 (x): wire 2 out of range for 2 qubits",
+        ),
+        (
+            r#"{"qubits": 2, "circuits": [[{"gate": "h", "wires": [0]}, {"gate": "cnot", "wires": [1, 1]}]]}"#,
+            "circuit 0: gate 1 (cnot): wire 1 given twice",
+        ),
+        (
+            r#"{"qubits": 1, "circuits": [[{"gate": "rx", "wires": [0]}]]}"#,
+            "circuit 0: gate 0 (rx): missing angle",
+        ),
+        (
+            r#"{"qubits": 1, "circuits": [[{"gate": "rx", "wires": [0], "angle": "NaN"}]]}"#,
+            "circuit 0, gate 0: angle \"NaN\" is not a number",
+        ),
+        (
+            r#"{"qubits": 1, "circuits": [[{"gate": "x", "wires": [0], "angle": 1.0}]]}"#,
+            "circuit 0: gate 0 (x): takes no angle",
+        ),
+        (
+            r#"{"qubits": 1, "circuits": [[{"gate": "x", "wires": [-1]}]]}"#,
+            "circuit 0, gate 0: wire -1 is not a non-negative integer",
+        ),
+        (
+            r#"{"qubits": 2, "circuits": [[{"gate": "cnot", "wires": [0]}]]}"#,
+            "circuit 0: gate 0 (cnot): acts on 2 wire(s), 1 given",
+        ),
+        (
+            r#"{"qubits": 1, "circuits": [[{"gate": "x", "wire": [0]}]]}"#,
+            "circuit 0, gate 0: unknown field \"wire\"",
+        ),
+        (
+            r#"{"qubits": 0, "circuits": [[]]}"#,
+            "circuit 0: qubits = 0: must be between 1 and 30",
+        ),
+        (
+            r#"{"qubits": 31, "circuits": [[]]}"#,
+            "circuit 0: qubits = 31: must be between 1 and 30",
+        ),
+        (r#"{"circuits": []}"#, "qubits: missing"),
+        (
+            r#"{"qubits": 1, "circuits": [[{"gate": "x", "wires": [0]}]"#,
+            "not valid JSON",
+        ),
+    ];
+    for (text, message) in cases {
+        let error = run(text).unwrap_err();
+        assert!(
+            error.starts_with(message),
+            "{text}\n  gave: {error}\n  want: {message}"
+        );
+    }
+}
+
+#[test]
+fn an_angle_beyond_f64_is_refused() {
+    // JSON has no NaN or infinity; a literal past f64's range is the nearest thing.
+    let error =
+        run(r#"{"qubits": 1, "circuits": [[{"gate": "rx", "wires": [0], "angle": 1e999}]]}"#)
+            .unwrap_err();
+    assert!(
+        error.contains("not valid JSON") || error.contains("not finite"),
+        "{error}"
+    );
+}
+
+#[test]
+fn more_qubits_than_memory_allows_is_refused_before_allocating() {
+    let text = r#"{"qubits": 30, "circuits": [[{"gate": "h", "wires": [29]}]]}"#;
+    let error = Document::parse(text)
+        .unwrap()
+        .expectations::<B>(&Default::default(), Some(1 << 30))
+        .unwrap_err()
+        .to_string();
+    assert!(error.starts_with("circuit 0: qubits = 30: a batch of 1 states needs about 32768 MiB, more than the 1024 MiB available"), "{error}");
+}
