@@ -3,13 +3,18 @@
 //! A [`Simulator`] compiles a [`Circuit`] once into a plan of device operations:
 //! - one-qubit gates act on the state viewed as `[batch, 2^w, 2, 2^(n-w-1)]` (wire `w` on the
 //!   third axis), with matrix entries that are constants, per-sample tensors `[batch, 1, 1, 1]`
-//!   (angles from the inputs) or shared tensors `[1, 1, 1, 1]` (angles from the weights);
+//!   (angles from the inputs) or per-member tensors `[members, 1, 1, 1]` (angles from the
+//!   weights; the state is then viewed as `[members, rows per member * 2^w, 2, ...]`);
 //! - runs of X, Z, CNOT, CZ and SWAP compose on the host into one signed permutation, applied
 //!   as one `select` and one sign multiply;
 //! - in [`Mode::Fused`], every run of two or more shared operations (no per-sample angle)
-//!   becomes one `2^n x 2^n` matrix, built once per call by simulating the run on the identity
-//!   (the batch of all basis states) and applied to the batch as one matmul; a run without
-//!   weights is constant and built once, when the simulator is.
+//!   becomes one `2^n x 2^n` matrix per member, built once per call by simulating the run on
+//!   the identity (the batch of all basis states) and applied to the batch as one (batched)
+//!   matmul; a run without weights is constant and built once, when the simulator is.
+//!
+//! Members are independent copies of the circuit with their own weights (training seeds):
+//! weights are `[members, weights]` and the batch's rows are member-major, `batch / members`
+//! rows per member.
 //!
 //! States stay real (one `[batch, 2^n]` tensor) until a complex gate makes them complex
 //! (a second tensor for the imaginary part). Gradients flow to the inputs and weights by
@@ -226,13 +231,14 @@ impl<B: Backend> Simulator<B> {
     }
 
     /// Final states of `batch` circuits with per-sample `inputs` `[batch, circuit.inputs()]`
-    /// (needed when the circuit reads inputs) and shared `weights` `[circuit.weights()]`
-    /// (needed when it reads weights). Refuses missing or misshapen tensors.
+    /// (needed when the circuit reads inputs) and `weights` `[members, circuit.weights()]`
+    /// (needed when it reads weights; one row for the whole batch, or one per member, the
+    /// batch's rows member-major). Refuses missing or misshapen tensors.
     pub fn run(
         &self,
         batch: usize,
         inputs: Option<Tensor<B, 2>>,
-        weights: Option<Tensor<B, 1>>,
+        weights: Option<Tensor<B, 2>>,
     ) -> Result<State<B>, CircuitError> {
         let expected_inputs = self.circuit.inputs();
         match &inputs {
@@ -253,27 +259,24 @@ impl<B: Backend> Simulator<B> {
             _ => {}
         }
         let expected_weights = self.circuit.weights();
+        let members = weights.as_ref().map_or(1, |w| w.dims()[0]);
+        let misshapen = |found: Vec<usize>| CircuitError::Shape {
+            name: "weights",
+            expected: format!("[members dividing {batch}, {expected_weights}]"),
+            found,
+        };
         match &weights {
-            Some(w) if w.dims() != [expected_weights] => {
-                return Err(CircuitError::Shape {
-                    name: "weights",
-                    expected: format!("[{expected_weights}]"),
-                    found: w.dims().to_vec(),
-                });
+            Some(w) if w.dims()[1] != expected_weights || members == 0 || batch % members != 0 => {
+                return Err(misshapen(w.dims().to_vec()));
             }
-            None if expected_weights > 0 => {
-                return Err(CircuitError::Shape {
-                    name: "weights",
-                    expected: format!("[{expected_weights}]"),
-                    found: Vec::new(),
-                });
-            }
+            None if expected_weights > 0 => return Err(misshapen(Vec::new())),
             _ => {}
         }
         let state = basis_state_zero::<B>(batch, self.circuit.dimension(), &self.device);
         let angles = Angles {
             inputs: inputs.as_ref(),
             weights: weights.as_ref(),
+            members,
         };
         Ok(apply_plan(
             state,
@@ -343,12 +346,13 @@ impl<B: Backend> Simulator<B> {
 /// The per-sample and shared angle tensors of one call.
 struct Angles<'a, B: Backend> {
     inputs: Option<&'a Tensor<B, 2>>,
-    weights: Option<&'a Tensor<B, 1>>,
+    weights: Option<&'a Tensor<B, 2>>,
+    members: usize,
 }
 
 impl<B: Backend> Angles<'_, B> {
     /// `(cos(a * angle), sin(a * angle))` as coefficients: constants for fixed angles,
-    /// `[batch, 1, 1, 1]` for inputs, `[1, 1, 1, 1]` for weights.
+    /// `[batch, 1, 1, 1]` for inputs, `[members, 1, 1, 1]` for weights.
     fn cos_sin(&self, angle: Angle, a: f64) -> (Coef<B>, Coef<B>) {
         let tensor = match angle {
             Angle::Fixed(value) => {
@@ -364,8 +368,8 @@ impl<B: Backend> Angles<'_, B> {
                 .weights
                 .expect("checked by run")
                 .clone()
-                .narrow(0, i, 1)
-                .reshape([1, 1, 1, 1]),
+                .narrow(1, i, 1)
+                .reshape([self.members, 1, 1, 1]),
         };
         let t = tensor.mul_scalar(a);
         (Coef::Var(t.clone().cos()), Coef::Var(t.sin()))
@@ -450,13 +454,14 @@ fn flush_run<B: Backend>(
         let no_angles = Angles {
             inputs: None,
             weights: None,
+            members: 1,
         };
         Fused::Constant(fused_matrix(&ops, qubits, &no_angles, device))
     }));
 }
 
-/// `M = U^T` of the run `ops` (`[2^n, 2^n]`, real and imaginary parts): row `k` is the run
-/// applied to the basis state `k`.
+/// `M = U^T` of the run `ops` for every member (`[members * 2^n, 2^n]`, real and imaginary
+/// parts): row `k` of a member's block is the run applied to the basis state `k`.
 fn fused_matrix<B: Backend>(
     ops: &[Op<B>],
     qubits: usize,
@@ -464,8 +469,12 @@ fn fused_matrix<B: Backend>(
     device: &B::Device,
 ) -> State<B> {
     let dim = 1usize << qubits;
+    let eye: Tensor<B, 2> = Tensor::eye(dim, device);
     let identity = State {
-        re: Tensor::eye(dim, device),
+        re: eye
+            .unsqueeze::<3>()
+            .repeat_dim(0, angles.members)
+            .reshape([angles.members * dim, dim]),
         im: None,
     };
     apply_plan(identity, ops, qubits, angles)
@@ -521,7 +530,14 @@ fn apply_plan<B: Backend>(
 ) -> State<B> {
     for op in plan {
         state = match op {
-            Op::Single(gate) => apply_single(state, gate.wires[0], &angles.matrix(gate)),
+            Op::Single(gate) => {
+                // Per-member angles need the member-major view; the others the per-row one.
+                let group = match gate.angle {
+                    Some(Angle::Weight(_)) => angles.members,
+                    _ => state.re.dims()[0],
+                };
+                apply_single(state, gate.wires[0], group, &angles.matrix(gate))
+            }
             Op::Signed { perm, signs } => {
                 let permute = |t: Tensor<B, 2>| {
                     let t = t.select(1, perm.clone());
@@ -547,26 +563,43 @@ fn apply_plan<B: Backend>(
     state
 }
 
-/// `state @ m` for complex `state` and `m`, skipping absent imaginary parts.
+/// `state @ m` for complex `state` and `m`, skipping absent imaginary parts; `m` holds one
+/// `[2^n, 2^n]` block for the whole batch or one per member (rows member-major).
 fn apply_matrix<B: Backend>(state: State<B>, m: State<B>) -> State<B> {
-    let re = state.re.clone().matmul(m.re.clone());
+    let [rows, dim] = state.re.dims();
+    let members = m.re.dims()[0] / dim;
+    let product = |s: Tensor<B, 2>, m: Tensor<B, 2>| -> Tensor<B, 2> {
+        if members == 1 {
+            return s.matmul(m);
+        }
+        let s: Tensor<B, 3> = s.reshape([members, rows / members, dim]);
+        s.matmul(m.reshape([members, dim, dim]))
+            .reshape([rows, dim])
+    };
+    let re = product(state.re.clone(), m.re.clone());
     let re = match (&state.im, &m.im) {
-        (Some(si), Some(mi)) => re - si.clone().matmul(mi.clone()),
+        (Some(si), Some(mi)) => re - product(si.clone(), mi.clone()),
         _ => re,
     };
     let im = match (state.im, m.im) {
-        (Some(si), Some(mi)) => Some(state.re.matmul(mi) + si.matmul(m.re)),
-        (Some(si), None) => Some(si.matmul(m.re)),
-        (None, Some(mi)) => Some(state.re.matmul(mi)),
+        (Some(si), Some(mi)) => Some(product(state.re, mi) + product(si, m.re)),
+        (Some(si), None) => Some(product(si, m.re)),
+        (None, Some(mi)) => Some(product(state.re, mi)),
         (None, None) => None,
     };
     State { re, im }
 }
 
-/// Applies the one-qubit matrix `u` on `wire` to every state of the batch.
-fn apply_single<B: Backend>(state: State<B>, wire: usize, u: &[[Entry<B>; 2]; 2]) -> State<B> {
+/// Applies the one-qubit matrix `u` on `wire` to every state of the batch, whose entries are
+/// constants or tensors `[group, 1, 1, 1]` (`group` divides the rows, member-major).
+fn apply_single<B: Backend>(
+    state: State<B>,
+    wire: usize,
+    group: usize,
+    u: &[[Entry<B>; 2]; 2],
+) -> State<B> {
     let [batch, dim] = state.re.dims();
-    let shape = [batch, 1 << wire, 2, dim >> (wire + 1)];
+    let shape = [group, (batch / group) << wire, 2, dim >> (wire + 1)];
     let split = |t: Tensor<B, 2>| {
         let t: Tensor<B, 4> = t.reshape(shape);
         [t.clone().narrow(2, 0, 1), t.narrow(2, 1, 1)]
@@ -590,7 +623,12 @@ fn apply_single<B: Backend>(state: State<B>, wire: usize, u: &[[Entry<B>; 2]; 2]
         rows_re.push(sum(real_terms));
         rows_im.push(sum(imag_terms));
     }
-    let zeros = || Tensor::zeros([batch, 1 << wire, 1, dim >> (wire + 1)], &re[0].device());
+    let zeros = || {
+        Tensor::zeros(
+            [group, (batch / group) << wire, 1, dim >> (wire + 1)],
+            &re[0].device(),
+        )
+    };
     let assemble = |rows: Vec<Option<Tensor<B, 4>>>| -> Tensor<B, 2> {
         let rows = rows.into_iter().map(|r| r.unwrap_or_else(zeros)).collect();
         Tensor::cat(rows, 2).reshape([batch, dim])

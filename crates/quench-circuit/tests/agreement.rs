@@ -57,9 +57,10 @@ fn tensor2(values: Vec<f64>, rows: usize, cols: usize) -> Option<Tensor<B, 2>> {
         .then(|| Tensor::from_data(TensorData::new(values, [rows, cols]), &Default::default()))
 }
 
-fn tensor1(values: Vec<f64>) -> Option<Tensor<B, 1>> {
+/// One member's weights, `[1, weights]`.
+fn weights_row(values: Vec<f64>) -> Option<Tensor<B, 2>> {
     let n = values.len();
-    (n > 0).then(|| Tensor::from_data(TensorData::new(values, [n]), &Default::default()))
+    (n > 0).then(|| Tensor::from_data(TensorData::new(values, [1, n]), &Default::default()))
 }
 
 fn spec_strategy() -> impl Strategy<Value = (usize, Vec<GateSpec>)> {
@@ -86,7 +87,7 @@ proptest! {
         for mode in [Mode::GateByGate, Mode::Fused] {
             let simulator = Simulator::<B>::new(circuit.clone(), mode, &Default::default());
             let state = simulator
-                .run(batch, tensor2(inputs.concat(), batch, circuit.inputs()), tensor1(weights.clone()))
+                .run(batch, tensor2(inputs.concat(), batch, circuit.inputs()), weights_row(weights.clone()))
                 .unwrap();
             let re: Vec<f64> = state.re.clone().into_data().to_vec().unwrap();
             let im: Vec<f64> = match &state.im {
@@ -139,7 +140,7 @@ proptest! {
                 .require_grad()
             });
             let w = (circuit.weights() > 0).then(|| {
-                Tensor::<AD, 1>::from_data(TensorData::new(weights.clone(), [weights.len()]), &device)
+                Tensor::<AD, 2>::from_data(TensorData::new(weights.clone(), [1, weights.len()]), &device)
                     .require_grad()
             });
             let state = simulator.run(batch, x.clone(), w.clone()).unwrap();

@@ -181,7 +181,7 @@ fn misshapen_inputs_and_weights_are_refused() {
         Mode::Fused,
         &device,
     );
-    let weights = Some(Tensor::<B, 1>::zeros([12], &device));
+    let weights = Some(Tensor::<B, 2>::zeros([1, 12], &device));
     let narrow = Tensor::<B, 2>::zeros([8, 3], &device);
     let error = simulator.run(8, Some(narrow), weights.clone()).unwrap_err();
     assert!(
@@ -190,10 +190,56 @@ fn misshapen_inputs_and_weights_are_refused() {
     );
     assert!(simulator.run(8, None, weights).is_err());
     let inputs = Tensor::<B, 2>::zeros([8, 4], &device);
-    let short = Tensor::<B, 1>::zeros([11], &device);
+    let short = Tensor::<B, 2>::zeros([1, 11], &device);
     let error = simulator.run(8, Some(inputs), Some(short)).unwrap_err();
     assert!(
-        error.to_string().contains("weights: expected shape [12]"),
+        error
+            .to_string()
+            .contains("weights: expected shape [members dividing 8, 12]"),
         "{error}"
     );
+}
+
+#[test]
+fn members_run_with_their_own_weights() {
+    // Two members of two samples each, in one batch, against each member run alone.
+    let device = Default::default();
+    let circuit = Circuit::angle_encoded_ring(4, 3).unwrap();
+    let x: Vec<f64> = (0..16).map(|i| (i as f64 * 0.37).sin() * 2.0).collect();
+    let w: Vec<f64> = (0..24).map(|i| (i as f64 * 0.71).cos()).collect();
+    let tensor = |values: &[f64], shape: [usize; 2]| {
+        Tensor::<B, 2>::from_data(TensorData::new(values.to_vec(), shape), &device)
+    };
+    for mode in MODES {
+        let simulator = Simulator::<B>::new(circuit.clone(), mode, &device);
+        let state = simulator
+            .run(4, Some(tensor(&x, [4, 4])), Some(tensor(&w, [2, 12])))
+            .unwrap();
+        let together: Vec<f64> = simulator
+            .z_expectations(&state)
+            .into_data()
+            .to_vec()
+            .unwrap();
+        for member in 0..2 {
+            let alone = simulator
+                .run(
+                    2,
+                    Some(tensor(&x[member * 8..member * 8 + 8], [2, 4])),
+                    Some(tensor(&w[member * 12..member * 12 + 12], [1, 12])),
+                )
+                .unwrap();
+            let alone: Vec<f64> = simulator
+                .z_expectations(&alone)
+                .into_data()
+                .to_vec()
+                .unwrap();
+            assert_close(&together[member * 8..member * 8 + 8], &alone, 1e-12);
+        }
+        let third = simulator.run(
+            4,
+            Some(tensor(&x, [4, 4])),
+            Some(tensor(&w[..12].repeat(3), [3, 12])),
+        );
+        assert!(third.is_err(), "3 members cannot share 4 rows");
+    }
 }
