@@ -10,6 +10,7 @@
 
 pub mod amp;
 pub mod binary;
+pub mod classify;
 pub mod ensemble;
 pub mod init;
 pub mod meta;

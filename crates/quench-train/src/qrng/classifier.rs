@@ -12,9 +12,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-use burn::tensor::activation::log_softmax;
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{Bool, Distribution, Int, Tensor, TensorData};
+use burn::tensor::{Bool, Int, Tensor, TensorData};
 use quench_data::{Dataset, Loader, LoaderConfig, Mode};
 use quench_device::readback::to_host_f32;
 use quench_device::stats::max_or_nan;
@@ -25,6 +24,7 @@ use super::schedule::{MemberSchedule, PlateauConfig};
 use super::split::Split;
 use super::{Batching, QrngError, seeded_ensemble, sub_seed};
 use crate::amp::MixedPrecision;
+use crate::classify::{cross_entropy, dropout, member_mask, member_tensor};
 use crate::ensemble::{Activation, EnsembleMlp};
 use crate::init::Init;
 use crate::optim::{AdamConfig, MemberAdam};
@@ -549,46 +549,4 @@ impl<'a, B: AutodiffBackend> Program<'a, B> {
         }
         loss_sum
     }
-}
-
-/// Mean cross-entropy of each member's batch: logits `[members, batch, classes]`, labels
-/// `[members, batch]`, result `[members]`.
-fn cross_entropy<B: Backend>(logits: Tensor<B, 3>, labels: Tensor<B, 2, Int>) -> Tensor<B, 1> {
-    let [members, batch, _] = logits.dims();
-    log_softmax(logits, 2)
-        .gather(2, labels.reshape([members, batch, 1]))
-        .mean_dim(1)
-        .reshape([members])
-        .neg()
-}
-
-/// Inverted dropout with a fresh mask per member, sample and unit, drawn on the device.
-fn dropout<B: Backend>(h: Tensor<B, 3>, rate: f64, precision: Precision) -> Tensor<B, 3> {
-    if rate == 0.0 {
-        return h;
-    }
-    let keep = 1.0 - rate;
-    let mask = Tensor::<B, 3>::random(h.shape(), Distribution::Bernoulli(keep), &h.device())
-        .div_scalar(keep);
-    h * precision.to_compute(mask)
-}
-
-/// `[members, 1, 1]` from one value per member.
-fn member_tensor<B: Backend>(
-    values: impl Iterator<Item = f32>,
-    device: &B::Device,
-) -> Tensor<B, 3> {
-    let values: Vec<f32> = values.collect();
-    let members = values.len();
-    Tensor::from_data(TensorData::new(values, [members, 1, 1]), device)
-}
-
-/// `[members, 1, 1]` boolean mask from one flag per member.
-fn member_mask<B: Backend>(
-    flags: impl Iterator<Item = bool>,
-    device: &B::Device,
-) -> Tensor<B, 3, Bool> {
-    let flags: Vec<bool> = flags.collect();
-    let members = flags.len();
-    Tensor::from_data(TensorData::new(flags, [members, 1, 1]), device)
 }
