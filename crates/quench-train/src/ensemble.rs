@@ -163,6 +163,27 @@ impl<B: Backend> EnsembleMlp<B> {
     }
 }
 
+/// An ensemble whose member `m` is the single network drawn from `seeds[m]` alone, so that a
+/// member's initial weights do not depend on which other members share its program.
+/// `seeds` must not be empty (callers validate their configuration first).
+pub fn seeded_ensemble<B: Backend>(
+    init: Init,
+    activation: Activation,
+    widths: &[usize],
+    seeds: &[u64],
+    device: &B::Device,
+) -> EnsembleMlp<B> {
+    let nets: Vec<EnsembleMlp<B>> = seeds
+        .iter()
+        .map(|&seed| EnsembleMlp::new(init, activation, 1, widths, seed, device))
+        .collect();
+    let params: Vec<Vec<Tensor<B, 3>>> = nets.iter().map(EnsembleMlp::params).collect();
+    let stacked = (0..params[0].len())
+        .map(|k| Tensor::cat(params.iter().map(|p| p[k].clone()).collect(), 0))
+        .collect();
+    nets[0].with_params(stacked)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

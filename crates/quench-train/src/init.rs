@@ -113,6 +113,18 @@ pub fn orthogonal(rng: &mut StdRng, rows: usize, cols: usize) -> Vec<f64> {
     out
 }
 
+/// A sub-seed for one `purpose` of a run seeded by `seed` (SplitMix64 of both), so that nearby
+/// seeds (89, 90, ...) and different purposes (split, initialisation, noise) draw unrelated
+/// streams.
+pub fn sub_seed(seed: u64, purpose: u64) -> u64 {
+    let mut z = seed
+        .wrapping_add(purpose.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+        .wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,12 +25,10 @@ pub mod split;
 
 pub use error::QrngError;
 
-use burn::tensor::Tensor;
-use burn::tensor::backend::Backend;
 use quench_data::{BitStrings, SourceModel, synthetic_qrng};
 
-use crate::ensemble::{Activation, EnsembleMlp};
-use crate::init::Init;
+pub use crate::ensemble::seeded_ensemble;
+pub use crate::init::sub_seed;
 
 /// How the independent members of an analysis (pairs and seeds, classifier seeds) are run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -81,39 +79,6 @@ pub fn pairs(sources: usize) -> Vec<(usize, usize)> {
     (0..sources)
         .flat_map(|a| (a + 1..sources).map(move |b| (a, b)))
         .collect()
-}
-
-/// A sub-seed for one `purpose` of a run seeded by `seed` (SplitMix64 of both), so that nearby
-/// seeds (89, 90, ...) and different purposes (split, initialisation, noise) draw unrelated
-/// streams.
-pub fn sub_seed(seed: u64, purpose: u64) -> u64 {
-    let mut z = seed
-        .wrapping_add(purpose.wrapping_mul(0x9E37_79B9_7F4A_7C15))
-        .wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// An ensemble whose member `m` is the single network drawn from `seeds[m]` alone, so that a
-/// member's initial weights do not depend on which other members share its program.
-/// `seeds` must not be empty (callers validate their configuration first).
-pub(crate) fn seeded_ensemble<B: Backend>(
-    init: Init,
-    activation: Activation,
-    widths: &[usize],
-    seeds: &[u64],
-    device: &B::Device,
-) -> EnsembleMlp<B> {
-    let nets: Vec<EnsembleMlp<B>> = seeds
-        .iter()
-        .map(|&seed| EnsembleMlp::new(init, activation, 1, widths, seed, device))
-        .collect();
-    let params: Vec<Vec<Tensor<B, 3>>> = nets.iter().map(EnsembleMlp::params).collect();
-    let stacked = (0..params[0].len())
-        .map(|k| Tensor::cat(params.iter().map(|p| p[k].clone()).collect(), 0))
-        .collect();
-    nets[0].with_params(stacked)
 }
 
 #[cfg(test)]
