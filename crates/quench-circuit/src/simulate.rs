@@ -115,6 +115,10 @@ enum Op<B: Backend> {
     },
     /// A run of shared operations applied as one matrix.
     Fused(Fused<B>),
+    /// The circuit's opening one-qubit gates with fixed or per-sample angles, each on its own
+    /// wire, acting on `|0...0>`: the state is the product of their first columns, built by
+    /// `n - 1` broadcast multiplies instead of `n` gate applications. Only ever first.
+    Product(Vec<Gate>),
 }
 
 /// A fused run: `state @ M` with `M = U^T`, built from the run's operations.
@@ -190,6 +194,8 @@ pub struct Simulator<B: Backend> {
     /// `[2^n, n]`: entry `(k, i)` is `<k|Z_i|k>`, for circuits of at most
     /// [`MAX_FUSED_QUBITS`] qubits (larger ones reduce over axes instead).
     z_signs: Option<Tensor<B, 2>>,
+    /// The X permutation of every wire, `[2^n]` each (see [`apply_single`]).
+    flips: Vec<Tensor<B, 1, Int>>,
     device: B::Device,
 }
 
@@ -197,6 +203,14 @@ impl<B: Backend> Simulator<B> {
     /// Compiles `circuit` for `device` in `mode`.
     pub fn new(circuit: Circuit, mode: Mode, device: &B::Device) -> Self {
         let qubits = circuit.qubits();
+        let flips: Vec<Tensor<B, 1, Int>> = (0..qubits)
+            .map(|wire| {
+                let mask = 1usize << (qubits - 1 - wire);
+                let perm: Vec<i64> = (0..1usize << qubits).map(|k| (k ^ mask) as i64).collect();
+                let len = perm.len();
+                Tensor::from_data(TensorData::new(perm, [len]), device)
+            })
+            .collect();
         let steps = compile::<B>(&circuit, device);
         let fuse = mode == Mode::Fused && qubits <= MAX_FUSED_QUBITS;
         let mut plan = Vec::new();
@@ -205,17 +219,18 @@ impl<B: Backend> Simulator<B> {
             if fuse && shared {
                 run.push((op, weighted));
             } else {
-                flush_run(&mut plan, &mut run, qubits, device);
+                flush_run(&mut plan, &mut run, qubits, &flips, device);
                 plan.push(op);
             }
         }
-        flush_run(&mut plan, &mut run, qubits, device);
+        flush_run(&mut plan, &mut run, qubits, &flips, device);
         let z_signs = (qubits <= MAX_FUSED_QUBITS).then(|| z_sign_matrix(qubits, device));
         Simulator {
             circuit,
             mode,
             plan,
             z_signs,
+            flips,
             device: device.clone(),
         }
     }
@@ -277,6 +292,7 @@ impl<B: Backend> Simulator<B> {
             inputs: inputs.as_ref(),
             weights: weights.as_ref(),
             members,
+            flips: &self.flips,
         };
         Ok(apply_plan(
             state,
@@ -348,6 +364,8 @@ struct Angles<'a, B: Backend> {
     inputs: Option<&'a Tensor<B, 2>>,
     weights: Option<&'a Tensor<B, 2>>,
     members: usize,
+    /// The simulator's per-wire X permutations.
+    flips: &'a [Tensor<B, 1, Int>],
 }
 
 impl<B: Backend> Angles<'_, B> {
@@ -409,12 +427,25 @@ impl<B: Backend> Angles<'_, B> {
 }
 
 /// `(operation, shared, reads weights)` for each step of `circuit`, signed permutations
-/// composed.
+/// composed, the opening product gates (see [`Op::Product`]) as one step.
 fn compile<B: Backend>(circuit: &Circuit, device: &B::Device) -> Vec<(Op<B>, bool, bool)> {
     let qubits = circuit.qubits();
     let mut steps = Vec::new();
-    let mut pending: Option<HostPermutation> = None;
+    let mut opening: Vec<Gate> = Vec::new();
     for gate in circuit.gates() {
+        let fresh_wire = !opening.iter().any(|g| g.wires[0] == gate.wires[0]);
+        if gate.kind.arity() != 1 || matches!(gate.angle, Some(Angle::Weight(_))) || !fresh_wire {
+            break;
+        }
+        opening.push(gate.clone());
+    }
+    let gates = &circuit.gates()[opening.len()..];
+    if !opening.is_empty() {
+        // Never fused: the product replaces the state rather than acting on it.
+        steps.push((Op::Product(opening), false, false));
+    }
+    let mut pending: Option<HostPermutation> = None;
+    for gate in gates {
         if gate.kind.is_signed_permutation() {
             let next = HostPermutation::of(gate, qubits);
             pending = Some(match pending.take() {
@@ -440,6 +471,7 @@ fn flush_run<B: Backend>(
     plan: &mut Vec<Op<B>>,
     run: &mut Vec<(Op<B>, bool)>,
     qubits: usize,
+    flips: &[Tensor<B, 1, Int>],
     device: &B::Device,
 ) {
     if run.len() < 2 {
@@ -455,6 +487,7 @@ fn flush_run<B: Backend>(
             inputs: None,
             weights: None,
             members: 1,
+            flips,
         };
         Fused::Constant(fused_matrix(&ops, qubits, &no_angles, device))
     }));
@@ -530,13 +563,21 @@ fn apply_plan<B: Backend>(
 ) -> State<B> {
     for op in plan {
         state = match op {
+            Op::Product(gates) => product_state(state, gates, qubits, angles),
             Op::Single(gate) => {
                 // Per-member angles need the member-major view; the others the per-row one.
                 let group = match gate.angle {
                     Some(Angle::Weight(_)) => angles.members,
                     _ => state.re.dims()[0],
                 };
-                apply_single(state, gate.wires[0], group, &angles.matrix(gate))
+                let wire = gate.wires[0];
+                apply_single(
+                    state,
+                    wire,
+                    group,
+                    &angles.matrix(gate),
+                    &angles.flips[wire],
+                )
             }
             Op::Signed { perm, signs } => {
                 let permute = |t: Tensor<B, 2>| {
@@ -561,6 +602,83 @@ fn apply_plan<B: Backend>(
         };
     }
     state
+}
+
+/// The product state of `gates` (each on its own wire, none reading weights) applied to
+/// `|0...0>`; `state` only gives the batch size and device.
+fn product_state<B: Backend>(
+    state: State<B>,
+    gates: &[Gate],
+    qubits: usize,
+    angles: &Angles<B>,
+) -> State<B> {
+    let [batch, _] = state.re.dims();
+    let device = state.re.device();
+    // A coefficient as a column `[batch, 1]`.
+    let column = |c: &Coef<B>| -> Option<Tensor<B, 2>> {
+        match c {
+            Coef::Zero => None,
+            Coef::Const(v) => Some(Tensor::full([batch, 1], *v, &device)),
+            Coef::Var(t) => {
+                let rows = t.dims()[0];
+                Some(t.clone().reshape([rows, 1]).expand([batch, 1]))
+            }
+        }
+    };
+    // `[batch, 2]` from the amplitudes of |0> and |1>, or `None` when both are zero.
+    let pair = |a: &Coef<B>, b: &Coef<B>| -> Option<Tensor<B, 2>> {
+        match (column(a), column(b)) {
+            (None, None) => None,
+            (a, b) => {
+                let zeros = || Tensor::zeros([batch, 1], &device);
+                Some(Tensor::cat(
+                    vec![a.unwrap_or_else(zeros), b.unwrap_or_else(zeros)],
+                    1,
+                ))
+            }
+        }
+    };
+    let kron = |s: Tensor<B, 2>, v: Tensor<B, 2>| -> Tensor<B, 2> {
+        let d = s.dims()[1];
+        (s.unsqueeze_dim::<3>(2) * v.unsqueeze_dim::<3>(1)).reshape([batch, 2 * d])
+    };
+    let mut re: Tensor<B, 2> = Tensor::ones([batch, 1], &device);
+    let mut im: Option<Tensor<B, 2>> = None;
+    for wire in 0..qubits {
+        let Some(gate) = gates.iter().find(|g| g.wires[0] == wire) else {
+            let zero = Tensor::zeros([batch, 1], &device);
+            let ket0 = Tensor::cat(vec![Tensor::ones([batch, 1], &device), zero], 1);
+            re = kron(re, ket0.clone());
+            im = im.map(|i| kron(i, ket0));
+            continue;
+        };
+        let u = angles.matrix(gate);
+        let (u00, u10) = (&u[0][0], &u[1][0]);
+        let vr = pair(&u00.0, &u10.0);
+        let vi = pair(&u00.1, &u10.1);
+        // (re + i im) (x) (vr + i vi).
+        let zeros = |d: usize| Tensor::zeros([batch, 2 * d], &device);
+        let d = re.dims()[1];
+        let new_re = match (&vr, &im, &vi) {
+            (Some(vr), Some(im), Some(vi)) => {
+                kron(re.clone(), vr.clone()) - kron(im.clone(), vi.clone())
+            }
+            (Some(vr), _, _) => kron(re.clone(), vr.clone()),
+            (None, Some(im), Some(vi)) => kron(im.clone(), vi.clone()).neg(),
+            _ => zeros(d),
+        };
+        let new_im = match (&vi, &im, &vr) {
+            (Some(vi), Some(im), Some(vr)) => {
+                Some(kron(re.clone(), vi.clone()) + kron(im.clone(), vr.clone()))
+            }
+            (Some(vi), _, _) => Some(kron(re.clone(), vi.clone())),
+            (None, Some(im), Some(vr)) => Some(kron(im.clone(), vr.clone())),
+            _ => None,
+        };
+        re = new_re;
+        im = new_im;
+    }
+    State { re, im }
 }
 
 /// `state @ m` for complex `state` and `m`, skipping absent imaginary parts; `m` holds one
@@ -592,50 +710,84 @@ fn apply_matrix<B: Backend>(state: State<B>, m: State<B>) -> State<B> {
 
 /// Applies the one-qubit matrix `u` on `wire` to every state of the batch, whose entries are
 /// constants or tensors `[group, 1, 1, 1]` (`group` divides the rows, member-major).
+///
+/// As `new = d * s + o * flip(s)` with `flip` the X permutation of the wire (`flip`, one
+/// `select`), `d[k] = u[b][b]` and `o[k] = u[b][1 - b]` for the wire's bit `b` of `k`: whole,
+/// contiguous tensors with broadcast coefficients `[group, 1, 2, 1]`, where slicing the two
+/// halves and concatenating them costs strided copies.
 fn apply_single<B: Backend>(
     state: State<B>,
     wire: usize,
     group: usize,
     u: &[[Entry<B>; 2]; 2],
+    flip: &Tensor<B, 1, Int>,
 ) -> State<B> {
     let [batch, dim] = state.re.dims();
     let shape = [group, (batch / group) << wire, 2, dim >> (wire + 1)];
-    let split = |t: Tensor<B, 2>| {
-        let t: Tensor<B, 4> = t.reshape(shape);
-        [t.clone().narrow(2, 0, 1), t.narrow(2, 1, 1)]
-    };
-    let re = split(state.re);
-    let im = state.im.map(split);
-    let sum = |terms: Vec<Option<Tensor<B, 4>>>| terms.into_iter().flatten().reduce(|a, b| a + b);
-    let mut rows_re = Vec::with_capacity(2);
-    let mut rows_im = Vec::with_capacity(2);
-    for row in u {
-        let mut real_terms = Vec::new();
-        let mut imag_terms = Vec::new();
-        for (column, (ur, ui)) in row.iter().enumerate() {
-            real_terms.push(ur.times(&re[column]));
-            imag_terms.push(ui.times(&re[column]));
-            if let Some(im) = &im {
-                real_terms.push(ui.clone().neg().times(&im[column]));
-                imag_terms.push(ur.times(&im[column]));
+    let device = state.re.device();
+    // `[group or 1, 1, 2, 1]` from the coefficients for bit 0 and bit 1, `None` when both are
+    // zero.
+    let stack = |a: &Coef<B>, b: &Coef<B>| -> Option<Tensor<B, 4>> {
+        let part = |c: &Coef<B>| match c {
+            Coef::Zero => Tensor::zeros([1, 1, 1, 1], &device),
+            Coef::Const(v) => Tensor::full([1, 1, 1, 1], *v, &device),
+            Coef::Var(t) => t.clone(),
+        };
+        match (a, b) {
+            (Coef::Zero, Coef::Zero) => None,
+            (Coef::Var(_), _) | (_, Coef::Var(_)) => {
+                let (a, b) = (part(a), part(b));
+                let rows = a.dims()[0].max(b.dims()[0]);
+                Some(Tensor::cat(
+                    vec![a.expand([rows, 1, 1, 1]), b.expand([rows, 1, 1, 1])],
+                    2,
+                ))
             }
+            _ => Some(Tensor::cat(vec![part(a), part(b)], 2)),
         }
-        rows_re.push(sum(real_terms));
-        rows_im.push(sum(imag_terms));
-    }
-    let zeros = || {
-        Tensor::zeros(
-            [group, (batch / group) << wire, 1, dim >> (wire + 1)],
-            &re[0].device(),
+    };
+    let d = (stack(&u[0][0].0, &u[1][1].0), stack(&u[0][0].1, &u[1][1].1));
+    let o = (stack(&u[0][1].0, &u[1][0].0), stack(&u[0][1].1, &u[1][0].1));
+    let view = |t: Tensor<B, 2>| -> Tensor<B, 4> { t.reshape(shape) };
+    let sr = view(state.re.clone());
+    let si = state.im.clone().map(view);
+    let flipped = (o.0.is_some() || o.1.is_some()).then(|| {
+        (
+            view(state.re.select(1, flip.clone())),
+            state.im.map(|i| view(i.select(1, flip.clone()))),
         )
+    });
+    let times = |c: &Option<Tensor<B, 4>>, x: &Option<Tensor<B, 4>>| match (c, x) {
+        (Some(c), Some(x)) => Some(x.clone() * c.clone()),
+        _ => None,
     };
-    let assemble = |rows: Vec<Option<Tensor<B, 4>>>| -> Tensor<B, 2> {
-        let rows = rows.into_iter().map(|r| r.unwrap_or_else(zeros)).collect();
-        Tensor::cat(rows, 2).reshape([batch, dim])
+    let (fr, fi) = match flipped {
+        Some((fr, fi)) => (Some(fr), fi),
+        None => (None, None),
     };
-    let any_imag = rows_im.iter().any(Option::is_some);
+    let sr = Some(sr);
+    let real_terms = [
+        (times(&d.0, &sr), false),
+        (times(&d.1, &si), true),
+        (times(&o.0, &fr), false),
+        (times(&o.1, &fi), true),
+    ];
+    let imag_terms = [
+        (times(&d.1, &sr), false),
+        (times(&d.0, &si), false),
+        (times(&o.1, &fr), false),
+        (times(&o.0, &fi), false),
+    ];
+    let sum = |terms: [(Option<Tensor<B, 4>>, bool); 4]| -> Option<Tensor<B, 2>> {
+        terms
+            .into_iter()
+            .filter_map(|(t, negative)| t.map(|t| if negative { t.neg() } else { t }))
+            .reduce(|a, b| a + b)
+            .map(|t| t.reshape([batch, dim]))
+    };
+    let re = sum(real_terms).unwrap_or_else(|| Tensor::zeros([batch, dim], &device));
     State {
-        re: assemble(rows_re),
-        im: any_imag.then(|| assemble(rows_im)),
+        re,
+        im: sum(imag_terms),
     }
 }
