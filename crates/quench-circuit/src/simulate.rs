@@ -88,16 +88,6 @@ impl<B: Backend> Coef<B> {
             Coef::Var(t) => Coef::Var(t.neg()),
         }
     }
-
-    /// `self * x`, or `None` when `self` is zero.
-    fn times(&self, x: &Tensor<B, 4>) -> Option<Tensor<B, 4>> {
-        match self {
-            Coef::Zero => None,
-            Coef::Const(c) if *c == 1.0 => Some(x.clone()),
-            Coef::Const(c) => Some(x.clone().mul_scalar(*c)),
-            Coef::Var(t) => Some(x.clone() * t.clone()),
-        }
-    }
 }
 
 /// A complex matrix entry, (re, im).
@@ -281,7 +271,11 @@ impl<B: Backend> Simulator<B> {
             found,
         };
         match &weights {
-            Some(w) if w.dims()[1] != expected_weights || members == 0 || batch % members != 0 => {
+            Some(w)
+                if w.dims()[1] != expected_weights
+                    || members == 0
+                    || !batch.is_multiple_of(members) =>
+            {
                 return Err(misshapen(w.dims().to_vec()));
             }
             None if expected_weights > 0 => return Err(misshapen(Vec::new())),
