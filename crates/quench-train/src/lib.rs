@@ -12,6 +12,7 @@ pub mod amp;
 pub mod binary;
 pub mod classify;
 pub mod ensemble;
+pub mod hybrid;
 pub mod init;
 pub mod meta;
 pub mod optim;

@@ -1,6 +1,7 @@
 //! The registered workloads, in the order suites run them.
 
 mod device;
+mod hybrid;
 mod lindblad;
 mod loader;
 mod qrng;
@@ -18,5 +19,6 @@ pub fn registry() -> Vec<Box<dyn Workload>> {
         Box::new(qrng::QrngClassifier),
         Box::new(lindblad::LindbladMeta::default()),
         Box::new(sgld::SgldGrid),
+        Box::new(hybrid::Hybrid),
     ]
 }

@@ -1,0 +1,272 @@
+//! Workload `hybrid`: guide 003's hybrid quantum-classical MNIST classifier (frozen ResNet18,
+//! encoder to 4 angles, 4-qubit variational circuit, head), trained for the suite's epochs
+//! with every seed a member. The variants take the original's way (each sample's circuit on
+//! the host with parameter-shift gradients, the backbone on every batch, batch 64) and change
+//! one thing each: the circuit batched on the device, its weight layers fused, the backbone
+//! run once per image, batch 256 with bf16; then all together, and all together without the
+//! circuit (the ablation, so a user sees whether the circuit helps).
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::{Tensor, TensorData};
+use quench_data::{MNIST_MEAN, MNIST_STD, Mnist, MnistSource, Split};
+use quench_device::TimingConfig;
+use quench_train::hybrid::{
+    CircuitMode, Execution, FeatureMode, HybridConfig, HybridData, Sizes, train_hybrid,
+};
+use quench_train::resnet::ResNet18;
+use serde::Deserialize;
+
+use crate::workload::{
+    Claim, PrecisionRole, Quality, TableWorkload, Tolerance, Variant, VariantContext,
+    VariantOutcome, claimed, time_runs,
+};
+
+/// The `hybrid` workload.
+pub struct Hybrid;
+
+/// Parameters of the `hybrid` workload in a suite.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Params {
+    /// Samples of each part; 0 keeps the original's 54,000 / 6,000 / 10,000.
+    train_samples: usize,
+    /// See `train_samples`.
+    validation_samples: usize,
+    /// See `train_samples`.
+    test_samples: usize,
+    /// Seed of the train/validation split (the original: 42).
+    split_seed: u64,
+    /// Seed of the random frozen backbone.
+    backbone_seed: u64,
+    /// Images whose statistics calibrate the random backbone's batch norms.
+    calibration_images: usize,
+    /// torchvision-format ResNet18 weights (1-channel conv1) to load instead of the random
+    /// backbone.
+    backbone_weights: Option<PathBuf>,
+    /// Timed runs of each variant (a run is a whole training); the suite's warm-up applies.
+    repeats: Option<usize>,
+    /// The training settings (batch size is the variant's).
+    training: HybridConfig,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Self {
+            train_samples: 0,
+            validation_samples: 0,
+            test_samples: 0,
+            split_seed: 42,
+            backbone_seed: 7,
+            calibration_images: 512,
+            backbone_weights: None,
+            repeats: None,
+            training: HybridConfig::default(),
+        }
+    }
+}
+
+/// One variant's way of computing.
+pub struct Setting {
+    circuit: CircuitMode,
+    features: FeatureMode,
+    batch_size: usize,
+}
+
+const fn variant(
+    name: &'static str,
+    description: &'static str,
+    (circuit, features, batch_size): (CircuitMode, FeatureMode, usize),
+    (precision, claim): (PrecisionRole, Option<Claim>),
+) -> Variant<Setting> {
+    Variant {
+        name,
+        description,
+        baseline: matches!(circuit, CircuitMode::Host)
+            && matches!(features, FeatureMode::PerBatch)
+            && batch_size == 64,
+        claim,
+        precision,
+        setting: Setting {
+            circuit,
+            features,
+            batch_size,
+        },
+    }
+}
+
+const F32: PrecisionRole = PrecisionRole::F32;
+const MIXED: PrecisionRole = PrecisionRole::MixedWhereAvailable;
+
+/// The variants, with guide 003's claims: its table's time per epoch on CPU (42-56 min) against
+/// Lightning (30-40 min) and pre-computed features (10-15 min), and its batch-256 time (15-20 s
+/// per batch of 256 against 7-12 s per batch of 64).
+const VARIANTS: [Variant<Setting>; 7] = [
+    variant(
+        "baseline",
+        "each sample's circuit on the host in f64 with parameter-shift gradients, backbone on \
+         every batch, batch 64 (the original's way)",
+        (CircuitMode::Host, FeatureMode::PerBatch, 64),
+        (F32, None),
+    ),
+    variant(
+        "device-circuit",
+        "the batch's circuits as one tensor program on the device, gate by gate, autodiff \
+         gradients (the guide's lightning/adjoint step)",
+        (CircuitMode::GateByGate, FeatureMode::PerBatch, 64),
+        (F32, claimed(42.0 / 40.0, 56.0 / 30.0)),
+    ),
+    variant(
+        "fused-circuit",
+        "as device-circuit, the weight layers fused into one 16 x 16 matrix per member and step",
+        (CircuitMode::Fused, FeatureMode::PerBatch, 64),
+        (F32, claimed(42.0 / 40.0, 56.0 / 30.0)),
+    ),
+    variant(
+        "precomputed-features",
+        "the frozen backbone run once per image before training, features kept on the device; \
+         circuit on the host as the baseline",
+        (CircuitMode::Host, FeatureMode::Precomputed, 64),
+        (F32, claimed(42.0 / 15.0, 56.0 / 10.0)),
+    ),
+    variant(
+        "batch-256",
+        "batch 256 with bf16 classical layers where the device has bf16, otherwise the baseline",
+        (CircuitMode::Host, FeatureMode::PerBatch, 256),
+        (MIXED, claimed(4.0 * 7.0 / 20.0, 4.0 * 12.0 / 15.0)),
+    ),
+    variant(
+        "all",
+        "fused device circuit, pre-computed features, batch 256, bf16 where the device has it",
+        (CircuitMode::Fused, FeatureMode::Precomputed, 256),
+        (MIXED, None),
+    ),
+    variant(
+        "no-circuit",
+        "as all, with the circuit replaced by the identity (the ablation: its accuracy beside \
+         all's says whether the circuit helps)",
+        (CircuitMode::Identity, FeatureMode::Precomputed, 256),
+        (MIXED, None),
+    ),
+];
+
+impl TableWorkload for Hybrid {
+    type Params = Params;
+    type Setting = Setting;
+    const NAME: &'static str = "hybrid";
+    const SUMMARY: &'static str = "guide 003: frozen ResNet18 -> 4-qubit variational circuit -> head on MNIST, seeds as members";
+
+    fn table(&self) -> &[Variant<Setting>] {
+        &VARIANTS
+    }
+
+    fn run_variant<B: AutodiffBackend>(
+        &self,
+        variant: &Variant<Setting>,
+        params: Params,
+        ctx: &VariantContext,
+        device: &B::Device,
+    ) -> anyhow::Result<VariantOutcome> {
+        let setting = &variant.setting;
+        let source = MnistSource::or_stand_in(MnistSource::locate(None))?;
+        let images = |split| -> anyhow::Result<_> {
+            Ok(Mnist::read(source.clone(), split)?.to_dataset(MNIST_MEAN, MNIST_STD)?)
+        };
+        let sizes = Sizes {
+            train: params.train_samples,
+            validation: params.validation_samples,
+            test: params.test_samples,
+        };
+        let data = HybridData::split(
+            &images(Split::Train)?,
+            &images(Split::Test)?,
+            sizes,
+            params.split_seed,
+        )?;
+        let (backbone, backbone_note) = match &params.backbone_weights {
+            Some(path) => (
+                ResNet18::<B::InnerBackend>::load(path, device)
+                    .with_context(|| format!("backbone_weights = {}", path.display()))?,
+                format!("backbone: ResNet18 weights from {}", path.display()),
+            ),
+            None => {
+                let count = params.calibration_images.clamp(1, data.train.len());
+                let pixels = data.train.features()[..count * 784].to_vec();
+                let calibration =
+                    Tensor::from_data(TensorData::new(pixels, [count, 1, 28, 28]), device);
+                (
+                    ResNet18::<B::InnerBackend>::random(device, params.backbone_seed)
+                        .calibrate(calibration),
+                    format!(
+                        "backbone: random frozen ResNet18 (seed {}), batch norms calibrated on \
+                         {count} training images (ImageNet weights cannot be downloaded here, \
+                         and the original's 1-channel conv1 is random anyway)",
+                        params.backbone_seed
+                    ),
+                )
+            }
+        };
+        let config = HybridConfig {
+            batch_size: setting.batch_size,
+            ..params.training
+        };
+        let execution = Execution {
+            circuit: setting.circuit,
+            features: setting.features,
+            precision: ctx.precision,
+        };
+        let timing = TimingConfig {
+            repeats: params.repeats.unwrap_or(ctx.timing.repeats).max(1),
+            ..ctx.timing
+        };
+        let (outcome, seconds) = time_runs::<B, _>(device, timing, || {
+            Ok(train_hybrid::<B>(
+                &data, &backbone, &config, &execution, device,
+            )?)
+        })?;
+        let seeds = config.seeds.len();
+        let trained = outcome.epochs * outcome.batches_per_epoch * config.batch_size;
+        let per_run_of_64 = trained as f64 / 64.0;
+        let per_epoch = seconds.median / outcome.epochs.max(1) as f64;
+        let accuracy = outcome.test_accuracy();
+        let mut notes = vec![
+            format!(
+                "test accuracy {:.2} % +- {:.2} % over seeds {:?} after {} epochs of {} images",
+                100.0 * accuracy.mean,
+                100.0 * accuracy.std,
+                config.seeds,
+                outcome.epochs,
+                outcome.batches_per_epoch * config.batch_size,
+            ),
+            format!(
+                "{per_epoch:.3} s per epoch for all {seeds} seeds (validation pass included); \
+                 the original reports 42-56 min per epoch of 54,000 images on CPU, one seed"
+            ),
+            format!("precision of the classical layers: {}", ctx.precision),
+            backbone_note,
+            format!("data: {source}"),
+        ];
+        if outcome.skipped_steps > 0 {
+            notes.push(format!(
+                "{} steps skipped by f16 loss scaling",
+                outcome.skipped_steps
+            ));
+        }
+        Ok(VariantOutcome {
+            per_iteration: seconds.scaled(1.0 / per_run_of_64.max(1.0)),
+            iteration_unit: "batch of 64 (all seeds)".into(),
+            iterations_per_run: per_run_of_64,
+            items_per_iteration: (64 * seeds) as f64,
+            throughput_unit: "samples/s".into(),
+            quality: Some(Quality {
+                metric: "mean test accuracy".into(),
+                value: accuracy.mean,
+                higher_is_better: true,
+                tolerance: Tolerance::Absolute(0.02),
+            }),
+            notes,
+        })
+    }
+}

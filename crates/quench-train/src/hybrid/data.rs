@@ -1,0 +1,107 @@
+//! The hybrid classifier's data: the original's train/validation split of the training images
+//! and the frozen backbone's features, computed once per image when asked.
+
+use burn::tensor::backend::Backend;
+use burn::tensor::{Tensor, TensorData};
+use quench_data::{DataError, Dataset};
+use quench_device::readback::to_host_f32;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+
+use crate::resnet::ResNet18;
+
+/// Images per backbone call when features are computed for a whole split: large enough to
+/// keep the convolutions busy, small enough for a laptop's memory (256 x 512 x 14 x 14 floats
+/// at the widest layer is 100 MiB).
+pub const FEATURE_CHUNK: usize = 256;
+
+/// How many samples each part keeps; 0 keeps the original's size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Sizes {
+    /// Training samples (the original: 54,000, 90 % of the training images).
+    pub train: usize,
+    /// Validation samples (the original: the other 6,000).
+    pub validation: usize,
+    /// Test samples (the original: all 10,000).
+    pub test: usize,
+}
+
+/// Train, validation and test parts: images `[784]` normalised, or backbone features `[512]`.
+#[derive(Debug, Clone)]
+pub struct HybridData {
+    /// Training part.
+    pub train: Dataset,
+    /// Validation part (model selection and early stopping).
+    pub validation: Dataset,
+    /// Test part (the reported accuracy).
+    pub test: Dataset,
+}
+
+impl HybridData {
+    /// The original's split of `train_images` (shuffled by `seed`, 90 % train and 10 %
+    /// validation, as `random_split(.., [54000, 6000])` with seed 42), each part cut to `sizes`,
+    /// and the first `sizes.test` images of `test_images`.
+    pub fn split(
+        train_images: &Dataset,
+        test_images: &Dataset,
+        sizes: Sizes,
+        seed: u64,
+    ) -> Result<Self, DataError> {
+        let mut order: Vec<usize> = (0..train_images.len()).collect();
+        order.shuffle(&mut StdRng::seed_from_u64(seed));
+        let cut = train_images.len() * 9 / 10;
+        let (train, validation) = order.split_at(cut);
+        let keep = |part: &[usize], n: usize| part[..if n == 0 { part.len() } else { n.min(part.len()) }].to_vec();
+        let test_count = if sizes.test == 0 {
+            test_images.len()
+        } else {
+            sizes.test.min(test_images.len())
+        };
+        Ok(Self {
+            train: train_images.subset(&keep(train, sizes.train))?,
+            validation: train_images.subset(&keep(validation, sizes.validation))?,
+            test: test_images.subset(&(0..test_count).collect::<Vec<_>>())?,
+        })
+    }
+
+    /// The same parts with every image replaced by its backbone features `[512]`, the backbone
+    /// run once per image, [`FEATURE_CHUNK`] images per call.
+    pub fn features<B: Backend>(
+        &self,
+        backbone: &ResNet18<B>,
+        device: &B::Device,
+    ) -> Result<Self, DataError> {
+        Ok(Self {
+            train: features_of(&self.train, backbone, device)?,
+            validation: features_of(&self.validation, backbone, device)?,
+            test: features_of(&self.test, backbone, device)?,
+        })
+    }
+}
+
+/// `images` (`[784]` each) as backbone features (`[512]` each), labels kept.
+pub fn features_of<B: Backend>(
+    images: &Dataset,
+    backbone: &ResNet18<B>,
+    device: &B::Device,
+) -> Result<Dataset, DataError> {
+    if images.sample_len() != 784 {
+        return Err(DataError::Invalid {
+            field: "sample_shape",
+            value: format!("{:?}", images.sample_shape()),
+            reason: "the backbone takes 28 x 28 images",
+        });
+    }
+    let mut features = Vec::with_capacity(images.len() * 512);
+    for start in (0..images.len()).step_by(FEATURE_CHUNK) {
+        let count = FEATURE_CHUNK.min(images.len() - start);
+        let pixels = &images.features()[start * 784..(start + count) * 784];
+        let batch = Tensor::<B, 4>::from_data(
+            TensorData::new(pixels.to_vec(), [count, 1, 28, 28]).convert::<B::FloatElem>(),
+            device,
+        );
+        features.extend(to_host_f32(backbone.forward(batch)));
+    }
+    Dataset::new(features, images.labels().to_vec(), vec![512])
+}
