@@ -7,6 +7,8 @@
 //! every algorithm uses live here once: [`ensemble`] (layers and MLPs), [`init`]
 //! (initialisations), [`optim`] (member-axis Adam and gradient clipping) and [`params`]
 //! (gradients, norms and masks per member), [`amp`] (mixed-precision steps and loss scaling).
+//! [`resnet`] is the frozen ResNet18 feature extractor of the hybrid MNIST classifier, with
+//! seeded random weights, BatchNorm calibration and loading of torchvision weights.
 
 pub mod amp;
 pub mod binary;
@@ -18,5 +20,6 @@ pub mod meta;
 pub mod optim;
 pub mod params;
 pub mod qrng;
+pub mod resnet;
 pub mod sgld;
 pub mod stats;
