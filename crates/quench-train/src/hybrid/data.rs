@@ -52,7 +52,14 @@ impl HybridData {
         order.shuffle(&mut StdRng::seed_from_u64(seed));
         let cut = train_images.len() * 9 / 10;
         let (train, validation) = order.split_at(cut);
-        let keep = |part: &[usize], n: usize| part[..if n == 0 { part.len() } else { n.min(part.len()) }].to_vec();
+        let keep = |part: &[usize], n: usize| {
+            part[..if n == 0 {
+                part.len()
+            } else {
+                n.min(part.len())
+            }]
+                .to_vec()
+        };
         let test_count = if sizes.test == 0 {
             test_images.len()
         } else {

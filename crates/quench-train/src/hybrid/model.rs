@@ -173,3 +173,82 @@ fn host_circuit<B: Backend>(circuit: &Circuit, x: Tensor<B, 2>, w: Tensor<B, 2>)
         .reshape([rows, 1, n_weights]);
     (z + dx.matmul(jx) + dw.matmul(jw)).reshape([rows, qubits])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::{Autodiff, NdArray};
+    use burn::tensor::Distribution;
+
+    type Train = Autodiff<NdArray<f32>>;
+
+    /// Logits and the gradients of their sum for every parameter, in `mode`.
+    fn logits_and_gradients(mode: CircuitMode) -> (Vec<f32>, Vec<Vec<f32>>) {
+        let device = Default::default();
+        let circuit = Circuit::angle_encoded_ring(4, 3).unwrap();
+        let model = HybridModel::<Train>::new(circuit, mode, &device);
+        let members = 2;
+        let widths: Vec<[usize; 2]> = vec![[512, 128], [128, 32], [32, 4]];
+        let mut params = Vec::new();
+        let mut draw = |shape: [usize; 3], std: f64, seed: u64| {
+            let _generator = quench_device::SeededGenerator::acquire::<Train>(&device, seed);
+            Tensor::<Train, 3>::random(shape, Distribution::Normal(0.0, std), &device)
+        };
+        for (i, [a, b]) in widths.iter().enumerate() {
+            params.push(draw([members, *a, *b], 0.1, i as u64));
+            params.push(draw([members, 1, *b], 0.1, 10 + i as u64));
+        }
+        params.push(draw([members, 1, 12], 0.5, 20));
+        params.push(draw([members, 4, 16], 0.3, 21));
+        params.push(draw([members, 1, 16], 0.1, 22));
+        params.push(draw([members, 16, 10], 0.3, 23));
+        params.push(draw([members, 1, 10], 0.1, 24));
+        if mode == CircuitMode::Identity {
+            params.remove(6);
+        }
+        let params: Vec<_> = params.into_iter().map(|p| p.require_grad()).collect();
+        let features = draw([members, 5, 512], 1.0, 30);
+        let logits = model.forward(&params, features, 0.0, Precision::F32);
+        let grads = logits.clone().sum().backward();
+        let gradients = params
+            .iter()
+            .map(|p| to_host_f32(p.grad(&grads).unwrap()))
+            .collect();
+        (to_host_f32(logits), gradients)
+    }
+
+    #[test]
+    fn the_host_baseline_and_the_device_circuits_compute_the_same_model() {
+        let (host_logits, host_grads) = logits_and_gradients(CircuitMode::Host);
+        for mode in [CircuitMode::GateByGate, CircuitMode::Fused] {
+            let (logits, grads) = logits_and_gradients(mode);
+            let worst = host_logits
+                .iter()
+                .zip(&logits)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0f32, f32::max);
+            assert!(worst < 1e-5, "{mode:?}: logits differ by {worst}");
+            for (k, (h, d)) in host_grads.iter().zip(&grads).enumerate() {
+                let scale = h.iter().map(|v| v.abs()).fold(0.0f32, f32::max).max(1e-3);
+                let worst = h
+                    .iter()
+                    .zip(d)
+                    .map(|(a, b)| (a - b).abs())
+                    .fold(0.0f32, f32::max);
+                assert!(
+                    worst < 1e-4 * scale.max(1.0),
+                    "{mode:?}: gradient of parameter {k} differs by {worst} (scale {scale})"
+                );
+            }
+        }
+        // The circuit takes part: without it the logits change.
+        let (identity, grads) = logits_and_gradients(CircuitMode::Identity);
+        assert_eq!(grads.len(), host_grads.len() - 1);
+        assert!(
+            identity
+                .iter()
+                .zip(&host_logits)
+                .any(|(a, b)| (a - b).abs() > 1e-3)
+        );
+    }
+}

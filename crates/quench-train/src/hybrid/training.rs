@@ -180,7 +180,13 @@ pub struct HybridOutcome {
 impl HybridOutcome {
     /// Mean and spread of the test accuracy over seeds.
     pub fn test_accuracy(&self) -> MeanStd {
-        MeanStd::of(&self.seeds.iter().map(|s| s.test_accuracy).collect::<Vec<_>>())
+        MeanStd::of(
+            &self
+                .seeds
+                .iter()
+                .map(|s| s.test_accuracy)
+                .collect::<Vec<_>>(),
+        )
     }
 }
 
@@ -242,7 +248,7 @@ pub fn train_hybrid<B: AutodiffBackend>(
         },
         device,
     )?;
-    let mut params = initial_params::<B::InnerBackend>(&model, config, device);
+    let mut params = initial_params::<B::InnerBackend, B>(&model, config, device);
     let mut best = params.clone();
     let mut adam = MemberAdam::<B::InnerBackend>::new(
         AdamConfig {
@@ -285,12 +291,7 @@ pub fn train_hybrid<B: AutodiffBackend>(
                     .reshape([members, size, 512]),
             };
             let p = require_grad::<B>(params.clone());
-            let logits = model.forward(
-                &p,
-                Tensor::from_inner(features),
-                config.dropout,
-                precision,
-            );
+            let logits = model.forward(&p, Tensor::from_inner(features), config.dropout, precision);
             let loss = cross_entropy(logits, Tensor::<B, 2, Int>::from_inner(batch.labels));
             loss_sum = loss_sum + loss.clone().inner();
             let Some(grads) = amp.gradients(loss.sum(), &p) else {
@@ -310,10 +311,18 @@ pub fn train_hybrid<B: AutodiffBackend>(
             params = adam.step(params, grads, lr.clone(), step);
         }
         // One read-back per epoch: validation accuracy and mean loss of every member.
-        let validation = accuracy(&model, &params, encode(&parts.validation), &parts.validation);
+        let validation = accuracy(
+            &model,
+            &params,
+            encode(&parts.validation),
+            &parts.validation,
+        );
         let read = to_host_f32(Tensor::cat(vec![validation, loss_sum], 0));
         let mut improved = vec![false; members];
-        for m in (0..members).filter(|&m| !stopped[m]) {
+        for m in 0..members {
+            if stopped[m] {
+                continue;
+            }
             losses[m].push(f64::from(read[members + m]) / batches as f64);
             let accuracy = f64::from(read[m]);
             if accuracy > best_accuracy[m] {
@@ -368,18 +377,13 @@ fn upload<B: Backend, const D: usize>(
 
 /// Encoder, circuit weights and head of every member, each drawn from its seed alone:
 /// PyTorch's default `nn.Linear` initialisation and circuit weights `N(0, weight_std^2)`.
-fn initial_params<B: Backend>(
-    model: &HybridModel<B>,
+fn initial_params<B: Backend, M: Backend>(
+    model: &HybridModel<M>,
     config: &HybridConfig,
     device: &B::Device,
 ) -> Vec<Tensor<B, 3>> {
-    let streams = |purpose| -> Vec<u64> {
-        config
-            .seeds
-            .iter()
-            .map(|&s| sub_seed(s, purpose))
-            .collect()
-    };
+    let streams =
+        |purpose| -> Vec<u64> { config.seeds.iter().map(|&s| sub_seed(s, purpose)).collect() };
     let ensemble = |widths: &[usize], purpose| {
         seeded_ensemble::<B>(
             Init::TorchDefault,
@@ -418,11 +422,8 @@ fn accuracy<B: AutodiffBackend>(
     let [samples, width] = features.dims();
     let device = features.device();
     let params: Vec<Tensor<B, 3>> = params.iter().cloned().map(Tensor::from_inner).collect();
-    let features = Tensor::<B, 3>::from_inner(
-        features
-            .reshape([1, samples, width])
-            .repeat_dim(0, members),
-    );
+    let features =
+        Tensor::<B, 3>::from_inner(features.reshape([1, samples, width]).repeat_dim(0, members));
     let logits = model
         .forward(&params, features, 0.0, Precision::F32)
         .inner();
