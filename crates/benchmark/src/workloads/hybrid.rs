@@ -270,3 +270,43 @@ impl TableWorkload for Hybrid {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::{RunContext, VariantRun, Workload};
+
+    #[test]
+    fn a_small_run_reports_accuracy_per_batch_of_64_and_names_its_data() {
+        let params: toml::Table = toml::from_str(
+            "train_samples = 256\nvalidation_samples = 64\ntest_samples = 64\nrepeats = 1\n\
+             calibration_images = 64\ntraining = { seeds = [1, 2], epochs = 1 }",
+        )
+        .unwrap();
+        let variants = Hybrid.variants();
+        assert_eq!(variants.iter().filter(|v| v.baseline).count(), 1);
+        for name in ["baseline", "no-circuit"] {
+            let variant = variants.iter().find(|v| v.name == name).unwrap();
+            let run = Hybrid
+                .run(variant, &params, &RunContext::quick_cpu())
+                .unwrap();
+            let VariantRun::Measured(outcome, _) = run else {
+                panic!("{name}: {run:?}")
+            };
+            let quality = outcome.quality.unwrap();
+            assert!((0.0..=1.0).contains(&quality.value), "{name}: {quality:?}");
+            assert_eq!(outcome.iteration_unit, "batch of 64 (all seeds)");
+            assert!(outcome.notes.iter().any(|n| n.starts_with("data: ")));
+        }
+    }
+
+    #[test]
+    fn unknown_parameters_are_refused_by_name() {
+        let params: toml::Table = toml::from_str("train_sample = 5").unwrap();
+        let variant = &Hybrid.variants()[0];
+        let error = Hybrid
+            .run(variant, &params, &RunContext::quick_cpu())
+            .unwrap_err();
+        assert!(format!("{error:#}").contains("train_sample"), "{error:#}");
+    }
+}

@@ -190,7 +190,7 @@ mod tests {
         let members = 2;
         let widths: Vec<[usize; 2]> = vec![[512, 128], [128, 32], [32, 4]];
         let mut params = Vec::new();
-        let mut draw = |shape: [usize; 3], std: f64, seed: u64| {
+        let draw = |shape: [usize; 3], std: f64, seed: u64| {
             let _generator = quench_device::SeededGenerator::acquire::<Train>(&device, seed);
             Tensor::<Train, 3>::random(shape, Distribution::Normal(0.0, std), &device)
         };
