@@ -287,6 +287,12 @@ impl<B: Backend> Simulator<B> {
             weights: weights.as_ref(),
             members,
             flips: &self.flips,
+            halves: [inputs.as_ref(), weights.as_ref()].map(|t| {
+                t.map(|t| {
+                    let half = t.clone().mul_scalar(0.5);
+                    (half.clone().cos(), half.sin())
+                })
+            }),
         };
         Ok(apply_plan(
             state,
@@ -360,12 +366,28 @@ struct Angles<'a, B: Backend> {
     members: usize,
     /// The simulator's per-wire X permutations.
     flips: &'a [Tensor<B, 1, Int>],
+    /// `(cos(x / 2), sin(x / 2))` of all inputs and of all weights, computed once per call:
+    /// every rotation reads its half angle, and one `cos` and `sin` of the whole tensor cost
+    /// less than one per gate.
+    halves: [Option<(Tensor<B, 2>, Tensor<B, 2>)>; 2],
 }
 
 impl<B: Backend> Angles<'_, B> {
     /// `(cos(a * angle), sin(a * angle))` as coefficients: constants for fixed angles,
     /// `[batch, 1, 1, 1]` for inputs, `[members, 1, 1, 1]` for weights.
     fn cos_sin(&self, angle: Angle, a: f64) -> (Coef<B>, Coef<B>) {
+        let cached = match angle {
+            Angle::Input(i) if a == 0.5 => self.halves[0].as_ref().map(|h| (h, i)),
+            Angle::Weight(i) if a == 0.5 => self.halves[1].as_ref().map(|h| (h, i)),
+            _ => None,
+        };
+        if let Some(((cos, sin), i)) = cached {
+            let column = |t: &Tensor<B, 2>| {
+                let rows = t.dims()[0];
+                Coef::Var(t.clone().narrow(1, i, 1).reshape([rows, 1, 1, 1]))
+            };
+            return (column(cos), column(sin));
+        }
         let tensor = match angle {
             Angle::Fixed(value) => {
                 let t = a * value;
@@ -482,6 +504,7 @@ fn flush_run<B: Backend>(
             weights: None,
             members: 1,
             flips,
+            halves: [None, None],
         };
         Fused::Constant(fused_matrix(&ops, qubits, &no_angles, device))
     }));
