@@ -11,9 +11,9 @@ use rand::seq::SliceRandom;
 
 use crate::resnet::ResNet18;
 
-/// Images per backbone call when features are computed for a whole split: large enough to
-/// keep the convolutions busy, small enough for a laptop's memory (256 x 512 x 14 x 14 floats
-/// at the widest layer is 100 MiB).
+/// Images uploaded and read back per backbone call when features are computed for a whole
+/// split (the backbone itself works through them 64 at a time): few round trips, and at most
+/// 256 x 784 pixels and 256 x 512 features in flight.
 pub const FEATURE_CHUNK: usize = 256;
 
 /// How many samples each part keeps; 0 keeps the original's size.
