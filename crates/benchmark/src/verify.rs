@@ -480,7 +480,14 @@ mod tests {
     #[test]
     fn every_check_passes_on_the_cpu_and_mixed_precision_is_skipped_there() {
         let checks = verify(SelectedDevice::Cpu, RunPrecision::Auto).unwrap();
-        assert_eq!(checks.len(), 9);
+        assert_eq!(checks.len(), 11);
+        assert_eq!(
+            checks
+                .iter()
+                .filter(|c| c.name.starts_with("circuit: "))
+                .count(),
+            2
+        );
         for check in &checks {
             assert!(!check.failed(), "{check}");
         }

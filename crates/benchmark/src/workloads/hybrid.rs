@@ -192,7 +192,13 @@ impl TableWorkload for Hybrid {
                 format!("backbone: ResNet18 weights from {}", path.display()),
             ),
             None => {
-                let count = params.calibration_images.clamp(1, data.train.len());
+                let count = params.calibration_images.min(data.train.len());
+                anyhow::ensure!(
+                    count > 0,
+                    "calibration_images = {}: the random backbone needs at least one training \
+                     image to calibrate on",
+                    params.calibration_images
+                );
                 let pixels = data.train.features()[..count * 784].to_vec();
                 let calibration =
                     Tensor::from_data(TensorData::new(pixels, [count, 1, 28, 28]), device);
@@ -301,12 +307,22 @@ mod tests {
     }
 
     #[test]
-    fn unknown_parameters_are_refused_by_name() {
-        let params: toml::Table = toml::from_str("train_sample = 5").unwrap();
+    fn bad_parameters_are_refused_by_name() {
         let variant = &Hybrid.variants()[0];
-        let error = Hybrid
-            .run(variant, &params, &RunContext::quick_cpu())
-            .unwrap_err();
-        assert!(format!("{error:#}").contains("train_sample"), "{error:#}");
+        for (text, name) in [
+            ("train_sample = 5", "train_sample"),
+            ("calibration_images = 0", "calibration_images = 0"),
+            (
+                "train_samples = 256\nvalidation_samples = 64\ntest_samples = 64\n\
+                 calibration_images = 16\ntraining = { epochs = 0 }",
+                "epochs = 0",
+            ),
+        ] {
+            let params: toml::Table = toml::from_str(text).unwrap();
+            let error = Hybrid
+                .run(variant, &params, &RunContext::quick_cpu())
+                .unwrap_err();
+            assert!(format!("{error:#}").contains(name), "{text}: {error:#}");
+        }
     }
 }

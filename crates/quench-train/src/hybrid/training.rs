@@ -205,6 +205,15 @@ pub fn train_hybrid<B: AutodiffBackend>(
         FeatureMode::PerBatch => data.clone(),
         FeatureMode::Precomputed => data.features(backbone, device)?,
     };
+    for (name, part) in [("validation", &parts.validation), ("test", &parts.test)] {
+        if part.is_empty() {
+            return Err(HybridError::InvalidValue {
+                name,
+                value: "0 samples".into(),
+                reason: "needs at least one sample",
+            });
+        }
+    }
     if parts.train.len() < config.batch_size {
         return Err(HybridError::InvalidValue {
             name: "batch_size",
