@@ -14,13 +14,14 @@
 use std::collections::HashMap;
 
 use burn::tensor::backend::Backend;
+use quench_device::readback::float_tensor;
 use serde_json::Value;
 use thiserror::Error;
 
 use crate::circuit::Circuit;
 use crate::error::CircuitError;
 use crate::gate::{Angle, Gate, GateKind};
-use crate::simulate::{Mode, Simulator, float_tensor};
+use crate::simulate::{Mode, Simulator};
 
 /// What is wrong with a JSON document, naming where.
 #[derive(Debug, Clone, PartialEq, Error)]

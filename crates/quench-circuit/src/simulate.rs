@@ -22,6 +22,7 @@
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
+use quench_device::readback::float_tensor;
 
 use crate::circuit::Circuit;
 use crate::error::CircuitError;
@@ -160,18 +161,22 @@ impl HostPermutation {
         HostPermutation { perm, sign }
     }
 
+    /// `perm` as an index tensor `[2^n]` for `select`.
+    fn index_tensor<B: Backend>(&self, device: &B::Device) -> Tensor<B, 1, Int> {
+        let perm: Vec<i64> = self.perm.iter().map(|&k| k as i64).collect();
+        let dim = perm.len();
+        Tensor::from_data(TensorData::new(perm, [dim]), device)
+    }
+
     fn upload<B: Backend>(self, device: &B::Device) -> Op<B> {
         let dim = self.perm.len();
-        let perm = self.perm.into_iter().map(|k| k as i64).collect::<Vec<_>>();
+        let perm = self.index_tensor(device);
         let signs = self
             .sign
             .iter()
             .any(|&s| s < 0.0)
             .then(|| float_tensor(self.sign, [1, dim], device));
-        Op::Signed {
-            perm: Tensor::from_data(TensorData::new(perm, [dim]), device),
-            signs,
-        }
+        Op::Signed { perm, signs }
     }
 }
 
@@ -195,10 +200,7 @@ impl<B: Backend> Simulator<B> {
         let qubits = circuit.qubits();
         let flips: Vec<Tensor<B, 1, Int>> = (0..qubits)
             .map(|wire| {
-                let mask = 1usize << (qubits - 1 - wire);
-                let perm: Vec<i64> = (0..1usize << qubits).map(|k| (k ^ mask) as i64).collect();
-                let len = perm.len();
-                Tensor::from_data(TensorData::new(perm, [len]), device)
+                HostPermutation::of(&Gate::new(GateKind::X, &[wire]), qubits).index_tensor(device)
             })
             .collect();
         let steps = compile::<B>(&circuit, device);
@@ -556,19 +558,6 @@ fn z_sign_matrix<B: Backend>(qubits: usize, device: &B::Device) -> Tensor<B, 2> 
         })
         .collect();
     float_tensor(signs, [dim, qubits], device)
-}
-
-/// A float tensor of `values` (row-major, `shape`) in the backend's float type: data of
-/// another type would make a tensor of that type on backends that hold several.
-pub fn float_tensor<B: Backend, const D: usize>(
-    values: Vec<f64>,
-    shape: [usize; D],
-    device: &B::Device,
-) -> Tensor<B, D> {
-    Tensor::from_data(
-        TensorData::new(values, shape).convert::<B::FloatElem>(),
-        device,
-    )
 }
 
 /// Applies `plan` to `state`.

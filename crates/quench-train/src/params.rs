@@ -2,6 +2,7 @@
 
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Bool, Tensor};
+use quench_device::Precision;
 use quench_device::readback::to_host_f32;
 use quench_device::stats::max_or_nan;
 
@@ -62,6 +63,37 @@ pub fn finite_members<B: Backend>(grads: &[Tensor<B, 3>]) -> Tensor<B, 3, Bool> 
         .reduce(|a, b| a + b)
         .map(|s| s.is_finite())
         .unwrap_or_else(|| unreachable!("a parameter list is never empty"))
+}
+
+/// The members that take this optimiser step, `[members, 1, 1]` (`None`: all): the `active`
+/// ones, and under a low `precision`, where the forward pass can overflow, only those whose
+/// whole gradient is finite.
+pub fn stepping_members<B: Backend>(
+    active: Option<Tensor<B, 3, Bool>>,
+    grads: &[Tensor<B, 3>],
+    precision: Precision,
+) -> Option<Tensor<B, 3, Bool>> {
+    if precision == Precision::F32 {
+        return active;
+    }
+    let finite = finite_members(grads);
+    Some(match active {
+        Some(a) => a.bool_and(finite),
+        None => finite,
+    })
+}
+
+/// `kept` with every member where `replace` (`[members, 1, 1]`) is true taken from
+/// `candidates` instead: how each member's best weights follow its improvements.
+pub fn replace_members<B: Backend>(
+    kept: Vec<Tensor<B, 3>>,
+    candidates: &[Tensor<B, 3>],
+    replace: Tensor<B, 3, Bool>,
+) -> Vec<Tensor<B, 3>> {
+    kept.into_iter()
+        .zip(candidates)
+        .map(|(k, c)| k.mask_where(replace.clone().expand(c.dims()), c.clone()))
+        .collect()
 }
 
 /// Averages gradients over the member axis, leaving out members where `keep` is false:

@@ -1,19 +1,19 @@
 //! The hybrid classifier's data: the original's train/validation split of the training images
 //! and the frozen backbone's features, computed once per image when asked.
 
+use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
-use burn::tensor::{Tensor, TensorData};
 use quench_data::{DataError, Dataset};
-use quench_device::readback::to_host_f32;
+use quench_device::readback::{float_tensor, to_host_f32};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 
 use crate::resnet::ResNet18;
 
-/// Images uploaded and read back per backbone call when features are computed for a whole
-/// split (the backbone itself works through them 64 at a time): few round trips, and at most
-/// 256 x 784 pixels and 256 x 512 features in flight.
+/// Images uploaded per backbone call when features are computed for a whole split (the
+/// backbone itself works through them 64 at a time): few calls, and at most 256 x 784 pixels
+/// in flight.
 pub const FEATURE_CHUNK: usize = 256;
 
 /// How many samples each part keeps; 0 keeps the original's size.
@@ -87,28 +87,43 @@ impl HybridData {
     }
 }
 
+/// Refuses a data set whose samples are not 28 x 28 images.
+pub fn check_images(images: &Dataset) -> Result<(), DataError> {
+    if images.sample_len() == 784 {
+        return Ok(());
+    }
+    Err(DataError::Invalid {
+        field: "sample_shape",
+        value: format!("{:?}", images.sample_shape()),
+        reason: "the backbone takes 28 x 28 images",
+    })
+}
+
+/// The backbone's features of `images` (`[784]` each) on the device, `[images, 512]`,
+/// [`FEATURE_CHUNK`] images uploaded per call.
+pub fn backbone_features<B: Backend>(
+    images: &Dataset,
+    backbone: &ResNet18<B>,
+    device: &B::Device,
+) -> Result<Tensor<B, 2>, DataError> {
+    check_images(images)?;
+    let chunks = images
+        .features()
+        .chunks(FEATURE_CHUNK * 784)
+        .map(|pixels| {
+            let count = pixels.len() / 784;
+            backbone.forward(float_tensor(pixels.to_vec(), [count, 1, 28, 28], device))
+        })
+        .collect();
+    Ok(Tensor::cat(chunks, 0))
+}
+
 /// `images` (`[784]` each) as backbone features (`[512]` each), labels kept.
 pub fn features_of<B: Backend>(
     images: &Dataset,
     backbone: &ResNet18<B>,
     device: &B::Device,
 ) -> Result<Dataset, DataError> {
-    if images.sample_len() != 784 {
-        return Err(DataError::Invalid {
-            field: "sample_shape",
-            value: format!("{:?}", images.sample_shape()),
-            reason: "the backbone takes 28 x 28 images",
-        });
-    }
-    let mut features = Vec::with_capacity(images.len() * 512);
-    for start in (0..images.len()).step_by(FEATURE_CHUNK) {
-        let count = FEATURE_CHUNK.min(images.len() - start);
-        let pixels = &images.features()[start * 784..(start + count) * 784];
-        let batch = Tensor::<B, 4>::from_data(
-            TensorData::new(pixels.to_vec(), [count, 1, 28, 28]).convert::<B::FloatElem>(),
-            device,
-        );
-        features.extend(to_host_f32(backbone.forward(batch)));
-    }
+    let features = to_host_f32(backbone_features(images, backbone, device)?);
     Dataset::new(features, images.labels().to_vec(), vec![512])
 }

@@ -1,11 +1,11 @@
 //! The hybrid network over a member axis: encoder `512 -> 128 -> 32 -> 4` (ReLU, dropout,
 //! tanh), the variational circuit (or the identity, for the ablation), head `4 -> 16 -> 10`.
 
+use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
-use burn::tensor::{Tensor, TensorData};
 use quench_circuit::{Circuit, Mode, Simulator, reference};
 use quench_device::Precision;
-use quench_device::readback::to_host_f32;
+use quench_device::readback::{float_tensor, to_host_f32};
 use serde::{Deserialize, Serialize};
 
 use crate::classify::dropout;
@@ -160,12 +160,9 @@ fn host_circuit<B: Backend>(circuit: &Circuit, x: Tensor<B, 2>, w: Tensor<B, 2>)
         jx.extend(shift.inputs.iter().flatten().map(|&v| v as f32));
         jw.extend(shift.weights.iter().flatten().map(|&v| v as f32));
     }
-    let upload = |v: Vec<f32>, shape: [usize; 3]| {
-        Tensor::<B, 3>::from_data(TensorData::new(v, shape).convert::<B::FloatElem>(), &device)
-    };
-    let z = upload(values, [rows, 1, qubits]);
-    let jx = upload(jx, [rows, qubits, qubits]);
-    let jw = upload(jw, [rows, n_weights, qubits]);
+    let z: Tensor<B, 3> = float_tensor(values, [rows, 1, qubits], &device);
+    let jx: Tensor<B, 3> = float_tensor(jx, [rows, qubits, qubits], &device);
+    let jw: Tensor<B, 3> = float_tensor(jw, [rows, n_weights, qubits], &device);
     let dx = (x.clone() - x.detach()).reshape([rows, 1, qubits]);
     let dw = (w.clone() - w.detach())
         .reshape([members, 1, n_weights])

@@ -6,7 +6,7 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor, TensorData};
 use quench_circuit::Circuit;
 use quench_data::{Dataset, Loader, LoaderConfig, Mode};
-use quench_device::readback::to_host_f32;
+use quench_device::readback::{float_tensor, to_host_f32};
 use quench_device::{Precision, SeededGenerator};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -14,14 +14,14 @@ use rand_distr::{Distribution, Normal};
 use serde::{Deserialize, Serialize};
 
 use super::HybridError;
-use super::data::{FEATURE_CHUNK, HybridData};
+use super::data::{HybridData, backbone_features, check_images};
 use super::model::{CircuitMode, ENCODER, HEAD, HybridModel};
 use crate::amp::MixedPrecision;
 use crate::classify::{cross_entropy, member_mask};
 use crate::ensemble::{Activation, seeded_ensemble};
 use crate::init::{Init, sub_seed};
 use crate::optim::{AdamConfig, MemberAdam};
-use crate::params::{clip_member_norms, finite_members, require_grad};
+use crate::params::{clip_member_norms, replace_members, require_grad, stepping_members};
 use crate::resnet::ResNet18;
 use crate::stats::MeanStd;
 
@@ -224,20 +224,21 @@ pub fn train_hybrid<B: AutodiffBackend>(
     let circuit = Circuit::angle_encoded_ring(ENCODER[3], config.layers)?;
     let model = HybridModel::<B>::new(circuit, execution.circuit, device);
     let members = config.seeds.len();
-    let encode = |dataset: &Dataset| -> Tensor<B::InnerBackend, 2> {
-        match execution.features {
-            FeatureMode::Precomputed => upload(dataset.features(), [dataset.len(), 512], device),
-            FeatureMode::PerBatch => {
-                let chunks = (0..dataset.len())
-                    .step_by(FEATURE_CHUNK)
-                    .map(|start| {
-                        let count = FEATURE_CHUNK.min(dataset.len() - start);
-                        let pixels = &dataset.features()[start * 784..(start + count) * 784];
-                        backbone.forward(upload(pixels, [count, 1, 28, 28], device))
-                    })
-                    .collect();
-                Tensor::cat(chunks, 0)
+    // The validation and test parts' features: uploaded once when pre-computed; through the
+    // backbone at every use otherwise, as the original evaluates its whole model.
+    let encode = |dataset: &Dataset| -> Result<Tensor<B::InnerBackend, 2>, HybridError> {
+        Ok(match execution.features {
+            FeatureMode::Precomputed => {
+                float_tensor(dataset.features().to_vec(), [dataset.len(), 512], device)
             }
+            FeatureMode::PerBatch => backbone_features(dataset, backbone, device)?,
+        })
+    };
+    let resident_validation = match execution.features {
+        FeatureMode::Precomputed => Some(encode(&parts.validation)?),
+        FeatureMode::PerBatch => {
+            check_images(&parts.train)?;
+            None
         }
     };
     let shuffles: Vec<u64> = config
@@ -307,25 +308,15 @@ pub fn train_hybrid<B: AutodiffBackend>(
                 continue;
             };
             let grads = clip_member_norms(grads, config.clip_norm);
-            // Low precision can overflow: a member whose gradient is not finite skips the step.
-            let step = if precision == Precision::F32 {
-                active.clone()
-            } else {
-                let finite = finite_members(&grads);
-                Some(match &active {
-                    Some(a) => a.clone().bool_and(finite),
-                    None => finite,
-                })
-            };
+            let step = stepping_members(active.clone(), &grads, precision);
             params = adam.step(params, grads, lr.clone(), step);
         }
         // One read-back per epoch: validation accuracy and mean loss of every member.
-        let validation = accuracy(
-            &model,
-            &params,
-            encode(&parts.validation),
-            &parts.validation,
-        );
+        let validation_features = match &resident_validation {
+            Some(features) => features.clone(),
+            None => encode(&parts.validation)?,
+        };
+        let validation = accuracy(&model, &params, validation_features, &parts.validation);
         let read = to_host_f32(Tensor::cat(vec![validation, loss_sum], 0));
         let mut improved = vec![false; members];
         for m in 0..members {
@@ -344,15 +335,11 @@ pub fn train_hybrid<B: AutodiffBackend>(
         }
         if improved.iter().any(|&i| i) {
             let mask = member_mask::<B::InnerBackend>(improved.into_iter(), device);
-            best = best
-                .into_iter()
-                .zip(&params)
-                .map(|(b, p)| b.mask_where(mask.clone().expand(p.dims()), p.clone()))
-                .collect();
+            best = replace_members(best, &params, mask);
         }
         epoch += 1;
     }
-    let test = to_host_f32(accuracy(&model, &best, encode(&parts.test), &parts.test));
+    let test = to_host_f32(accuracy(&model, &best, encode(&parts.test)?, &parts.test));
     Ok(HybridOutcome {
         seeds: config
             .seeds
@@ -370,18 +357,6 @@ pub fn train_hybrid<B: AutodiffBackend>(
         batches_per_epoch: batches,
         skipped_steps: amp.skipped_steps(),
     })
-}
-
-/// `values` (row-major, `shape`) as a float tensor of the backend.
-fn upload<B: Backend, const D: usize>(
-    values: &[f32],
-    shape: [usize; D],
-    device: &B::Device,
-) -> Tensor<B, D> {
-    Tensor::from_data(
-        TensorData::new(values.to_vec(), shape).convert::<B::FloatElem>(),
-        device,
-    )
 }
 
 /// Encoder, circuit weights and head of every member, each drawn from its seed alone:
@@ -414,7 +389,7 @@ fn initial_params<B: Backend, M: Backend>(
                 Err(_) => weights.extend(std::iter::repeat_n(0.0, n)),
             }
         }
-        params.push(upload(&weights, [config.seeds.len(), 1, n], device));
+        params.push(float_tensor(weights, [config.seeds.len(), 1, n], device));
     }
     params.extend(ensemble(&HEAD, HEAD_STREAM));
     params

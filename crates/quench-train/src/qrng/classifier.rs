@@ -28,7 +28,7 @@ use crate::classify::{cross_entropy, dropout, member_mask, member_tensor};
 use crate::ensemble::{Activation, EnsembleMlp};
 use crate::init::Init;
 use crate::optim::{AdamConfig, MemberAdam};
-use crate::params::{clip_member_norms, finite_members, require_grad};
+use crate::params::{clip_member_norms, replace_members, require_grad, stepping_members};
 use crate::stats::MeanStd;
 
 /// Hidden widths of the classifier.
@@ -473,11 +473,7 @@ impl<'a, B: AutodiffBackend> Program<'a, B> {
             }
             if improved.iter().any(|&i| i) {
                 let mask = member_mask::<B::InnerBackend>(improved.into_iter(), &device);
-                best = best
-                    .into_iter()
-                    .zip(&params)
-                    .map(|(b, p)| b.mask_where(mask.clone().expand(p.dims()), p.clone()))
-                    .collect();
+                best = replace_members(best, &params, mask);
             }
             epochs += 1;
         }
@@ -535,16 +531,7 @@ impl<'a, B: AutodiffBackend> Program<'a, B> {
                 continue;
             };
             let grads = clip_member_norms(grads, config.clip_norm);
-            // Low precision can overflow: a member whose gradient is not finite skips the step.
-            let step = if precision == Precision::F32 {
-                active.clone()
-            } else {
-                let finite = finite_members(&grads);
-                Some(match &active {
-                    Some(a) => a.clone().bool_and(finite),
-                    None => finite,
-                })
-            };
+            let step = stepping_members(active.clone(), &grads, precision);
             *params = adam.step(params.clone(), grads, lr.clone(), step);
         }
         loss_sum
