@@ -17,6 +17,42 @@ pub fn cross_entropy<B: Backend>(logits: Tensor<B, 3>, labels: Tensor<B, 2, Int>
         .neg()
 }
 
+/// PyTorch's `CrossEntropyLoss(weight, label_smoothing)` per member: logits `[members, batch,
+/// classes]`, labels `[members, batch]`, `class_weights` `[classes]` (`None`: all 1), result
+/// `[members]`. With smoothing `e` the target is `(1 - e)` on the label plus `e / classes`
+/// everywhere; each sample's terms are weighted by the class weights and the mean divides by
+/// the summed weights of the samples' labels, as PyTorch does.
+pub fn smoothed_cross_entropy<B: Backend>(
+    logits: Tensor<B, 3>,
+    labels: Tensor<B, 2, Int>,
+    smoothing: f64,
+    class_weights: Option<&[f32]>,
+) -> Tensor<B, 1> {
+    let [members, batch, classes] = logits.dims();
+    let device = logits.device();
+    let log_p = log_softmax(logits, 2);
+    let labels = labels.reshape([members, batch, 1]);
+    let weights = Tensor::<B, 1>::from_data(
+        TensorData::new(
+            class_weights.map_or_else(|| vec![1.0; classes], <[f32]>::to_vec),
+            [classes],
+        ),
+        &device,
+    );
+    let per_class = weights.clone().reshape([1, 1, classes]);
+    let sample_weight = weights
+        .reshape([1, 1, classes])
+        .repeat_dim(0, members)
+        .repeat_dim(1, batch)
+        .gather(2, labels.clone());
+    let on_label = log_p.clone().gather(2, labels) * sample_weight.clone();
+    let spread = (log_p * per_class).sum_dim(2) / classes as f64;
+    let per_sample = on_label * (1.0 - smoothing) + spread * smoothing;
+    (per_sample.sum_dim(1) / sample_weight.sum_dim(1))
+        .reshape([members])
+        .neg()
+}
+
 /// Inverted dropout with a fresh mask per member, sample and unit, drawn on the device from
 /// the backend's generator (hold a [`quench_device::SeededGenerator`] for reproducible masks).
 pub fn dropout<B: Backend>(h: Tensor<B, 3>, rate: f64, precision: Precision) -> Tensor<B, 3> {

@@ -42,6 +42,41 @@ impl<B: Backend> EnsembleLinear<B> {
     }
 }
 
+/// `x W + b` for every member on inputs of any rank with the member axis first:
+/// `x` `[members, ..., fan_in]`, `weight` `[members, fan_in, fan_out]`, `bias`
+/// `[members, 1, fan_out]`; returns `[members, ..., fan_out]`.
+pub fn member_linear<B: Backend, const D: usize>(
+    x: Tensor<B, D>,
+    weight: &Tensor<B, 3>,
+    bias: &Tensor<B, 3>,
+) -> Tensor<B, D> {
+    let dims = x.dims();
+    let [members, fan_in, fan_out] = weight.dims();
+    let rows = dims[1..D - 1].iter().product();
+    let mut out = dims;
+    out[D - 1] = fan_out;
+    (x.reshape([members, rows, fan_in]).matmul(weight.clone()) + bias.clone()).reshape(out)
+}
+
+/// Layer normalisation over the last axis with per-member gain and shift (PyTorch's
+/// `nn.LayerNorm`, biased variance, `eps` inside the root): `x` `[members, ..., width]`,
+/// `gamma`, `beta` `[members, 1, width]`.
+pub fn member_layer_norm<B: Backend, const D: usize>(
+    x: Tensor<B, D>,
+    gamma: &Tensor<B, 3>,
+    beta: &Tensor<B, 3>,
+    eps: f64,
+) -> Tensor<B, D> {
+    let dims = x.dims();
+    let [members, _, width] = gamma.dims();
+    let rows = dims[1..D - 1].iter().product();
+    let x = x.reshape([members, rows, width]);
+    let centred = x.clone() - x.mean_dim(2);
+    let variance = centred.clone().powi_scalar(2).mean_dim(2);
+    let normed = centred / variance.add_scalar(eps).sqrt();
+    (normed * gamma.clone() + beta.clone()).reshape(dims)
+}
+
 /// The nonlinearity between hidden layers.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Activation {

@@ -9,6 +9,7 @@
 //! (gradients, norms and masks per member), [`amp`] (mixed-precision steps and loss scaling).
 //! [`resnet`] is the frozen ResNet18 feature extractor of the hybrid MNIST classifier, with
 //! seeded random weights, BatchNorm calibration and loading of torchvision weights.
+//! [`temporal`] holds the market-direction LSTM, Transformer and MLP of guide 004.
 
 pub mod amp;
 pub mod binary;
@@ -23,3 +24,4 @@ pub mod qrng;
 pub mod resnet;
 pub mod sgld;
 pub mod stats;
+pub mod temporal;

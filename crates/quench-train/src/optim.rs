@@ -5,7 +5,8 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Tensor};
 use serde::{Deserialize, Serialize};
 
-/// Adam's constants, as PyTorch names them; `weight_decay` is PyTorch's coupled L2 term.
+/// Adam's constants, as PyTorch names them; `weight_decay` is PyTorch's coupled L2 term for
+/// Adam, or AdamW's decoupled decay when `decoupled` is set.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AdamConfig {
@@ -15,8 +16,11 @@ pub struct AdamConfig {
     pub beta2: f64,
     /// Added to the root of the second moment.
     pub eps: f64,
-    /// L2 coefficient added to the gradient (`g + wd p`).
+    /// L2 coefficient added to the gradient (`g + wd p`), or with `decoupled` AdamW's decay
+    /// (`p (1 - lr wd)` before the Adam update).
     pub weight_decay: f64,
+    /// AdamW (Loshchilov and Hutter) instead of Adam's L2 term.
+    pub decoupled: bool,
 }
 
 impl Default for AdamConfig {
@@ -26,6 +30,7 @@ impl Default for AdamConfig {
             beta2: 0.999,
             eps: 1e-8,
             weight_decay: 0.0,
+            decoupled: false,
         }
     }
 }
@@ -80,20 +85,26 @@ impl<B: Backend> MemberAdam<B> {
                 .add_scalar(1.0)
                 .clamp_min(1e-12)
         };
+        let decay = (c.decoupled && c.weight_decay != 0.0)
+            .then(|| (lr.clone() * c.weight_decay).neg().add_scalar(1.0));
         let step_size = lr / correction(c.beta1);
         let root_correction = correction(c.beta2).sqrt();
 
         let mut updated = Vec::with_capacity(params.len());
         for ((p, g), (m, v)) in params.into_iter().zip(grads).zip(self.moments.iter_mut()) {
-            let g = if c.weight_decay != 0.0 {
+            let g = if c.weight_decay != 0.0 && !c.decoupled {
                 g + p.clone() * c.weight_decay
             } else {
                 g
             };
+            let decayed = match &decay {
+                Some(factor) => p.clone() * factor.clone(),
+                None => p.clone(),
+            };
             let m_new = m.clone() * c.beta1 + g.clone() * (1.0 - c.beta1);
             let v_new = v.clone() * c.beta2 + g.powi_scalar(2) * (1.0 - c.beta2);
             let denom = v_new.clone().sqrt() / root_correction.clone() + c.eps;
-            let p_new = p.clone() - m_new.clone() / denom * step_size.clone();
+            let p_new = decayed - m_new.clone() / denom * step_size.clone();
             match &active {
                 Some(mask) => {
                     let mask = mask.clone().expand(p.dims());
@@ -163,6 +174,33 @@ mod tests {
         let want1 = reference(-2.0, &grads.map(|g| g[1]), 0.01, config);
         assert!((got[0] as f64 - want0).abs() < 1e-5, "{got:?} vs {want0}");
         assert!((got[1] as f64 - want1).abs() < 1e-5, "{got:?} vs {want1}");
+    }
+
+    #[test]
+    fn decoupled_decay_is_adamw() {
+        let device = Default::default();
+        let config = AdamConfig {
+            weight_decay: 0.1,
+            decoupled: true,
+            ..AdamConfig::default()
+        };
+        let mut adam = MemberAdam::<Cpu>::new(config, 1, &device);
+        let lr = Tensor::<Cpu, 3>::full([1, 1, 1], 0.01, &device);
+        let mut p = vec![Tensor::<Cpu, 3>::full([1, 1, 1], 2.0, &device)];
+        let (mut q, mut m, mut v) = (2.0f64, 0.0, 0.0);
+        for (t, g) in [0.3f64, -0.5, 0.8].into_iter().enumerate() {
+            let grad = Tensor::<Cpu, 3>::full([1, 1, 1], g, &device);
+            p = adam.step(p, vec![grad], lr.clone(), None);
+            // torch.optim.AdamW: decay first, then the Adam step on the raw gradient.
+            q *= 1.0 - 0.01 * 0.1;
+            m = 0.9 * m + 0.1 * g;
+            v = 0.999 * v + 0.001 * g * g;
+            let t = (t + 1) as i32;
+            q -= 0.01 * (m / (1.0 - 0.9f64.powi(t)))
+                / ((v / (1.0 - 0.999f64.powi(t))).sqrt() + 1e-8);
+        }
+        let got = f64::from(to_host_f32(p[0].clone())[0]);
+        assert!((got - q).abs() < 1e-6, "{got} vs {q}");
     }
 
     #[test]

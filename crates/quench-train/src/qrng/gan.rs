@@ -88,6 +88,7 @@ impl Default for GanConfig {
                 beta2: 0.999,
                 eps: 1e-8,
                 weight_decay: 0.005,
+                decoupled: false,
             },
             noise: Noise::Device,
         }
