@@ -84,3 +84,69 @@ pub fn member_mask<B: Backend>(
     let members = flags.len();
     Tensor::from_data(TensorData::new(flags, [members, 1, 1]), device)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::NdArray;
+    use quench_device::readback::to_host_f32;
+
+    type Cpu = NdArray<f32>;
+
+    /// PyTorch's weighted, smoothed cross-entropy of one member written out longhand.
+    fn reference(logits: &[[f64; 3]], labels: &[usize], e: f64, w: [f64; 3]) -> f64 {
+        let (mut total, mut weight) = (0.0, 0.0);
+        for (z, &y) in logits.iter().zip(labels) {
+            let lse = z.iter().map(|v| v.exp()).sum::<f64>().ln();
+            let logp: Vec<f64> = z.iter().map(|v| v - lse).collect();
+            let smooth: f64 = (0..3).map(|k| w[k] * logp[k]).sum::<f64>() / 3.0;
+            total -= (1.0 - e) * w[y] * logp[y] + e * smooth;
+            weight += w[y];
+        }
+        total / weight
+    }
+
+    #[test]
+    fn smoothed_weighted_cross_entropy_is_pytorchs_per_member() {
+        let device = Default::default();
+        let a = [[0.5, -1.0, 2.0], [1.5, 0.2, -0.3], [0.0, 0.0, 1.0]];
+        let b = [[-2.0, 1.0, 0.1], [0.3, 0.3, 0.3], [2.5, -0.5, 0.0]];
+        let (la, lb) = ([2usize, 0, 1], [1usize, 2, 0]);
+        let flat: Vec<f32> = a.iter().chain(&b).flatten().map(|&v| v as f32).collect();
+        let logits = Tensor::<Cpu, 3>::from_data(TensorData::new(flat, [2, 3, 3]), &device);
+        let labels = Tensor::<Cpu, 2, Int>::from_data(
+            TensorData::new(
+                la.iter().chain(&lb).map(|&l| l as i64).collect::<Vec<_>>(),
+                [2, 3],
+            ),
+            &device,
+        );
+        let w = [0.5f32, 2.0, 1.0];
+        for (e, weights) in [(0.0, None), (0.1, None), (0.1, Some(w)), (0.3, Some(w))] {
+            let got = to_host_f32(smoothed_cross_entropy(
+                logits.clone(),
+                labels.clone(),
+                e,
+                weights.as_ref().map(|w| &w[..]),
+            ));
+            let wf = weights.map_or([1.0; 3], |w| w.map(f64::from));
+            for (m, (z, l)) in [(&a, &la), (&b, &lb)].into_iter().enumerate() {
+                let want = reference(z, l, e, wf);
+                assert!(
+                    (f64::from(got[m]) - want).abs() < 1e-5,
+                    "e {e}, member {m}: {} vs {want}",
+                    got[m]
+                );
+            }
+        }
+        // Without smoothing or weights it is the plain cross-entropy.
+        let plain = to_host_f32(cross_entropy(logits.clone(), labels.clone()));
+        let smooth0 = to_host_f32(smoothed_cross_entropy(logits, labels, 0.0, None));
+        assert!(
+            plain
+                .iter()
+                .zip(&smooth0)
+                .all(|(p, s)| (p - s).abs() < 1e-6)
+        );
+    }
+}
