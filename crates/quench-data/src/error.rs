@@ -180,6 +180,131 @@ pub enum DataError {
         /// The directories searched, in order.
         tried: Vec<PathBuf>,
     },
+    /// An OHLCV file holds no bar (nothing, blank lines or a header alone).
+    #[error("{}: no bars", path.display())]
+    OhlcvEmpty {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The header line of an OHLCV file names an unknown or repeated column, or lacks one.
+    #[error("{}: line {line}: header {detail}", path.display())]
+    OhlcvHeader {
+        /// The file.
+        path: PathBuf,
+        /// The header's line (the first non-blank one).
+        line: usize,
+        /// What is wrong, naming the column.
+        detail: String,
+    },
+    /// A line of an OHLCV file has another number of fields than the header or the first line.
+    #[error("{}: line {line}: {found} fields, expected {expected}", path.display())]
+    OhlcvFieldCount {
+        /// The file.
+        path: PathBuf,
+        /// The line.
+        line: usize,
+        /// Fields the layout needs.
+        expected: usize,
+        /// Fields on this line.
+        found: usize,
+    },
+    /// A field of an OHLCV file does not parse (a price that is not a number, a bad date).
+    #[error(
+        "{}: line {line}, column {column} ({field}): {text:?} is not {expected}",
+        path.display()
+    )]
+    OhlcvSyntax {
+        /// The file.
+        path: PathBuf,
+        /// The line.
+        line: usize,
+        /// The field's position on the line, from 1.
+        column: usize,
+        /// The column's name (`open`, `time`, ...).
+        field: &'static str,
+        /// The field as written (lossily decoded).
+        text: String,
+        /// What it should be, in words.
+        expected: &'static str,
+    },
+    /// A bar of an OHLCV file is impossible: high below low, open or close outside
+    /// `[low, high]`, a price that is not positive and finite, a negative or non-finite volume
+    /// or spread.
+    #[error("{}: line {line}, column {column} ({field}): {value} {reason}", path.display())]
+    OhlcvValue {
+        /// The file.
+        path: PathBuf,
+        /// The line.
+        line: usize,
+        /// The field's position on the line, from 1.
+        column: usize,
+        /// The column's name.
+        field: &'static str,
+        /// The value.
+        value: f64,
+        /// Why it is impossible.
+        reason: String,
+    },
+    /// A timestamp of an OHLCV file is not later than the previous bar's.
+    #[error(
+        "{}: line {line}: time {} is not after line {previous_line}'s {}",
+        path.display(), crate::civil::format_utc(*time), crate::civil::format_utc(*previous)
+    )]
+    OhlcvTimeOrder {
+        /// The file.
+        path: PathBuf,
+        /// The line.
+        line: usize,
+        /// Its time, unix seconds.
+        time: i64,
+        /// The line of the previous bar.
+        previous_line: usize,
+        /// The previous bar's time, unix seconds.
+        previous: i64,
+    },
+    /// The columns of in-memory bars differ in length.
+    #[error("bars of {symbol}: column {field} has {len} values, but close has {expected}")]
+    BarColumns {
+        /// The symbol.
+        symbol: String,
+        /// The column that differs.
+        field: &'static str,
+        /// Its length.
+        len: usize,
+        /// The number of closes.
+        expected: usize,
+    },
+    /// An in-memory bar is impossible (the checks of [`DataError::OhlcvValue`]) or not later
+    /// than the bar before it.
+    #[error("bars of {symbol}: bar {bar} ({field}): {value} {reason}")]
+    BarInvalid {
+        /// The symbol.
+        symbol: String,
+        /// The bar's index, from 0.
+        bar: usize,
+        /// The column's name.
+        field: &'static str,
+        /// The value.
+        value: String,
+        /// Why it is impossible.
+        reason: String,
+    },
+    /// A part of the direction-classifier data has no window: the symbols are too short for
+    /// the window, the horizon, the feature history and the split fractions.
+    #[error(
+        "the {part} part has no window: {symbols} symbol(s), the longest with {longest} bars; \
+         one window in every part needs at least {needed} bars of a symbol"
+    )]
+    MarketPartEmpty {
+        /// `train`, `validation` or `test`.
+        part: &'static str,
+        /// Number of symbols given.
+        symbols: usize,
+        /// Bars of the longest symbol.
+        longest: usize,
+        /// Bars one symbol needs for a window in every part.
+        needed: usize,
+    },
     /// A parameter of a data set, generator or loader is out of its range.
     #[error("{field} = {value}: {reason}")]
     Invalid {

@@ -9,7 +9,7 @@ use crate::{DataError, Dataset};
 pub const QRNG_LABELS: [u32; 3] = [1, 2, 3];
 
 /// The UTF-8 encoding of U+FEFF, the byte-order mark some editors write first.
-const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+pub(crate) const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// Labelled bit strings of equal length: bits `[len, bits_per_line]`, each 0 or 1, and one
 /// label per line from a declared set.
