@@ -6,6 +6,7 @@ mod lindblad;
 mod loader;
 mod qrng;
 mod sgld;
+mod temporal;
 
 use crate::workload::Workload;
 
@@ -20,5 +21,8 @@ pub fn registry() -> Vec<Box<dyn Workload>> {
         Box::new(lindblad::LindbladMeta::default()),
         Box::new(sgld::SgldGrid),
         Box::new(hybrid::Hybrid),
+        Box::new(temporal::Temporal::<0>),
+        Box::new(temporal::Temporal::<1>),
+        Box::new(temporal::Temporal::<2>),
     ]
 }

@@ -10,10 +10,14 @@
 //! chronologically, normalised on the training part alone.
 
 pub mod lstm;
+pub mod metrics;
 pub mod model;
+pub mod training;
 
 pub use lstm::LstmCore;
+pub use metrics::{Baselines, Scores};
 pub use model::{CLASSES, ModelKind, TemporalNet, Widths};
+pub use training::{Execution, SeedOutcome, TemporalConfig, TemporalOutcome, train_temporal};
 
 use quench_data::DataError;
 use quench_device::DeviceError;

@@ -1,0 +1,408 @@
+//! Workloads `temporal-lstm`, `temporal-transformer` and `temporal-mlp` (guide 004): 3-class
+//! direction classifiers on windows of market bars, every seed a member, one workload per
+//! model so that each has its own baseline.
+//!
+//! The baseline is the original's CPU way: batch 128 (256 for the MLP), f32, each batch
+//! assembled sample by sample on the host by a loader without workers, and for the LSTM
+//! `burn::nn::Lstm` (eight matmuls per step and direction, member after member). Every other
+//! variant changes one thing (the guide's loader workers, its larger batch, device-resident
+//! windows for its non-blocking copies, AMP as bf16, and our fused LSTM); `all` takes them
+//! together at the guide's recommended batch. The data is the seeded synthetic market unless
+//! the suite names MetaTrader-5 exports.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use burn::tensor::backend::AutodiffBackend;
+use quench_data::{
+    Bars, MarketConfig, MarketData, Mode, WindowConfig, market_windows, synthetic_market,
+};
+use quench_device::TimingConfig;
+use quench_train::stats::MeanStd;
+use quench_train::temporal::{Execution, LstmCore, ModelKind, TemporalConfig, train_temporal};
+use serde::Deserialize;
+
+use crate::workload::{
+    Claim, PrecisionRole, Quality, TableWorkload, Tolerance, Variant, VariantContext,
+    VariantOutcome, claimed, time_runs,
+};
+
+/// The temporal workload of model `MODEL` (an index into [`MODELS`]).
+pub struct Temporal<const MODEL: usize>;
+
+/// The models, in the order of the workloads' const parameter.
+const MODELS: [ModelKind; 3] = [ModelKind::Lstm, ModelKind::Transformer, ModelKind::Mlp];
+const NAMES: [&str; 3] = ["temporal-lstm", "temporal-transformer", "temporal-mlp"];
+const SUMMARIES: [&str; 3] = [
+    "guide 004: bidirectional LSTM + attention pooling on 20-bar market windows, 3 classes, seeds as members",
+    "guide 004: pre-norm Transformer encoder on 20-bar market windows, 3 classes, seeds as members",
+    "guide 004: gated MLP on the last bar's 29 features, 3 classes, seeds as members",
+];
+
+/// Parameters of a temporal workload in a suite.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Params {
+    /// MetaTrader-5 exports, one symbol each; none: the synthetic market.
+    files: Vec<PathBuf>,
+    /// The synthetic market (when `files` is empty).
+    market: MarketConfig,
+    /// Window length, label horizon and threshold, split fractions.
+    windows: WindowConfig,
+    /// Timed runs of each variant (a run is a whole training); the suite's warm-up applies.
+    repeats: Option<usize>,
+    /// Overrides of the model's training settings (`TemporalConfig`; the original's by
+    /// default; `model` and `batch_size` are the workload's and the variant's).
+    training: toml::Table,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Self {
+            files: Vec::new(),
+            market: MarketConfig::default(),
+            windows: WindowConfig::default(),
+            repeats: None,
+            training: toml::Table::new(),
+        }
+    }
+}
+
+/// One variant's way of computing.
+pub struct Setting {
+    core: LstmCore,
+    data: Mode,
+    /// Batch size for (LSTM and Transformer, MLP).
+    batch: (usize, usize),
+}
+
+/// The original's loader: the caller assembles each batch sample by sample and uploads it.
+const HOST: Mode = Mode::ON_CALLER;
+/// The guide's `DataLoader(num_workers=2, pin_memory, persistent_workers)`.
+const WORKERS: Mode = Mode::Streaming {
+    num_workers: 2,
+    prefetch: 2,
+    staging: true,
+};
+const RESIDENT: Mode = Mode::Resident;
+const F32: PrecisionRole = PrecisionRole::F32;
+const BASE_BATCH: (usize, usize) = (128, 256);
+
+const fn variant(
+    name: &'static str,
+    description: &'static str,
+    (core, data, batch): (LstmCore, Mode, (usize, usize)),
+    (precision, claim): (PrecisionRole, Option<Claim>),
+) -> Variant<Setting> {
+    Variant {
+        name,
+        description,
+        baseline: matches!(core, LstmCore::Burn)
+            && matches!(data, Mode::Streaming { num_workers: 0, .. })
+            && batch.0 == BASE_BATCH.0
+            && matches!(precision, PrecisionRole::F32),
+        claim,
+        precision,
+        setting: Setting { core, data, batch },
+    }
+}
+
+/// The rows every model has, with guide 004's claims: loader workers 30-50 %, non-blocking
+/// copies 10-20 %, AMP 2-3x, about 6x per model with everything (its CPU-to-T4 figures: LSTM
+/// 5.6x, Transformer and MLP 6x).
+const fn rows(all_claim: Option<Claim>) -> [Variant<Setting>; 6] {
+    [
+        variant(
+            "baseline",
+            "batch 128 (MLP 256), f32, batches assembled per sample on the host without \
+             workers, burn::nn::Lstm member after member (the original's CPU way)",
+            (LstmCore::Burn, HOST, BASE_BATCH),
+            (F32, None),
+        ),
+        variant(
+            "loader-workers",
+            "as baseline, batches assembled by 2 persistent workers and uploaded by a staging \
+             thread (the guide's DataLoader settings)",
+            (LstmCore::Burn, WORKERS, BASE_BATCH),
+            (F32, claimed(1.3, 1.5)),
+        ),
+        variant(
+            "batch-512",
+            "as baseline at batch 512 (the guide's larger batch)",
+            (LstmCore::Burn, HOST, (512, 512)),
+            (F32, None),
+        ),
+        variant(
+            "resident-windows",
+            "as baseline, every window uploaded once and batches gathered on the device (the \
+             guide's pinned, non-blocking copies, taken further)",
+            (LstmCore::Burn, RESIDENT, BASE_BATCH),
+            (F32, claimed(1.1, 1.2)),
+        ),
+        variant(
+            "bf16",
+            "as baseline in bf16 with f32 master weights where the device has bf16 (the guide's \
+             AMP)",
+            (LstmCore::Burn, HOST, BASE_BATCH),
+            (PrecisionRole::Mixed, claimed(2.0, 3.0)),
+        ),
+        variant(
+            "all",
+            "fused LSTM, resident windows, batch 256 (MLP 512, the guide's recommended), bf16 \
+             where the device has it",
+            (LstmCore::Fused, RESIDENT, (256, 512)),
+            (PrecisionRole::MixedWhereAvailable, all_claim),
+        ),
+    ]
+}
+
+const fn with_fused(rows: [Variant<Setting>; 6]) -> [Variant<Setting>; 7] {
+    let [baseline, workers, batch, resident, bf16, all] = rows;
+    [
+        baseline,
+        workers,
+        batch,
+        resident,
+        variant(
+            "fused-lstm",
+            "as baseline with Quench's fused LSTM: one input projection for all steps, one \
+             recurrent matmul per step for both directions and every seed",
+            (LstmCore::Fused, HOST, BASE_BATCH),
+            (F32, None),
+        ),
+        bf16,
+        all,
+    ]
+}
+
+const LSTM_VARIANTS: [Variant<Setting>; 7] = with_fused(rows(claimed(5.6, 5.6)));
+const TRANSFORMER_VARIANTS: [Variant<Setting>; 6] = rows(claimed(6.0, 6.0));
+const MLP_VARIANTS: [Variant<Setting>; 6] = rows(claimed(6.0, 6.0));
+
+/// The market windows of `params`: the files' bars or the synthetic market, and a note on
+/// where they came from (gaps in files included).
+fn market(params: &Params) -> anyhow::Result<(MarketData, String)> {
+    let (symbols, note) = if params.files.is_empty() {
+        let m = &params.market;
+        (
+            synthetic_market(m)?,
+            format!(
+                "data: synthetic market, {} symbols x {} bars of {} s, seed {}",
+                m.symbols, m.bars, m.interval_seconds, m.seed
+            ),
+        )
+    } else {
+        let mut bars = Vec::with_capacity(params.files.len());
+        let mut gaps = 0;
+        for path in &params.files {
+            let file = Bars::read(path)?;
+            gaps += file.gaps.len();
+            bars.push(file.bars);
+        }
+        let names: Vec<String> = params
+            .files
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        (
+            bars,
+            format!("data: {} ({gaps} gaps reported)", names.join(", ")),
+        )
+    };
+    Ok((market_windows(&symbols, &params.windows)?, note))
+}
+
+/// The model's training settings with the suite's overrides; `model` cannot be overridden.
+fn training(model: ModelKind, overrides: &toml::Table) -> anyhow::Result<TemporalConfig> {
+    anyhow::ensure!(
+        !overrides.contains_key("model"),
+        "training.model: set by the workload ({}), not by the suite",
+        model.name()
+    );
+    let mut merged = toml::Table::try_from(TemporalConfig::for_model(model))
+        .context("the default training settings")?;
+    merged.extend(overrides.clone());
+    let config: TemporalConfig = toml::Value::Table(merged)
+        .try_into()
+        .context("invalid training settings")?;
+    config.validate().context("training")?;
+    Ok(config)
+}
+
+impl<const MODEL: usize> TableWorkload for Temporal<MODEL> {
+    type Params = Params;
+    type Setting = Setting;
+    const NAME: &'static str = NAMES[MODEL];
+    const SUMMARY: &'static str = SUMMARIES[MODEL];
+
+    fn table(&self) -> &[Variant<Setting>] {
+        match MODELS[MODEL] {
+            ModelKind::Lstm => &LSTM_VARIANTS,
+            ModelKind::Transformer => &TRANSFORMER_VARIANTS,
+            ModelKind::Mlp => &MLP_VARIANTS,
+        }
+    }
+
+    fn run_variant<B: AutodiffBackend>(
+        &self,
+        variant: &Variant<Setting>,
+        params: Params,
+        ctx: &VariantContext,
+        device: &B::Device,
+    ) -> anyhow::Result<VariantOutcome> {
+        let model = MODELS[MODEL];
+        let setting = &variant.setting;
+        let mut config = training(model, &params.training)?;
+        config.batch_size = match model {
+            ModelKind::Mlp => setting.batch.1,
+            _ => setting.batch.0,
+        };
+        let (data, data_note) = market(&params)?;
+        let execution = Execution {
+            core: setting.core,
+            data: setting.data,
+            precision: ctx.precision,
+        };
+        let timing = TimingConfig {
+            repeats: params.repeats.unwrap_or(ctx.timing.repeats).max(1),
+            ..ctx.timing
+        };
+        let (outcome, seconds) = time_runs::<B, _>(device, timing, || {
+            Ok(train_temporal::<B>(&data, &config, &execution, device)?)
+        })?;
+        let seeds = config.seeds.len();
+        let epochs = outcome.epochs.max(1) as f64;
+        let mean = |f: &dyn Fn(&quench_train::temporal::SeedOutcome) -> f64| {
+            MeanStd::of(&outcome.seeds.iter().map(f).collect::<Vec<_>>())
+        };
+        let test_f1 = mean(&|s| s.test.macro_f1);
+        let test_accuracy = mean(&|s| s.test.accuracy);
+        let validation_f1 = mean(&|s| s.validation.macro_f1);
+        let validation_accuracy = mean(&|s| s.validation.accuracy);
+        let b = &outcome.baselines;
+        let mut notes = vec![
+            format!(
+                "test macro-F1 {:.3} +- {:.3}, accuracy {:.2} % +- {:.2} %; validation macro-F1 \
+                 {:.3}, accuracy {:.2} %; over seeds {:?} after {} epochs",
+                test_f1.mean,
+                test_f1.std,
+                100.0 * test_accuracy.mean,
+                100.0 * test_accuracy.std,
+                validation_f1.mean,
+                100.0 * validation_accuracy.mean,
+                config.seeds,
+                outcome.epochs,
+            ),
+            format!(
+                "without a model, on test: majority class ({}) macro-F1 {:.3}, accuracy {:.2} %; \
+                 same as last move macro-F1 {:.3}, accuracy {:.2} %",
+                b.majority_class,
+                b.majority_test.macro_f1,
+                100.0 * b.majority_test.accuracy,
+                b.last_move_test.macro_f1,
+                100.0 * b.last_move_test.accuracy,
+            ),
+            format!(
+                "{:.3} s per epoch of {} windows for all {seeds} seeds (validation pass \
+                 included); batch {}",
+                seconds.median / epochs,
+                outcome.train_windows,
+                config.batch_size,
+            ),
+            format!("precision: {}", ctx.precision),
+            data_note,
+        ];
+        if outcome.skipped_steps > 0 {
+            notes.push(format!(
+                "{} steps skipped by f16 loss scaling",
+                outcome.skipped_steps
+            ));
+        }
+        Ok(VariantOutcome {
+            per_iteration: seconds.scaled(1.0 / epochs),
+            iteration_unit: "epoch (all seeds)".into(),
+            iterations_per_run: epochs,
+            items_per_iteration: (outcome.train_windows * seeds) as f64,
+            throughput_unit: "windows/s".into(),
+            quality: Some(Quality {
+                metric: "mean test macro-F1".into(),
+                value: test_f1.mean,
+                higher_is_better: true,
+                tolerance: Tolerance::Absolute(0.03),
+            }),
+            notes,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::{RunContext, VariantRun, Workload};
+
+    const SMALL: &str = "market = { symbols = 2, bars = 900, seed = 3 }\nrepeats = 1\n\
+                         training = { seeds = [1, 2], epochs = 1, widths = { lstm_hidden = 8, \
+                         lstm_head = 8, d_model = 8, heads = 2, feed_forward = 16, \
+                         encoder_layers = 1, mlp = [16, 8] } }";
+
+    #[test]
+    fn every_model_reports_macro_f1_per_epoch_beside_the_baselines() {
+        let params: toml::Table = toml::from_str(SMALL).unwrap();
+        let workloads: [&dyn Workload; 3] = [&Temporal::<0>, &Temporal::<1>, &Temporal::<2>];
+        for workload in workloads {
+            let variants = workload.variants();
+            assert_eq!(variants.iter().filter(|v| v.baseline).count(), 1);
+            for name in ["baseline", "all"] {
+                let variant = variants.iter().find(|v| v.name == name).unwrap();
+                let run = workload
+                    .run(variant, &params, &RunContext::quick_cpu())
+                    .unwrap();
+                let VariantRun::Measured(outcome, _) = run else {
+                    panic!("{}/{name}: {run:?}", workload.name())
+                };
+                let quality = outcome.quality.unwrap();
+                assert!((0.0..=1.0).contains(&quality.value), "{name}: {quality:?}");
+                assert_eq!(outcome.iteration_unit, "epoch (all seeds)");
+                assert!(
+                    outcome
+                        .notes
+                        .iter()
+                        .any(|n| n.contains("same as last move"))
+                );
+                assert!(
+                    outcome
+                        .notes
+                        .iter()
+                        .any(|n| n.starts_with("data: synthetic market"))
+                );
+            }
+        }
+        assert!(
+            Temporal::<0>
+                .variants()
+                .iter()
+                .any(|v| v.name == "fused-lstm")
+        );
+    }
+
+    #[test]
+    fn bad_parameters_are_refused_by_name() {
+        let variant = &Temporal::<0>.variants()[0];
+        for (text, name) in [
+            ("window = 5", "window"),
+            ("training = { model = \"mlp\" }", "training.model"),
+            ("training = { epoch = 2 }", "epoch"),
+            ("training = { learning_rate = -1.0 }", "learning_rate"),
+            (
+                "files = [\"/nonexistent/EURUSD.csv\"]",
+                "/nonexistent/EURUSD.csv",
+            ),
+        ] {
+            let params: toml::Table = toml::from_str(text).unwrap();
+            let error = Temporal::<0>
+                .run(variant, &params, &RunContext::quick_cpu())
+                .unwrap_err();
+            assert!(format!("{error:#}").contains(name), "{text}: {error:#}");
+        }
+    }
+}
