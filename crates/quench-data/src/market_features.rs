@@ -268,3 +268,204 @@ pub fn bar_features(bars: &Bars) -> FeatureTable {
         first_valid: HISTORY.min(n),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::{MarketConfig, synthetic_market};
+
+    fn column(name: &str) -> usize {
+        FEATURES.iter().position(|&f| f == name).unwrap()
+    }
+
+    fn market(bars: usize, seed: u64) -> Vec<Bars> {
+        synthetic_market(&MarketConfig {
+            symbols: 2,
+            bars,
+            seed,
+            ..MarketConfig::default()
+        })
+        .unwrap()
+    }
+
+    /// Bars `after + 1..` of `bars` moved: prices scaled bar by bar (each bar by one factor,
+    /// so it stays valid), volumes and spreads changed.
+    fn perturbed(bars: &Bars, after: usize, seed: u64) -> Bars {
+        let mut moved = bars.clone();
+        let mut state = seed;
+        let mut next = || {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            (state >> 11) as f64 / (1u64 << 53) as f64
+        };
+        for i in after + 1..bars.len() {
+            let factor = 0.9 + 0.2 * next();
+            for column in [
+                &mut moved.open,
+                &mut moved.high,
+                &mut moved.low,
+                &mut moved.close,
+            ] {
+                column[i] *= factor;
+            }
+            moved.tick_volume[i] = (1000.0 * next()).round();
+            moved.spread[i] = (30.0 * next()).round();
+        }
+        moved.validate().unwrap();
+        moved
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn rows_up_to_t_ignore_every_later_bar(t in 0usize..299, seed in any::<u64>()) {
+            let bars = &market(300, 3)[0];
+            let before = bar_features(bars);
+            let after = bar_features(&perturbed(bars, t, seed));
+            let bits = |table: &FeatureTable, rows: std::ops::Range<usize>| -> Vec<u32> {
+                rows.flat_map(|r| table.row(r).to_vec()).map(f32::to_bits).collect()
+            };
+            prop_assert_eq!(bits(&before, 0..t + 1), bits(&after, 0..t + 1));
+            // The perturbation reaches the later rows, so the equality above is not vacuous.
+            prop_assert_ne!(bits(&before, t + 1..300), bits(&after, t + 1..300));
+        }
+    }
+
+    #[test]
+    fn every_value_is_finite_on_the_market_and_on_flat_prices() {
+        for bars in market(3_000, 7) {
+            let table = bar_features(&bars);
+            assert_eq!(table.rows(), 3_000);
+            assert_eq!(table.first_valid, HISTORY);
+            assert!(table.values.iter().all(|v| v.is_finite()));
+        }
+        let mut flat = Bars::empty("FLAT".into());
+        for t in 0..200 {
+            flat.push(t * 900, [1.25, 1.25, 1.25, 1.25, 0.0, 0.0, 0.0]);
+        }
+        let table = bar_features(&flat);
+        assert!(table.values.iter().all(|v| v.is_finite()));
+        let row = table.row(150);
+        for name in [
+            "ret_1",
+            "rsi_14",
+            "atr_14",
+            "vol_20",
+            "body",
+            "volume_z_20",
+            "trend_4h",
+        ] {
+            assert_eq!(row[column(name)], 0.0, "{name}");
+        }
+        assert_eq!(row[column("range_pos_20")], 0.5);
+        assert!(row[column("close_sma_50")].abs() < 1e-6);
+        // Fewer bars than the history: every row lacks it.
+        assert_eq!(bar_features(&market(50, 1)[0]).first_valid, 50);
+    }
+
+    #[test]
+    fn a_steady_rise_has_the_features_it_should() {
+        // Closes grow by 1 % a bar; each bar opens at the previous close, high = close,
+        // low = open; volumes alternate 100 and 300; 15-minute bars from midnight.
+        let growth = 1.01f64;
+        let mut bars = Bars::empty("UP".into());
+        for t in 0..200 {
+            let close = growth.powi(t);
+            let open = if t == 0 { close } else { close / growth };
+            let volume = if t % 2 == 0 { 100.0 } else { 300.0 };
+            bars.push(
+                i64::from(t) * 900,
+                [open, close, open, close, volume, 2.0, 0.0],
+            );
+        }
+        let table = bar_features(&bars);
+        let t = 150;
+        let row = table.row(t);
+        let step = growth.ln();
+        let close = bars.close[t];
+        let near = |name: &str, expected: f64| {
+            let value = f64::from(row[column(name)]);
+            assert!(
+                (value - expected).abs() <= 1e-5 * expected.abs().max(1.0),
+                "{name}: {value} against {expected}"
+            );
+        };
+        for (name, k) in [
+            ("ret_1", 1.0),
+            ("ret_2", 2.0),
+            ("ret_4", 4.0),
+            ("ret_8", 8.0),
+            ("ret_16", 16.0),
+        ] {
+            near(name, k * step);
+        }
+        for (name, n) in [
+            ("close_sma_5", 5),
+            ("close_sma_20", 20),
+            ("close_sma_50", 50),
+        ] {
+            let sma = (0..n).map(|k| bars.close[t - k]).sum::<f64>() / n as f64;
+            near(name, close / sma - 1.0);
+        }
+        near("rsi_14", 1.0);
+        // True ranges grow like the closes, so Wilder's average lags them: in the steady
+        // state `A_t = x_t / (14 - 13 / growth)` for true range `x_t = close (1 - 1 / growth)`.
+        near("atr_14", (1.0 - 1.0 / growth) / (14.0 - 13.0 / growth));
+        near("vol_20", 0.0);
+        near("range", (growth - 1.0) / growth);
+        near("body", 1.0);
+        near("upper_wick", 0.0);
+        near("lower_wick", 0.0);
+        near("range_pos_20", 1.0);
+        // The last 20 volumes alternate: mean 200, deviation 100; bar 150 has 100.
+        near("volume_ratio_20", (101.0f64 / 201.0).ln());
+        near("volume_z_20", -1.0);
+        near("spread_close", 2.0 / close);
+        near("trend_1h", 4.0 * step);
+        near("trend_4h", 16.0 * step);
+        near("rvol_1h", 4.0 * step);
+        near("rvol_4h", 16.0 * step);
+        // Bar 150 opens at 37:30 past midnight of day 1, i.e. 13:30 UTC.
+        let phase = TAU * (150.0 * 900.0 - 86_400.0) / 86_400.0;
+        near("time_sin", phase.sin());
+        near("time_cos", phase.cos());
+    }
+
+    #[test]
+    fn running_sums_match_direct_windows() {
+        let bars = &market(600, 11)[1];
+        let table = bar_features(bars);
+        let ret = |i: usize| (bars.close[i] / bars.close[i - 1]).ln();
+        for t in [96, 97, 250, 599] {
+            let row = table.row(t);
+            let returns: Vec<f64> = (t - 49..=t).map(ret).collect();
+            let mean = returns.iter().sum::<f64>() / 50.0;
+            let std = (returns.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / 50.0).sqrt();
+            let value = f64::from(row[column("vol_50")]);
+            assert!(
+                (value - std).abs() < 1e-6 * std,
+                "{t}: {value} against {std}"
+            );
+            let volumes = &bars.tick_volume[t - 19..=t];
+            let mean = volumes.iter().sum::<f64>() / 20.0;
+            let std = (volumes.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / 20.0).sqrt();
+            let z = (bars.tick_volume[t] - mean) / std;
+            let value = f64::from(row[column("volume_z_20")]);
+            assert!((value - z).abs() < 1e-5, "{t}: {value} against {z}");
+            let high = bars.high[t - 19..=t]
+                .iter()
+                .copied()
+                .fold(f64::MIN, f64::max);
+            let low = bars.low[t - 19..=t]
+                .iter()
+                .copied()
+                .fold(f64::MAX, f64::min);
+            let position = (bars.close[t] - low) / (high - low);
+            assert!((f64::from(row[column("range_pos_20")]) - position).abs() < 1e-6);
+        }
+    }
+}

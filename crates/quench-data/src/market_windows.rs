@@ -313,3 +313,265 @@ fn cut_part(
         ends: window_ends,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{MarketConfig, synthetic_market};
+
+    fn market(symbols: usize, bars: usize) -> Vec<Bars> {
+        synthetic_market(&MarketConfig {
+            symbols,
+            bars,
+            seed: 21,
+            ..MarketConfig::default()
+        })
+        .unwrap()
+    }
+
+    fn parts(data: &MarketData) -> [&MarketPart; 3] {
+        [&data.train, &data.validation, &data.test]
+    }
+
+    #[test]
+    fn windows_labels_and_last_moves_match_a_brute_force_recomputation() {
+        let market = market(2, 900);
+        let config = WindowConfig::default();
+        let data = market_windows(&market, &config).unwrap();
+        let tables: Vec<_> = market.iter().map(bar_features).collect();
+        let h = config.horizon;
+        let class = |r: f64| {
+            if r > config.threshold {
+                2
+            } else if r < -config.threshold {
+                0
+            } else {
+                1
+            }
+        };
+        for part in parts(&data) {
+            assert_eq!(part.windows.sample_shape(), &[20, FEATURES.len()]);
+            assert_eq!(part.windows.len(), part.ends.len());
+            assert_eq!(part.windows.len(), part.last_move.len());
+            for (i, &(s, t)) in part.ends.iter().enumerate() {
+                let close = &market[s].close;
+                assert!(t >= tables[s].first_valid + config.window - 1 && t + h < close.len());
+                assert_eq!(
+                    part.windows.labels()[i],
+                    class(close[t + h] / close[t] - 1.0)
+                );
+                assert_eq!(part.last_move[i], class(close[t] / close[t - h] - 1.0));
+                let window = part.windows.sample(i);
+                for (r, row) in window.chunks_exact(FEATURES.len()).enumerate() {
+                    for (f, &value) in row.iter().enumerate() {
+                        let raw = tables[s].row(t + 1 - config.window + r)[f];
+                        assert_eq!(value, (raw - data.mean[f]) / data.std[f]);
+                    }
+                }
+            }
+        }
+        // The last move at t is the label that the window ending at t - horizon was given:
+        // known at t, nothing later.
+        let train = &data.train;
+        let mut checked = 0;
+        for (i, &(s, t)) in train.ends.iter().enumerate() {
+            if let Some(j) = train.ends.iter().position(|&end| end == (s, t - h)) {
+                assert_eq!(train.last_move[i], train.windows.labels()[j]);
+                checked += 1;
+            }
+        }
+        assert!(checked > 100, "{checked}");
+        let labels = data.train.windows.labels();
+        assert!([DOWN, FLAT, UP].iter().all(|l| labels.contains(l)));
+    }
+
+    #[test]
+    fn splits_are_chronological_and_purged_per_symbol() {
+        let market = market(3, 1_500);
+        let config = WindowConfig::default();
+        let data = market_windows(&market, &config).unwrap();
+        assert_eq!(data.symbols, ["SYN00", "SYN01", "SYN02"]);
+        for s in 0..3 {
+            let ends = |part: &MarketPart| -> Vec<usize> {
+                part.ends.iter().filter(|e| e.0 == s).map(|e| e.1).collect()
+            };
+            let [train, validation, test] = parts(&data).map(ends);
+            assert!(train.windows(2).all(|w| w[1] == w[0] + 1));
+            let first_validation = validation[0];
+            let first_test = test[0];
+            // No training label looks at a close of the validation period, no validation
+            // label at one of the test period.
+            assert!(train.iter().all(|&t| t + config.horizon < first_validation));
+            assert!(validation.iter().all(|&t| t + config.horizon < first_test));
+            // Exactly the horizon's ends are purged before each boundary.
+            assert_eq!(first_validation - train.last().unwrap() - 1, config.horizon);
+            assert_eq!(first_test - validation.last().unwrap() - 1, config.horizon);
+            assert_eq!(*test.last().unwrap(), 1_500 - config.horizon - 1);
+            let usable = 1_500 - config.horizon - (HISTORY + config.window - 1);
+            let all = train.len() + validation.len() + test.len() + 2 * config.horizon;
+            assert_eq!(all, usable);
+            assert_eq!(train.len() + config.horizon, usable * 70 / 100);
+        }
+    }
+
+    #[test]
+    fn normalisation_uses_the_training_rows_only() {
+        let market = market(2, 1_000);
+        let config = WindowConfig::default();
+        let data = market_windows(&market, &config).unwrap();
+        let last_train_end = |s: usize| {
+            data.train
+                .ends
+                .iter()
+                .filter(|e| e.0 == s)
+                .map(|e| e.1)
+                .max()
+                .unwrap()
+        };
+        // Scale every later bar: the validation and test inputs change, the statistics not.
+        let shifted = |market: &[Bars], from: &dyn Fn(usize) -> usize| -> Vec<Bars> {
+            let mut moved = market.to_vec();
+            for (s, bars) in moved.iter_mut().enumerate() {
+                for i in from(s)..bars.len() {
+                    for column in [
+                        &mut bars.open,
+                        &mut bars.high,
+                        &mut bars.low,
+                        &mut bars.close,
+                    ] {
+                        column[i] *= 1.0 + 0.001 * (i % 7) as f64;
+                    }
+                    bars.tick_volume[i] *= 3.0;
+                }
+            }
+            moved
+        };
+        let later = market_windows(&shifted(&market, &|s| last_train_end(s) + 1), &config).unwrap();
+        assert_eq!((&later.mean, &later.std), (&data.mean, &data.std));
+        assert_ne!(later.test.windows, data.test.windows);
+        let earlier =
+            market_windows(&shifted(&market, &|s| last_train_end(s) - 50), &config).unwrap();
+        assert_ne!(earlier.mean, data.mean);
+        assert_ne!(earlier.std, data.std);
+        // Standardised training rows have mean 0 and deviation 1 per feature (time_sin and
+        // time_cos included: they vary).
+        let mut rows = std::collections::BTreeSet::new();
+        for &(s, t) in &data.train.ends {
+            rows.extend((t + 1 - config.window..=t).map(|r| (s, r)));
+        }
+        let tables: Vec<_> = market.iter().map(bar_features).collect();
+        for (f, name) in FEATURES.iter().enumerate() {
+            let values: Vec<f64> = rows
+                .iter()
+                .map(|&(s, r)| f64::from((tables[s].row(r)[f] - data.mean[f]) / data.std[f]))
+                .collect();
+            let mean = values.iter().sum::<f64>() / values.len() as f64;
+            let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / values.len() as f64;
+            assert!(
+                mean.abs() < 1e-3 && (var - 1.0).abs() < 1e-3,
+                "{name}: {mean} {var}"
+            );
+        }
+    }
+
+    #[test]
+    fn too_few_bars_name_the_part_and_the_bars_needed() {
+        let config = WindowConfig::default();
+        let needed = config.bars_needed();
+        let data = market_windows(&market(1, needed), &config).unwrap();
+        assert!(parts(&data).iter().all(|p| !p.windows.is_empty()));
+        let err = market_windows(&market(2, needed - 1), &config).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                DataError::MarketPartEmpty { symbols: 2, longest, needed: n, .. }
+                    if longest == needed - 1 && n == needed
+            ),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains(&format!("at least {needed} bars")),
+            "{err}"
+        );
+        assert!(matches!(
+            market_windows(&[], &config),
+            Err(DataError::MarketPartEmpty {
+                part: "train",
+                symbols: 0,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn refuses_bad_configurations_and_bars_by_name() {
+        let market = market(1, 1_000);
+        for (config, field) in [
+            (
+                WindowConfig {
+                    window: 0,
+                    ..WindowConfig::default()
+                },
+                "window",
+            ),
+            (
+                WindowConfig {
+                    horizon: 0,
+                    ..WindowConfig::default()
+                },
+                "horizon",
+            ),
+            (
+                WindowConfig {
+                    threshold: -0.1,
+                    ..WindowConfig::default()
+                },
+                "threshold",
+            ),
+            (
+                WindowConfig {
+                    threshold: f64::NAN,
+                    ..WindowConfig::default()
+                },
+                "threshold",
+            ),
+            (
+                WindowConfig {
+                    train: 1.0,
+                    ..WindowConfig::default()
+                },
+                "train",
+            ),
+            (
+                WindowConfig {
+                    validation: 0.0,
+                    ..WindowConfig::default()
+                },
+                "validation",
+            ),
+            (
+                WindowConfig {
+                    train: 0.9,
+                    validation: 0.1,
+                    ..WindowConfig::default()
+                },
+                "validation",
+            ),
+        ] {
+            assert!(
+                matches!(market_windows(&market, &config), Err(DataError::Invalid { field: f, .. }) if f == field),
+                "{config:?}"
+            );
+        }
+        let mut broken = market.clone();
+        broken[0].high[500] = broken[0].low[500] * 0.5;
+        assert!(matches!(
+            market_windows(&broken, &WindowConfig::default()),
+            Err(DataError::BarInvalid {
+                bar: 500,
+                field: "high",
+                ..
+            })
+        ));
+    }
+}

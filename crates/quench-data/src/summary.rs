@@ -9,10 +9,11 @@ use std::str::FromStr;
 
 use serde::Serialize;
 
-use crate::DataError;
+use crate::civil::format_utc;
 use crate::idx::{is_gzip, read_idx};
 use crate::mnist::read_labelled;
 use crate::qrng::{BitStrings, QRNG_LABELS};
+use crate::{Bars, DataError, Gap, WindowConfig};
 
 /// A data file format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -22,11 +23,14 @@ pub enum Format {
     Idx,
     /// qRNG bit strings, `<bits> <label>` per line.
     Qrng,
+    /// OHLCV bars of one symbol ([`Bars::read`]); never detected, it must be asked for.
+    Ohlcv,
 }
 
 impl Format {
     /// Guesses the format from the first bytes of `path`: gzip or two zero bytes mean IDX,
-    /// anything else is read as bit strings.
+    /// anything else is read as bit strings (OHLCV is never guessed: a tab-separated file may
+    /// be either).
     pub fn detect(path: &Path) -> Result<Self, DataError> {
         let io = |source| DataError::Io {
             path: path.to_path_buf(),
@@ -49,12 +53,17 @@ impl Format {
 impl FromStr for Format {
     type Err = DataError;
 
-    /// `idx` or `qrng`.
+    /// `idx`, `qrng` or `ohlcv`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "idx" => Ok(Self::Idx),
             "qrng" => Ok(Self::Qrng),
-            _ => Err(DataError::invalid("format", s, "must be `idx` or `qrng`")),
+            "ohlcv" => Ok(Self::Ohlcv),
+            _ => Err(DataError::invalid(
+                "format",
+                s,
+                "must be `idx`, `qrng` or `ohlcv`",
+            )),
         }
     }
 }
@@ -64,6 +73,7 @@ impl fmt::Display for Format {
         f.write_str(match self {
             Self::Idx => "idx",
             Self::Qrng => "qrng",
+            Self::Ohlcv => "ohlcv",
         })
     }
 }
@@ -75,13 +85,19 @@ pub struct Summary {
     pub path: PathBuf,
     /// Its format.
     pub format: Format,
-    /// Its array shape: `[lines, bits]` for bit strings, the IDX dimensions otherwise.
+    /// Its array shape: `[lines, bits]` for bit strings, `[bars, 8]` for OHLCV (time and seven
+    /// values per bar), the IDX dimensions otherwise.
     pub shape: Vec<usize>,
     /// The IDX label file counted for an image file (the `labels-idx1` file beside it).
     pub labels_from: Option<PathBuf>,
-    /// One entry per label, in ascending order (qRNG: the declared labels, present or not).
-    /// Empty for an IDX image file without a label file beside it.
+    /// One entry per label, in ascending order (qRNG: the declared labels, present or not;
+    /// OHLCV: the direction labels 0 down, 1 flat, 2 up of every bar with a close
+    /// [`WindowConfig::default`]'s horizon ahead, present or not). Empty for an IDX image file
+    /// without a label file beside it.
     pub classes: Vec<ClassSummary>,
+    /// OHLCV only: the steps longer than the file's most common one, in time order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gaps: Vec<Gap>,
 }
 
 /// Count and statistics of one label.
@@ -108,7 +124,33 @@ pub fn summary(path: &Path, format: Option<Format>) -> Result<Summary, DataError
     match format {
         Format::Qrng => qrng_summary(path),
         Format::Idx => idx_summary(path),
+        Format::Ohlcv => ohlcv_summary(path),
     }
+}
+
+fn ohlcv_summary(path: &Path) -> Result<Summary, DataError> {
+    let file = Bars::read(path)?;
+    let close = &file.bars.close;
+    let labels = WindowConfig::default();
+    let mut counts = [0usize; 3];
+    for t in 0..close.len().saturating_sub(labels.horizon) {
+        counts[labels.label(close[t], close[t + labels.horizon]) as usize] += 1;
+    }
+    Ok(Summary {
+        path: path.to_path_buf(),
+        format: Format::Ohlcv,
+        shape: vec![file.bars.len(), 8],
+        labels_from: None,
+        classes: (0..)
+            .zip(counts)
+            .map(|(label, count)| ClassSummary {
+                label,
+                count,
+                mean_bit: None,
+            })
+            .collect(),
+        gaps: file.gaps,
+    })
 }
 
 fn qrng_summary(path: &Path) -> Result<Summary, DataError> {
@@ -128,6 +170,7 @@ fn qrng_summary(path: &Path) -> Result<Summary, DataError> {
         shape: vec![strings.len(), strings.bits_per_line()],
         labels_from: None,
         classes,
+        gaps: Vec::new(),
     })
 }
 
@@ -153,6 +196,7 @@ fn idx_summary(path: &Path) -> Result<Summary, DataError> {
         format: Format::Idx,
         shape,
         labels_from: sibling,
+        gaps: Vec::new(),
         classes: counts
             .into_iter()
             .map(|(label, count)| ClassSummary {
@@ -176,10 +220,20 @@ impl fmt::Display for Summary {
         let kind = match self.format {
             Format::Idx => "IDX",
             Format::Qrng => "qRNG bit strings",
+            Format::Ohlcv => "OHLCV bars",
         };
         writeln!(f, "{}: {kind}, shape {:?}", self.path.display(), self.shape)?;
         if let Some(labels) = &self.labels_from {
             writeln!(f, "labels from {}", labels.display())?;
+        }
+        if self.format == Format::Ohlcv {
+            let labels = WindowConfig::default();
+            writeln!(
+                f,
+                "direction over the next {} bars, threshold {} %: label 0 down, 1 flat, 2 up",
+                labels.horizon,
+                labels.threshold * 100.0
+            )?;
         }
         for class in &self.classes {
             write!(f, "  label {:>3}: {:>6}", class.label, class.count)?;
@@ -187,6 +241,22 @@ impl fmt::Display for Summary {
                 write!(f, "  mean bit frequency {mean:.4}")?;
             }
             writeln!(f)?;
+        }
+        if self.format == Format::Ohlcv {
+            let missing: usize = self.gaps.iter().map(|gap| gap.missing).sum();
+            match self.gaps.iter().max_by_key(|gap| gap.missing) {
+                None => writeln!(f, "gaps: none")?,
+                Some(largest) => writeln!(
+                    f,
+                    "gaps: {} ({missing} missing bars), the largest at line {}: {} to {}, {} \
+                     missing bars",
+                    self.gaps.len(),
+                    largest.line,
+                    format_utc(largest.from),
+                    format_utc(largest.to),
+                    largest.missing
+                )?,
+            }
         }
         Ok(())
     }
@@ -215,7 +285,13 @@ mod tests {
         );
         assert!(Format::detect(&scratch.dir().join("absent")).is_err());
         assert_eq!("qrng".parse::<Format>().unwrap(), Format::Qrng);
+        assert_eq!("ohlcv".parse::<Format>().unwrap(), Format::Ohlcv);
         assert!("csv".parse::<Format>().is_err());
+        // Bars are never guessed: a tab-separated export reads as (bad) bit strings.
+        assert_eq!(
+            Format::detect(&scratch.write("d", b"1704067200\t1\t1\t1\t1\t0\t0\t0\n")).unwrap(),
+            Format::Qrng
+        );
     }
 
     #[test]
@@ -280,5 +356,59 @@ mod tests {
             summary(&path, Some(Format::Idx)),
             Err(DataError::IdxMagic { .. })
         ));
+    }
+
+    #[test]
+    fn summarises_ohlcv_bars_with_direction_labels_and_gaps() {
+        let scratch = Scratch::new();
+        // 12 bars, 15 minutes apart, with 2 bars missing before the 11th; the close rises
+        // 1 % a bar for six bars, then stays.
+        let mut text = String::from("time,open,high,low,close,tick_volume,spread,real_volume\n");
+        let mut close = 1.0f64;
+        for i in 0..12i64 {
+            let time = 1_704_067_200 + 900 * (i + if i >= 10 { 2 } else { 0 });
+            let open = close;
+            if i < 6 {
+                close *= 1.01;
+            }
+            text += &format!("{time},{open},{close},{open},{close},10,3,0\n");
+        }
+        let path = scratch.write("EURUSD.csv", text.as_bytes());
+        assert!(matches!(
+            summary(&path, None),
+            Err(DataError::QrngSyntax { .. })
+        ));
+        let summary = summary(&path, Some(Format::Ohlcv)).unwrap();
+        assert_eq!(summary.shape, vec![12, 8]);
+        // Bars 0 to 3 have a close 8 bars ahead, rises of 5.1, 4.1, 3.0 and 2.0 %: all up.
+        let counts: Vec<_> = summary.classes.iter().map(|c| (c.label, c.count)).collect();
+        assert_eq!(counts, vec![(0, 0), (1, 0), (2, 4)]);
+        assert_eq!(
+            summary.gaps,
+            vec![Gap {
+                line: 12,
+                from: 1_704_067_200 + 900 * 9,
+                to: 1_704_067_200 + 900 * 12,
+                missing: 2
+            }]
+        );
+        let text = summary.to_string();
+        for needle in [
+            "EURUSD.csv: OHLCV bars, shape [12, 8]",
+            "label 0 down, 1 flat, 2 up",
+            "label   2:      4",
+            "gaps: 1 (2 missing bars), the largest at line 12: 2024-01-01 02:15:00 to \
+             2024-01-01 03:00:00, 2 missing bars",
+        ] {
+            assert!(text.contains(needle), "{needle:?} in {text}");
+        }
+    }
+
+    #[test]
+    fn other_formats_print_no_gaps() {
+        let scratch = Scratch::new();
+        let path = scratch.write("bits.txt", b"01 1\n");
+        let text = summary(&path, None).unwrap().to_string();
+        assert!(!text.contains("gaps"), "{text}");
     }
 }
