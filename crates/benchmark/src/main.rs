@@ -49,11 +49,13 @@ enum Command {
     /// batched equals one at a time, loader determinism, the mixed-precision policy; exit 1 if
     /// any fails.
     Verify(VerifyArgs),
-    /// Validate a data file (IDX or qRNG bit strings) and summarise it; a bad file exits 1.
+    /// Validate a data file (IDX, qRNG bit strings or OHLCV bars) and summarise it; a bad file
+    /// exits 1.
     Data {
         /// The file.
         file: PathBuf,
-        /// idx or qrng; detected from the content when absent.
+        /// idx, qrng or ohlcv (MetaTrader-5 bars, never detected); idx or qrng is detected from
+        /// the content when absent.
         #[arg(long)]
         format: Option<quench_data::Format>,
     },

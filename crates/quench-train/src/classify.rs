@@ -55,14 +55,26 @@ pub fn smoothed_cross_entropy<B: Backend>(
 
 /// Inverted dropout with a fresh mask per member, sample and unit, drawn on the device from
 /// the backend's generator (hold a [`quench_device::SeededGenerator`] for reproducible masks).
-pub fn dropout<B: Backend>(h: Tensor<B, 3>, rate: f64, precision: Precision) -> Tensor<B, 3> {
+pub fn dropout<B: Backend, const D: usize>(
+    h: Tensor<B, D>,
+    rate: f64,
+    precision: Precision,
+) -> Tensor<B, D> {
     if rate == 0.0 {
         return h;
     }
-    let keep = 1.0 - rate;
-    let mask = Tensor::<B, 3>::random(h.shape(), Distribution::Bernoulli(keep), &h.device())
-        .div_scalar(keep);
+    let mask = dropout_mask(h.shape(), rate, &h.device());
     h * precision.to_compute(mask)
+}
+
+/// The mask of inverted dropout at `rate`: `1 / (1 - rate)` where a unit is kept, 0 elsewhere.
+pub fn dropout_mask<B: Backend, const D: usize>(
+    shape: burn::tensor::Shape,
+    rate: f64,
+    device: &B::Device,
+) -> Tensor<B, D> {
+    let keep = 1.0 - rate;
+    Tensor::<B, D>::random(shape, Distribution::Bernoulli(keep), device).div_scalar(keep)
 }
 
 /// `[members, 1, 1]` from one value per member.

@@ -135,13 +135,7 @@ fn fused<B: Backend>(layer: &[Tensor<B, 3>], x: Tensor<B, 4>) -> Tensor<B, 4> {
         h = o * c.clone().tanh();
         outputs.push(h.clone());
     }
-    // [2 members, batch, seq, hidden] -> the backward half back in time order.
-    let out = Tensor::stack::<4>(outputs, 2).reshape([members, 2, batch, seq, hidden]);
-    let forward = out.clone().slice([0..members, 0..1]);
-    let backward = out.slice([0..members, 1..2]).flip([3]);
-    Tensor::cat(vec![forward, backward], 4)
-        .permute([0, 2, 3, 1, 4])
-        .reshape([members, batch, seq, 2 * hidden])
+    directions_to_features(Tensor::stack::<4>(outputs, 2).reshape([members, 2, batch, seq, hidden]))
 }
 
 /// The same layer through `burn::nn::Lstm`: for every member, a forward and a reversed LSTM
@@ -206,6 +200,193 @@ fn burn_lstm<B: Backend>(
         controller.hidden_transform = gate(k, hidden, &layer[1], &layer[3]);
     }
     lstm
+}
+
+/// What [`forward_taped`] keeps of a layer's forward pass for [`backward`]: per time step (in
+/// each direction's own order) the gate activations, the tanh of their scaled
+/// pre-activations, the cell before the step and the tanh of the cell after it.
+#[derive(Debug, Clone)]
+pub struct Tape<B: Backend> {
+    /// Both directions' inputs, `[2 members, seq batch, input]`, step-major.
+    inputs: Tensor<B, 3>,
+    /// `[i, f, g, o]` after their nonlinearities, `[2 members, batch, 4 hidden]` per step.
+    gates: Vec<Tensor<B, 3>>,
+    /// `tanh(z * GATE_SCALE)` of the pre-activations `z`, per step.
+    tanh_gates: Vec<Tensor<B, 3>>,
+    /// The cell before each step, `[2 members, batch, hidden]`.
+    cells: Vec<Tensor<B, 3>>,
+    /// `tanh` of the cell after each step.
+    tanh_cells: Vec<Tensor<B, 3>>,
+    /// The hidden state after each step.
+    hidden: Vec<Tensor<B, 3>>,
+}
+
+/// The gates through one tanh: `sigmoid(z) = (1 + tanh(z / 2)) / 2` for i, f and o, `tanh(z)`
+/// for g; per gate column `[4 hidden]`: the pre-activation scale, the output's scale and
+/// shift, and the derivative's factor (scale times output scale).
+fn gate_constants<B: Backend>(hidden: usize, device: &B::Device) -> [Tensor<B, 3>; 4] {
+    let column = |ifo: f32, g: f32| {
+        let values: Vec<f32> = (0..4 * hidden)
+            .map(|k| {
+                if (2 * hidden..3 * hidden).contains(&k) {
+                    g
+                } else {
+                    ifo
+                }
+            })
+            .collect();
+        Tensor::from_data(TensorData::new(values, [1, 1, 4 * hidden]), device)
+    };
+    [
+        column(0.5, 1.0),
+        column(0.5, 1.0),
+        column(0.5, 0.0),
+        column(0.25, 1.0),
+    ]
+}
+
+/// [`bidirectional`]'s fused layer on a backend without autodiff, keeping what [`backward`]
+/// needs: `x` `[members, batch, seq, input]` to `[members, batch, seq, 2 hidden]`.
+pub fn forward_taped<B: Backend>(
+    layer: &[Tensor<B, 3>],
+    x: Tensor<B, 4>,
+) -> (Tensor<B, 4>, Tape<B>) {
+    let [w_x, w_h, b_x, b_h] = rows(layer);
+    let [members, batch, seq, input] = x.dims();
+    let [rows, hidden, _] = w_h.dims();
+    let device = x.device();
+    let [scale, out_scale, out_shift, _] = gate_constants::<B>(hidden, &device);
+    // The gates' pre-activation scale folded into the weights: one pass less per step.
+    let (w_x, w_h) = (w_x * scale.clone(), w_h * scale.clone());
+    // Step-major rows per direction, the backward direction reversed in time.
+    let inputs = Tensor::stack::<5>(vec![x.clone(), x.flip([2])], 1)
+        .permute([0, 1, 3, 2, 4])
+        .reshape([rows, seq * batch, input]);
+    let projected = inputs.clone().matmul(w_x) + (b_x + b_h) * scale;
+    let mut h = Tensor::<B, 3>::zeros([rows, batch, hidden], &device);
+    let mut c = h.clone();
+    let mut tape = Tape {
+        inputs,
+        gates: Vec::with_capacity(seq),
+        tanh_gates: Vec::with_capacity(seq),
+        cells: Vec::with_capacity(seq),
+        tanh_cells: Vec::with_capacity(seq),
+        hidden: Vec::with_capacity(seq),
+    };
+    for t in 0..seq {
+        // Already scaled: the tanh's argument.
+        let z = projected
+            .clone()
+            .slice([0..rows, t * batch..(t + 1) * batch])
+            + h.matmul(w_h.clone());
+        let tz = z.tanh();
+        let a = tz.clone() * out_scale.clone() + out_shift.clone();
+        let gate = |k: usize| {
+            a.clone()
+                .slice([0..rows, 0..batch, k * hidden..(k + 1) * hidden])
+        };
+        let (i, f, g, o) = (gate(0), gate(1), gate(2), gate(3));
+        tape.cells.push(c.clone());
+        c = f * c + i * g;
+        let tc = c.clone().tanh();
+        h = o * tc.clone();
+        tape.gates.push(a);
+        tape.tanh_gates.push(tz);
+        tape.tanh_cells.push(tc);
+        tape.hidden.push(h.clone());
+    }
+    let out = Tensor::stack::<4>(tape.hidden.clone(), 2).reshape([members, 2, batch, seq, hidden]);
+    (directions_to_features(out), tape)
+}
+
+/// `[members, 2, batch, seq, hidden]` (direction-own time order) to `[members, batch, seq,
+/// 2 hidden]` (forward features then backward, both in time order).
+fn directions_to_features<B: Backend>(out: Tensor<B, 5>) -> Tensor<B, 4> {
+    let [members, _, batch, seq, hidden] = out.dims();
+    let forward = out.clone().slice([0..members, 0..1]);
+    let backward = out.slice([0..members, 1..2]).flip([3]);
+    Tensor::cat(vec![forward, backward], 4)
+        .permute([0, 2, 3, 1, 4])
+        .reshape([members, batch, seq, 2 * hidden])
+}
+
+/// Back-propagation through time of a layer run by [`forward_taped`]: from the gradient of
+/// its output `dy` `[members, batch, seq, 2 hidden]`, the gradients of `[w_x, w_h, b_x, b_h]`
+/// (in the parameter list's layout) and of its input `[members, batch, seq, input]`. The
+/// per-step work is elementwise plus one recurrent matmul; the weight gradients are three
+/// matmuls over all steps at once.
+pub fn backward<B: Backend>(
+    layer: &[Tensor<B, 3>],
+    tape: Tape<B>,
+    dy: Tensor<B, 4>,
+) -> (Vec<Tensor<B, 3>>, Tensor<B, 4>) {
+    let [w_x, w_h, _, _] = rows(layer);
+    let [members, batch, seq, _] = dy.dims();
+    let [rows, hidden, gates] = w_h.dims();
+    let input = w_x.dims()[1];
+    let device = dy.device();
+    let [_, _, _, derivative] = gate_constants::<B>(hidden, &device);
+    let negative_derivative = derivative.clone().neg();
+    // dy in the directions' own time order: [2 members, seq, batch, hidden], step-major.
+    let dy = dy
+        .reshape([members, batch, seq, 2, hidden])
+        .permute([0, 3, 2, 1, 4]);
+    let d_forward = dy.clone().slice([0..members, 0..1]);
+    let d_backward = dy.slice([0..members, 1..2]).flip([2]);
+    let d_out = Tensor::cat(vec![d_forward, d_backward], 1).reshape([rows, seq, batch, hidden]);
+    let w_h_t = w_h.clone().swap_dims(1, 2);
+    let mut dh_next = Tensor::<B, 3>::zeros([rows, batch, hidden], &device);
+    let mut dc_next = dh_next.clone();
+    let mut dz_steps = Vec::with_capacity(seq);
+    for t in (0..seq).rev() {
+        let a = &tape.gates[t];
+        let gate = |k: usize| {
+            a.clone()
+                .slice([0..rows, 0..batch, k * hidden..(k + 1) * hidden])
+        };
+        let (i, f, g, o) = (gate(0), gate(1), gate(2), gate(3));
+        let tc = tape.tanh_cells[t].clone();
+        let dh = d_out
+            .clone()
+            .slice([0..rows, t..t + 1])
+            .reshape([rows, batch, hidden])
+            + dh_next;
+        let d_o = dh.clone() * tc.clone();
+        let dc = dc_next + dh * o * (tc.clone() * tc).neg().add_scalar(1.0);
+        let d_i = dc.clone() * g;
+        let d_g = dc.clone() * i;
+        let d_f = dc.clone() * tape.cells[t].clone();
+        dc_next = dc * f;
+        let tz = tape.tanh_gates[t].clone();
+        // d tanh(k z) / dz = k (1 - tanh^2), as k + (-k) tanh^2: three passes.
+        let dz = Tensor::cat(vec![d_i, d_f, d_g, d_o], 2)
+            * ((tz.clone() * tz) * negative_derivative.clone() + derivative.clone());
+        dh_next = dz.clone().matmul(w_h_t.clone());
+        dz_steps.push(dz);
+    }
+    dz_steps.reverse();
+    // [2 members, seq batch, 4 hidden], step-major like the tape's inputs.
+    let dz = Tensor::cat(dz_steps, 1);
+    let zeros = Tensor::<B, 3>::zeros([rows, batch, hidden], &device);
+    let previous: Vec<Tensor<B, 3>> = std::iter::once(zeros)
+        .chain(tape.hidden[..seq - 1].iter().cloned())
+        .collect();
+    let previous = Tensor::cat(previous, 1);
+    let d_w_h = previous.swap_dims(1, 2).matmul(dz.clone());
+    let d_w_x = tape.inputs.swap_dims(1, 2).matmul(dz.clone());
+    let d_b = dz.clone().sum_dim(1);
+    let dx = dz
+        .matmul(w_x.swap_dims(1, 2))
+        .reshape([members, 2, seq, batch, input]);
+    let dx = dx.clone().slice([0..members, 0..1]) + dx.slice([0..members, 1..2]).flip([2]);
+    let dx = dx.reshape([members, seq, batch, input]).swap_dims(1, 2);
+    let grads = vec![
+        d_w_x.reshape([members, 2 * input, gates]),
+        d_w_h.reshape([members, 2 * hidden, gates]),
+        d_b.clone().reshape([members, 2, gates]),
+        d_b.reshape([members, 2, gates]),
+    ];
+    (grads, dx)
 }
 
 #[cfg(test)]
@@ -286,6 +467,41 @@ mod tests {
                 worst(a, b)
             );
         }
+    }
+
+    #[test]
+    fn hand_written_backpropagation_through_time_matches_autodiff() {
+        let (members, batch, seq, input, hidden) = (2, 3, 5, 4, 6);
+        let layer = random_layer(members, input, hidden, 3);
+        let device = Default::default();
+        let x = Tensor::<Train, 4>::random(
+            [members, batch, seq, input],
+            Distribution::Normal(0.0, 1.0),
+            &device,
+        )
+        .require_grad();
+        let weights = Tensor::<Train, 4>::random(
+            [members, batch, seq, 2 * hidden],
+            Distribution::Normal(0.0, 1.0),
+            &device,
+        );
+        let y = bidirectional(LstmCore::Fused, &layer, x.clone());
+        let grads = (y.clone() * weights.clone()).sum().backward();
+        let inner: Vec<_> = layer.iter().map(|p| p.clone().inner()).collect();
+        let (taped_y, tape) = forward_taped(&inner, x.clone().inner());
+        assert!(worst(&to_host_f32(taped_y), &to_host_f32(y)) < 1e-6);
+        let (hand, dx) = backward(&inner, tape, weights.inner());
+        for (k, (p, g)) in layer.iter().zip(&hand).enumerate() {
+            let want = to_host_f32(p.grad(&grads).unwrap());
+            let got = to_host_f32(g.clone());
+            assert!(
+                worst(&got, &want) < 1e-5,
+                "gradient {k} differs by {}",
+                worst(&got, &want)
+            );
+        }
+        let want = to_host_f32(x.grad(&grads).unwrap());
+        assert!(worst(&to_host_f32(dx), &want) < 1e-5);
     }
 
     #[test]

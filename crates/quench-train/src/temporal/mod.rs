@@ -12,6 +12,7 @@
 pub mod lstm;
 pub mod metrics;
 pub mod model;
+pub mod step;
 pub mod training;
 
 pub use lstm::LstmCore;

@@ -399,33 +399,53 @@ impl<B: Backend> TemporalNet<B> {
         drop: impl Fn(Tensor<B, 3>) -> Tensor<B, 3>,
     ) -> Tensor<B, 3> {
         let [members, batch, window, _] = x.dims();
-        let w = &self.widths;
-        let two_h = 2 * w.lstm_hidden;
         let drop4 = |h: Tensor<B, 4>| {
             let dims = h.dims();
             drop(h.reshape([members, batch * window, dims[3]])).reshape(dims)
         };
         let mut h = member_layer_norm(x, &p[0], &p[1], NORM_EPS);
-        let mut k = 2;
-        for layer in 0..w.lstm_layers {
-            if layer > 0 {
+        for (l, layer) in self.lstm_layer_ranges().enumerate() {
+            if l > 0 {
                 h = drop4(h);
             }
-            h = lstm::bidirectional(self.core, &p[k..k + LAYER_PARAMS], h);
-            k += LAYER_PARAMS;
+            h = lstm::bidirectional(self.core, &p[layer], h);
         }
-        let h = member_layer_norm(h, &p[k], &p[k + 1], NORM_EPS);
-        let scores = member_linear(
-            member_linear(h.clone(), &p[k + 2], &p[k + 3]).tanh(),
-            &p[k + 4],
-            &p[k + 5],
-        );
+        self.lstm_head(&p[self.lstm_head_start()..], h, drop)
+    }
+
+    /// The LSTM's input LayerNorm: its parameters are the list's first two.
+    pub(crate) fn lstm_input_norm(p: &[Tensor<B, 3>], x: Tensor<B, 4>) -> Tensor<B, 4> {
+        member_layer_norm(x, &p[0], &p[1], NORM_EPS)
+    }
+
+    /// Where each LSTM layer's parameters lie in the list.
+    pub(crate) fn lstm_layer_ranges(&self) -> impl Iterator<Item = std::ops::Range<usize>> {
+        (0..self.widths.lstm_layers).map(|l| 2 + l * LAYER_PARAMS..2 + (l + 1) * LAYER_PARAMS)
+    }
+
+    /// Where the LSTM's head (everything after the recurrence) starts in the list.
+    pub(crate) fn lstm_head_start(&self) -> usize {
+        2 + self.widths.lstm_layers * LAYER_PARAMS
+    }
+
+    /// The LSTM's head on the last layer's output `h` `[members, batch, window, 2 hidden]`:
+    /// LayerNorm, attention pooling and the classifier, with parameters `p` from
+    /// [`lstm_head_start`](Self::lstm_head_start) on.
+    pub(crate) fn lstm_head(
+        &self,
+        p: &[Tensor<B, 3>],
+        h: Tensor<B, 4>,
+        drop: impl Fn(Tensor<B, 3>) -> Tensor<B, 3>,
+    ) -> Tensor<B, 3> {
+        let [members, batch, _, two_h] = h.dims();
+        let h = member_layer_norm(h, &p[0], &p[1], NORM_EPS);
+        let scores = member_linear(member_linear(h.clone(), &p[2], &p[3]).tanh(), &p[4], &p[5]);
         let weights = softmax(scores, 2);
         let pooled = (h * weights).sum_dim(2).reshape([members, batch, two_h]);
-        let z = drop(member_layer_norm(pooled, &p[k + 6], &p[k + 7], NORM_EPS));
-        let z = relu(member_linear(z, &p[k + 8], &p[k + 9]));
-        let z = member_layer_norm(z, &p[k + 10], &p[k + 11], NORM_EPS);
-        member_linear(z, &p[k + 12], &p[k + 13])
+        let z = drop(member_layer_norm(pooled, &p[6], &p[7], NORM_EPS));
+        let z = relu(member_linear(z, &p[8], &p[9]));
+        let z = member_layer_norm(z, &p[10], &p[11], NORM_EPS);
+        member_linear(z, &p[12], &p[13])
     }
 
     fn transformer(

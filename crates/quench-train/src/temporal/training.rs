@@ -15,11 +15,12 @@ use super::TemporalError;
 use super::lstm::LstmCore;
 use super::metrics::{Baselines, Scores, baselines};
 use super::model::{CLASSES, ModelKind, TemporalNet, Widths};
+use super::step::{Objective, step_gradients};
 use crate::amp::MixedPrecision;
 use crate::classify::{member_mask, smoothed_cross_entropy};
 use crate::init::sub_seed;
 use crate::optim::{AdamConfig, MemberAdam};
-use crate::params::{clip_member_norms, replace_members, require_grad, stepping_members};
+use crate::params::{clip_member_norms, replace_members, stepping_members};
 
 /// Purpose tags of a seed's random streams (see [`sub_seed`]).
 const SHUFFLE_STREAM: u64 = 42;
@@ -310,6 +311,12 @@ pub fn train_temporal<B: AutodiffBackend>(
     );
     let mut amp = MixedPrecision::new(execution.precision);
     let precision = execution.precision;
+    let objective = Objective {
+        smoothing: config.label_smoothing,
+        class_weights: class_weights.as_deref(),
+        dropout: config.dropout,
+        precision,
+    };
     let mut stopped = vec![false; members];
     let mut best_loss = vec![f64::INFINITY; members];
     let mut best_epoch = vec![0; members];
@@ -335,23 +342,10 @@ pub fn train_temporal<B: AutodiffBackend>(
         for batch in loader.epoch(epoch as u64) {
             let size = batch.features.dims()[1];
             let x = batch.features.reshape([members, size, window, features]);
-            let p = require_grad::<B>(params.clone());
-            let s: Vec<Tensor<B, 3>> = state.iter().cloned().map(Tensor::from_inner).collect();
-            let (logits, next_state) = net.forward(
-                &p,
-                &s,
-                Tensor::from_inner(x),
-                Some(config.dropout),
-                precision,
-            );
-            let loss = smoothed_cross_entropy(
-                logits,
-                Tensor::<B, 2, Int>::from_inner(batch.labels),
-                config.label_smoothing,
-                class_weights.as_deref(),
-            );
-            loss_sum = loss_sum + loss.clone().inner();
-            let Some(grads) = amp.gradients(loss.sum(), &p) else {
+            let step =
+                step_gradients::<B>(&net, &params, &state, x, batch.labels, &objective, &mut amp);
+            loss_sum = loss_sum + step.loss;
+            let Some(grads) = step.gradients else {
                 continue;
             };
             let grads = if config.clip_norm > 0.0 {
@@ -359,12 +353,11 @@ pub fn train_temporal<B: AutodiffBackend>(
             } else {
                 grads
             };
-            let step = stepping_members(active.clone(), &grads, precision);
-            params = adam.step(params, grads, lr.clone(), step.clone());
-            let next_state: Vec<_> = next_state.into_iter().map(|t| t.inner()).collect();
-            state = match step {
-                Some(mask) => replace_members(state, &next_state, mask),
-                None => next_state,
+            let stepping = stepping_members(active.clone(), &grads, precision);
+            params = adam.step(params, grads, lr.clone(), stepping.clone());
+            state = match stepping {
+                Some(mask) => replace_members(state, &step.state, mask),
+                None => step.state,
             };
         }
         // One read-back per epoch: validation loss and mean training loss of every member.

@@ -1,0 +1,81 @@
+//! One training step (forward, backward, gradients read out) of guide 004's models at the
+//! guide's batch of 256 windows of 20 bars x 29 features, one seed, CPU backend: the LSTM with
+//! the fused recurrence against `burn::nn::Lstm`, and the Transformer. Throughput is in
+//! windows; `docs/benchmarks.md` turns it into GFLOP/s against `benchmark doctor`'s matmul.
+
+// criterion_group! defines a public function that cannot carry a doc comment.
+#![allow(missing_docs)]
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use burn::backend::{Autodiff, NdArray};
+use burn::tensor::{Distribution, Int, Tensor};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use quench_device::Precision;
+use quench_train::amp::MixedPrecision;
+use quench_train::temporal::step::{Objective, step_gradients};
+use quench_train::temporal::{LstmCore, ModelKind, TemporalNet, Widths};
+
+type Cpu = NdArray<f32>;
+type Diff = Autodiff<Cpu>;
+
+const BATCH: usize = 256;
+const WINDOW: usize = 20;
+const FEATURES: usize = 29;
+
+/// One step as training takes it (the fused LSTM's recurrence differentiated by hand, the
+/// rest by autodiff); returns the gradients so the work cannot be skipped.
+fn step(
+    net: &TemporalNet<Diff>,
+    params: &[Tensor<Cpu, 3>],
+    x: &Tensor<Cpu, 4>,
+    labels: &Tensor<Cpu, 2, Int>,
+    amp: &mut MixedPrecision,
+) -> Vec<Tensor<Cpu, 3>> {
+    let objective = Objective {
+        smoothing: 0.1,
+        class_weights: None,
+        dropout: 0.0,
+        precision: Precision::F32,
+    };
+    step_gradients::<Diff>(net, params, &[], x.clone(), labels.clone(), &objective, amp)
+        .gradients
+        .unwrap_or_default()
+}
+
+fn temporal(c: &mut Criterion) {
+    let device = Default::default();
+    let x = Tensor::<Cpu, 4>::random(
+        [1, BATCH, WINDOW, FEATURES],
+        Distribution::Normal(0.0, 1.0),
+        &device,
+    );
+    let labels =
+        Tensor::<Cpu, 2, Int>::random([1, BATCH], Distribution::Uniform(0.0, 3.0), &device);
+    let mut group = c.benchmark_group("temporal_step_b256");
+    group.sample_size(10);
+    group.warm_up_time(Duration::from_secs(1));
+    group.measurement_time(Duration::from_secs(5));
+    group.throughput(Throughput::Elements(BATCH as u64));
+    for (kind, core, name) in [
+        (ModelKind::Lstm, LstmCore::Fused, "lstm-fused"),
+        (ModelKind::Lstm, LstmCore::Burn, "lstm-burn"),
+        (ModelKind::Transformer, LstmCore::Fused, "transformer"),
+    ] {
+        let net = TemporalNet::<Diff>::new(kind, Widths::default(), FEATURES, core, 0.0, &device);
+        let inner = TemporalNet::<Cpu>::new(kind, Widths::default(), FEATURES, core, 0.0, &device);
+        let (params, _) = inner.initial_params(&[1], &device);
+        let mut amp = MixedPrecision::new(Precision::F32);
+        group.bench_function(BenchmarkId::from_parameter(name), |b| {
+            b.iter(|| {
+                let g = step(&net, &params, &x, &labels, &mut amp);
+                black_box(g[0].clone().into_data());
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, temporal);
+criterion_main!(benches);

@@ -1,0 +1,300 @@
+//! One training step's losses and gradients.
+//!
+//! Every model but the fused LSTM is differentiated by Burn's autodiff. The fused LSTM's
+//! recurrence is differentiated by hand ([`lstm::backward`]) and autodiff covers the rest in
+//! two pieces: the head, with the last layer's output as a leaf whose gradient starts the
+//! back-propagation through time, and the input LayerNorm, whose parameters receive the
+//! gradient that comes out of the first layer. Autodiff through the recurrence would record
+//! tens of small ops per step, and every step's slice of the time-major projection would be
+//! back-propagated as a zero-filled tensor of the whole projection; by hand a step costs one
+//! matmul and a few elementwise passes, and the weight gradients are three matmuls over all
+//! steps.
+
+use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::{Int, Tensor};
+use quench_device::Precision;
+
+use super::lstm::{self, LstmCore};
+use super::model::{ModelKind, TemporalNet};
+use crate::amp::MixedPrecision;
+use crate::classify::{dropout_mask, smoothed_cross_entropy};
+use crate::params::{gradients, require_grad};
+
+/// The loss's settings.
+#[derive(Debug, Clone, Copy)]
+pub struct Objective<'a> {
+    /// Label smoothing.
+    pub smoothing: f64,
+    /// Class weights `[3]`, if any.
+    pub class_weights: Option<&'a [f32]>,
+    /// Dropout rate.
+    pub dropout: f64,
+    /// Precision of the forward pass.
+    pub precision: Precision,
+}
+
+/// What a step computed: every member's loss `[members]`, the gradients of their sum (`None`
+/// when loss scaling skips the step) and the network's state after the step.
+pub struct StepGradients<B: AutodiffBackend> {
+    /// Loss per member.
+    pub loss: Tensor<B::InnerBackend, 1>,
+    /// Gradients in the parameter list's order.
+    pub gradients: Option<Vec<Tensor<B::InnerBackend, 3>>>,
+    /// The state after the step (BatchNorm running statistics).
+    pub state: Vec<Tensor<B::InnerBackend, 3>>,
+}
+
+/// Loss and gradients of one batch `x` `[members, batch, window, features]` with `labels`
+/// `[members, batch]`.
+pub fn step_gradients<B: AutodiffBackend>(
+    net: &TemporalNet<B>,
+    params: &[Tensor<B::InnerBackend, 3>],
+    state: &[Tensor<B::InnerBackend, 3>],
+    x: Tensor<B::InnerBackend, 4>,
+    labels: Tensor<B::InnerBackend, 2, Int>,
+    objective: &Objective,
+    amp: &mut MixedPrecision,
+) -> StepGradients<B> {
+    if net.kind == ModelKind::Lstm && net.core == LstmCore::Fused {
+        return fused_lstm(net, params, state, x, labels, objective, amp);
+    }
+    let p = require_grad::<B>(params.to_vec());
+    let s: Vec<Tensor<B, 3>> = state.iter().cloned().map(Tensor::from_inner).collect();
+    let (logits, next_state) = net.forward(
+        &p,
+        &s,
+        Tensor::from_inner(x),
+        Some(objective.dropout),
+        objective.precision,
+    );
+    let loss = smoothed_cross_entropy(
+        logits,
+        Tensor::from_inner(labels),
+        objective.smoothing,
+        objective.class_weights,
+    );
+    StepGradients {
+        loss: loss.clone().inner(),
+        gradients: amp.gradients(loss.sum(), &p),
+        state: next_state.into_iter().map(|t| t.inner()).collect(),
+    }
+}
+
+/// The fused LSTM's step (module doc).
+fn fused_lstm<B: AutodiffBackend>(
+    net: &TemporalNet<B>,
+    params: &[Tensor<B::InnerBackend, 3>],
+    state: &[Tensor<B::InnerBackend, 3>],
+    x: Tensor<B::InnerBackend, 4>,
+    labels: Tensor<B::InnerBackend, 2, Int>,
+    objective: &Objective,
+    amp: &mut MixedPrecision,
+) -> StepGradients<B> {
+    let precision = objective.precision;
+    let device = x.device();
+    let compute = |p: &[Tensor<B::InnerBackend, 3>]| -> Vec<Tensor<B::InnerBackend, 3>> {
+        p.iter().map(|t| precision.to_compute(t.clone())).collect()
+    };
+    // The input LayerNorm under autodiff, kept to pull the input gradient back through it.
+    let norm = require_grad::<B>(params[..2].to_vec());
+    let normed = TemporalNet::<B>::lstm_input_norm(
+        &compute_tracked(&norm, precision),
+        Tensor::from_inner(precision.to_compute(x)),
+    );
+    let mut h = normed.clone().inner();
+    let mut tapes = Vec::new();
+    let mut masks = Vec::new();
+    for (l, range) in net.lstm_layer_ranges().enumerate() {
+        if l > 0 && objective.dropout > 0.0 {
+            let mask = precision.to_compute(dropout_mask::<B::InnerBackend, 4>(
+                h.shape(),
+                objective.dropout,
+                &device,
+            ));
+            h = h * mask.clone();
+            masks.push(mask);
+        }
+        let (y, tape) = lstm::forward_taped(&compute(&params[range]), h);
+        tapes.push(tape);
+        h = y;
+    }
+    // The head under autodiff with the recurrence's output as a leaf (rank 3 for the
+    // gradient helpers: [members, batch window, 2 hidden]).
+    let dims = h.dims();
+    let [members, batch, window, width] = dims;
+    let output =
+        Tensor::<B, 3>::from_inner(h.reshape([members, batch * window, width])).require_grad();
+    let head_start = net.lstm_head_start();
+    let head = require_grad::<B>(params[head_start..].to_vec());
+    let drop = |t: Tensor<B, 3>| crate::classify::dropout(t, objective.dropout, precision);
+    let logits = precision.to_master(net.lstm_head(
+        &compute_tracked(&head, precision),
+        output.clone().reshape(dims),
+        drop,
+    ));
+    let loss = smoothed_cross_entropy(
+        logits,
+        Tensor::from_inner(labels),
+        objective.smoothing,
+        objective.class_weights,
+    );
+    let mut leaves = head.clone();
+    leaves.push(output);
+    let gradients = amp
+        .gradients(loss.clone().sum(), &leaves)
+        .map(|mut head_grads| {
+            let mut d = head_grads
+                .pop()
+                .unwrap_or_else(|| unreachable!("the output leaf was pushed last"))
+                .reshape(dims);
+            // Back through the layers by hand, the last first.
+            let layers: Vec<_> = net.lstm_layer_ranges().collect();
+            let mut layer_grads = vec![Vec::new(); layers.len()];
+            for (l, range) in layers.into_iter().enumerate().rev() {
+                let tape = tapes
+                    .pop()
+                    .unwrap_or_else(|| unreachable!("one tape per layer"));
+                let (g, dx) =
+                    lstm::backward(&compute(&params[range]), tape, precision.to_compute(d));
+                layer_grads[l] = g.into_iter().map(|t| precision.to_master(t)).collect();
+                d = match (l > 0).then(|| masks.pop()).flatten() {
+                    Some(mask) => dx * mask,
+                    None => dx,
+                };
+            }
+            // The input norm's gradient: autodiff of <normed, d>, whose gradient is d's pull-back.
+            let surrogate = (normed * Tensor::from_inner(d)).sum();
+            let mut all = gradients(&norm, &surrogate.backward());
+            all.extend(layer_grads.into_iter().flatten());
+            all.extend(head_grads);
+            all
+        });
+    StepGradients {
+        loss: loss.inner(),
+        gradients,
+        state: state.to_vec(),
+    }
+}
+
+/// Tracked parameters cast to the compute precision (a no-op in f32).
+fn compute_tracked<B: AutodiffBackend>(
+    p: &[Tensor<B, 3>],
+    precision: Precision,
+) -> Vec<Tensor<B, 3>> {
+    p.iter().map(|t| precision.to_compute(t.clone())).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::{Autodiff, NdArray};
+    use burn::tensor::Distribution;
+    use quench_device::SeededGenerator;
+    use quench_device::readback::to_host_f32;
+
+    use crate::temporal::model::Widths;
+
+    type Cpu = NdArray<f32>;
+    type Train = Autodiff<Cpu>;
+
+    #[test]
+    fn the_hand_differentiated_lstm_step_equals_autodiff_through_burns_lstm() {
+        let device = Default::default();
+        let widths = Widths {
+            lstm_hidden: 6,
+            lstm_layers: 3,
+            lstm_head: 5,
+            ..Widths::default()
+        };
+        let (members, batch, window, features) = (2, 4, 5, 3);
+        let (x, labels) = {
+            let _generator = SeededGenerator::acquire::<Cpu>(&device, 4);
+            (
+                Tensor::<Cpu, 4>::random(
+                    [members, batch, window, features],
+                    Distribution::Normal(0.0, 1.0),
+                    &device,
+                ),
+                Tensor::<Cpu, 2, Int>::random(
+                    [members, batch],
+                    Distribution::Uniform(0.0, 3.0),
+                    &device,
+                ),
+            )
+        };
+        let weights = [0.5f32, 2.0, 1.0];
+        let objective = Objective {
+            smoothing: 0.1,
+            class_weights: Some(&weights),
+            dropout: 0.0,
+            precision: Precision::F32,
+        };
+        let run = |core| {
+            let net = TemporalNet::<Train>::new(
+                ModelKind::Lstm,
+                widths.clone(),
+                features,
+                core,
+                0.0,
+                &device,
+            );
+            let inner = TemporalNet::<Cpu>::new(
+                ModelKind::Lstm,
+                widths.clone(),
+                features,
+                core,
+                0.0,
+                &device,
+            );
+            let (params, state) = inner.initial_params(&[5, 6], &device);
+            // Non-zero biases and norms, so that every path carries weight.
+            let params: Vec<_> = params
+                .into_iter()
+                .map(|p| {
+                    p.clone() + Tensor::random(p.shape(), Distribution::Normal(0.0, 0.1), &device)
+                })
+                .collect();
+            let mut amp = MixedPrecision::new(Precision::F32);
+            let step = step_gradients::<Train>(
+                &net,
+                &params,
+                &state,
+                x.clone(),
+                labels.clone(),
+                &objective,
+                &mut amp,
+            );
+            let grads: Vec<Vec<f32>> = step
+                .gradients
+                .unwrap()
+                .into_iter()
+                .map(to_host_f32)
+                .collect();
+            (to_host_f32(step.loss), grads, params.len())
+        };
+        let _generator = SeededGenerator::acquire::<Cpu>(&device, 8);
+        let (hand_loss, hand, count) = run(LstmCore::Fused);
+        let _generator = SeededGenerator::acquire::<Cpu>(&device, 8);
+        let (auto_loss, auto, _) = run(LstmCore::Burn);
+        assert_eq!(hand.len(), count);
+        for (a, b) in hand_loss.iter().zip(&auto_loss) {
+            assert!(
+                (a - b).abs() < 1e-5,
+                "losses {hand_loss:?} vs {auto_loss:?}"
+            );
+        }
+        for (k, (h, a)) in hand.iter().zip(&auto).enumerate() {
+            let scale = a.iter().map(|v| v.abs()).fold(1e-3f32, f32::max);
+            let worst = h
+                .iter()
+                .zip(a)
+                .map(|(x, y)| (x - y).abs())
+                .fold(0.0f32, f32::max);
+            assert!(
+                worst < 1e-4 * scale.max(1.0),
+                "parameter {k}: gradients differ by {worst} (scale {scale})"
+            );
+            assert!(a.iter().any(|&v| v != 0.0), "parameter {k} has no gradient");
+        }
+    }
+}
