@@ -1,6 +1,7 @@
 //! One training step (forward, backward, gradients read out) of guide 004's models at the
 //! guide's batch of 256 windows of 20 bars x 29 features, one seed, CPU backend: the LSTM with
-//! the fused recurrence against `burn::nn::Lstm`, and the Transformer. Throughput is in
+//! the fused recurrence (in as many lanes as cores, and in one) against `burn::nn::Lstm`, and
+//! the Transformer. Throughput is in
 //! windows; `docs/benchmarks.md` turns it into GFLOP/s against `benchmark doctor`'s matmul.
 
 // criterion_group! defines a public function that cannot carry a doc comment.
@@ -32,12 +33,14 @@ fn step(
     x: &Tensor<Cpu, 4>,
     labels: &Tensor<Cpu, 2, Int>,
     amp: &mut MixedPrecision,
+    lanes: usize,
 ) -> Vec<Tensor<Cpu, 3>> {
     let objective = Objective {
         smoothing: 0.1,
         class_weights: None,
         dropout: 0.0,
         precision: Precision::F32,
+        lanes,
     };
     step_gradients::<Diff>(net, params, &[], x.clone(), labels.clone(), &objective, amp)
         .gradients
@@ -58,10 +61,12 @@ fn temporal(c: &mut Criterion) {
     group.warm_up_time(Duration::from_secs(1));
     group.measurement_time(Duration::from_secs(5));
     group.throughput(Throughput::Elements(BATCH as u64));
-    for (kind, core, name) in [
-        (ModelKind::Lstm, LstmCore::Fused, "lstm-fused"),
-        (ModelKind::Lstm, LstmCore::Burn, "lstm-burn"),
-        (ModelKind::Transformer, LstmCore::Fused, "transformer"),
+    let cores = quench_device::host_lanes::<Cpu>();
+    for (kind, core, lanes, name) in [
+        (ModelKind::Lstm, LstmCore::Fused, cores, "lstm-fused"),
+        (ModelKind::Lstm, LstmCore::Fused, 1, "lstm-fused-one-lane"),
+        (ModelKind::Lstm, LstmCore::Burn, 1, "lstm-burn"),
+        (ModelKind::Transformer, LstmCore::Fused, 1, "transformer"),
     ] {
         let net = TemporalNet::<Diff>::new(kind, Widths::default(), FEATURES, core, 0.0, &device);
         let inner = TemporalNet::<Cpu>::new(kind, Widths::default(), FEATURES, core, 0.0, &device);
@@ -69,7 +74,7 @@ fn temporal(c: &mut Criterion) {
         let mut amp = MixedPrecision::new(Precision::F32);
         group.bench_function(BenchmarkId::from_parameter(name), |b| {
             b.iter(|| {
-                let g = step(&net, &params, &x, &labels, &mut amp);
+                let g = step(&net, &params, &x, &labels, &mut amp, lanes);
                 black_box(g[0].clone().into_data());
             })
         });

@@ -1,9 +1,10 @@
 //! The one place that maps a run-time device choice onto a concrete Burn backend.
 
+use std::any::TypeId;
 use std::fmt;
 
 use burn::backend::{Autodiff, NdArray};
-use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::backend::{AutodiffBackend, Backend};
 
 use crate::error::DeviceError;
 use crate::spec::DeviceSpec;
@@ -95,6 +96,22 @@ pub fn select(spec: DeviceSpec) -> Result<Selection, DeviceError> {
                 fallback: Some(format!("{err}; using the CPU")),
             }),
         },
+    }
+}
+
+/// Threads a computation may split independent rows over when backend `B` runs each op on
+/// the calling thread, as the CPU backend (and its inner backend) does for elementwise work:
+/// the cores available to the process. 1 for any other backend, whose ops are queued to a
+/// device asynchronously.
+pub fn host_lanes<B: Backend>() -> usize {
+    let host = [
+        TypeId::of::<CpuBackend>(),
+        TypeId::of::<<CpuBackend as AutodiffBackend>::InnerBackend>(),
+    ];
+    if host.contains(&TypeId::of::<B>()) {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        1
     }
 }
 
@@ -306,6 +323,18 @@ mod tests {
                 .into_scalar()
                 .elem()
         }
+    }
+
+    #[test]
+    fn only_the_cpu_backend_gets_host_lanes() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(host_lanes::<CpuBackend>(), cores);
+        assert_eq!(host_lanes::<NdArray<f32>>(), cores);
+        assert_eq!(
+            host_lanes::<NdArray<f64>>(),
+            1,
+            "not the backend the CPU runs on"
+        );
     }
 
     #[test]

@@ -21,7 +21,7 @@ pub mod timing;
 
 #[cfg(feature = "cuda")]
 pub use backend::CudaBackend;
-pub use backend::{CpuBackend, OnDevice, SelectedDevice, Selection, run_on, select};
+pub use backend::{CpuBackend, OnDevice, SelectedDevice, Selection, host_lanes, run_on, select};
 pub use config::{ConfigError, load_toml};
 pub use error::DeviceError;
 pub use generator::SeededGenerator;

@@ -17,6 +17,8 @@
 //! and every member: the backward direction reads its input reversed in time, so step `t`
 //! serves both. `burn::nn::Lstm` runs eight matmuls per step and direction, member by member.
 
+use std::ops::Range;
+
 use burn::module::{Param, ParamId};
 use burn::nn::{Linear, Lstm, LstmConfig};
 use burn::tensor::activation::sigmoid;
@@ -202,22 +204,26 @@ fn burn_lstm<B: Backend>(
     lstm
 }
 
-/// What [`forward_taped`] keeps of a layer's forward pass for [`backward`]: per time step (in
-/// each direction's own order) the gate activations, the tanh of their scaled
-/// pre-activations, the cell before the step and the tanh of the cell after it.
+/// What [`forward_taped`] keeps of a layer's forward pass for [`backward`].
 #[derive(Debug, Clone)]
 pub struct Tape<B: Backend> {
     /// Both directions' inputs, `[2 members, seq batch, input]`, step-major.
     inputs: Tensor<B, 3>,
-    /// `[i, f, g, o]` after their nonlinearities, `[2 members, batch, 4 hidden]` per step.
+    /// The recurrence of each lane (a range of rows).
+    lanes: Vec<LaneTape<B>>,
+}
+
+/// One lane's record, per time step in each direction's own order: the gate activations
+/// `[i, f, g, o]` `[rows, batch, 4 hidden]`, the tanh of their scaled pre-activations, the cell
+/// before the step and the tanh of the cell after it, and the hidden state after it
+/// `[rows, batch, hidden]`.
+#[derive(Debug, Clone)]
+struct LaneTape<B: Backend> {
+    rows: Range<usize>,
     gates: Vec<Tensor<B, 3>>,
-    /// `tanh(z * GATE_SCALE)` of the pre-activations `z`, per step.
     tanh_gates: Vec<Tensor<B, 3>>,
-    /// The cell before each step, `[2 members, batch, hidden]`.
     cells: Vec<Tensor<B, 3>>,
-    /// `tanh` of the cell after each step.
     tanh_cells: Vec<Tensor<B, 3>>,
-    /// The hidden state after each step.
     hidden: Vec<Tensor<B, 3>>,
 }
 
@@ -245,15 +251,48 @@ fn gate_constants<B: Backend>(hidden: usize, device: &B::Device) -> [Tensor<B, 3
     ]
 }
 
+/// `rows` split into at most `lanes` contiguous, nearly equal ranges.
+fn lane_ranges(rows: usize, lanes: usize) -> Vec<Range<usize>> {
+    let lanes = lanes.clamp(1, rows.max(1));
+    (0..lanes)
+        .map(|l| l * rows / lanes..(l + 1) * rows / lanes)
+        .collect()
+}
+
+/// `work` on every range, each in its own scoped thread when there are several: the per-step
+/// elementwise work of a backend that runs ops on the calling thread (burn-ndarray) then
+/// spreads over the cores.
+fn in_lanes<T: Send>(ranges: Vec<Range<usize>>, work: impl Fn(Range<usize>) -> T + Sync) -> Vec<T> {
+    if ranges.len() == 1 {
+        return ranges.into_iter().map(work).collect();
+    }
+    std::thread::scope(|scope| {
+        let work = &work;
+        let handles: Vec<_> = ranges
+            .into_iter()
+            .map(|r| scope.spawn(move || work(r)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    })
+}
+
 /// [`bidirectional`]'s fused layer on a backend without autodiff, keeping what [`backward`]
-/// needs: `x` `[members, batch, seq, input]` to `[members, batch, seq, 2 hidden]`.
+/// needs: `x` `[members, batch, seq, input]` to `[members, batch, seq, 2 hidden]`. The
+/// recurrence runs in up to `lanes` threads, each over a range of the `2 members` rows.
 pub fn forward_taped<B: Backend>(
     layer: &[Tensor<B, 3>],
     x: Tensor<B, 4>,
+    lanes: usize,
 ) -> (Tensor<B, 4>, Tape<B>) {
     let [w_x, w_h, b_x, b_h] = rows(layer);
     let [members, batch, seq, input] = x.dims();
-    let [rows, hidden, _] = w_h.dims();
+    let [rows, hidden, gates] = w_h.dims();
     let device = x.device();
     let [scale, out_scale, out_shift, _] = gate_constants::<B>(hidden, &device);
     // The gates' pre-activation scale folded into the weights: one pass less per step.
@@ -263,40 +302,53 @@ pub fn forward_taped<B: Backend>(
         .permute([0, 1, 3, 2, 4])
         .reshape([rows, seq * batch, input]);
     let projected = inputs.clone().matmul(w_x) + (b_x + b_h) * scale;
-    let mut h = Tensor::<B, 3>::zeros([rows, batch, hidden], &device);
-    let mut c = h.clone();
-    let mut tape = Tape {
-        inputs,
-        gates: Vec::with_capacity(seq),
-        tanh_gates: Vec::with_capacity(seq),
-        cells: Vec::with_capacity(seq),
-        tanh_cells: Vec::with_capacity(seq),
-        hidden: Vec::with_capacity(seq),
-    };
-    for t in 0..seq {
-        // Already scaled: the tanh's argument.
-        let z = projected
-            .clone()
-            .slice([0..rows, t * batch..(t + 1) * batch])
-            + h.matmul(w_h.clone());
-        let tz = z.tanh();
-        let a = tz.clone() * out_scale.clone() + out_shift.clone();
-        let gate = |k: usize| {
-            a.clone()
-                .slice([0..rows, 0..batch, k * hidden..(k + 1) * hidden])
+    let lanes = in_lanes(lane_ranges(rows, lanes), |range| {
+        let n = range.len();
+        let projected = projected.clone().slice([range.clone()]);
+        let w_h = w_h.clone().slice([range.clone()]);
+        let mut h = Tensor::<B, 3>::zeros([n, batch, hidden], &device);
+        let mut c = h.clone();
+        let mut lane = LaneTape {
+            rows: range,
+            gates: Vec::with_capacity(seq),
+            tanh_gates: Vec::with_capacity(seq),
+            cells: Vec::with_capacity(seq),
+            tanh_cells: Vec::with_capacity(seq),
+            hidden: Vec::with_capacity(seq),
         };
-        let (i, f, g, o) = (gate(0), gate(1), gate(2), gate(3));
-        tape.cells.push(c.clone());
-        c = f * c + i * g;
-        let tc = c.clone().tanh();
-        h = o * tc.clone();
-        tape.gates.push(a);
-        tape.tanh_gates.push(tz);
-        tape.tanh_cells.push(tc);
-        tape.hidden.push(h.clone());
-    }
-    let out = Tensor::stack::<4>(tape.hidden.clone(), 2).reshape([members, 2, batch, seq, hidden]);
-    (directions_to_features(out), tape)
+        for t in 0..seq {
+            // Already scaled: the tanh's argument.
+            let z = projected
+                .clone()
+                .slice([0..n, t * batch..(t + 1) * batch, 0..gates])
+                + h.matmul(w_h.clone());
+            let tz = z.tanh();
+            let a = tz.clone() * out_scale.clone() + out_shift.clone();
+            let gate = |k: usize| {
+                a.clone()
+                    .slice([0..n, 0..batch, k * hidden..(k + 1) * hidden])
+            };
+            let (i, f, g, o) = (gate(0), gate(1), gate(2), gate(3));
+            lane.cells.push(c.clone());
+            c = f * c + i * g;
+            let tc = c.clone().tanh();
+            h = o * tc.clone();
+            lane.gates.push(a);
+            lane.tanh_gates.push(tz);
+            lane.tanh_cells.push(tc);
+            lane.hidden.push(h.clone());
+        }
+        lane
+    });
+    let out = Tensor::cat(
+        lanes
+            .iter()
+            .map(|lane| Tensor::stack::<4>(lane.hidden.clone(), 2))
+            .collect(),
+        0,
+    )
+    .reshape([members, 2, batch, seq, hidden]);
+    (directions_to_features(out), Tape { inputs, lanes })
 }
 
 /// `[members, 2, batch, seq, hidden]` (direction-own time order) to `[members, batch, seq,
@@ -313,8 +365,8 @@ fn directions_to_features<B: Backend>(out: Tensor<B, 5>) -> Tensor<B, 4> {
 /// Back-propagation through time of a layer run by [`forward_taped`]: from the gradient of
 /// its output `dy` `[members, batch, seq, 2 hidden]`, the gradients of `[w_x, w_h, b_x, b_h]`
 /// (in the parameter list's layout) and of its input `[members, batch, seq, input]`. The
-/// per-step work is elementwise plus one recurrent matmul; the weight gradients are three
-/// matmuls over all steps at once.
+/// per-step work (elementwise, plus one recurrent matmul) runs in the forward pass's lanes;
+/// the weight and input gradients are three matmuls over all steps at once.
 pub fn backward<B: Backend>(
     layer: &[Tensor<B, 3>],
     tape: Tape<B>,
@@ -335,45 +387,58 @@ pub fn backward<B: Backend>(
     let d_backward = dy.slice([0..members, 1..2]).flip([2]);
     let d_out = Tensor::cat(vec![d_forward, d_backward], 1).reshape([rows, seq, batch, hidden]);
     let w_h_t = w_h.clone().swap_dims(1, 2);
-    let mut dh_next = Tensor::<B, 3>::zeros([rows, batch, hidden], &device);
-    let mut dc_next = dh_next.clone();
-    let mut dz_steps = Vec::with_capacity(seq);
-    for t in (0..seq).rev() {
-        let a = &tape.gates[t];
-        let gate = |k: usize| {
-            a.clone()
-                .slice([0..rows, 0..batch, k * hidden..(k + 1) * hidden])
-        };
-        let (i, f, g, o) = (gate(0), gate(1), gate(2), gate(3));
-        let tc = tape.tanh_cells[t].clone();
-        let dh = d_out
-            .clone()
-            .slice([0..rows, t..t + 1])
-            .reshape([rows, batch, hidden])
-            + dh_next;
-        let d_o = dh.clone() * tc.clone();
-        let dc = dc_next + dh * o * (tc.clone() * tc).neg().add_scalar(1.0);
-        let d_i = dc.clone() * g;
-        let d_g = dc.clone() * i;
-        let d_f = dc.clone() * tape.cells[t].clone();
-        dc_next = dc * f;
-        let tz = tape.tanh_gates[t].clone();
-        // d tanh(k z) / dz = k (1 - tanh^2), as k + (-k) tanh^2: three passes.
-        let dz = Tensor::cat(vec![d_i, d_f, d_g, d_o], 2)
-            * ((tz.clone() * tz) * negative_derivative.clone() + derivative.clone());
-        dh_next = dz.clone().matmul(w_h_t.clone());
-        dz_steps.push(dz);
-    }
-    dz_steps.reverse();
-    // [2 members, seq batch, 4 hidden], step-major like the tape's inputs.
-    let dz = Tensor::cat(dz_steps, 1);
-    let zeros = Tensor::<B, 3>::zeros([rows, batch, hidden], &device);
-    let previous: Vec<Tensor<B, 3>> = std::iter::once(zeros)
-        .chain(tape.hidden[..seq - 1].iter().cloned())
-        .collect();
-    let previous = Tensor::cat(previous, 1);
+    let Tape { inputs, lanes } = tape;
+    let ranges = lanes.iter().map(|lane| lane.rows.clone()).collect();
+    // Each lane's [rows, seq batch, 4 hidden] pre-activation gradients and [rows, seq batch,
+    // hidden] hidden states before each step, step-major like the tape's inputs.
+    let per_lane = in_lanes(ranges, |range| {
+        let lane = lanes
+            .iter()
+            .find(|lane| lane.rows == range)
+            .unwrap_or_else(|| unreachable!("the ranges are the lanes'"));
+        let n = range.len();
+        let d_out = d_out.clone().slice([range.clone()]);
+        let w_h_t = w_h_t.clone().slice([range]);
+        let mut dh_next = Tensor::<B, 3>::zeros([n, batch, hidden], &device);
+        let mut dc_next = dh_next.clone();
+        let mut dz_steps = Vec::with_capacity(seq);
+        for t in (0..seq).rev() {
+            let a = &lane.gates[t];
+            let gate = |k: usize| {
+                a.clone()
+                    .slice([0..n, 0..batch, k * hidden..(k + 1) * hidden])
+            };
+            let (i, f, g, o) = (gate(0), gate(1), gate(2), gate(3));
+            let tc = lane.tanh_cells[t].clone();
+            let dh = d_out
+                .clone()
+                .slice([0..n, t..t + 1])
+                .reshape([n, batch, hidden])
+                + dh_next;
+            let d_o = dh.clone() * tc.clone();
+            let dc = dc_next + dh * o * (tc.clone() * tc).neg().add_scalar(1.0);
+            let d_i = dc.clone() * g;
+            let d_g = dc.clone() * i;
+            let d_f = dc.clone() * lane.cells[t].clone();
+            dc_next = dc * f;
+            let tz = lane.tanh_gates[t].clone();
+            // d tanh(k z) / dz = k (1 - tanh^2), as k + (-k) tanh^2: three passes.
+            let dz = Tensor::cat(vec![d_i, d_f, d_g, d_o], 2)
+                * ((tz.clone() * tz) * negative_derivative.clone() + derivative.clone());
+            dh_next = dz.clone().matmul(w_h_t.clone());
+            dz_steps.push(dz);
+        }
+        dz_steps.reverse();
+        let previous: Vec<Tensor<B, 3>> =
+            std::iter::once(Tensor::<B, 3>::zeros([n, batch, hidden], &device))
+                .chain(lane.hidden[..seq - 1].iter().cloned())
+                .collect();
+        (Tensor::cat(dz_steps, 1), Tensor::cat(previous, 1))
+    });
+    let (dz, previous): (Vec<_>, Vec<_>) = per_lane.into_iter().unzip();
+    let (dz, previous) = (Tensor::cat(dz, 0), Tensor::cat(previous, 0));
     let d_w_h = previous.swap_dims(1, 2).matmul(dz.clone());
-    let d_w_x = tape.inputs.swap_dims(1, 2).matmul(dz.clone());
+    let d_w_x = inputs.swap_dims(1, 2).matmul(dz.clone());
     let d_b = dz.clone().sum_dim(1);
     let dx = dz
         .matmul(w_x.swap_dims(1, 2))
@@ -488,20 +553,24 @@ mod tests {
         let y = bidirectional(LstmCore::Fused, &layer, x.clone());
         let grads = (y.clone() * weights.clone()).sum().backward();
         let inner: Vec<_> = layer.iter().map(|p| p.clone().inner()).collect();
-        let (taped_y, tape) = forward_taped(&inner, x.clone().inner());
-        assert!(worst(&to_host_f32(taped_y), &to_host_f32(y)) < 1e-6);
-        let (hand, dx) = backward(&inner, tape, weights.inner());
-        for (k, (p, g)) in layer.iter().zip(&hand).enumerate() {
-            let want = to_host_f32(p.grad(&grads).unwrap());
-            let got = to_host_f32(g.clone());
-            assert!(
-                worst(&got, &want) < 1e-5,
-                "gradient {k} differs by {}",
-                worst(&got, &want)
-            );
+        // One lane, one per row, and lanes of uneven size give the same result.
+        for lanes in [1, 4, 3] {
+            let (taped_y, tape) = forward_taped(&inner, x.clone().inner(), lanes);
+            assert_eq!(tape.lanes.len(), lanes);
+            assert!(worst(&to_host_f32(taped_y), &to_host_f32(y.clone())) < 1e-6);
+            let (hand, dx) = backward(&inner, tape, weights.clone().inner());
+            for (k, (p, g)) in layer.iter().zip(&hand).enumerate() {
+                let want = to_host_f32(p.grad(&grads).unwrap());
+                let got = to_host_f32(g.clone());
+                assert!(
+                    worst(&got, &want) < 1e-5,
+                    "{lanes} lanes: gradient {k} differs by {}",
+                    worst(&got, &want)
+                );
+            }
+            let want = to_host_f32(x.grad(&grads).unwrap());
+            assert!(worst(&to_host_f32(dx), &want) < 1e-5);
         }
-        let want = to_host_f32(x.grad(&grads).unwrap());
-        assert!(worst(&to_host_f32(dx), &want) < 1e-5);
     }
 
     #[test]

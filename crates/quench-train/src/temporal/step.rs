@@ -31,6 +31,8 @@ pub struct Objective<'a> {
     pub dropout: f64,
     /// Precision of the forward pass.
     pub precision: Precision,
+    /// Threads of the fused LSTM's recurrence (`quench_device::host_lanes`).
+    pub lanes: usize,
 }
 
 /// What a step computed: every member's loss `[members]`, the gradients of their sum (`None`
@@ -114,7 +116,7 @@ fn fused_lstm<B: AutodiffBackend>(
             h = h * mask.clone();
             masks.push(mask);
         }
-        let (y, tape) = lstm::forward_taped(&compute(&params[range]), h);
+        let (y, tape) = lstm::forward_taped(&compute(&params[range]), h, objective.lanes);
         tapes.push(tape);
         h = y;
     }
@@ -228,6 +230,7 @@ mod tests {
             class_weights: Some(&weights),
             dropout: 0.0,
             precision: Precision::F32,
+            lanes: 2,
         };
         let run = |core| {
             let net = TemporalNet::<Train>::new(

@@ -316,6 +316,7 @@ pub fn train_temporal<B: AutodiffBackend>(
         class_weights: class_weights.as_deref(),
         dropout: config.dropout,
         precision,
+        lanes: quench_device::host_lanes::<B>(),
     };
     let mut stopped = vec![false; members];
     let mut best_loss = vec![f64::INFINITY; members];
