@@ -243,8 +243,15 @@ impl<B: Backend> TemporalNet<B> {
         dropout: f64,
         device: &B::Device,
     ) -> Self {
-        let template = (kind == ModelKind::Transformer)
-            .then(|| TransformerNet::new(features, &widths, dropout, device));
+        // Burn initialises parameters lazily, at their first use; the template is drawn now,
+        // under the generator's lease, so that no later use draws from a generator another
+        // thread has seeded (its values are never used).
+        let template = (kind == ModelKind::Transformer).then(|| {
+            let _generator = SeededGenerator::acquire::<B>(device, 0);
+            let template = TransformerNet::new(features, &widths, dropout, device);
+            template.visit(&mut Flatten(Vec::new()));
+            template
+        });
         Self {
             kind,
             widths,
