@@ -125,7 +125,7 @@ fn fused<B: Backend>(layer: &[Tensor<B, 3>], x: Tensor<B, 4>) -> Tensor<B, 4> {
     for t in 0..seq {
         let step = projected
             .clone()
-            .slice([t..t + 1])
+            .narrow(0, t, 1)
             .reshape([rows, batch, gates]);
         let z = step + h.matmul(w_h.clone());
         let s = sigmoid(z.clone());
@@ -149,7 +149,7 @@ fn with_burn<B: Backend>(layer: &[Tensor<B, 3>], x: Tensor<B, 4>) -> Tensor<B, 4
     let device = x.device();
     let outputs = (0..members)
         .map(|m| {
-            let xm = x.clone().slice([m..m + 1]).reshape([batch, seq, input]);
+            let xm = x.clone().narrow(0, m, 1).reshape([batch, seq, input]);
             let directions = (0..2)
                 .map(|d| {
                     let lstm = burn_lstm(&layer, 2 * m + d, d == 1, input, hidden, &device);
@@ -593,7 +593,7 @@ mod tests {
             // BiLstm runs its `reverse` member backwards itself.
             reverse.reverse = false;
             bi.reverse = reverse;
-            let xm = x.clone().slice([m..m + 1]).reshape([batch, seq, input]);
+            let xm = x.clone().narrow(0, m, 1).reshape([batch, seq, input]);
             let want = to_host_f32(bi.forward(xm, None).0);
             let per = batch * seq * 2 * hidden;
             let got = &fused[m * per..(m + 1) * per];
@@ -605,7 +605,7 @@ mod tests {
         }
         // And a unidirectional nn::Lstm reproduces the forward half.
         let lstm = burn_lstm(&layer, 0, false, input, hidden, &device);
-        let x0 = x.slice([0..1]).reshape([batch, seq, input]);
+        let x0 = x.narrow(0, 0, 1).reshape([batch, seq, input]);
         let want = to_host_f32(lstm.forward(x0, None).0);
         let got: Vec<f32> = fused[..batch * seq * 2 * hidden]
             .chunks(2 * hidden)

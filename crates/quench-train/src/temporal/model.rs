@@ -120,7 +120,7 @@ impl Widths {
                 return Some((name, "0".into(), "must be at least 1"));
             }
         }
-        if self.d_model % self.heads != 0 || self.d_model < 2 {
+        if !self.d_model.is_multiple_of(self.heads) || self.d_model < 2 {
             return Some((
                 "d_model",
                 self.d_model.to_string(),
@@ -209,7 +209,7 @@ impl<B: Backend> ModuleMapper<B> for Load<'_, B> {
         let (id, old, _) = param.consume();
         let value = self.params[self.next]
             .clone()
-            .slice([self.member..self.member + 1])
+            .narrow(0, self.member, 1)
             .reshape(old.shape());
         self.next += 1;
         // `initialized` keeps the slice's history (`from_tensor` would cut it into a leaf).
@@ -474,11 +474,7 @@ impl<B: Backend> TemporalNet<B> {
                     next: 0,
                     precision,
                 });
-                net.forward(
-                    x.clone()
-                        .slice([m..m + 1])
-                        .reshape([batch, window, features]),
-                )
+                net.forward(x.clone().narrow(0, m, 1).reshape([batch, window, features]))
             })
             .collect();
         Tensor::cat(logits, 0)

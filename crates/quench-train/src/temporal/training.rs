@@ -495,13 +495,13 @@ impl<B: Backend> Resident<B> {
             let x = self
                 .windows
                 .clone()
-                .slice([start..end])
+                .narrow(0, start, size)
                 .reshape([1, size, window, features])
                 .repeat_dim(0, members);
             let labels = self
                 .labels
                 .clone()
-                .slice([start..end])
+                .narrow(0, start, size)
                 .reshape([1, size])
                 .repeat_dim(0, members);
             let (logits, _) = net.forward(params, state, x, None, Precision::F32);
