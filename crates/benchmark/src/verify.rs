@@ -26,6 +26,7 @@ use quench_train::params::{max_abs_difference, require_grad};
 use quench_train::qrng::classifier::{ClassifierConfig, Execution as ClassifierExecution};
 use quench_train::qrng::{Batching, synthetic_recording};
 use quench_train::sgld::{Execution as SgldExecution, GridConfig, GridData, NoiseSource};
+use quench_train::temporal::step::fused_lstm_gap;
 
 use crate::workload::RunPrecision;
 
@@ -99,6 +100,7 @@ impl OnDevice for Checks {
         checks.push(classifier_seeds::<B>(device)?);
         checks.push(loader_determinism::<B>(device)?);
         checks.extend(circuit_checks::<B>(device)?);
+        checks.push(fused_lstm::<B>(device));
         checks.push(loss_scaler::<B>(device));
         checks.push(low_precision_forward::<B>(self.precision, device));
         Ok(checks)
@@ -377,6 +379,18 @@ fn circuit_checks<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Vec<
 /// The f16 loss scaler on this backend: a step whose scaled gradient overflows is skipped and
 /// the scale halves; the next finite step is applied, unscaled. (The arithmetic stays f32: this
 /// checks the policy's decisions, which every device must take the same way.)
+/// The fused LSTM's training step (recurrence differentiated by hand) against autodiff
+/// through `burn::nn::Lstm`: gradients of a 3-layer, 2-seed network, relative to each
+/// parameter's largest (the loss agrees to 1e-5 on the CPU).
+fn fused_lstm<B: AutodiffBackend>(device: &B::Device) -> Check {
+    let (loss, gradients) = fused_lstm_gap::<B>(device);
+    Check::measured(
+        "fused LSTM step vs burn::nn::Lstm (gradients, relative)",
+        loss.max(gradients),
+        1e-4,
+    )
+}
+
 fn loss_scaler<B: AutodiffBackend>(device: &B::Device) -> Check {
     let step = |amp: &mut MixedPrecision, factor: f32| {
         let w = require_grad::<B>(vec![Tensor::ones([1, 1, 1], device)]);
@@ -480,7 +494,7 @@ mod tests {
     #[test]
     fn every_check_passes_on_the_cpu_and_mixed_precision_is_skipped_there() {
         let checks = verify(SelectedDevice::Cpu, RunPrecision::Auto).unwrap();
-        assert_eq!(checks.len(), 11);
+        assert_eq!(checks.len(), 12);
         assert_eq!(
             checks
                 .iter()
