@@ -24,4 +24,5 @@ pub mod qrng;
 pub mod resnet;
 pub mod sgld;
 pub mod stats;
+pub mod stopping;
 pub mod temporal;

@@ -24,6 +24,7 @@ use crate::optim::{AdamConfig, MemberAdam};
 use crate::params::{clip_member_norms, replace_members, require_grad, stepping_members};
 use crate::resnet::ResNet18;
 use crate::stats::MeanStd;
+use crate::stopping::{Better, EarlyStopping};
 
 /// Purpose tags of a seed's random streams (see [`sub_seed`]).
 const ENCODER_STREAM: u64 = 11;
@@ -270,10 +271,7 @@ pub fn train_hybrid<B: AutodiffBackend>(
     );
     let mut amp = MixedPrecision::new(execution.precision);
     let precision = execution.precision;
-    let mut stopped = vec![false; members];
-    let mut best_accuracy = vec![f64::NEG_INFINITY; members];
-    let mut best_epoch = vec![0; members];
-    let mut since_best = vec![0; members];
+    let mut stopping = EarlyStopping::new(members, config.patience, Better::Higher);
     let mut losses: Vec<Vec<f64>> = vec![Vec::new(); members];
     let batches = loader.batches();
     let _dropout_generator = SeededGenerator::acquire::<B>(
@@ -284,13 +282,12 @@ pub fn train_hybrid<B: AutodiffBackend>(
             .fold(0, |acc, &s| sub_seed(acc ^ s, DROPOUT_STREAM)),
     );
     let mut epoch = 0;
-    while epoch < config.epochs && stopped.iter().any(|s| !s) {
+    while epoch < config.epochs && stopping.running() {
         let lr = config.learning_rate * config.gamma.powi((epoch / config.step_size) as i32);
         let lr = Tensor::<B::InnerBackend, 3>::full([1, 1, 1], lr, device);
-        let active = stopped
-            .iter()
-            .any(|&s| s)
-            .then(|| member_mask::<B::InnerBackend>(stopped.iter().map(|s| !s), device));
+        let active = stopping
+            .active()
+            .map(|flags| member_mask::<B::InnerBackend>(flags.into_iter(), device));
         let mut loss_sum = Tensor::<B::InnerBackend, 1>::zeros([members], device);
         for batch in loader.epoch(epoch as u64) {
             let size = batch.features.dims()[1];
@@ -318,21 +315,11 @@ pub fn train_hybrid<B: AutodiffBackend>(
         };
         let validation = accuracy(&model, &params, validation_features, &parts.validation);
         let read = to_host_f32(Tensor::cat(vec![validation, loss_sum], 0));
-        let mut improved = vec![false; members];
-        for m in 0..members {
-            if stopped[m] {
-                continue;
-            }
+        for m in (0..members).filter(|&m| !stopping.stopped(m)) {
             losses[m].push(f64::from(read[members + m]) / batches as f64);
-            let accuracy = f64::from(read[m]);
-            if accuracy > best_accuracy[m] {
-                (best_accuracy[m], best_epoch[m], since_best[m]) = (accuracy, epoch, 0);
-                improved[m] = true;
-            } else {
-                since_best[m] += 1;
-                stopped[m] = since_best[m] >= config.patience;
-            }
         }
+        let values: Vec<f64> = read[..members].iter().map(|&v| f64::from(v)).collect();
+        let improved = stopping.observe(epoch, &values);
         if improved.iter().any(|&i| i) {
             let mask = member_mask::<B::InnerBackend>(improved.into_iter(), device);
             best = replace_members(best, &params, mask);
@@ -348,8 +335,8 @@ pub fn train_hybrid<B: AutodiffBackend>(
             .map(|(m, &seed)| SeedOutcome {
                 seed,
                 test_accuracy: f64::from(test[m]),
-                best_validation_accuracy: best_accuracy[m],
-                best_epoch: best_epoch[m],
+                best_validation_accuracy: stopping.best(m),
+                best_epoch: stopping.best_epoch(m),
                 train_loss: losses[m].clone(),
             })
             .collect(),

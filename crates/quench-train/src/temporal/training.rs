@@ -21,6 +21,7 @@ use crate::classify::{member_mask, smoothed_cross_entropy};
 use crate::init::sub_seed;
 use crate::optim::{AdamConfig, MemberAdam};
 use crate::params::{clip_member_norms, replace_members, stepping_members};
+use crate::stopping::{Better, EarlyStopping};
 
 /// Purpose tags of a seed's random streams (see [`sub_seed`]).
 const SHUFFLE_STREAM: u64 = 42;
@@ -318,10 +319,7 @@ pub fn train_temporal<B: AutodiffBackend>(
         precision,
         lanes: quench_device::host_lanes::<B>(),
     };
-    let mut stopped = vec![false; members];
-    let mut best_loss = vec![f64::INFINITY; members];
-    let mut best_epoch = vec![0; members];
-    let mut since_best = vec![0; members];
+    let mut stopping = EarlyStopping::new(members, config.patience, Better::Lower);
     let mut train_losses: Vec<Vec<f64>> = vec![Vec::new(); members];
     let mut validation_losses: Vec<Vec<f64>> = vec![Vec::new(); members];
     let _dropout_generator = SeededGenerator::acquire::<B>(
@@ -332,13 +330,12 @@ pub fn train_temporal<B: AutodiffBackend>(
             .fold(0, |acc, &s| sub_seed(acc ^ s, DROPOUT_STREAM)),
     );
     let mut epoch = 0;
-    while epoch < config.epochs && stopped.iter().any(|s| !s) {
+    while epoch < config.epochs && stopping.running() {
         let lr =
             Tensor::<B::InnerBackend, 3>::full([1, 1, 1], config.learning_rate_at(epoch), device);
-        let active = stopped
-            .iter()
-            .any(|&s| s)
-            .then(|| member_mask::<B::InnerBackend>(stopped.iter().map(|s| !s), device));
+        let active = stopping
+            .active()
+            .map(|flags| member_mask::<B::InnerBackend>(flags.into_iter(), device));
         let mut loss_sum = Tensor::<B::InnerBackend, 1>::zeros([members], device);
         for batch in loader.epoch(epoch as u64) {
             let size = batch.features.dims()[1];
@@ -364,22 +361,12 @@ pub fn train_temporal<B: AutodiffBackend>(
         // One read-back per epoch: validation loss and mean training loss of every member.
         let (validation_loss, _) = validation.evaluate(&eval_net, &params, &state, members);
         let read = to_host_f32(Tensor::cat(vec![validation_loss, loss_sum], 0));
-        let mut improved = vec![false; members];
-        for m in 0..members {
-            if stopped[m] {
-                continue;
-            }
+        for m in (0..members).filter(|&m| !stopping.stopped(m)) {
             train_losses[m].push(f64::from(read[members + m]) / batches as f64);
-            let loss = f64::from(read[m]);
-            validation_losses[m].push(loss);
-            if loss < best_loss[m] {
-                (best_loss[m], best_epoch[m], since_best[m]) = (loss, epoch, 0);
-                improved[m] = true;
-            } else {
-                since_best[m] += 1;
-                stopped[m] = since_best[m] >= config.patience;
-            }
+            validation_losses[m].push(f64::from(read[m]));
         }
+        let values: Vec<f64> = read[..members].iter().map(|&v| f64::from(v)).collect();
+        let improved = stopping.observe(epoch, &values);
         if improved.iter().any(|&i| i) {
             let mask = member_mask::<B::InnerBackend>(improved.into_iter(), device);
             best = (
@@ -408,7 +395,7 @@ pub fn train_temporal<B: AutodiffBackend>(
                 seed,
                 validation: validation_scores[m],
                 test: test_scores[m],
-                best_epoch: best_epoch[m],
+                best_epoch: stopping.best_epoch(m),
                 train_loss: train_losses[m].clone(),
                 validation_loss: validation_losses[m].clone(),
             })
