@@ -503,3 +503,36 @@ impl<B: Backend> Resident<B> {
         (loss / n as f64, predicted)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rate_warms_up_linearly_then_follows_a_cosine_to_zero() {
+        let config = TemporalConfig {
+            epochs: 15,
+            warmup_epochs: 5,
+            learning_rate: 1.0,
+            ..TemporalConfig::for_model(ModelKind::Lstm)
+        };
+        let rates: Vec<f64> = (0..15).map(|e| config.learning_rate_at(e)).collect();
+        for (e, want) in [0.2, 0.4, 0.6, 0.8, 1.0].into_iter().enumerate() {
+            assert!(
+                (rates[e] - want).abs() < 1e-12,
+                "warm-up epoch {e}: {}",
+                rates[e]
+            );
+        }
+        // Cosine over the 10 epochs after the warm-up: half way at epoch 10.
+        assert!((rates[10] - 0.5).abs() < 1e-12, "{}", rates[10]);
+        assert!(rates[5..].windows(2).all(|w| w[1] < w[0]));
+        assert!(rates[14] > 0.0 && rates[14] < 0.03);
+        let constant = TemporalConfig {
+            cosine: false,
+            warmup_epochs: 0,
+            ..config
+        };
+        assert!((0..15).all(|e| constant.learning_rate_at(e) == 1.0));
+    }
+}
