@@ -22,7 +22,7 @@ use crate::amp::MixedPrecision;
 use crate::classify::{dropout_mask, smoothed_cross_entropy};
 use crate::params::{gradients, require_grad};
 
-/// The loss's settings.
+/// What a training step needs besides the batch: the loss, dropout, precision and lanes.
 #[derive(Debug, Clone, Copy)]
 pub struct Objective<'a> {
     /// Label smoothing.

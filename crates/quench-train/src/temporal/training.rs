@@ -300,7 +300,7 @@ pub fn train_temporal<B: AutodiffBackend>(
         device,
     )?;
     let batches = loader.batches();
-    let validation = Resident::<B::InnerBackend>::upload(&data.validation, device);
+    let validation = EvaluationPart::<B::InnerBackend>::upload(&data.validation, device);
     let mut adam = MemberAdam::<B::InnerBackend>::new(
         AdamConfig {
             weight_decay: config.weight_decay,
@@ -377,7 +377,7 @@ pub fn train_temporal<B: AutodiffBackend>(
         epoch += 1;
     }
     let score = |part: &MarketPart| -> Vec<Scores> {
-        let resident = Resident::<B::InnerBackend>::upload(part, device);
+        let resident = EvaluationPart::<B::InnerBackend>::upload(part, device);
         let (_, predictions) = resident.evaluate(&eval_net, &best.0, &best.1, members);
         predictions
             .chunks(part.windows.len())
@@ -441,12 +441,12 @@ fn balanced_weights(labels: &[i64]) -> Vec<f32> {
 }
 
 /// An evaluation part uploaded once: windows `[n, window, features]` and labels `[n]`.
-struct Resident<B: Backend> {
+struct EvaluationPart<B: Backend> {
     windows: Tensor<B, 3>,
     labels: Tensor<B, 1, Int>,
 }
 
-impl<B: Backend> Resident<B> {
+impl<B: Backend> EvaluationPart<B> {
     fn upload(part: &MarketPart, device: &B::Device) -> Self {
         let windows = &part.windows;
         let [window, features] = [windows.sample_shape()[0], windows.sample_shape()[1]];
