@@ -261,6 +261,17 @@ pub struct VariantContext {
     pub timing: TimingConfig,
 }
 
+impl VariantContext {
+    /// The suite's timing with the workload's own count of timed runs, where its parameters
+    /// set one (a run of a training workload is a whole training); at least one.
+    pub fn timing_with(&self, repeats: Option<usize>) -> TimingConfig {
+        TimingConfig {
+            repeats: repeats.unwrap_or(self.timing.repeats).max(1),
+            ..self.timing
+        }
+    }
+}
+
 /// A registered workload, as the suite runner sees it; implemented through [`TableWorkload`].
 pub trait Workload: Sync {
     /// Its name in suites and reports.

@@ -12,7 +12,6 @@ use anyhow::Context;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData};
 use quench_data::{MNIST_MEAN, MNIST_STD, Mnist, MnistSource, Split};
-use quench_device::TimingConfig;
 use quench_train::hybrid::{
     CircuitMode, Execution, FeatureMode, HybridConfig, HybridData, Sizes, train_hybrid,
 };
@@ -223,10 +222,7 @@ impl TableWorkload for Hybrid {
             features: setting.features,
             precision: ctx.precision,
         };
-        let timing = TimingConfig {
-            repeats: params.repeats.unwrap_or(ctx.timing.repeats).max(1),
-            ..ctx.timing
-        };
+        let timing = ctx.timing_with(params.repeats);
         let (outcome, seconds) = time_runs::<B, _>(device, timing, || {
             Ok(train_hybrid::<B>(
                 &data, &backbone, &config, &execution, device,

@@ -17,7 +17,6 @@ use burn::tensor::backend::AutodiffBackend;
 use quench_data::{
     Bars, MarketConfig, MarketData, Mode, WindowConfig, market_windows, synthetic_market,
 };
-use quench_device::TimingConfig;
 use quench_train::stats::MeanStd;
 use quench_train::temporal::{Execution, LstmCore, ModelKind, TemporalConfig, train_temporal};
 use serde::Deserialize;
@@ -263,10 +262,7 @@ impl<const MODEL: usize> TableWorkload for Temporal<MODEL> {
             data: setting.data,
             precision: ctx.precision,
         };
-        let timing = TimingConfig {
-            repeats: params.repeats.unwrap_or(ctx.timing.repeats).max(1),
-            ..ctx.timing
-        };
+        let timing = ctx.timing_with(params.repeats);
         let (outcome, seconds) = time_runs::<B, _>(device, timing, || {
             Ok(train_temporal::<B>(&data, &config, &execution, device)?)
         })?;
