@@ -466,10 +466,7 @@ fn low_precision_forward<B: AutodiffBackend>(precision: RunPrecision, device: &B
     // One training step through the policy: the updated master weights must still be f32.
     let mut amp = MixedPrecision::new(low);
     let leaves = require_grad::<B>(mlp.params());
-    let network = EnsembleMlp::from_params(
-        leaves.iter().map(|p| low.to_compute(p.clone())).collect(),
-        mlp.activation,
-    );
+    let network = EnsembleMlp::from_params(low.to_compute_all(&leaves), mlp.activation);
     let out = low.to_master(network.forward(low.to_compute(Tensor::<B, 3>::from_inner(x))));
     let masters_f32 = amp
         .gradients(out.powi_scalar(2).mean(), &leaves)

@@ -83,6 +83,15 @@ impl Precision {
         }
     }
 
+    /// Casts every tensor of a parameter list into the forward-pass precision, keeping the
+    /// list (the master weights) as it is.
+    pub fn to_compute_all<B: Backend, const D: usize>(
+        self,
+        tensors: &[Tensor<B, D>],
+    ) -> Vec<Tensor<B, D>> {
+        tensors.iter().map(|t| self.to_compute(t.clone())).collect()
+    }
+
     /// Casts a forward-pass result back to f32 (a no-op for f32).
     pub fn to_master<B: Backend, const D: usize>(self, tensor: Tensor<B, D>) -> Tensor<B, D> {
         match self.compute_dtype() {

@@ -35,10 +35,7 @@ pub fn sgd_epoch<B: AutodiffBackend>(
     let precision = amp.precision();
     for batch in batches {
         let leaves = require_grad::<B>(params.clone());
-        let compute = leaves
-            .iter()
-            .map(|p| precision.to_compute(p.clone()))
-            .collect();
+        let compute = precision.to_compute_all(&leaves);
         let network = EnsembleMlp::from_params(compute, model.activation);
         let logits = precision.to_master(network.forward(precision.to_compute(batch.features)));
         let labels = batch.labels.float().unsqueeze_dim::<3>(2);

@@ -87,8 +87,7 @@ impl<B: Backend> HybridModel<B> {
         precision: Precision,
     ) -> Tensor<B, 3> {
         let (encoder, weights, head) = self.split(params);
-        let compute =
-            |p: &[Tensor<B, 3>]| p.iter().map(|t| precision.to_compute(t.clone())).collect();
+        let compute = |p: &[Tensor<B, 3>]| precision.to_compute_all(p);
         let hidden = |h| dropout(h, dropout_rate, precision);
         let angles = precision.to_master(
             EnsembleMlp::from_params(compute(encoder), Activation::Relu)

@@ -512,10 +512,7 @@ impl<'a, B: AutodiffBackend> Program<'a, B> {
         for batch in self.loader.epoch(epoch as u64) {
             let x = Tensor::<B, 3>::from_inner(precision.to_compute(batch.features));
             let p = require_grad::<B>(params.clone());
-            let network = EnsembleMlp::from_params(
-                p.iter().map(|t| precision.to_compute(t.clone())).collect(),
-                ACTIVATION,
-            );
+            let network = EnsembleMlp::from_params(precision.to_compute_all(&p), ACTIVATION);
             let logits = precision
                 .to_master(network.forward_with(x, |h| dropout(h, config.dropout, precision)));
             let penalty = p

@@ -98,10 +98,7 @@ impl<B: AutodiffBackend> ChainBatch<B> {
     ) {
         let precision = self.amp.precision();
         let leaves = require_grad::<B>(self.params.clone());
-        let compute = leaves
-            .iter()
-            .map(|p| precision.to_compute(p.clone()))
-            .collect();
+        let compute = precision.to_compute_all(&leaves);
         let x = precision.to_compute(Tensor::<B, 3>::from_inner(features));
         let logits = precision.to_master(network(compute).forward(x));
         let loss = self

@@ -382,19 +382,25 @@ impl<B: Backend> TemporalNet<B> {
         dropout_rate: Option<f64>,
         precision: Precision,
     ) -> (Tensor<B, 3>, Vec<Tensor<B, 3>>) {
-        let compute: Vec<Tensor<B, 3>> = params
-            .iter()
-            .map(|p| precision.to_compute(p.clone()))
-            .collect();
         let x = precision.to_compute(x);
         let drop = |h: Tensor<B, 3>| match dropout_rate {
             Some(rate) => dropout(h, rate, precision),
             None => h,
         };
+        // The Transformer's modules cast their own parameters as they load them.
         let (logits, state) = match self.kind {
-            ModelKind::Lstm => (self.lstm(&compute, x, drop), state.to_vec()),
+            ModelKind::Lstm => (
+                self.lstm(&precision.to_compute_all(params), x, drop),
+                state.to_vec(),
+            ),
             ModelKind::Transformer => (self.transformer(params, x, precision), state.to_vec()),
-            ModelKind::Mlp => self.mlp(&compute, state, x, dropout_rate.is_some(), drop),
+            ModelKind::Mlp => self.mlp(
+                &precision.to_compute_all(params),
+                state,
+                x,
+                dropout_rate.is_some(),
+                drop,
+            ),
         };
         (precision.to_master(logits), state)
     }

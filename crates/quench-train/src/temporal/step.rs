@@ -96,19 +96,21 @@ fn fused_lstm<B: AutodiffBackend>(
 ) -> StepGradients<B> {
     let precision = objective.precision;
     let device = x.device();
-    let compute = |p: &[Tensor<B::InnerBackend, 3>]| -> Vec<Tensor<B::InnerBackend, 3>> {
-        p.iter().map(|t| precision.to_compute(t.clone())).collect()
-    };
+    // Each layer's weights in the compute precision, cast once for both passes.
+    let layers: Vec<Vec<Tensor<B::InnerBackend, 3>>> = net
+        .lstm_layer_ranges()
+        .map(|range| precision.to_compute_all(&params[range]))
+        .collect();
     // The input LayerNorm under autodiff, kept to pull the input gradient back through it.
     let norm = require_grad::<B>(params[..2].to_vec());
     let normed = TemporalNet::<B>::lstm_input_norm(
-        &compute_tracked(&norm, precision),
+        &precision.to_compute_all(&norm),
         Tensor::from_inner(precision.to_compute(x)),
     );
     let mut h = normed.clone().inner();
     let mut tapes = Vec::new();
     let mut masks = Vec::new();
-    for (l, range) in net.lstm_layer_ranges().enumerate() {
+    for (l, layer) in layers.iter().enumerate() {
         if l > 0 && objective.dropout > 0.0 {
             let mask = precision.to_compute(dropout_mask::<B::InnerBackend, 4>(
                 h.shape(),
@@ -118,7 +120,7 @@ fn fused_lstm<B: AutodiffBackend>(
             h = h * mask.clone();
             masks.push(mask);
         }
-        let (y, tape) = lstm::forward_taped(&compute(&params[range]), h, objective.lanes);
+        let (y, tape) = lstm::forward_taped(layer, h, objective.lanes);
         tapes.push(tape);
         h = y;
     }
@@ -132,7 +134,7 @@ fn fused_lstm<B: AutodiffBackend>(
     let head = require_grad::<B>(params[head_start..].to_vec());
     let drop = |t: Tensor<B, 3>| crate::classify::dropout(t, objective.dropout, precision);
     let logits = precision.to_master(net.lstm_head(
-        &compute_tracked(&head, precision),
+        &precision.to_compute_all(&head),
         output.clone().reshape(dims),
         drop,
     ));
@@ -152,14 +154,12 @@ fn fused_lstm<B: AutodiffBackend>(
                 .unwrap_or_else(|| unreachable!("the output leaf was pushed last"))
                 .reshape(dims);
             // Back through the layers by hand, the last first.
-            let layers: Vec<_> = net.lstm_layer_ranges().collect();
             let mut layer_grads = vec![Vec::new(); layers.len()];
-            for (l, range) in layers.into_iter().enumerate().rev() {
+            for (l, layer) in layers.iter().enumerate().rev() {
                 let tape = tapes
                     .pop()
                     .unwrap_or_else(|| unreachable!("one tape per layer"));
-                let (g, dx) =
-                    lstm::backward(&compute(&params[range]), tape, precision.to_compute(d));
+                let (g, dx) = lstm::backward(layer, tape, precision.to_compute(d));
                 layer_grads[l] = g.into_iter().map(|t| precision.to_master(t)).collect();
                 d = match (l > 0).then(|| masks.pop()).flatten() {
                     Some(mask) => dx * mask,
@@ -178,14 +178,6 @@ fn fused_lstm<B: AutodiffBackend>(
         gradients,
         state: state.to_vec(),
     }
-}
-
-/// Tracked parameters cast to the compute precision (a no-op in f32).
-fn compute_tracked<B: AutodiffBackend>(
-    p: &[Tensor<B, 3>],
-    precision: Precision,
-) -> Vec<Tensor<B, 3>> {
-    p.iter().map(|t| precision.to_compute(t.clone())).collect()
 }
 
 /// How far the fused LSTM's training step (recurrence differentiated by hand, in lanes) is
