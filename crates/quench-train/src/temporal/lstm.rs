@@ -472,16 +472,17 @@ mod tests {
             .fold(0.0, f32::max)
     }
 
-    /// Random parameters for `members` members (biases non-zero so both paths are exercised).
-    fn random_layer(
-        members: usize,
-        input: usize,
-        hidden: usize,
+    /// A layer's random parameters for `members` members (biases non-zero, so both bias paths
+    /// are exercised), inputs `[members, batch, seq, input]` and weights of the output
+    /// `[members, batch, seq, 2 hidden]` whose product with it is the loss; all drawn under
+    /// the generator's lease from `seed`.
+    fn random_case(
+        [members, batch, seq, input, hidden]: [usize; 5],
         seed: u64,
-    ) -> Vec<Tensor<Train, 3>> {
+    ) -> (Vec<Tensor<Train, 3>>, Tensor<Train, 4>, Tensor<Train, 4>) {
         let device = Default::default();
         let _generator = quench_device::SeededGenerator::acquire::<Train>(&device, seed);
-        [
+        let layer = [
             [members, 2 * input, 4 * hidden],
             [members, 2 * hidden, 4 * hidden],
             [members, 2, 4 * hidden],
@@ -489,25 +490,17 @@ mod tests {
         ]
         .into_iter()
         .map(|shape| Tensor::random(shape, Distribution::Normal(0.0, 0.4), &device).require_grad())
-        .collect()
+        .collect();
+        let normal = Distribution::Normal(0.0, 1.0);
+        let x = Tensor::random([members, batch, seq, input], normal, &device);
+        let weights = Tensor::random([members, batch, seq, 2 * hidden], normal, &device);
+        (layer, x, weights)
     }
 
     #[test]
     fn fused_and_burn_cores_agree_in_values_and_every_gradient() {
-        let (members, batch, seq, input, hidden) = (3, 4, 6, 5, 7);
-        let layer = random_layer(members, input, hidden, 1);
-        let device = Default::default();
-        let x = Tensor::<Train, 4>::random(
-            [members, batch, seq, input],
-            Distribution::Normal(0.0, 1.0),
-            &device,
-        )
-        .require_grad();
-        let weights = Tensor::<Train, 4>::random(
-            [members, batch, seq, 2 * hidden],
-            Distribution::Normal(0.0, 1.0),
-            &device,
-        );
+        let (layer, x, weights) = random_case([3, 4, 6, 5, 7], 1);
+        let x = x.require_grad();
         let run = |core| {
             let y = bidirectional(core, &layer, x.clone());
             let grads = (y.clone() * weights.clone()).sum().backward();
@@ -536,20 +529,8 @@ mod tests {
 
     #[test]
     fn hand_written_backpropagation_through_time_matches_autodiff() {
-        let (members, batch, seq, input, hidden) = (2, 3, 5, 4, 6);
-        let layer = random_layer(members, input, hidden, 3);
-        let device = Default::default();
-        let x = Tensor::<Train, 4>::random(
-            [members, batch, seq, input],
-            Distribution::Normal(0.0, 1.0),
-            &device,
-        )
-        .require_grad();
-        let weights = Tensor::<Train, 4>::random(
-            [members, batch, seq, 2 * hidden],
-            Distribution::Normal(0.0, 1.0),
-            &device,
-        );
+        let (layer, x, weights) = random_case([2, 3, 5, 4, 6], 3);
+        let x = x.require_grad();
         let y = bidirectional(LstmCore::Fused, &layer, x.clone());
         let grads = (y.clone() * weights.clone()).sum().backward();
         let inner: Vec<_> = layer.iter().map(|p| p.clone().inner()).collect();
@@ -576,13 +557,8 @@ mod tests {
     #[test]
     fn each_member_and_direction_is_burns_bilstm_with_the_same_weights() {
         let (members, batch, seq, input, hidden) = (2, 3, 5, 4, 6);
-        let layer = random_layer(members, input, hidden, 2);
+        let (layer, x, _) = random_case([members, batch, seq, input, hidden], 2);
         let device = Default::default();
-        let x = Tensor::<Train, 4>::random(
-            [members, batch, seq, input],
-            Distribution::Normal(0.0, 1.0),
-            &device,
-        );
         let fused = to_host_f32(bidirectional(LstmCore::Fused, &layer, x.clone()));
         let layer = rows(&layer);
         for m in 0..members {
