@@ -22,6 +22,7 @@ pub mod optim;
 pub mod params;
 pub mod qrng;
 pub mod resnet;
+pub mod settings;
 pub mod sgld;
 pub mod stats;
 pub mod stopping;

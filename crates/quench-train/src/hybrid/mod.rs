@@ -46,3 +46,13 @@ pub enum HybridError {
     #[error(transparent)]
     Circuit(#[from] CircuitError),
 }
+
+impl From<crate::settings::Refusal> for HybridError {
+    fn from(r: crate::settings::Refusal) -> Self {
+        Self::InvalidValue {
+            name: r.name,
+            value: r.value,
+            reason: r.reason,
+        }
+    }
+}

@@ -23,6 +23,7 @@ use crate::init::{Init, sub_seed};
 use crate::optim::{AdamConfig, MemberAdam};
 use crate::params::{clip_member_norms, replace_members, require_grad, stepping_members};
 use crate::resnet::ResNet18;
+use crate::settings;
 use crate::stats::MeanStd;
 use crate::stopping::{Better, EarlyStopping};
 
@@ -86,45 +87,22 @@ impl Default for HybridConfig {
 impl HybridConfig {
     /// Refuses settings no run can use, naming the first.
     pub fn validate(&self) -> Result<(), HybridError> {
-        let invalid = |name, value: String, reason| {
-            Err(HybridError::InvalidValue {
-                name,
-                value,
-                reason,
-            })
-        };
-        if self.seeds.is_empty() {
-            return invalid("seeds", "[]".into(), "needs at least one seed");
-        }
-        if self.epochs == 0 {
-            return invalid("epochs", "0".into(), "must be at least 1");
-        }
-        if self.batch_size == 0 {
-            return invalid("batch_size", "0".into(), "must be at least 1");
-        }
-        if self.step_size == 0 {
-            return invalid("step_size", "0".into(), "must be at least 1");
-        }
-        for (name, value) in [
+        settings::seeds(&self.seeds)?;
+        settings::at_least_one(&[
+            ("epochs", self.epochs),
+            ("batch_size", self.batch_size),
+            ("step_size", self.step_size),
+        ])?;
+        settings::positive(&[
             ("learning_rate", self.learning_rate),
             ("clip_norm", self.clip_norm),
-        ] {
-            if !(value.is_finite() && value > 0.0) {
-                return invalid(name, value.to_string(), "must be positive and finite");
-            }
-        }
-        for (name, value) in [
+        ])?;
+        settings::non_negative(&[
             ("weight_decay", self.weight_decay),
             ("gamma", self.gamma),
             ("weight_std", self.weight_std),
-        ] {
-            if !(value.is_finite() && value >= 0.0) {
-                return invalid(name, value.to_string(), "must be non-negative and finite");
-            }
-        }
-        if !(0.0..1.0).contains(&self.dropout) {
-            return invalid("dropout", self.dropout.to_string(), "must be in [0, 1)");
-        }
+        ])?;
+        settings::rate(&[("dropout", self.dropout)])?;
         Ok(())
     }
 }

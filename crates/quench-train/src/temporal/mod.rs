@@ -44,3 +44,13 @@ pub enum TemporalError {
     #[error(transparent)]
     Device(#[from] DeviceError),
 }
+
+impl From<crate::settings::Refusal> for TemporalError {
+    fn from(r: crate::settings::Refusal) -> Self {
+        Self::InvalidValue {
+            name: r.name,
+            value: r.value,
+            reason: r.reason,
+        }
+    }
+}

@@ -33,6 +33,7 @@ use super::lstm::{self, LAYER_PARAMS, LstmCore};
 use crate::classify::dropout;
 use crate::ensemble::{member_layer_norm, member_linear};
 use crate::init::{Init, draw_layers, sub_seed};
+use crate::settings::{self, Refusal};
 
 /// Classes: 0 down, 1 flat, 2 up.
 pub const CLASSES: usize = 3;
@@ -105,9 +106,9 @@ impl Default for Widths {
 }
 
 impl Widths {
-    /// The first width that no network can be built with, with the reason.
-    pub fn invalid(&self) -> Option<(&'static str, String, &'static str)> {
-        for (name, value) in [
+    /// Refuses the first width that no network can be built with, naming it.
+    pub fn check(&self) -> Result<(), Refusal> {
+        settings::at_least_one(&[
             ("lstm_hidden", self.lstm_hidden),
             ("lstm_layers", self.lstm_layers),
             ("lstm_head", self.lstm_head),
@@ -115,22 +116,22 @@ impl Widths {
             ("heads", self.heads),
             ("feed_forward", self.feed_forward),
             ("encoder_layers", self.encoder_layers),
-        ] {
-            if value == 0 {
-                return Some((name, "0".into(), "must be at least 1"));
-            }
-        }
+        ])?;
         if !self.d_model.is_multiple_of(self.heads) || self.d_model < 2 {
-            return Some((
+            return Err(Refusal::new(
                 "d_model",
-                self.d_model.to_string(),
+                self.d_model,
                 "must be at least 2 and divisible by heads",
             ));
         }
         if self.mlp.is_empty() || self.mlp.contains(&0) {
-            return Some(("mlp", format!("{:?}", self.mlp), "needs widths, none zero"));
+            return Err(Refusal::new(
+                "mlp",
+                format!("{:?}", self.mlp),
+                "needs widths, none zero",
+            ));
         }
-        None
+        Ok(())
     }
 }
 

@@ -21,6 +21,7 @@ use crate::classify::{member_mask, smoothed_cross_entropy};
 use crate::init::sub_seed;
 use crate::optim::{AdamConfig, MemberAdam};
 use crate::params::{clip_member_norms, replace_members, stepping_members};
+use crate::settings;
 use crate::stopping::{Better, EarlyStopping};
 
 /// Purpose tags of a seed's random streams (see [`sub_seed`]).
@@ -109,51 +110,22 @@ impl TemporalConfig {
 
     /// Refuses settings no run can use, naming the first.
     pub fn validate(&self) -> Result<(), TemporalError> {
-        let invalid = |name, value: String, reason| {
-            Err(TemporalError::InvalidValue {
-                name,
-                value,
-                reason,
-            })
-        };
-        if self.seeds.is_empty() {
-            return invalid("seeds", "[]".into(), "needs at least one seed");
-        }
-        for (name, value) in [
+        settings::seeds(&self.seeds)?;
+        settings::at_least_one(&[
             ("epochs", self.epochs),
             ("batch_size", self.batch_size),
             ("patience", self.patience),
-        ] {
-            if value == 0 {
-                return invalid(name, "0".into(), "must be at least 1");
-            }
-        }
-        if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {
-            return invalid(
-                "learning_rate",
-                self.learning_rate.to_string(),
-                "must be positive and finite",
-            );
-        }
-        for (name, value) in [
+        ])?;
+        settings::positive(&[("learning_rate", self.learning_rate)])?;
+        settings::non_negative(&[
             ("weight_decay", self.weight_decay),
             ("clip_norm", self.clip_norm),
-        ] {
-            if !(value.is_finite() && value >= 0.0) {
-                return invalid(name, value.to_string(), "must be non-negative and finite");
-            }
-        }
-        for (name, value) in [
+        ])?;
+        settings::rate(&[
             ("label_smoothing", self.label_smoothing),
             ("dropout", self.dropout),
-        ] {
-            if !(0.0..1.0).contains(&value) {
-                return invalid(name, value.to_string(), "must be in [0, 1)");
-            }
-        }
-        if let Some((name, value, reason)) = self.widths.invalid() {
-            return invalid(name, value, reason);
-        }
+        ])?;
+        self.widths.check()?;
         Ok(())
     }
 
