@@ -99,16 +99,23 @@ pub fn select(spec: DeviceSpec) -> Result<Selection, DeviceError> {
     }
 }
 
+/// Whether backend `B` is the CPU backend (or its inner backend): its tensors live in host
+/// memory and each op runs on the calling thread, so host code may stand in for a chain of
+/// ops and read or write the values without a transfer.
+pub fn runs_on_host<B: Backend>() -> bool {
+    let host = [
+        TypeId::of::<CpuBackend>(),
+        TypeId::of::<<CpuBackend as AutodiffBackend>::InnerBackend>(),
+    ];
+    host.contains(&TypeId::of::<B>())
+}
+
 /// Threads a computation may split independent rows over when backend `B` runs each op on
 /// the calling thread, as the CPU backend (and its inner backend) does for elementwise work:
 /// the cores available to the process. 1 for any other backend, whose ops are queued to a
 /// device asynchronously.
 pub fn host_lanes<B: Backend>() -> usize {
-    let host = [
-        TypeId::of::<CpuBackend>(),
-        TypeId::of::<<CpuBackend as AutodiffBackend>::InnerBackend>(),
-    ];
-    if host.contains(&TypeId::of::<B>()) {
+    if runs_on_host::<B>() {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     } else {
         1

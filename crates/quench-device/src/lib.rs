@@ -17,11 +17,14 @@ pub mod precision;
 pub mod readback;
 pub mod spec;
 pub mod stats;
+pub mod threefry;
 pub mod timing;
 
 #[cfg(feature = "cuda")]
 pub use backend::CudaBackend;
-pub use backend::{CpuBackend, OnDevice, SelectedDevice, Selection, host_lanes, run_on, select};
+pub use backend::{
+    CpuBackend, OnDevice, SelectedDevice, Selection, host_lanes, run_on, runs_on_host, select,
+};
 pub use config::{ConfigError, load_toml};
 pub use error::DeviceError;
 pub use generator::SeededGenerator;

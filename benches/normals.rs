@@ -1,0 +1,47 @@
+//! Standard normals for one SGLD step of the full SYNTH grid (240 chains x 3,001 parameters):
+//! burn-ndarray's `Tensor::random`, against the counter-based Threefry stream as host code
+//! (the CPU backend's path) and as integer tensor ops (the path other backends take).
+
+// criterion_group! defines a public function that cannot carry a doc comment.
+#![allow(missing_docs)]
+
+use std::hint::black_box;
+
+use burn::backend::NdArray;
+use burn::tensor::{Distribution, Tensor};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use quench_device::threefry::{NormalStreams, StreamKey, normals_tensor};
+
+type Cpu = NdArray<f32>;
+
+const MEMBERS: usize = 240;
+const PER_MEMBER: usize = 3_001;
+
+fn normals(c: &mut Criterion) {
+    let device = Default::default();
+    let seeds: Vec<u64> = (0..MEMBERS as u64).collect();
+    let mut group = c.benchmark_group("normals_240x3001");
+    group.throughput(Throughput::Elements((MEMBERS * PER_MEMBER) as u64));
+    group.sample_size(20);
+    group.bench_function("tensor_random", |b| {
+        b.iter(|| {
+            black_box(Tensor::<Cpu, 2>::random(
+                [MEMBERS, PER_MEMBER],
+                Distribution::Normal(0.0, 1.0),
+                &device,
+            ))
+        });
+    });
+    let mut streams = NormalStreams::new(&seeds);
+    group.bench_function("threefry_host", |b| {
+        b.iter(|| black_box(streams.next::<Cpu, 2>([MEMBERS, PER_MEMBER], &device)));
+    });
+    let keys: Vec<StreamKey> = seeds.iter().map(|&s| StreamKey::from_seed(s)).collect();
+    group.bench_function("threefry_tensor_ops", |b| {
+        b.iter(|| black_box(normals_tensor::<Cpu>(&keys, 0, PER_MEMBER, &device)));
+    });
+    group.finish();
+}
+
+criterion_group!(benches, normals);
+criterion_main!(benches);

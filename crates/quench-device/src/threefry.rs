@@ -1,0 +1,621 @@
+//! Counter-based standard normals: Threefry-2x32 with 20 rounds (Salmon et al., "Parallel
+//! random numbers: as easy as 1, 2, 3", SC 2011) followed by Box-Muller.
+//!
+//! Value `i` of a member's draw is a pure function of the member's key, the draw's number and
+//! `i`: no state is carried from value to value, so a draw is one data-parallel program. On
+//! the CPU backend it runs as host code written for the vector unit ([`normals_host`]); on
+//! other backends as integer tensor ops that Burn fuses ([`normals_tensor`]). Both compute the
+//! same 32-bit words; the float transform agrees to f32 rounding (the device's `ln`, `sin`,
+//! `cos` against the host's polynomials), so a seed gives the same noise on every backend.
+//!
+//! Layout: block `j` of draw `d` of the member keyed `k` is `threefry(k, [j, d mod 2^32])` with
+//! the draw's high 32 bits folded into the key, and gives values `2j` (`r cos t`) and `2j + 1`
+//! (`r sin t`), where `r = sqrt(-2 ln u1)`, `t = 2 pi u2`, `u1 = (w0 >> 8 + 1) 2^-24` in
+//! `(0, 1]` and `u2 = (w1 >> 8) 2^-24` in `[0, 1)`. With 24-bit uniforms the largest
+//! magnitude is `sqrt(48 ln 2) = 5.77`: tails beyond it (probability 8e-9) are cut.
+
+use std::f32::consts::FRAC_PI_2;
+
+use burn::tensor::backend::Backend;
+use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
+
+use crate::backend::runs_on_host;
+
+/// Rotation distances of Threefry-2x32, one per round modulo 8.
+const ROTATIONS: [u32; 8] = [13, 15, 26, 6, 17, 29, 16, 24];
+/// The key-schedule parity constant of Threefish.
+const PARITY: u32 = 0x1BD1_1BDA;
+/// Rounds: 20 is Random123's default and passes BigCrush with margin.
+const ROUNDS: usize = 20;
+/// Blocks per vector batch of the host kernel (two output values each).
+const LANES: usize = 16;
+/// Values below which a host draw runs on the calling thread only.
+const THREADED_FROM: usize = 1 << 16;
+
+/// The 64-bit key of one member's stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StreamKey(pub [u32; 2]);
+
+impl StreamKey {
+    /// The key of seed `seed` (its low and high 32-bit halves).
+    pub fn from_seed(seed: u64) -> Self {
+        Self([seed as u32, (seed >> 32) as u32])
+    }
+
+    /// The key and second counter word of draw `draw`: the draw's high half is folded into the
+    /// key, so that 2^64 draws never repeat a block.
+    fn for_draw(self, draw: u64) -> ([u32; 2], u32) {
+        ([self.0[0], self.0[1] ^ (draw >> 32) as u32], draw as u32)
+    }
+}
+
+/// Threefry-2x32-20 of `counter` under `key`: the reference the vector and tensor forms are
+/// tested against (Random123's known answers).
+pub fn threefry2x32(key: [u32; 2], counter: [u32; 2]) -> [u32; 2] {
+    let schedule = [key[0], key[1], PARITY ^ key[0] ^ key[1]];
+    let mut x = [
+        counter[0].wrapping_add(key[0]),
+        counter[1].wrapping_add(key[1]),
+    ];
+    for round in 0..ROUNDS {
+        x[0] = x[0].wrapping_add(x[1]);
+        x[1] = x[1].rotate_left(ROTATIONS[round % 8]) ^ x[0];
+        if round % 4 == 3 {
+            let s = round / 4 + 1;
+            x[0] = x[0].wrapping_add(schedule[s % 3]);
+            x[1] = x[1].wrapping_add(schedule[(s + 1) % 3]).wrapping_add(s as u32);
+        }
+    }
+    x
+}
+
+/// `(u1, u2)` of a block's two words: `u1` in `(0, 1]` (its log is finite), `u2` in `[0, 1)`.
+fn uniforms(w0: u32, w1: u32) -> (f32, f32) {
+    const STEP: f32 = 1.0 / (1u32 << 24) as f32;
+    // Through i32: the values fit, and signed conversion is one vector instruction.
+    (
+        ((w0 >> 8) + 1) as i32 as f32 * STEP,
+        (w1 >> 8) as i32 as f32 * STEP,
+    )
+}
+
+/// `ln u` for `u` in `(0, 1]`: `u = m 2^e` with `m` in `[1/sqrt 2, sqrt 2)`, then
+/// `ln m = 2 atanh(s)`, `s = (m - 1) / (m + 1)`, `|s| <= 0.172`, by its series to `s^9`
+/// (truncation 2e-9 relative). Branch-free, so that a loop of it vectorises.
+fn ln_unit(u: f32) -> f32 {
+    const SQRT_HALF: u32 = 0x3F35_04F3;
+    // Shift the mantissa's range from [1, 2) to [0.707, 1.414) by adding the distance from
+    // 1/sqrt 2 to 1 before splitting exponent and mantissa.
+    let shifted = u.to_bits().wrapping_add(0x3F80_0000 - SQRT_HALF);
+    let exponent = (shifted >> 23) as i32 - 127;
+    let m = f32::from_bits((shifted & 0x007F_FFFF) + SQRT_HALF);
+    let s = (m - 1.0) / (m + 1.0);
+    let s2 = s * s;
+    let series = 1.0 + s2 * (1.0 / 3.0 + s2 * (1.0 / 5.0 + s2 * (1.0 / 7.0 + s2 * (1.0 / 9.0))));
+    2.0 * s * series + exponent as f32 * std::f32::consts::LN_2
+}
+
+/// `(cos 2 pi u, sin 2 pi u)` for `u` in `[0, 1)`: the nearest quarter turn `q` is taken out
+/// exactly, the rest `x` (at most an eighth of a turn) goes through Taylor series to `x^9` and
+/// `x^10` (truncation below 2e-9). Branch-free.
+fn cos_sin_turn(u: f32) -> (f32, f32) {
+    // Adding 1.5 2^23 rounds to an integer (the spacing there is 1), whose low bits are q.
+    const ROUNDER: f32 = 12_582_912.0;
+    let quarters = u * 4.0;
+    let rounded = quarters + ROUNDER;
+    let q = rounded.to_bits();
+    let x = (quarters - (rounded - ROUNDER)) * FRAC_PI_2;
+    let x2 = x * x;
+    let sin = x
+        * (1.0
+            + x2 * (-1.0 / 6.0
+                + x2 * (1.0 / 120.0 + x2 * (-1.0 / 5040.0 + x2 * (1.0 / 362_880.0)))));
+    let cos = 1.0
+        + x2 * (-0.5
+            + x2 * (1.0 / 24.0
+                + x2 * (-1.0 / 720.0 + x2 * (1.0 / 40_320.0 + x2 * (-1.0 / 3_628_800.0)))));
+    // Rotate (cos x, sin x) by q quarter turns: an odd q swaps them (negating one), and
+    // q & 2 negates both (its bit moved to the sign).
+    let odd = q & 1 == 1;
+    let (c, s) = (if odd { -sin } else { cos }, if odd { cos } else { sin });
+    let flip = (q & 2) << 30;
+    (
+        f32::from_bits(c.to_bits() ^ flip),
+        f32::from_bits(s.to_bits() ^ flip),
+    )
+}
+
+/// `LANES` blocks through one round with rotation `R` (a constant, so that the rotation is
+/// one vector shift pair).
+#[inline(always)]
+fn round<const R: u32>(x0: &mut [u32; LANES], x1: &mut [u32; LANES]) {
+    for i in 0..LANES {
+        x0[i] = x0[i].wrapping_add(x1[i]);
+        x1[i] = x1[i].rotate_left(R) ^ x0[i];
+    }
+}
+
+/// Four rounds then the key injection `s` of `schedule`.
+#[inline(always)]
+fn four_rounds<const A: u32, const B: u32, const C: u32, const D: u32>(
+    x0: &mut [u32; LANES],
+    x1: &mut [u32; LANES],
+    schedule: &[u32; 3],
+    s: usize,
+) {
+    round::<A>(x0, x1);
+    round::<B>(x0, x1);
+    round::<C>(x0, x1);
+    round::<D>(x0, x1);
+    let (k0, k1) = (schedule[s % 3], schedule[(s + 1) % 3].wrapping_add(s as u32));
+    for i in 0..LANES {
+        x0[i] = x0[i].wrapping_add(k0);
+        x1[i] = x1[i].wrapping_add(k1);
+    }
+}
+
+/// Fills `out` with values `first..first + out.len()` of one member's draw. `first` is even.
+/// On x86-64 with AVX2 the same code runs compiled for 8-wide vectors: the same operations in
+/// the same order (Rust never contracts to fused multiply-adds), so the same values.
+fn fill_member(key: StreamKey, draw: u64, first: usize, out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU was just checked to have AVX2.
+        unsafe { fill_member_avx2(key, draw, first, out) };
+        return;
+    }
+    fill_member_portable(key, draw, first, out);
+}
+
+/// [`fill_member_portable`] compiled with AVX2 enabled.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn fill_member_avx2(key: StreamKey, draw: u64, first: usize, out: &mut [f32]) {
+    fill_member_portable(key, draw, first, out);
+}
+
+/// The host kernel, written for whichever vector width it is compiled for.
+#[inline(always)]
+fn fill_member_portable(key: StreamKey, draw: u64, first: usize, out: &mut [f32]) {
+    let (key, d) = key.for_draw(draw);
+    let schedule = [key[0], key[1], PARITY ^ key[0] ^ key[1]];
+    let mut block = (first / 2) as u32;
+    for chunk in out.chunks_mut(2 * LANES) {
+        // LANES blocks side by side: every statement below is one vector op per lane group.
+        let mut x0 = [0u32; LANES];
+        let mut x1 = [d.wrapping_add(key[1]); LANES];
+        for (i, x) in x0.iter_mut().enumerate() {
+            *x = block.wrapping_add(i as u32).wrapping_add(key[0]);
+        }
+        // ROUNDS = 20: five groups of four, the rotations cycling through ROTATIONS.
+        const R: [u32; 8] = ROTATIONS;
+        four_rounds::<{ R[0] }, { R[1] }, { R[2] }, { R[3] }>(&mut x0, &mut x1, &schedule, 1);
+        four_rounds::<{ R[4] }, { R[5] }, { R[6] }, { R[7] }>(&mut x0, &mut x1, &schedule, 2);
+        four_rounds::<{ R[0] }, { R[1] }, { R[2] }, { R[3] }>(&mut x0, &mut x1, &schedule, 3);
+        four_rounds::<{ R[4] }, { R[5] }, { R[6] }, { R[7] }>(&mut x0, &mut x1, &schedule, 4);
+        four_rounds::<{ R[0] }, { R[1] }, { R[2] }, { R[3] }>(&mut x0, &mut x1, &schedule, 5);
+        let mut pairs = [0f32; 2 * LANES];
+        for i in 0..LANES {
+            let (u1, u2) = uniforms(x0[i], x1[i]);
+            let r = (-2.0 * ln_unit(u1)).sqrt();
+            let (c, s) = cos_sin_turn(u2);
+            pairs[2 * i] = r * c;
+            pairs[2 * i + 1] = r * s;
+        }
+        chunk.copy_from_slice(&pairs[..chunk.len()]);
+        block = block.wrapping_add(LANES as u32);
+    }
+}
+
+/// Draw `draw` of each member's stream on the host: `len` standard normals per member, member
+/// after member (`[keys.len(), len]` row-major). Large draws are split over the host's cores.
+pub fn normals_host(keys: &[StreamKey], draw: u64, len: usize) -> Vec<f32> {
+    let mut out = vec![0f32; keys.len() * len];
+    if len == 0 {
+        return out;
+    }
+    let lanes = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if out.len() < THREADED_FROM || lanes == 1 {
+        for (key, row) in keys.iter().zip(out.chunks_mut(len)) {
+            fill_member(*key, draw, 0, row);
+        }
+        return out;
+    }
+    // Even-sized pieces of whole blocks, each inside one member's row.
+    let piece = (out.len().div_ceil(lanes) + 1) & !1;
+    let mut jobs: Vec<(StreamKey, usize, &mut [f32])> = Vec::new();
+    for (key, row) in keys.iter().zip(out.chunks_mut(len)) {
+        let mut first = 0;
+        for part in row.chunks_mut(piece) {
+            let n = part.len();
+            jobs.push((*key, first, part));
+            first += n;
+        }
+    }
+    let per_lane = jobs.len().div_ceil(lanes);
+    std::thread::scope(|scope| {
+        let mut jobs = jobs.into_iter();
+        for _ in 0..lanes {
+            let mine: Vec<_> = jobs.by_ref().take(per_lane).collect();
+            scope.spawn(move || {
+                for (key, first, part) in mine {
+                    fill_member(key, draw, first, part);
+                }
+            });
+        }
+    });
+    out
+}
+
+/// A 32-bit word as two 16-bit halves in integer tensors `[members, blocks]` (or `[members,
+/// 1]` for keys): every intermediate stays below 2^31, so the words are the same on a backend
+/// with 32-bit signed integers (CUDA) as with 64-bit ones (ndarray).
+struct Word<B: Backend> {
+    hi: Tensor<B, 2, Int>,
+    lo: Tensor<B, 2, Int>,
+}
+
+fn int<B: Backend>(value: i64) -> B::IntElem {
+    value.elem()
+}
+
+impl<B: Backend> Word<B> {
+    /// One word per member, from host values, as `[members, 1]`.
+    fn column(values: &[u32], device: &B::Device) -> Self {
+        let half = |f: fn(u32) -> u32| {
+            let data: Vec<i64> = values.iter().map(|&v| i64::from(f(v))).collect();
+            Tensor::from_data(TensorData::new(data, [values.len(), 1]), device)
+        };
+        Self {
+            hi: half(|v| v >> 16),
+            lo: half(|v| v & 0xFFFF),
+        }
+    }
+
+    fn add(self, other: &Self) -> Self {
+        let lo = self.lo + other.lo.clone();
+        let carry = lo.clone().bitwise_right_shift_scalar(int::<B>(16));
+        Self {
+            hi: (self.hi + other.hi.clone() + carry).bitwise_and_scalar(int::<B>(0xFFFF)),
+            lo: lo.bitwise_and_scalar(int::<B>(0xFFFF)),
+        }
+    }
+
+    fn xor(self, other: &Self) -> Self {
+        Self {
+            hi: self.hi.bitwise_xor(other.hi.clone()),
+            lo: self.lo.bitwise_xor(other.lo.clone()),
+        }
+    }
+
+    /// Rotation left by `r` bits: by 16 swaps the halves, the rest moves bits across them.
+    fn rotate_left(self, r: u32) -> Self {
+        let (a, b, r) = if r >= 16 {
+            (self.lo, self.hi, r - 16)
+        } else {
+            (self.hi, self.lo, r)
+        };
+        if r == 0 {
+            return Self { hi: a, lo: b };
+        }
+        let (up, down) = (int::<B>(i64::from(r)), int::<B>(16 - i64::from(r)));
+        let mask = int::<B>(0xFFFF);
+        let hi = a
+            .clone()
+            .bitwise_left_shift_scalar(up)
+            .bitwise_or(b.clone().bitwise_right_shift_scalar(down))
+            .bitwise_and_scalar(mask);
+        let lo = b
+            .bitwise_left_shift_scalar(up)
+            .bitwise_or(a.bitwise_right_shift_scalar(down))
+            .bitwise_and_scalar(mask);
+        Self { hi, lo }
+    }
+
+    /// The top 24 bits as floats.
+    fn top24(self) -> Tensor<B, 2> {
+        (self.hi.bitwise_left_shift_scalar(int::<B>(8))
+            + self.lo.bitwise_right_shift_scalar(int::<B>(8)))
+        .float()
+    }
+}
+
+/// Draw `draw` of each member's stream as tensor ops on `device`: `[keys.len(), len]`, the
+/// same words as [`normals_host`] and the same values to f32 rounding.
+pub fn normals_tensor<B: Backend>(
+    keys: &[StreamKey],
+    draw: u64,
+    len: usize,
+    device: &B::Device,
+) -> Tensor<B, 2> {
+    let members = keys.len();
+    let blocks = len.div_ceil(2);
+    if members == 0 || blocks == 0 {
+        return Tensor::zeros([members, len], device);
+    }
+    let (k0, k1): (Vec<u32>, Vec<u32>) = keys
+        .iter()
+        .map(|k| {
+            let (key, _) = k.for_draw(draw);
+            (key[0], key[1])
+        })
+        .unzip();
+    let d = draw as u32;
+    let k2: Vec<u32> = k0.iter().zip(&k1).map(|(a, b)| PARITY ^ a ^ b).collect();
+    let schedule = [
+        Word::<B>::column(&k0, device),
+        Word::column(&k1, device),
+        Word::column(&k2, device),
+    ];
+    // Counter word 0 is the block index j, split into halves over [1, blocks].
+    let j = Tensor::<B, 1, Int>::arange(0..blocks as i64, device).reshape([1, blocks]);
+    let counter = Word {
+        hi: j
+            .clone()
+            .bitwise_right_shift_scalar(int::<B>(16))
+            .expand([members, blocks]),
+        lo: j.bitwise_and_scalar(int::<B>(0xFFFF)).expand([members, blocks]),
+    };
+    let mut x0 = counter.add(&schedule[0]);
+    // Counter word 1 is the draw's number, the same for every block of a member.
+    let x1_start: Vec<u32> = k1.iter().map(|k| k.wrapping_add(d)).collect();
+    let start = Word::<B>::column(&x1_start, device);
+    let mut x1 = Word {
+        hi: start.hi.expand([members, blocks]),
+        lo: start.lo.expand([members, blocks]),
+    };
+    for round in 0..ROUNDS {
+        x0 = x0.add(&x1);
+        x1 = x1.rotate_left(ROTATIONS[round % 8]).xor(&x0);
+        if round % 4 == 3 {
+            let s = round / 4 + 1;
+            x0 = x0.add(&schedule[s % 3]);
+            let bumped: Vec<u32> = [&k0, &k1, &k2][(s + 1) % 3]
+                .iter()
+                .map(|k| k.wrapping_add(s as u32))
+                .collect();
+            x1 = x1.add(&Word::column(&bumped, device));
+        }
+    }
+    let step = 1.0 / f64::from(1u32 << 24);
+    let u1 = x0.top24().add_scalar(1.0).mul_scalar(step);
+    let angle = x1.top24().mul_scalar(step * std::f64::consts::TAU);
+    let radius = u1.log().mul_scalar(-2.0).sqrt();
+    let values = Tensor::stack::<3>(
+        vec![radius.clone() * angle.clone().cos(), radius * angle.sin()],
+        2,
+    )
+    .reshape([members, 2 * blocks]);
+    if 2 * blocks == len {
+        values
+    } else {
+        values.narrow(1, 0, len)
+    }
+}
+
+/// Draw `draw` of each member's stream on `device`, `[keys.len(), len]`: host code on the CPU
+/// backend, tensor ops elsewhere.
+pub fn normals<B: Backend>(
+    keys: &[StreamKey],
+    draw: u64,
+    len: usize,
+    device: &B::Device,
+) -> Tensor<B, 2> {
+    if runs_on_host::<B>() {
+        let values = normals_host(keys, draw, len);
+        Tensor::from_data(TensorData::new(values, [keys.len(), len]), device)
+    } else {
+        normals_tensor(keys, draw, len, device)
+    }
+}
+
+/// Per-member normal streams that advance one draw per call, so that every call gets fresh
+/// noise and a member's noise never depends on which other members share the program.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NormalStreams {
+    keys: Vec<StreamKey>,
+    draws: u64,
+}
+
+impl NormalStreams {
+    /// One stream per seed, member `m` keyed by `seeds[m]`, at draw 0.
+    pub fn new(seeds: &[u64]) -> Self {
+        Self {
+            keys: seeds.iter().map(|&s| StreamKey::from_seed(s)).collect(),
+            draws: 0,
+        }
+    }
+
+    /// Members.
+    pub fn members(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Draws taken so far.
+    pub fn draws(&self) -> u64 {
+        self.draws
+    }
+
+    /// The next draw, `dims = [members, ...]` (the first axis must be the member count).
+    pub fn next<B: Backend, const D: usize>(
+        &mut self,
+        dims: [usize; D],
+        device: &B::Device,
+    ) -> Tensor<B, D> {
+        debug_assert_eq!(dims[0], self.keys.len(), "one row per member");
+        let per_member = dims[1..].iter().product();
+        let values = normals::<B>(&self.keys, self.draws, per_member, device);
+        self.draws += 1;
+        values.reshape(dims)
+    }
+
+    /// The next draw on the host, `[members, len]` row-major.
+    pub fn next_host(&mut self, len: usize) -> Vec<f32> {
+        let values = normals_host(&self.keys, self.draws, len);
+        self.draws += 1;
+        values
+    }
+
+    /// Keeps the first `members` streams (the others' members left the program).
+    pub fn retain(&mut self, members: usize) {
+        self.keys.truncate(members);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::NdArray;
+
+    type Cpu = NdArray<f32>;
+
+    #[test]
+    fn threefry_gives_random123s_known_answers() {
+        assert_eq!(threefry2x32([0, 0], [0, 0]), [0x6b20_0159, 0x99ba_4efe]);
+        assert_eq!(
+            threefry2x32([u32::MAX; 2], [u32::MAX; 2]),
+            [0x1cb9_96fc, 0xbb00_2be7]
+        );
+        assert_eq!(
+            threefry2x32([0x1319_8a2e, 0x0370_7344], [0x243f_6a88, 0x85a3_08d3]),
+            [0xc492_3a9c, 0x483d_f7a0]
+        );
+    }
+
+    #[test]
+    fn host_kernel_is_box_muller_of_the_reference_blocks() {
+        let key = StreamKey::from_seed(0xDEAD_BEEF_0000_0007);
+        let draw = (5u64 << 32) + 9;
+        let got = normals_host(&[key], draw, 41);
+        let (k, d) = key.for_draw(draw);
+        for (j, pair) in got.chunks(2).enumerate() {
+            let w = threefry2x32(k, [j as u32, d]);
+            let (u1, u2) = uniforms(w[0], w[1]);
+            let r = (-2.0 * f64::from(u1).ln()).sqrt();
+            let t = std::f64::consts::TAU * f64::from(u2);
+            let want = [r * t.cos(), r * t.sin()];
+            for (g, w) in pair.iter().zip(want) {
+                assert!((f64::from(*g) - w).abs() < 5e-6, "block {j}: {g} vs {w}");
+            }
+        }
+    }
+
+    #[test]
+    fn ln_and_turns_are_accurate_over_their_whole_domains() {
+        let mut worst = (0f64, 0f64);
+        for i in 0..=(1u32 << 16) {
+            let u = ((i << 8) | 0x80).max(1) as f32 / (1u32 << 24) as f32;
+            let u = u.min(1.0);
+            worst.0 = worst.0.max((f64::from(ln_unit(u)) - f64::from(u).ln()).abs());
+            let (c, s) = cos_sin_turn(u);
+            let t = std::f64::consts::TAU * f64::from(u);
+            worst.1 = worst
+                .1
+                .max((f64::from(c) - t.cos()).abs())
+                .max((f64::from(s) - t.sin()).abs());
+        }
+        assert!(worst.0 < 3e-6, "ln error {}", worst.0);
+        assert!(worst.1 < 1e-6, "cos/sin error {}", worst.1);
+        assert_eq!(ln_unit(1.0), 0.0);
+        assert!((f64::from(ln_unit(1.0 / (1u32 << 24) as f32)) + 24.0 * 2f64.ln()).abs() < 1e-5);
+    }
+
+    #[test]
+    fn tensor_ops_give_the_host_values() {
+        let keys: Vec<StreamKey> = [0u64, 1, u64::MAX, 0x1234_5678_9ABC_DEF0]
+            .iter()
+            .map(|&s| StreamKey::from_seed(s))
+            .collect();
+        for (draw, len) in [(0u64, 7usize), (3, 64), ((1 << 32) + 2, 33)] {
+            let host = normals_host(&keys, draw, len);
+            let tensor = normals_tensor::<Cpu>(&keys, draw, len, &Default::default())
+                .into_data()
+                .to_vec::<f32>()
+                .unwrap();
+            assert_eq!(host.len(), tensor.len());
+            for (i, (h, t)) in host.iter().zip(&tensor).enumerate() {
+                assert!((h - t).abs() < 1e-5, "draw {draw}, value {i}: {h} vs {t}");
+            }
+        }
+    }
+
+    #[test]
+    fn threaded_draws_equal_a_single_thread_and_rows_are_independent_of_neighbours() {
+        let seeds: Vec<u64> = (0..5).collect();
+        let keys: Vec<StreamKey> = seeds.iter().map(|&s| StreamKey::from_seed(s)).collect();
+        let len = THREADED_FROM / 3 + 1;
+        let all = normals_host(&keys, 4, len);
+        for (m, key) in keys.iter().enumerate() {
+            let mut alone = vec![0f32; len];
+            fill_member(*key, 4, 0, &mut alone);
+            assert_eq!(&all[m * len..(m + 1) * len], &alone[..], "member {m}");
+        }
+        let mut streams = NormalStreams::new(&seeds);
+        let first = streams.next_host(3);
+        let second = streams.next_host(3);
+        assert_ne!(first, second, "each call is a fresh draw");
+        assert_eq!(streams.draws(), 2);
+    }
+
+    #[test]
+    fn every_vector_width_gives_the_same_bits() {
+        let key = StreamKey::from_seed(99);
+        let (mut dispatched, mut portable) = (vec![0f32; 1001], vec![0f32; 1001]);
+        fill_member(key, 7, 64, &mut dispatched);
+        fill_member_portable(key, 7, 64, &mut portable);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&dispatched), bits(&portable));
+    }
+
+    #[test]
+    fn values_are_standard_normal() {
+        let n = 1 << 20;
+        let values = normals_host(&[StreamKey::from_seed(42)], 0, n);
+        let mean = values.iter().map(|&v| f64::from(v)).sum::<f64>() / n as f64;
+        let var = values
+            .iter()
+            .map(|&v| (f64::from(v) - mean).powi(2))
+            .sum::<f64>()
+            / n as f64;
+        let kurtosis = values
+            .iter()
+            .map(|&v| (f64::from(v) - mean).powi(4))
+            .sum::<f64>()
+            / n as f64
+            / var.powi(2);
+        // Standard errors at n = 2^20: mean 1e-3, variance 1.4e-3, kurtosis 4.8e-3.
+        assert!(mean.abs() < 5e-3, "mean {mean}");
+        assert!((var - 1.0).abs() < 7e-3, "variance {var}");
+        assert!((kurtosis - 3.0).abs() < 0.03, "kurtosis {kurtosis}");
+        // Kolmogorov-Smirnov against the normal CDF on a sorted sample.
+        let mut sorted: Vec<f64> = values.iter().map(|&v| f64::from(v)).collect();
+        sorted.sort_by(f64::total_cmp);
+        let cdf = |x: f64| 0.5 * (1.0 + erf(x / std::f64::consts::SQRT_2));
+        let d = sorted
+            .iter()
+            .enumerate()
+            .map(|(i, &x)| {
+                let f = cdf(x);
+                (f - i as f64 / n as f64)
+                    .abs()
+                    .max(((i + 1) as f64 / n as f64 - f).abs())
+            })
+            .fold(0.0, f64::max);
+        // The 0.1 % critical value is 1.95 / sqrt(n).
+        assert!(d < 1.95 / (n as f64).sqrt(), "KS distance {d}");
+        assert!(values.iter().all(|v| v.is_finite() && v.abs() <= 5.8));
+    }
+
+    /// The error function to 1.5e-7 (Abramowitz and Stegun 7.1.26).
+    fn erf(x: f64) -> f64 {
+        let t = 1.0 / (1.0 + 0.327_591_1 * x.abs());
+        let poly = t
+            * (0.254_829_592
+                + t * (-0.284_496_736
+                    + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+        (1.0 - poly * (-x * x).exp()).copysign(x)
+    }
+}
