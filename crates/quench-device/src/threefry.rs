@@ -210,6 +210,13 @@ fn fill_member_portable(key: StreamKey, draw: u64, first: usize, out: &mut [f32]
     }
 }
 
+/// Fills `out` with the first `out.len()` values of draw `draw` of the stream keyed `key`:
+/// what [`normals_host`] gives that member, for callers that fuse the noise into their own
+/// per-member loop.
+pub fn fill_normals(key: StreamKey, draw: u64, out: &mut [f32]) {
+    fill_member(key, draw, 0, out);
+}
+
 /// Draw `draw` of each member's stream on the host: `len` standard normals per member, member
 /// after member (`[keys.len(), len]` row-major). Large draws are split over the host's cores.
 pub fn normals_host(keys: &[StreamKey], draw: u64, len: usize) -> Vec<f32> {
@@ -450,6 +457,17 @@ impl NormalStreams {
         let values = normals::<B>(&self.keys, self.draws, per_member, device);
         self.draws += 1;
         values.reshape(dims)
+    }
+
+    /// The members' keys, in member order.
+    pub fn keys(&self) -> &[StreamKey] {
+        &self.keys
+    }
+
+    /// Moves past one draw without computing it: for a caller that computed it with
+    /// [`fill_normals`] at [`draws`](Self::draws).
+    pub fn skip(&mut self) {
+        self.draws += 1;
     }
 
     /// The next draw on the host, `[members, len]` row-major.

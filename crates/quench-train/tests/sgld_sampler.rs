@@ -53,12 +53,8 @@ impl Run<'_> {
         let flat: Vec<f32> = start.iter().flatten().map(|&v| v as f32).collect();
         let mut theta =
             Tensor::<Cpu, 3>::from_data(TensorData::new(flat, [chains, dim, 1]), &device);
-        let schedule = ChainSchedule::<Cpu>::new(
-            self.betas,
-            &vec![self.a0; chains],
-            &vec![self.epochs; chains],
-            &device,
-        );
+        let schedule =
+            ChainSchedule::new(self.betas, &vec![self.a0; chains], &vec![self.epochs; chains]);
         let mut sgld = Sgld {
             prior_sigma: self.prior_sigma,
             noise: self.noise,
@@ -76,7 +72,7 @@ impl Run<'_> {
         };
         let mut loader = Loader::<Cpu>::new(vec![self.data], &seeds, &config, &device).unwrap();
         for epoch in 0..self.epochs {
-            let scales = schedule.scales(epoch);
+            let scales = schedule.scales::<Cpu>(epoch, &device);
             for batch in loader.epoch(epoch as u64) {
                 let leaf = require_grad::<Ad>(vec![theta.clone()]);
                 let total = loss(leaf[0].clone(), Tensor::from_inner(batch.features)).sum();
@@ -170,7 +166,7 @@ fn gaussian_linear_model_matches_its_exact_posterior_at_two_temperatures() {
         a0: 0.02,
         epochs: 2_000,
         prior_sigma: sigma,
-        noise: Noise::device::<Cpu>(5, &Default::default()),
+        noise: Noise::counter(&(0..2 * CHAINS as u64).collect::<Vec<_>>()),
     };
     let scale = n as f64 / batch as f64;
     let samples = run.sample(start, |theta, rows| {
@@ -308,15 +304,14 @@ fn welling_teh_mixture_visits_both_modes_in_proportion() {
 fn beta_zero_is_pure_noise_that_ignores_the_gradient() {
     let device = Default::default();
     let (a0, epochs, steps) = (0.3, 50, 4);
-    let schedule =
-        ChainSchedule::<Cpu>::new(&[0.0; CHAINS], &[a0; CHAINS], &[epochs; CHAINS], &device);
+    let schedule = ChainSchedule::new(&[0.0; CHAINS], &[a0; CHAINS], &[epochs; CHAINS]);
     let mut sgld = Sgld {
         prior_sigma: 0.1,
         noise: Noise::host(&(0..CHAINS as u64).collect::<Vec<_>>()),
     };
     let mut theta = Tensor::<Cpu, 3>::ones([CHAINS, 1, 1], &device);
     for epoch in 0..epochs {
-        let scales = schedule.scales(epoch);
+        let scales = schedule.scales::<Cpu>(epoch, &device);
         for _ in 0..steps {
             // A strong pull towards -5 that a gradient step would follow.
             let grad = (theta.clone() + 5.0).mul_scalar(100.0);

@@ -6,7 +6,7 @@ use quench_data::{SYNTH_TEST, SYNTH_TRAIN};
 use quench_device::load_toml;
 use serde::{Deserialize, Serialize};
 
-use super::SgldError;
+use super::{LossScale, SgldError};
 
 /// Which data the chains learn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -97,6 +97,10 @@ pub struct GridConfig {
     pub hidden: usize,
     /// Upper bound `l_max` of the bounded cross-entropy, nats.
     pub l_max: f64,
+    /// The loss the chains' posterior is of: `"unit"` (default), the bounded loss mapped onto
+    /// `[0, 1]` as in the PAC-Bayes bound; `"raw"`, the loss in nats as the original trained,
+    /// which makes each beta act about `l_max` times its nominal value on the bound's loss.
+    pub loss: LossScale,
     /// Standard deviation of the Gaussian prior on every parameter.
     pub prior_sigma: f64,
     /// Confidence parameter of the bound: it holds with probability at least `1 - delta`.
@@ -118,6 +122,7 @@ impl Default for GridConfig {
             batch_size: 10,
             hidden: 500,
             l_max: 4.0,
+            loss: LossScale::Unit,
             prior_sigma: 1_000.0,
             delta: 0.05,
             seed: 0,
@@ -126,14 +131,14 @@ impl Default for GridConfig {
 }
 
 impl GridConfig {
-    /// A small SYNTH grid whose chains run 1, 3 and 12 epochs, with a hot chain (beta 50) that
-    /// moves a lot, so that any mix-up between chains shows: the grid on which the execution
-    /// paths are compared (the tests and `benchmark verify`).
+    /// A small SYNTH grid whose chains run 1, 3 and 12 epochs, with a hot chain that moves a
+    /// lot (beta 200 and a0 1.2 on the unit loss: the dynamics of beta 50 and a0 0.3 on nats), so that any mix-up between chains shows:
+    /// the grid on which the execution paths are compared (the tests and `benchmark verify`).
     pub fn mixed_lengths() -> Self {
         Self {
-            betas: vec![0.0, 1.0, 50.0],
+            betas: vec![0.0, 1.0, 200.0],
             epochs: vec![1, 3, 12],
-            a0: vec![0.01, 0.05, 0.3],
+            a0: vec![0.01, 0.05, 1.2],
             repetitions: 2,
             hidden: 16,
             ..Self::default()

@@ -11,7 +11,7 @@ use quench_device::Precision;
 use super::chains::evaluate;
 use super::{
     BoundedLoss, ChainBatch, ChainOutcome, ChainSchedule, GridConfig, GridData, GridResult, Noise,
-    NoiseSource, Sgld, SgldError,
+    NoiseSource, Sgld, SgldError, StepOptions,
 };
 
 /// How the chains of a grid are run; the benchmark's variants are choices of these.
@@ -27,6 +27,9 @@ pub struct Execution {
     /// Finished chains leave the batched program; else they stay in it, masked, until the
     /// longest chain ends.
     pub compact: bool,
+    /// The step with hand-derived gradients and the update fused in (f32 only); else an
+    /// autodiff graph per step.
+    pub fused_step: bool,
     /// Arithmetic of the forward pass.
     pub precision: Precision,
 }
@@ -39,16 +42,18 @@ impl Execution {
         noise: NoiseSource::Host,
         resident_data: false,
         compact: false,
+        fused_step: false,
         precision: Precision::F32,
     };
 
-    /// Quench's way: every chain in one program, noise drawn on the device, data resident,
-    /// finished chains dropped, f32.
+    /// Quench's way: every chain in one program, counter-based noise drawn where the step
+    /// runs, data resident, finished chains dropped, the fused step, f32.
     pub const BATCHED: Self = Self {
         batched: true,
         noise: NoiseSource::Device,
         resident_data: true,
         compact: true,
+        fused_step: true,
         precision: Precision::F32,
     };
 }
@@ -144,19 +149,13 @@ fn run_chains<B: AutodiffBackend>(
     let of = |f: fn(&Chain) -> f64| chains.iter().map(f).collect::<Vec<_>>();
     let repetitions: Vec<usize> = chains.iter().map(|c| c.repetition).collect();
     let order_seeds: Vec<u64> = chains.iter().map(|c| c.stream(Stream::Order)).collect();
+    let noise_seeds: Vec<u64> = chains.iter().map(|c| c.stream(Stream::Noise)).collect();
     let noise = match execution.noise {
-        NoiseSource::Device => {
-            Noise::device::<B::InnerBackend>(chains[0].stream(Stream::Noise), device)
-        }
-        NoiseSource::Host => Noise::host(
-            &chains
-                .iter()
-                .map(|c| c.stream(Stream::Noise))
-                .collect::<Vec<_>>(),
-        ),
+        NoiseSource::Device => Noise::counter(&noise_seeds),
+        NoiseSource::Host => Noise::host(&noise_seeds),
     };
     let epochs: Vec<usize> = chains.iter().map(|c| c.epochs).collect();
-    let schedule = ChainSchedule::new(&of(|c| c.beta), &of(|c| c.a0), &epochs, device);
+    let schedule = ChainSchedule::new(&of(|c| c.beta), &of(|c| c.a0), &epochs);
     let loss = BoundedLoss {
         l_max: config.l_max,
     };
@@ -170,7 +169,11 @@ fn run_chains<B: AutodiffBackend>(
             noise,
         },
         loss,
-        execution.precision,
+        StepOptions {
+            scale: config.loss,
+            fused: execution.fused_step,
+            precision: execution.precision,
+        },
         device,
     );
     let loader_config = LoaderConfig {
@@ -213,7 +216,7 @@ fn run_chains<B: AutodiffBackend>(
     let params = finished
         .into_iter()
         .rev()
-        .fold(batch.params().to_vec(), |head, tail| {
+        .fold(batch.params(), |head, tail| {
             head.into_iter()
                 .zip(tail)
                 .map(|(h, t)| Tensor::cat(vec![h, t], 0))

@@ -4,6 +4,20 @@
 use burn::tensor::Tensor;
 use burn::tensor::activation::sigmoid;
 use burn::tensor::backend::Backend;
+use serde::{Deserialize, Serialize};
+
+/// The loss the chains are trained on: the Gibbs posterior `exp(-beta L)` is of this `L`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LossScale {
+    /// The bounded loss mapped onto `[0, 1]` ([`BoundedLoss::to_unit`]), the loss of the
+    /// PAC-Bayes bound, so that the sampled posterior and the bound agree.
+    #[default]
+    Unit,
+    /// The bounded loss in nats, as the original trained: `L` is about 4x the unit loss at
+    /// `l_max = 4`, so each `beta` acts as about 4x its nominal value on the bound's loss.
+    Raw,
+}
 
 /// Cross-entropy made bounded by mixing the predicted probability of the true class `p` with
 /// a floor: `psi(p) = e^-l + (1 - 2 e^-l) p`, loss `clamp(-ln psi, 0, l)` with `l = l_max`.
@@ -36,6 +50,31 @@ impl BoundedLoss {
     /// The smallest value the loss takes, `-ln(1 - e^-l)` (a certain, correct prediction).
     pub fn min(&self) -> f64 {
         -(-(-self.l_max).exp()).ln_1p()
+    }
+
+    /// The factor from nats to the training loss `scale`: `1 / (l_max - min)` for the unit
+    /// loss (its offset moves no gradient), 1 for the raw one.
+    pub fn training_factor(&self, scale: LossScale) -> f64 {
+        match scale {
+            LossScale::Unit => (self.l_max - self.min()).recip(),
+            LossScale::Raw => 1.0,
+        }
+    }
+
+    /// The derivative of [`per_sample`](Self::per_sample) with respect to the logit, same
+    /// shapes: `-(1 - 2 e^-l) s p (1 - p) / psi` with `p = sigmoid(s z)`, `s = 2 y - 1`. The
+    /// clamp never binds away from `p = 0`, where this vanishes too.
+    pub fn logit_gradient<B: Backend>(
+        &self,
+        logits: Tensor<B, 3>,
+        labels: Tensor<B, 3>,
+    ) -> Tensor<B, 3> {
+        let floor = (-self.l_max).exp();
+        let sign = labels.mul_scalar(2.0).sub_scalar(1.0);
+        let p_true = sigmoid(logits * sign.clone());
+        let psi = p_true.clone().mul_scalar(1.0 - 2.0 * floor).add_scalar(floor);
+        let slope = p_true.clone() * p_true.neg().add_scalar(1.0);
+        (slope * sign / psi).mul_scalar(-(1.0 - 2.0 * floor))
     }
 
     /// Maps a loss (or a mean of losses) from `[min, l_max]` affinely onto `[0, 1]`.
@@ -87,6 +126,25 @@ mod tests {
         // A confident wrong answer costs l_max, a confident right one the minimum.
         let ends = to_host_f32(loss.per_sample(column(&[-30.0, 30.0]), column(&[1.0, 1.0])));
         assert!((ends[0] - 4.0).abs() < 1e-4 && (f64::from(ends[1]) - loss.min()).abs() < 1e-5);
+    }
+
+    #[test]
+    fn the_logit_gradient_is_autodiffs() {
+        use burn::backend::Autodiff;
+        let loss = BoundedLoss { l_max: 4.0 };
+        let logits = [-9.0f32, -2.0, -0.1, 0.0, 0.7, 3.0, 12.0];
+        for label in [0.0f32, 1.0] {
+            let z = Tensor::<Autodiff<Cpu>, 3>::from_inner(column(&logits)).require_grad();
+            let y = Tensor::from_inner(column(&[label; 7]));
+            let grads = loss.per_sample(z.clone(), y).sum().backward();
+            let want = to_host_f32(z.grad(&grads).unwrap());
+            let got = to_host_f32(loss.logit_gradient(column(&logits), column(&[label; 7])));
+            for (g, w) in got.iter().zip(&want) {
+                assert!((g - w).abs() < 1e-6, "y {label}: {got:?} vs {want:?}");
+            }
+        }
+        assert!((loss.training_factor(LossScale::Unit) * (4.0 - loss.min()) - 1.0).abs() < 1e-12);
+        assert_eq!(loss.training_factor(LossScale::Raw), 1.0);
     }
 
     #[test]

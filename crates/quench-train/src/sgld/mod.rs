@@ -9,8 +9,9 @@
 //! lr_t = a0 (t + 1)^(-1/2) in epoch t,
 //! ```
 //!
-//! with `L` the minibatch mean of the bounded cross-entropy ([`loss`]) and `sigma` the prior's
-//! standard deviation. At `beta = 0` the chain is pure noise, `theta <- theta - lr xi`, as in
+//! with `L` the minibatch mean of the bounded cross-entropy ([`loss`]) mapped onto `[0, 1]`
+//! (the loss of the PAC-Bayes bound; `loss = "raw"` trains on nats as the original did) and
+//! `sigma` the prior's standard deviation. At `beta = 0` the chain is pure noise, `theta <- theta - lr xi`, as in
 //! the original code (its grid runs beta = 0 for one epoch at a0 = 1e-7, so it stays at the
 //! prior draw; the bound needs the training loss there).
 //!
@@ -24,6 +25,7 @@
 //! - [`loss`]: bounded cross-entropy, its `[0, 1]` rescaling, 0-1 error.
 //! - [`sampler`]: the SGLD update, its noise source and per-chain schedule.
 //! - [`chains`]: a batch of chains and its training step.
+//! - [`fused`]: that step with hand-derived gradients and the update fused in.
 //! - [`experiment`]: the grid as one program ([`run_grid`]), or one chain at a time.
 //! - [`results`] and [`bound`]: per-beta statistics and the PAC-Bayes bound.
 
@@ -33,17 +35,18 @@ pub mod config;
 pub mod data;
 pub mod error;
 pub mod experiment;
+pub mod fused;
 pub mod loss;
 pub mod results;
 pub mod sampler;
 
 pub use crate::stats::MeanStd;
 pub use bound::{Bound, pac_bayes_bounds};
-pub use chains::ChainBatch;
+pub use chains::{ChainBatch, StepOptions};
 pub use config::{DatasetKind, GridConfig, MnistConfig, SynthConfig};
 pub use data::GridData;
 pub use error::SgldError;
 pub use experiment::{Execution, run_grid};
-pub use loss::BoundedLoss;
+pub use loss::{BoundedLoss, LossScale};
 pub use results::{BetaSummary, ChainOutcome, GridResult};
-pub use sampler::{ChainSchedule, Noise, NoiseSource, Sgld, StepScales};
+pub use sampler::{ChainSchedule, HostScales, Noise, NoiseSource, Sgld, StepScales};

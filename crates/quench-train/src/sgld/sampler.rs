@@ -2,8 +2,8 @@
 //! of its Gaussian noise.
 
 use burn::tensor::backend::Backend;
-use burn::tensor::{Distribution, Tensor, TensorData};
-use quench_device::SeededGenerator;
+use burn::tensor::{Tensor, TensorData};
+use quench_device::threefry::NormalStreams;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::StandardNormal;
@@ -11,30 +11,28 @@ use rand_distr::StandardNormal;
 /// Where the Langevin noise `xi` is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NoiseSource {
-    /// By the backend on its device, with no host work or copy per step.
+    /// Where the step runs, from counter-based streams (`quench_device::threefry`), one per
+    /// chain: host code on the CPU backend, fused tensor ops on a GPU, with no per-step copy.
     Device,
-    /// On the host, one stream per chain, then copied to the device (the original's way).
+    /// On the host, one `StdRng` stream per chain, then copied to the device (the original's
+    /// way).
     Host,
 }
 
-/// The generator of Langevin noise for a batch of chains.
+/// The generator of Langevin noise for a batch of chains. Either way a chain's noise comes
+/// from its own seed, so it is the same whichever chains share its program.
 #[derive(Debug, Clone)]
 pub enum Noise {
-    /// `Tensor::random` on the device, from the backend's generator seeded at creation and
-    /// held by this run until it drops.
-    Device(SeededGenerator),
-    /// One host stream per chain, in chain order; a chain's noise is then the same whichever
-    /// chains share its program.
+    /// Counter-based Threefry streams, one per chain, one draw per step.
+    Counter(NormalStreams),
+    /// One host `StdRng` stream per chain, drawn chain after chain for each parameter.
     Host(Vec<StdRng>),
 }
 
 impl Noise {
-    /// Noise from the backend's generator, which this seeds with `seed` and holds (other
-    /// threads' seeded draws wait) until the noise drops. On burn-ndarray the generator is
-    /// process-wide and is the host's `StdRng`, so a lone chain gets the same noise as
-    /// [`Noise::host`] with the same seed.
-    pub fn device<B: Backend>(seed: u64, device: &B::Device) -> Self {
-        Self::Device(SeededGenerator::acquire::<B>(device, seed))
+    /// Counter-based noise, chain `c` keyed by `chain_seeds[c]`.
+    pub fn counter(chain_seeds: &[u64]) -> Self {
+        Self::Counter(NormalStreams::new(chain_seeds))
     }
 
     /// Host noise, chain `c` drawing from `StdRng::seed_from_u64(chain_seeds[c])`.
@@ -47,116 +45,135 @@ impl Noise {
         )
     }
 
-    /// Standard normal noise `[chains, rows, cols]`.
-    pub fn draw<B: Backend>(&mut self, dims: [usize; 3], device: &B::Device) -> Tensor<B, 3> {
+    /// Standard normal noise for one step of parameters shaped `dims` (each `[chains, a, b]`).
+    /// Counter noise is one draw of `sum a b` values per chain, split in parameter order.
+    pub fn draw_step<B: Backend>(
+        &mut self,
+        dims: &[[usize; 3]],
+        device: &B::Device,
+    ) -> Vec<Tensor<B, 3>> {
         match self {
-            Self::Device(_) => Tensor::random(dims, Distribution::Normal(0.0, 1.0), device),
-            Self::Host(streams) => {
-                let per_chain = dims[1] * dims[2];
-                let values: Vec<f32> = streams
-                    .iter_mut()
-                    .take(dims[0])
-                    .flat_map(|rng| (0..per_chain).map(|_| rng.sample::<f32, _>(StandardNormal)))
-                    .collect();
-                Tensor::from_data(TensorData::new(values, dims), device)
+            Self::Counter(streams) => {
+                let chains = dims.first().map_or(0, |d| d[0]);
+                let total = dims.iter().map(|d| d[1] * d[2]).sum();
+                let all = streams.next::<B, 2>([chains, total], device);
+                let mut offset = 0;
+                dims.iter()
+                    .map(|&d| {
+                        let part = all.clone().narrow(1, offset, d[1] * d[2]).reshape(d);
+                        offset += d[1] * d[2];
+                        part
+                    })
+                    .collect()
             }
+            Self::Host(streams) => dims
+                .iter()
+                .map(|&d| {
+                    let per_chain = d[1] * d[2];
+                    let values: Vec<f32> = streams
+                        .iter_mut()
+                        .take(d[0])
+                        .flat_map(|rng| {
+                            (0..per_chain).map(|_| rng.sample::<f32, _>(StandardNormal))
+                        })
+                        .collect();
+                    Tensor::from_data(TensorData::new(values, d), device)
+                })
+                .collect(),
         }
     }
 
     /// Keeps the first `chains` chains' streams (after the others left the program).
     pub fn retain(&mut self, chains: usize) {
-        if let Self::Host(streams) = self {
-            streams.truncate(chains);
+        match self {
+            Self::Counter(streams) => streams.retain(chains),
+            Self::Host(streams) => streams.truncate(chains),
         }
     }
 }
 
-/// The per-chain coefficients of every step in one epoch, each `[chains, 1, 1]`: the update is
+/// The per-chain coefficients of every step in one epoch: the update is
 /// `theta - drift (grad + theta / sigma^2) - noise xi`.
 #[derive(Debug, Clone)]
 pub struct StepScales<B: Backend> {
-    /// `lr / 2` where `beta > 0`; 0 at `beta = 0` and for finished chains.
+    /// `lr / 2` where `beta > 0`; 0 at `beta = 0` and for finished chains; `[chains, 1, 1]`.
     pub drift: Tensor<B, 3>,
-    /// `sqrt(lr / beta)` where `beta > 0`, `lr` at `beta = 0`; 0 for finished chains.
+    /// `sqrt(lr / beta)` where `beta > 0`, `lr` at `beta = 0`; 0 for finished chains;
+    /// `[chains, 1, 1]`.
     pub noise: Tensor<B, 3>,
+    /// The same two coefficients on the host, one value per chain each.
+    pub host: HostScales,
+}
+
+/// [`StepScales`] as host values, one per chain.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostScales {
+    /// See [`StepScales::drift`].
+    pub drift: Vec<f32>,
+    /// See [`StepScales::noise`].
+    pub noise: Vec<f32>,
 }
 
 /// Each chain's inverse temperature, step-size schedule `lr_t = a0 (t + 1)^(-1/2)` and epoch
-/// count, as `[chains, 1, 1]` tensors on the device.
-#[derive(Debug, Clone)]
-pub struct ChainSchedule<B: Backend> {
-    a0: Tensor<B, 3>,
-    /// Epoch counts; exact in f32 up to 2^24 epochs.
-    epochs: Tensor<B, 3>,
-    /// 1/2 where `beta > 0`, else 0.
-    drift_per_lr: Tensor<B, 3>,
-    /// `beta^(-1/2)` where `beta > 0`, else 0.
-    noise_per_root_lr: Tensor<B, 3>,
-    /// 1 where `beta = 0` (pure noise, `theta - lr xi`), else 0.
-    noise_per_lr: Tensor<B, 3>,
+/// count.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChainSchedule {
+    beta: Vec<f64>,
+    a0: Vec<f64>,
+    epochs: Vec<usize>,
 }
 
-impl<B: Backend> ChainSchedule<B> {
+impl ChainSchedule {
     /// The schedule of chains with inverse temperatures `beta` (0 for pure noise, else
     /// positive), initial step sizes `a0` and epoch counts `epochs`: one value per chain in
     /// each, the three of the same length.
-    pub fn new(beta: &[f64], a0: &[f64], epochs: &[usize], device: &B::Device) -> Self {
-        let column = |values: Vec<f64>| {
-            let len = values.len();
-            let values: Vec<f32> = values.into_iter().map(|v| v as f32).collect();
-            Tensor::from_data(TensorData::new(values, [len, 1, 1]), device)
-        };
-        let hot = |b: f64| b > 0.0;
+    pub fn new(beta: &[f64], a0: &[f64], epochs: &[usize]) -> Self {
         Self {
-            a0: column(a0.to_vec()),
-            epochs: column(epochs.iter().map(|&e| e as f64).collect()),
-            drift_per_lr: column(
-                beta.iter()
-                    .map(|&b| if hot(b) { 0.5 } else { 0.0 })
-                    .collect(),
-            ),
-            noise_per_root_lr: column(
-                beta.iter()
-                    .map(|&b| if hot(b) { b.sqrt().recip() } else { 0.0 })
-                    .collect(),
-            ),
-            noise_per_lr: column(
-                beta.iter()
-                    .map(|&b| if hot(b) { 0.0 } else { 1.0 })
-                    .collect(),
-            ),
+            beta: beta.to_vec(),
+            a0: a0.to_vec(),
+            epochs: epochs.to_vec(),
         }
     }
 
     /// Chains in the schedule.
     pub fn chains(&self) -> usize {
-        self.a0.dims()[0]
+        self.a0.len()
     }
 
-    /// The step coefficients of epoch `epoch` (from 0); a chain whose epoch count is at most
-    /// `epoch` gets zeros, so its steps leave it where it is.
-    pub fn scales(&self, epoch: usize) -> StepScales<B> {
+    /// The step coefficients of epoch `epoch` (from 0) on `device`; a chain whose epoch count
+    /// is at most `epoch` gets zeros, so its steps leave it where it is.
+    pub fn scales<B: Backend>(&self, epoch: usize, device: &B::Device) -> StepScales<B> {
         let decay = ((epoch + 1) as f64).sqrt().recip();
-        let active = self.epochs.clone().greater_elem(epoch as f64).float();
-        let lr = self.a0.clone().mul_scalar(decay) * active;
+        let (drift, noise): (Vec<f32>, Vec<f32>) = (0..self.chains())
+            .map(|c| {
+                let lr = if self.epochs[c] > epoch {
+                    self.a0[c] * decay
+                } else {
+                    0.0
+                };
+                let beta = self.beta[c];
+                if beta > 0.0 {
+                    ((lr / 2.0) as f32, (lr / beta).sqrt() as f32)
+                } else {
+                    (0.0, lr as f32)
+                }
+            })
+            .unzip();
+        let column = |values: &[f32]| {
+            Tensor::from_data(TensorData::new(values.to_vec(), [values.len(), 1, 1]), device)
+        };
         StepScales {
-            drift: lr.clone() * self.drift_per_lr.clone(),
-            noise: lr.clone().sqrt() * self.noise_per_root_lr.clone()
-                + lr * self.noise_per_lr.clone(),
+            drift: column(&drift),
+            noise: column(&noise),
+            host: HostScales { drift, noise },
         }
     }
 
     /// Keeps the first `chains` chains.
     pub fn retain(&mut self, chains: usize) {
-        for t in [
-            &mut self.a0,
-            &mut self.epochs,
-            &mut self.drift_per_lr,
-            &mut self.noise_per_root_lr,
-            &mut self.noise_per_lr,
-        ] {
-            *t = t.clone().narrow(0, 0, chains);
-        }
+        self.beta.truncate(chains);
+        self.a0.truncate(chains);
+        self.epochs.truncate(chains);
     }
 }
 
@@ -185,11 +202,16 @@ impl Sgld {
         scales: &StepScales<B>,
     ) -> Vec<Tensor<B, 3>> {
         let inv_var = self.prior_sigma.powi(2).recip();
+        let Some(device) = params.first().map(|p| p.device()) else {
+            return params;
+        };
+        let dims: Vec<[usize; 3]> = params.iter().map(|p| p.dims()).collect();
+        let noise = self.noise.draw_step::<B>(&dims, &device);
         params
             .into_iter()
             .zip(grads)
-            .map(|(p, g)| {
-                let xi = self.noise.draw::<B>(p.dims(), &p.device());
+            .zip(noise)
+            .map(|((p, g), xi)| {
                 let drift = (g + p.clone().mul_scalar(inv_var)) * scales.drift.clone();
                 p - drift - xi * scales.noise.clone()
             })
@@ -209,8 +231,8 @@ mod tests {
     fn scales_follow_the_schedule_and_the_temperature() {
         let device = Default::default();
         let schedule =
-            ChainSchedule::<Cpu>::new(&[0.0, 4.0, 100.0], &[0.5, 0.5, 0.1], &[3, 3, 1], &device);
-        let s = schedule.scales(2);
+            ChainSchedule::new(&[0.0, 4.0, 100.0], &[0.5, 0.5, 0.1], &[3, 3, 1]);
+        let s = schedule.scales::<Cpu>(2, &device);
         let lr = [0.5 / 3f64.sqrt(), 0.5 / 3f64.sqrt()];
         let drift = to_host_f32(s.drift);
         let noise = to_host_f32(s.noise);
@@ -226,50 +248,54 @@ mod tests {
             (0.0, 0.0),
             "the 1-epoch chain is done"
         );
-        let first = schedule.scales(0);
+        let first = schedule.scales::<Cpu>(0, &device);
         assert!((f64::from(to_host_f32(first.noise)[2]) - (0.1f64 / 100.0).sqrt()).abs() < 1e-7);
     }
 
     #[test]
     fn finished_chains_stay_put_and_host_noise_is_per_chain() {
         let device = Default::default();
-        let schedule = ChainSchedule::<Cpu>::new(&[1.0, 1.0], &[0.1, 0.1], &[5, 1], &device);
+        let schedule = ChainSchedule::new(&[1.0, 1.0], &[0.1, 0.1], &[5, 1]);
         let mut sgld = Sgld {
             prior_sigma: 1.0,
             noise: Noise::host(&[7, 8]),
         };
         let p = Tensor::<Cpu, 3>::ones([2, 2, 3], &device);
         let g = Tensor::<Cpu, 3>::ones([2, 2, 3], &device);
-        let out = to_host_f32(sgld.step(vec![p], vec![g], &schedule.scales(1)).remove(0));
+        let out = to_host_f32(sgld.step(vec![p], vec![g], &schedule.scales(1, &device)).remove(0));
         assert!(
             out[..6].iter().all(|&v| v != 1.0),
             "the running chain moves"
         );
         assert_eq!(&out[6..], &[1.0; 6], "the finished chain does not");
 
-        let mut alone = Noise::host(&[8]);
-        let mut pair = Noise::host(&[7, 8]);
-        let a = to_host_f32(alone.draw::<Cpu>([1, 2, 3], &device));
-        let b = to_host_f32(pair.draw::<Cpu>([2, 2, 3], &device));
-        assert_eq!(
-            a,
-            b[6..],
-            "chain 8's noise does not depend on its neighbours"
-        );
+        for (mut alone, mut pair) in [
+            (Noise::host(&[8]), Noise::host(&[7, 8])),
+            (Noise::counter(&[8]), Noise::counter(&[7, 8])),
+        ] {
+            let draw = |noise: &mut Noise, chains| {
+                let parts = noise.draw_step::<Cpu>(&[[chains, 2, 3], [chains, 1, 3]], &device);
+                parts.into_iter().map(to_host_f32).collect::<Vec<_>>()
+            };
+            let (a, b) = (draw(&mut alone, 1), draw(&mut pair, 2));
+            assert_eq!(a[0], b[0][6..], "chain 8's noise does not depend on its neighbours");
+            assert_eq!(a[1], b[1][3..]);
+            assert_ne!(a[0][..3], a[1][..], "each parameter gets its own values");
+        }
     }
 
     #[test]
     fn a_noiseless_step_is_gradient_descent_on_loss_plus_prior() {
         let device = Default::default();
         // beta = 1e12 makes the noise scale sqrt(lr / beta) = 3e-7: negligible here.
-        let schedule = ChainSchedule::<Cpu>::new(&[1e12], &[0.2], &[1], &device);
+        let schedule = ChainSchedule::new(&[1e12], &[0.2], &[1]);
         let mut sgld = Sgld {
             prior_sigma: 2.0,
             noise: Noise::host(&[1]),
         };
         let p = Tensor::<Cpu, 3>::full([1, 1, 1], 3.0, &device);
         let g = Tensor::<Cpu, 3>::full([1, 1, 1], 1.0, &device);
-        let out = to_host_f32(sgld.step(vec![p], vec![g], &schedule.scales(0)).remove(0))[0];
+        let out = to_host_f32(sgld.step(vec![p], vec![g], &schedule.scales(0, &device)).remove(0))[0];
         let want = 3.0 - 0.1 * (1.0 + 3.0 / 4.0);
         assert!((f64::from(out) - want).abs() < 1e-5, "{out} vs {want}");
     }
