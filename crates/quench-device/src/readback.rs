@@ -1,8 +1,11 @@
 //! Moving values between host and device: the one place where device values become a `Vec`
 //! ([`to_host_f32`]), and where host values become a float tensor ([`float_tensor`]).
 
+use std::any::Any;
+
 use burn::tensor::backend::Backend;
-use burn::tensor::{Element, Tensor, TensorData};
+use burn::tensor::{Element, Tensor, TensorData, TensorPrimitive};
+use burn_ndarray::NdArrayTensor;
 
 /// A float tensor of `values` (row-major, `shape`) in the backend's float type: data of
 /// another type would make a tensor of that type on backends that hold several (burn-ndarray
@@ -19,9 +22,22 @@ pub fn float_tensor<B: Backend, E: Element, const D: usize>(
 }
 
 /// The values of `tensor`, row-major, as f32 whatever its float dtype (bf16 and f16 are
-/// widened); one device-to-host copy, which waits for the work that produces it.
+/// widened); one device-to-host copy, which waits for the work that produces it. On the CPU
+/// backend an f32 tensor is copied straight from its memory: Burn's own readback walks a
+/// tensor that is still shared (its caller kept a clone) element by element through a
+/// dynamic-rank iterator, about 40 ns a value.
 pub fn to_host_f32<B: Backend, const D: usize>(tensor: Tensor<B, D>) -> Vec<f32> {
-    tensor
+    let primitive = tensor.into_primitive();
+    if let TensorPrimitive::Float(inner) = &primitive
+        && let Some(NdArrayTensor::F32(storage)) = (inner as &dyn Any).downcast_ref()
+    {
+        let view = storage.view();
+        return match view.as_slice() {
+            Some(values) => values.to_vec(),
+            None => view.iter().copied().collect(),
+        };
+    }
+    Tensor::<B, D>::from_primitive(primitive)
         .into_data()
         .convert::<f32>()
         .to_vec()
@@ -32,6 +48,23 @@ pub fn to_host_f32<B: Backend, const D: usize>(tensor: Tensor<B, D>) -> Vec<f32>
 mod tests {
     use super::*;
     use burn::backend::NdArray;
+
+    #[test]
+    fn reads_shared_and_strided_tensors_of_the_cpu_backend() {
+        let t = Tensor::<NdArray<f32>, 2>::from_floats(
+            [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]],
+            &Default::default(),
+        );
+        let kept = t.clone();
+        assert_eq!(to_host_f32(t), vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        assert_eq!(
+            to_host_f32(kept.clone().swap_dims(0, 1)),
+            vec![1.0, 4.0, 2.0, 5.0, 3.0, 6.0]
+        );
+        assert_eq!(to_host_f32(kept.narrow(1, 1, 2)), vec![2.0, 3.0, 5.0, 6.0]);
+        let wide = Tensor::<NdArray<f64>, 1>::from_floats([0.5, -1.5], &Default::default());
+        assert_eq!(to_host_f32(wide), vec![0.5, -1.5], "other dtypes take Burn's path");
+    }
 
     #[test]
     fn reads_values_in_row_major_order() {

@@ -63,7 +63,9 @@ pub fn threefry2x32(key: [u32; 2], counter: [u32; 2]) -> [u32; 2] {
         if round % 4 == 3 {
             let s = round / 4 + 1;
             x[0] = x[0].wrapping_add(schedule[s % 3]);
-            x[1] = x[1].wrapping_add(schedule[(s + 1) % 3]).wrapping_add(s as u32);
+            x[1] = x[1]
+                .wrapping_add(schedule[(s + 1) % 3])
+                .wrapping_add(s as u32);
         }
     }
     x
@@ -147,7 +149,10 @@ fn four_rounds<const A: u32, const B: u32, const C: u32, const D: u32>(
     round::<B>(x0, x1);
     round::<C>(x0, x1);
     round::<D>(x0, x1);
-    let (k0, k1) = (schedule[s % 3], schedule[(s + 1) % 3].wrapping_add(s as u32));
+    let (k0, k1) = (
+        schedule[s % 3],
+        schedule[(s + 1) % 3].wrapping_add(s as u32),
+    );
     for i in 0..LANES {
         x0[i] = x0[i].wrapping_add(k0);
         x1[i] = x1[i].wrapping_add(k1);
@@ -364,7 +369,9 @@ pub fn normals_tensor<B: Backend>(
             .clone()
             .bitwise_right_shift_scalar(int::<B>(16))
             .expand([members, blocks]),
-        lo: j.bitwise_and_scalar(int::<B>(0xFFFF)).expand([members, blocks]),
+        lo: j
+            .bitwise_and_scalar(int::<B>(0xFFFF))
+            .expand([members, blocks]),
     };
     let mut x0 = counter.add(&schedule[0]);
     // Counter word 1 is the draw's number, the same for every block of a member.
@@ -527,7 +534,9 @@ mod tests {
         for i in 0..=(1u32 << 16) {
             let u = ((i << 8) | 0x80).max(1) as f32 / (1u32 << 24) as f32;
             let u = u.min(1.0);
-            worst.0 = worst.0.max((f64::from(ln_unit(u)) - f64::from(u).ln()).abs());
+            worst.0 = worst
+                .0
+                .max((f64::from(ln_unit(u)) - f64::from(u).ln()).abs());
             let (c, s) = cos_sin_turn(u);
             let t = std::f64::consts::TAU * f64::from(u);
             worst.1 = worst

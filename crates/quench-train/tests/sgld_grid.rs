@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use burn::backend::{Autodiff, NdArray};
 use quench_device::Precision;
 use quench_train::sgld::{
-    DatasetKind, Execution, GridConfig, GridData, GridResult, NoiseSource, SgldError, run_grid,
+    DatasetKind, Execution, GridConfig, GridData, GridResult, LossScale, NoiseSource, SgldError,
+    run_grid,
 };
 
 type Ad = Autodiff<NdArray<f32>>;
@@ -54,6 +55,12 @@ fn configs_hold_the_documented_grids() {
     .unwrap();
     let err = GridConfig::load(&bad).unwrap_err().to_string();
     assert!(err.contains("sgld-bad") && err.contains("batch"), "{err}");
+    assert_eq!(full.loss, LossScale::Unit);
+    std::fs::write(&bad, "loss = \"raw\"\n").unwrap();
+    assert_eq!(GridConfig::load(&bad).unwrap().loss, LossScale::Raw);
+    std::fs::write(&bad, "loss = \"nats\"\n").unwrap();
+    let err = GridConfig::load(&bad).unwrap_err().to_string();
+    assert!(err.contains("nats") && err.contains("raw"), "{err}");
     std::fs::write(&bad, "betas = [0, 1]\nepochs = [1]\na0 = [0.1, 0.1]\n").unwrap();
     let err = GridConfig::load(&bad).unwrap_err().to_string();
     assert!(

@@ -53,8 +53,11 @@ impl Run<'_> {
         let flat: Vec<f32> = start.iter().flatten().map(|&v| v as f32).collect();
         let mut theta =
             Tensor::<Cpu, 3>::from_data(TensorData::new(flat, [chains, dim, 1]), &device);
-        let schedule =
-            ChainSchedule::new(self.betas, &vec![self.a0; chains], &vec![self.epochs; chains]);
+        let schedule = ChainSchedule::new(
+            self.betas,
+            &vec![self.a0; chains],
+            &vec![self.epochs; chains],
+        );
         let mut sgld = Sgld {
             prior_sigma: self.prior_sigma,
             noise: self.noise,

@@ -11,7 +11,9 @@ use std::path::PathBuf;
 
 use burn::tensor::backend::AutodiffBackend;
 use quench_device::files::in_working_folder_or_source_tree;
-use quench_train::sgld::{Execution, GridConfig, GridData, GridResult, NoiseSource, run_grid};
+use quench_train::sgld::{
+    BoundedLoss, Execution, GridConfig, GridData, GridResult, LossScale, NoiseSource, run_grid,
+};
 use serde::Deserialize;
 
 use crate::workload::{
@@ -78,7 +80,7 @@ const fn variant(
 const F32: PrecisionRole = PrecisionRole::F32;
 
 /// (execution, bigger batch) and (precision, claim) of every variant, with guide 002's claims.
-const VARIANTS: [Variant<Plan>; 6] = [
+const VARIANTS: [Variant<Plan>; 7] = [
     variant(
         "baseline",
         "the original's way: one chain at a time, the grid's batch (10 SYNTH, 128 MNIST), noise \
@@ -88,7 +90,8 @@ const VARIANTS: [Variant<Plan>; 6] = [
     ),
     variant(
         "device-noise",
-        "as the baseline, with the Langevin noise drawn on the device",
+        "as the baseline, with the Langevin noise drawn where the step runs, from counter-based \
+         per-chain streams",
         (
             Execution {
                 noise: NoiseSource::Device,
@@ -113,6 +116,22 @@ const VARIANTS: [Variant<Plan>; 6] = [
         (F32, None),
     ),
     variant(
+        "fused-step",
+        "chains batched as in `chains-batched`, with counter-based noise and the step's \
+         gradients derived by hand, noise and update fused in (one pass per chain on the CPU)",
+        (
+            Execution {
+                batched: true,
+                compact: true,
+                noise: NoiseSource::Device,
+                fused_step: true,
+                ..ORIGINAL
+            },
+            false,
+        ),
+        (F32, None),
+    ),
+    variant(
         "bigger-batch",
         "as the baseline, with the suite's `bigger_batch` samples per minibatch",
         (ORIGINAL, true),
@@ -127,8 +146,8 @@ const VARIANTS: [Variant<Plan>; 6] = [
     ),
     variant(
         "all",
-        "chains batched, device noise, data resident on the device, bigger batches, mixed \
-         precision where the run has it",
+        "chains batched, counter-based noise, the fused step, data resident on the device, \
+         bigger batches, mixed precision where the run has it (which takes the autodiff step)",
         (Execution::BATCHED, true),
         (PrecisionRole::MixedWhereAvailable, claimed(3.0, 8.0)),
     ),
@@ -178,6 +197,21 @@ impl TableWorkload for SgldGrid {
                 config.batch_size
             ),
         ];
+        notes.push(match config.loss {
+            LossScale::Unit => "loss: the bounded loss mapped onto [0, 1], the bound's loss \
+                                (`loss = \"raw\"` trains on nats as the original did, each beta \
+                                then acting about l_max times its nominal value)"
+                .into(),
+            LossScale::Raw => format!(
+                "loss: raw nats, as the original (each beta acts about {:.1}x its nominal \
+                 value on the bound's [0, 1] loss)",
+                BoundedLoss {
+                    l_max: config.l_max
+                }
+                .training_factor(LossScale::Unit)
+                .recip()
+            ),
+        });
         notes.extend(beta_lines(&result));
         Ok(VariantOutcome {
             per_iteration: seconds.scaled(1.0 / epochs),
@@ -264,6 +298,7 @@ mod tests {
                 "baseline",
                 "device-noise",
                 "chains-batched",
+                "fused-step",
                 "bigger-batch",
                 "mixed-precision",
                 "all"

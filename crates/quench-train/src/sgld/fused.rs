@@ -230,7 +230,9 @@ fn step_chains_portable(chains: Vec<ChainView>, inputs: usize, hidden: usize, k:
     let mut grad = vec![0f32; hidden];
     let mut dz = vec![0f32; k.batch];
     for chain in chains {
-        step_chain(chain, inputs, hidden, &k, &mut xi, &mut act, &mut grad, &mut dz);
+        step_chain(
+            chain, inputs, hidden, &k, &mut xi, &mut act, &mut grad, &mut dz,
+        );
     }
 }
 
@@ -293,7 +295,11 @@ fn step_chain(
     }
     update(c.b2, dz.iter().sum(), xi_b2[0]);
     // Hidden layer, one input row of the weight at a time.
-    for (n, (w_row, xi_row)) in c.w1.chunks_mut(hidden).zip(xi_w1.chunks(hidden)).enumerate() {
+    for (n, (w_row, xi_row)) in
+        c.w1.chunks_mut(hidden)
+            .zip(xi_w1.chunks(hidden))
+            .enumerate()
+    {
         grad.fill(0.0);
         for (r, row) in act.chunks(hidden).enumerate() {
             let x = c.features[r * inputs + n];
@@ -378,7 +384,11 @@ mod tests {
         for (k, (g, w)) in got.into_iter().zip(want).enumerate() {
             assert_eq!(g.dims(), w.dims(), "parameter {k}");
             let (g, w) = (to_host_f32(g), to_host_f32(w));
-            let worst = g.iter().zip(&w).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+            let worst = g
+                .iter()
+                .zip(&w)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0, f32::max);
             assert!(worst < 1e-5, "parameter {k}: {worst}");
         }
     }
@@ -414,13 +424,21 @@ mod tests {
         let from_host = host.to_tensors::<Cpu>(0..chains, &device);
         for (k, (h, t)) in from_host.into_iter().zip(tensors).enumerate() {
             let (h, t) = (to_host_f32(h), to_host_f32(t));
-            let worst = h.iter().zip(&t).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+            let worst = h
+                .iter()
+                .zip(&t)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0, f32::max);
             assert!(worst < 1e-5, "parameter {k}: {worst}");
         }
         let start = HostChains::from_tensors(&params);
         let finished = |p: &HostChains| p.to_tensors::<Cpu>(3..4, &device);
         for (a, b) in finished(&host).into_iter().zip(finished(&start)) {
-            assert_eq!(to_host_f32(a), to_host_f32(b), "the finished chain stays put");
+            assert_eq!(
+                to_host_f32(a),
+                to_host_f32(b),
+                "the finished chain stays put"
+            );
         }
         assert_ne!(host, start, "the running chains move");
     }

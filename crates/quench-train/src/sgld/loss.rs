@@ -72,7 +72,10 @@ impl BoundedLoss {
         let floor = (-self.l_max).exp();
         let sign = labels.mul_scalar(2.0).sub_scalar(1.0);
         let p_true = sigmoid(logits * sign.clone());
-        let psi = p_true.clone().mul_scalar(1.0 - 2.0 * floor).add_scalar(floor);
+        let psi = p_true
+            .clone()
+            .mul_scalar(1.0 - 2.0 * floor)
+            .add_scalar(floor);
         let slope = p_true.clone() * p_true.neg().add_scalar(1.0);
         (slope * sign / psi).mul_scalar(-(1.0 - 2.0 * floor))
     }

@@ -160,7 +160,10 @@ impl ChainSchedule {
             })
             .unzip();
         let column = |values: &[f32]| {
-            Tensor::from_data(TensorData::new(values.to_vec(), [values.len(), 1, 1]), device)
+            Tensor::from_data(
+                TensorData::new(values.to_vec(), [values.len(), 1, 1]),
+                device,
+            )
         };
         StepScales {
             drift: column(&drift),
@@ -230,8 +233,7 @@ mod tests {
     #[test]
     fn scales_follow_the_schedule_and_the_temperature() {
         let device = Default::default();
-        let schedule =
-            ChainSchedule::new(&[0.0, 4.0, 100.0], &[0.5, 0.5, 0.1], &[3, 3, 1]);
+        let schedule = ChainSchedule::new(&[0.0, 4.0, 100.0], &[0.5, 0.5, 0.1], &[3, 3, 1]);
         let s = schedule.scales::<Cpu>(2, &device);
         let lr = [0.5 / 3f64.sqrt(), 0.5 / 3f64.sqrt()];
         let drift = to_host_f32(s.drift);
@@ -262,7 +264,10 @@ mod tests {
         };
         let p = Tensor::<Cpu, 3>::ones([2, 2, 3], &device);
         let g = Tensor::<Cpu, 3>::ones([2, 2, 3], &device);
-        let out = to_host_f32(sgld.step(vec![p], vec![g], &schedule.scales(1, &device)).remove(0));
+        let out = to_host_f32(
+            sgld.step(vec![p], vec![g], &schedule.scales(1, &device))
+                .remove(0),
+        );
         assert!(
             out[..6].iter().all(|&v| v != 1.0),
             "the running chain moves"
@@ -278,7 +283,11 @@ mod tests {
                 parts.into_iter().map(to_host_f32).collect::<Vec<_>>()
             };
             let (a, b) = (draw(&mut alone, 1), draw(&mut pair, 2));
-            assert_eq!(a[0], b[0][6..], "chain 8's noise does not depend on its neighbours");
+            assert_eq!(
+                a[0],
+                b[0][6..],
+                "chain 8's noise does not depend on its neighbours"
+            );
             assert_eq!(a[1], b[1][3..]);
             assert_ne!(a[0][..3], a[1][..], "each parameter gets its own values");
         }
@@ -295,7 +304,10 @@ mod tests {
         };
         let p = Tensor::<Cpu, 3>::full([1, 1, 1], 3.0, &device);
         let g = Tensor::<Cpu, 3>::full([1, 1, 1], 1.0, &device);
-        let out = to_host_f32(sgld.step(vec![p], vec![g], &schedule.scales(0, &device)).remove(0))[0];
+        let out = to_host_f32(
+            sgld.step(vec![p], vec![g], &schedule.scales(0, &device))
+                .remove(0),
+        )[0];
         let want = 3.0 - 0.1 * (1.0 + 3.0 / 4.0);
         assert!((f64::from(out) - want).abs() < 1e-5, "{out} vs {want}");
     }

@@ -1,0 +1,84 @@
+//! Runs an SGLD grid from a configuration and prints its per-beta table and wall time.
+//!
+//! `cargo run --release -p quench-train --example sgld_grid -- configs/sgld/synth-full.toml [--device D] [--original]`
+//! runs every chain of the grid as one batched program (Quench's way: counter-based noise,
+//! the fused step, finished chains dropped), or with `--original` one chain after another as
+//! the original did.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use burn::tensor::backend::AutodiffBackend;
+use quench_device::{DeviceSpec, OnDevice, run_on, select};
+use quench_train::sgld::{Execution, GridConfig, GridData, GridResult, SgldError, run_grid};
+
+struct Grid {
+    config: GridConfig,
+    execution: Execution,
+}
+
+impl OnDevice for Grid {
+    type Output = Result<GridResult, SgldError>;
+
+    fn run<B: AutodiffBackend>(self, device: &B::Device) -> Self::Output {
+        let data = GridData::load(&self.config)?;
+        run_grid::<B>(&self.config, &data, &self.execution, device)
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let device_flag = args.iter().position(|a| a == "--device");
+    let spec = device_flag
+        .and_then(|i| args.get(i + 1))
+        .map_or("auto", String::as_str);
+    let original = args.iter().any(|a| a == "--original");
+    let positional: Vec<&String> = args
+        .iter()
+        .enumerate()
+        .filter(|(i, a)| {
+            device_flag.is_none_or(|d| *i != d && *i != d + 1) && a.as_str() != "--original"
+        })
+        .map(|(_, a)| a)
+        .collect();
+    let [config_path] = positional[..] else {
+        eprintln!("usage: sgld_grid CONFIG.toml [--device auto|cpu|cuda:N] [--original]");
+        return ExitCode::from(2);
+    };
+    let outcome = (|| -> Result<(), Box<dyn std::error::Error>> {
+        let config = GridConfig::load(Path::new(config_path))?;
+        let selection = select(spec.parse::<DeviceSpec>()?)?;
+        if let Some(why) = &selection.fallback {
+            eprintln!("note: {why}");
+        }
+        let execution = if original {
+            Execution::ORIGINAL
+        } else {
+            Execution::BATCHED
+        };
+        println!(
+            "{} chains, {} chain-epochs, loss {:?}, {}",
+            config.chains(),
+            config.chain_epochs(),
+            config.loss,
+            if original {
+                "one chain at a time (the original's way)"
+            } else {
+                "batched, fused step"
+            }
+        );
+        let start = Instant::now();
+        let result = run_on(selection.device, Grid { config, execution })??;
+        print!("{result}");
+        println!("wall time {:.1} s", start.elapsed().as_secs_f64());
+        Ok(())
+    })();
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
