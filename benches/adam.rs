@@ -1,5 +1,5 @@
-//! One member-Adam step over the qRNG GAN generator's parameters (1,024 -> 128 -> 256 ->
-//! 1,024, weights and biases, 3 matches as members: 1.29M values): the fused update of the CPU
+//! One member-Adam step over the qRNG GAN generator's parameters (4,096 -> 128 -> 256 ->
+//! 4,096, weights and biases, 3 matches as members: 4.8M values): the fused update of the CPU
 //! backend (one pass per parameter over host memory) against the op-by-op tensor update.
 
 // criterion_group! defines a public function that cannot carry a doc comment.
@@ -15,7 +15,7 @@ use quench_train::optim::{AdamConfig, MemberAdam};
 type Cpu = NdArray<f32>;
 
 const MEMBERS: usize = 3;
-const WIDTHS: [usize; 4] = [1024, 128, 256, 1024];
+const WIDTHS: [usize; 4] = [4096, 128, 256, 4096];
 
 fn adam(c: &mut Criterion) {
     let device = Default::default();

@@ -15,6 +15,7 @@ use burn::tensor::{DType, Tensor};
 use quench_data::{Dataset, Loader, LoaderConfig, Mode};
 use quench_device::readback::to_host_f32;
 use quench_device::stats::max_or_nan;
+use quench_device::threefry::{StreamKey, normals_host, normals_tensor};
 use quench_device::{OnDevice, Precision, SelectedDevice, run_on};
 use quench_lindblad::conformance::{Pulses, state_error};
 use quench_lindblad::{Method, OperatorCache, Solver, presets};
@@ -97,6 +98,8 @@ impl OnDevice for Checks {
         let mut checks = solver_accuracy::<B>(device)?;
         checks.push(meta_step::<B>(device)?);
         checks.push(sgld_chains::<B>(device)?);
+        checks.push(sgld_fused::<B>(device)?);
+        checks.push(counter_noise::<B>(device));
         checks.push(classifier_seeds::<B>(device)?);
         checks.push(loader_determinism::<B>(device)?);
         checks.extend(circuit_checks::<B>(device)?);
@@ -190,6 +193,53 @@ fn sgld_chains<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> 
         error,
         1e-5,
     ))
+}
+
+/// The same grid with counter-based noise: the fused step of all chains batched (the host
+/// kernel on the CPU, hand-derived tensor ops elsewhere) against the autodiff step of each
+/// chain alone.
+fn sgld_fused<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> {
+    let config = GridConfig::mixed_lengths();
+    let data = GridData::load(&config)?;
+    let run = |execution: SgldExecution| {
+        quench_train::sgld::run_grid::<B>(&config, &data, &execution, device)
+    };
+    let alone = run(SgldExecution {
+        noise: NoiseSource::Device,
+        ..SgldExecution::ORIGINAL
+    })?;
+    let fused = run(SgldExecution::BATCHED)?;
+    Ok(Check::measured(
+        "sgld: fused batched step = autodiff step of each chain alone (counter noise)",
+        fused.max_chain_difference(&alone),
+        1e-5,
+    ))
+}
+
+/// Counter-based normals as the device's integer tensor ops against the host kernel: the same
+/// Threefry words, so the same noise to the float transform's rounding (4 streams x 10,001
+/// values, two draws).
+fn counter_noise<B: AutodiffBackend>(device: &B::Device) -> Check {
+    let keys: Vec<StreamKey> = [0u64, 7, u64::MAX, 0x5EED]
+        .iter()
+        .map(|&s| StreamKey::from_seed(s))
+        .collect();
+    let error = max_or_nan([0u64, (1 << 32) + 5].iter().map(|&draw| {
+        let host = normals_host(&keys, draw, 10_001);
+        let tensor = to_host_f32(normals_tensor::<B::InnerBackend>(
+            &keys, draw, 10_001, device,
+        ));
+        max_or_nan(
+            host.iter()
+                .zip(&tensor)
+                .map(|(h, t)| f64::from((h - t).abs())),
+        )
+    }));
+    Check::measured(
+        "noise: counter-based normals as device tensor ops = host kernel",
+        error,
+        1e-4,
+    )
 }
 
 /// Three classifier seeds batched on the device against each alone, streamed, without
@@ -491,7 +541,7 @@ mod tests {
     #[test]
     fn every_check_passes_on_the_cpu_and_mixed_precision_is_skipped_there() {
         let checks = verify(SelectedDevice::Cpu, RunPrecision::Auto).unwrap();
-        assert_eq!(checks.len(), 12);
+        assert_eq!(checks.len(), 14);
         assert_eq!(
             checks
                 .iter()

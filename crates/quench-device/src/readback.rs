@@ -63,7 +63,11 @@ mod tests {
         );
         assert_eq!(to_host_f32(kept.narrow(1, 1, 2)), vec![2.0, 3.0, 5.0, 6.0]);
         let wide = Tensor::<NdArray<f64>, 1>::from_floats([0.5, -1.5], &Default::default());
-        assert_eq!(to_host_f32(wide), vec![0.5, -1.5], "other dtypes take Burn's path");
+        assert_eq!(
+            to_host_f32(wide),
+            vec![0.5, -1.5],
+            "other dtypes take Burn's path"
+        );
     }
 
     #[test]

@@ -10,10 +10,10 @@ use std::fmt;
 
 use burn::tensor::activation::{sigmoid, softmax};
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{Distribution, Tensor, TensorData};
+use burn::tensor::{Tensor, TensorData};
 use quench_data::BitStrings;
-use quench_device::SeededGenerator;
 use quench_device::readback::to_host_f32;
+use quench_device::threefry::NormalStreams;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand_distr::{Distribution as _, StandardNormal};
@@ -48,8 +48,8 @@ const NOISE_STREAM: u64 = 2;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Noise {
-    /// Drawn on the device from the backend's generator: no transfer; the stream depends on
-    /// which members share the program.
+    /// Drawn where the step runs from counter-based streams (`quench_device::threefry`), one
+    /// per member: no transfer, and a member's run is the same alone or batched.
     #[default]
     Device,
     /// Drawn on the host from each member's own seed and uploaded every epoch (the original
@@ -411,12 +411,12 @@ fn kl_metric<B: Backend>(p: Tensor<B, 3>, g: Tensor<B, 3>) -> Tensor<B, 1> {
 
 /// The generator's noise, `[members, 1, points]` per draw.
 enum NoiseSource<B: Backend> {
-    /// The backend's generator, held for the whole tournament so that no other thread's
-    /// draws land between this one's.
+    /// Counter-based streams, one per member, drawn where the step runs: a member's noise is
+    /// the same whichever members share its program.
     Device {
+        streams: NormalStreams,
         shape: [usize; 3],
         device: B::Device,
-        _generator: SeededGenerator,
     },
     Host {
         rngs: Vec<StdRng>,
@@ -427,22 +427,15 @@ enum NoiseSource<B: Backend> {
 
 impl<B: Backend> NoiseSource<B> {
     fn new(noise: Noise, members: &[GanMember], points: usize, device: &B::Device) -> Self {
+        let seeds: Vec<u64> = members.iter().map(|m| m.stream(NOISE_STREAM)).collect();
         match noise {
-            Noise::Device => {
-                let seed = members.iter().fold(0, |acc, m| {
-                    sub_seed(acc ^ m.stream(NOISE_STREAM), NOISE_STREAM)
-                });
-                Self::Device {
-                    shape: [members.len(), 1, points],
-                    device: device.clone(),
-                    _generator: SeededGenerator::acquire::<B>(device, seed),
-                }
-            }
+            Noise::Device => Self::Device {
+                streams: NormalStreams::new(&seeds),
+                shape: [members.len(), 1, points],
+                device: device.clone(),
+            },
             Noise::Host => Self::Host {
-                rngs: members
-                    .iter()
-                    .map(|m| StdRng::seed_from_u64(m.stream(NOISE_STREAM)))
-                    .collect(),
+                rngs: seeds.iter().map(|&s| StdRng::seed_from_u64(s)).collect(),
                 points,
                 device: device.clone(),
             },
@@ -451,9 +444,11 @@ impl<B: Backend> NoiseSource<B> {
 
     fn draw(&mut self) -> Tensor<B, 3> {
         match self {
-            Self::Device { shape, device, .. } => {
-                Tensor::random(*shape, Distribution::Normal(0.0, 1.0), &*device)
-            }
+            Self::Device {
+                streams,
+                shape,
+                device,
+            } => streams.next(*shape, &*device),
             Self::Host {
                 rngs,
                 points,
