@@ -107,6 +107,8 @@ struct RunArgs {
 }
 
 fn main() -> ExitCode {
+    // Training steps free and reallocate megabytes each step: keep that memory mapped.
+    quench_device::allocator::keep_freed_memory();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

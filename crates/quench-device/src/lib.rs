@@ -5,6 +5,7 @@
 //! `burn_ndarray::NdArray` or `burn_cuda::Cuda` (cargo feature `cuda`) and runs a caller's
 //! generic [`OnDevice`] task there.
 
+pub mod allocator;
 pub mod backend;
 pub mod config;
 pub mod diagnostics;

@@ -28,6 +28,8 @@ impl OnDevice for Grid {
 }
 
 fn main() -> ExitCode {
+    // Training steps free and reallocate megabytes each step: keep that memory mapped.
+    quench_device::allocator::keep_freed_memory();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let device_flag = args.iter().position(|a| a == "--device");
     let spec = device_flag

@@ -254,17 +254,21 @@ fn step_chain(
     let (xi_w1, rest) = xi.split_at(inputs * hidden);
     let (xi_b1, rest) = rest.split_at(hidden);
     let (xi_w2, xi_b2) = rest.split_at(hidden);
-    // Forward: pre-activations, then each sample's logit and d objective / d logit.
-    for (r, row) in act.chunks_mut(hidden).enumerate() {
+    // Forward: pre-activations, one weight row at a time over every sample (the weight is
+    // read once; the activations, batch x hidden, stay in cache), then each sample's logit
+    // and d objective / d logit.
+    for row in act.chunks_mut(hidden) {
         row.copy_from_slice(c.b1);
-        for (x, w) in c.features[r * inputs..(r + 1) * inputs]
-            .iter()
-            .zip(c.w1.chunks(hidden))
-        {
-            for (a, w) in row.iter_mut().zip(w) {
+    }
+    for (n, w_row) in c.w1.chunks(hidden).enumerate() {
+        for (r, row) in act.chunks_mut(hidden).enumerate() {
+            let x = c.features[r * inputs + n];
+            for (a, w) in row.iter_mut().zip(w_row) {
                 *a += x * w;
             }
         }
+    }
+    for (r, row) in act.chunks(hidden).enumerate() {
         let mut z = *c.b2;
         for (a, w) in row.iter().zip(c.w2.iter()) {
             z += a.max(0.0) * w;
