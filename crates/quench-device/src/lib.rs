@@ -16,6 +16,7 @@ pub mod machine;
 pub mod memory;
 pub mod precision;
 pub mod readback;
+pub mod simd;
 pub mod spec;
 pub mod stats;
 pub mod threefry;

@@ -17,6 +17,23 @@ pub enum DeviceSpec {
     Cuda(usize),
 }
 
+/// Takes `--device SPEC` out of command-line arguments: the spec (`auto` when the flag is
+/// absent, empty when it has no value, which then fails to parse with a message) and the other
+/// arguments in order. For the examples, whose other flags take no value.
+pub fn take_device_flag(args: Vec<String>) -> (String, Vec<String>) {
+    let mut spec = None;
+    let mut rest = Vec::with_capacity(args.len());
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        if arg == "--device" {
+            spec = Some(args.next().unwrap_or_default());
+        } else {
+            rest.push(arg);
+        }
+    }
+    (spec.unwrap_or_else(|| "auto".into()), rest)
+}
+
 impl FromStr for DeviceSpec {
     type Err = DeviceError;
 
@@ -87,5 +104,22 @@ mod tests {
                 prop_assert_eq!(spec.to_string().parse::<DeviceSpec>().unwrap(), spec);
             }
         }
+    }
+
+    #[test]
+    fn the_device_flag_is_taken_out_of_the_arguments() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            take_device_flag(args(&["a.toml", "--device", "cpu", "--original"])),
+            ("cpu".into(), args(&["a.toml", "--original"]))
+        );
+        assert_eq!(
+            take_device_flag(args(&["a.toml"])),
+            ("auto".into(), args(&["a.toml"]))
+        );
+        assert_eq!(
+            take_device_flag(args(&["--device"])),
+            (String::new(), vec![])
+        );
     }
 }

@@ -159,27 +159,10 @@ fn four_rounds<const A: u32, const B: u32, const C: u32, const D: u32>(
     }
 }
 
-/// Fills `out` with values `first..first + out.len()` of one member's draw. `first` is even.
-/// On x86-64 with AVX2 the same code runs compiled for 8-wide vectors: the same operations in
-/// the same order (Rust never contracts to fused multiply-adds), so the same values.
-fn fill_member(key: StreamKey, draw: u64, first: usize, out: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU was just checked to have AVX2.
-        unsafe { fill_member_avx2(key, draw, first, out) };
-        return;
-    }
-    fill_member_portable(key, draw, first, out);
-}
-
-/// [`fill_member_portable`] compiled with AVX2 enabled.
-///
-/// # Safety
-/// The CPU must support AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn fill_member_avx2(key: StreamKey, draw: u64, first: usize, out: &mut [f32]) {
-    fill_member_portable(key, draw, first, out);
+crate::avx2_dispatch! {
+    /// Fills `out` with values `first..first + out.len()` of one member's draw. `first` is
+    /// even. AVX2 where the CPU has it, with the same values (`crate::simd`).
+    fn fill_member(key: StreamKey, draw: u64, first: usize, out: &mut [f32]) => fill_member_portable
 }
 
 /// The host kernel, written for whichever vector width it is compiled for.

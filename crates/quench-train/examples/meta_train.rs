@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use burn::tensor::backend::AutodiffBackend;
+use quench_device::spec::take_device_flag;
 use quench_device::{DeviceSpec, OnDevice, run_on, select};
 use quench_lindblad::OperatorCache;
 use quench_train::meta::{MetaConfig, MetaError, MetaRun, save_policy};
@@ -47,17 +48,7 @@ impl OnDevice for Train {
 fn main() -> ExitCode {
     // Training steps free and reallocate megabytes each step: keep that memory mapped.
     quench_device::allocator::keep_freed_memory();
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let device_flag = args.iter().position(|a| a == "--device");
-    let spec = device_flag
-        .and_then(|i| args.get(i + 1))
-        .map_or("auto", String::as_str);
-    let positional: Vec<&String> = args
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| device_flag.is_none_or(|d| *i != d && *i != d + 1))
-        .map(|(_, a)| a)
-        .collect();
+    let (spec, positional) = take_device_flag(std::env::args().skip(1).collect());
     let Some(config_path) = positional.first() else {
         eprintln!("usage: meta_train CONFIG.toml [OUT_DIR] [--device auto|cpu|cuda:N]");
         return ExitCode::from(2);

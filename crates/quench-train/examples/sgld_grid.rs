@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use burn::tensor::backend::AutodiffBackend;
+use quench_device::spec::take_device_flag;
 use quench_device::{DeviceSpec, OnDevice, run_on, select};
 use quench_train::sgld::{Execution, GridConfig, GridData, GridResult, SgldError, run_grid};
 
@@ -30,20 +31,9 @@ impl OnDevice for Grid {
 fn main() -> ExitCode {
     // Training steps free and reallocate megabytes each step: keep that memory mapped.
     quench_device::allocator::keep_freed_memory();
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let device_flag = args.iter().position(|a| a == "--device");
-    let spec = device_flag
-        .and_then(|i| args.get(i + 1))
-        .map_or("auto", String::as_str);
+    let (spec, args) = take_device_flag(std::env::args().skip(1).collect());
     let original = args.iter().any(|a| a == "--original");
-    let positional: Vec<&String> = args
-        .iter()
-        .enumerate()
-        .filter(|(i, a)| {
-            device_flag.is_none_or(|d| *i != d && *i != d + 1) && a.as_str() != "--original"
-        })
-        .map(|(_, a)| a)
-        .collect();
+    let positional: Vec<&String> = args.iter().filter(|a| *a != "--original").collect();
     let [config_path] = positional[..] else {
         eprintln!("usage: sgld_grid CONFIG.toml [--device auto|cpu|cuda:N] [--original]");
         return ExitCode::from(2);

@@ -200,26 +200,10 @@ impl HostChains {
     }
 }
 
-/// Steps `chains`, each with its own scratch reused: compiled for AVX2 where the CPU has it
-/// (the same operations in the same order, so the same values).
-fn step_chains(chains: Vec<ChainView>, inputs: usize, hidden: usize, k: Constants) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU was just checked to have AVX2.
-        unsafe { step_chains_avx2(chains, inputs, hidden, k) };
-        return;
-    }
-    step_chains_portable(chains, inputs, hidden, k);
-}
-
-/// [`step_chains_portable`] compiled with AVX2 enabled.
-///
-/// # Safety
-/// The CPU must support AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn step_chains_avx2(chains: Vec<ChainView>, inputs: usize, hidden: usize, k: Constants) {
-    step_chains_portable(chains, inputs, hidden, k);
+quench_device::avx2_dispatch! {
+    /// Steps `chains`, each with its own scratch reused; AVX2 where the CPU has it, with the
+    /// same values (`quench_device::simd`).
+    fn step_chains(chains: Vec<ChainView>, inputs: usize, hidden: usize, k: Constants) => step_chains_portable
 }
 
 #[inline(always)]

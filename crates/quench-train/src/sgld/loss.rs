@@ -38,13 +38,27 @@ impl BoundedLoss {
         logits: Tensor<B, 3>,
         labels: Tensor<B, 3>,
     ) -> Tensor<B, 3> {
+        let (_, _, psi) = self.mixed_probability(logits, labels);
+        psi.log().neg().clamp(0.0, self.l_max)
+    }
+
+    /// The sign `s = 2 y - 1`, the probability of the true class `p = sigmoid(s z)` and the
+    /// mixed probability `psi = e^-l + (1 - 2 e^-l) p` of each sample.
+    fn mixed_probability<B: Backend>(
+        &self,
+        logits: Tensor<B, 3>,
+        labels: Tensor<B, 3>,
+    ) -> (Tensor<B, 3>, Tensor<B, 3>, Tensor<B, 3>) {
         let floor = (-self.l_max).exp();
         // sigmoid(s z) with s = +-1 is the probability of the true class, without the
         // cancellation of 1 - sigmoid(z) for confident wrong answers.
         let sign = labels.mul_scalar(2.0).sub_scalar(1.0);
-        let p_true = sigmoid(logits * sign);
-        let psi = p_true.mul_scalar(1.0 - 2.0 * floor).add_scalar(floor);
-        psi.log().neg().clamp(0.0, self.l_max)
+        let p_true = sigmoid(logits * sign.clone());
+        let psi = p_true
+            .clone()
+            .mul_scalar(1.0 - 2.0 * floor)
+            .add_scalar(floor);
+        (sign, p_true, psi)
     }
 
     /// The smallest value the loss takes, `-ln(1 - e^-l)` (a certain, correct prediction).
@@ -70,12 +84,7 @@ impl BoundedLoss {
         labels: Tensor<B, 3>,
     ) -> Tensor<B, 3> {
         let floor = (-self.l_max).exp();
-        let sign = labels.mul_scalar(2.0).sub_scalar(1.0);
-        let p_true = sigmoid(logits * sign.clone());
-        let psi = p_true
-            .clone()
-            .mul_scalar(1.0 - 2.0 * floor)
-            .add_scalar(floor);
+        let (sign, p_true, psi) = self.mixed_probability(logits, labels);
         let slope = p_true.clone() * p_true.neg().add_scalar(1.0);
         (slope * sign / psi).mul_scalar(-(1.0 - 2.0 * floor))
     }
