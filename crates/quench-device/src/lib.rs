@@ -12,6 +12,7 @@ pub mod diagnostics;
 pub mod error;
 pub mod files;
 pub mod generator;
+pub mod lanes;
 pub mod machine;
 pub mod memory;
 pub mod precision;

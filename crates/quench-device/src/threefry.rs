@@ -20,6 +20,7 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
 
 use crate::backend::runs_on_host;
+use crate::lanes::in_lanes;
 
 /// Rotation distances of Threefry-2x32, one per round modulo 8.
 const ROTATIONS: [u32; 8] = [13, 15, 26, 6, 17, 29, 16, 24];
@@ -212,14 +213,13 @@ pub fn normals_host(keys: &[StreamKey], draw: u64, len: usize) -> Vec<f32> {
     if len == 0 {
         return out;
     }
-    let lanes = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if out.len() < THREADED_FROM || lanes == 1 {
-        for (key, row) in keys.iter().zip(out.chunks_mut(len)) {
-            fill_member(*key, draw, 0, row);
-        }
-        return out;
-    }
-    // Even-sized pieces of whole blocks, each inside one member's row.
+    let lanes = if out.len() < THREADED_FROM {
+        1
+    } else {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    };
+    // Even-sized pieces of whole blocks, each inside one member's row (one piece a row on a
+    // single lane).
     let piece = (out.len().div_ceil(lanes) + 1) & !1;
     let mut jobs: Vec<(StreamKey, usize, &mut [f32])> = Vec::new();
     for (key, row) in keys.iter().zip(out.chunks_mut(len)) {
@@ -230,16 +230,9 @@ pub fn normals_host(keys: &[StreamKey], draw: u64, len: usize) -> Vec<f32> {
             first += n;
         }
     }
-    let per_lane = jobs.len().div_ceil(lanes);
-    std::thread::scope(|scope| {
-        let mut jobs = jobs.into_iter();
-        for _ in 0..lanes {
-            let mine: Vec<_> = jobs.by_ref().take(per_lane).collect();
-            scope.spawn(move || {
-                for (key, first, part) in mine {
-                    fill_member(key, draw, first, part);
-                }
-            });
+    in_lanes(jobs, lanes, |group| {
+        for (key, first, part) in group {
+            fill_member(key, draw, first, part);
         }
     });
     out

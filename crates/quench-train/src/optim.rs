@@ -5,8 +5,9 @@
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Tensor, TensorData};
+use quench_device::lanes::in_lanes;
 use quench_device::readback::to_host_f32;
-use quench_device::runs_on_host;
+use quench_device::{host_lanes, runs_on_host};
 use serde::{Deserialize, Serialize};
 
 /// Adam's constants, as PyTorch names them; `weight_decay` is PyTorch's coupled L2 term for
@@ -118,6 +119,24 @@ impl<B: Backend> MemberAdam<B> {
     }
 }
 
+/// Zero first and second moments for `params`, made at the first step (the parameter list is
+/// not known before it).
+fn zero_moments_once<B: Backend, T: Clone>(
+    moments: &mut Vec<(T, T)>,
+    params: &[Tensor<B, 3>],
+    zeros: impl Fn(&Tensor<B, 3>) -> T,
+) {
+    if moments.len() != params.len() {
+        *moments = params
+            .iter()
+            .map(|p| {
+                let zero = zeros(p);
+                (zero.clone(), zero)
+            })
+            .collect();
+    }
+}
+
 /// The op-by-op update.
 fn tensor_step<B: Backend>(
     c: AdamConfig,
@@ -128,12 +147,7 @@ fn tensor_step<B: Backend>(
     lr: Tensor<B, 3>,
     active: Option<Tensor<B, 3, Bool>>,
 ) -> Vec<Tensor<B, 3>> {
-    if moments.len() != params.len() {
-        *moments = params
-            .iter()
-            .map(|p| (p.zeros_like(), p.zeros_like()))
-            .collect();
-    }
+    zero_moments_once(moments, &params, Tensor::zeros_like);
     let advance = match &active {
         Some(mask) => mask.clone().float(),
         None => steps.ones_like(),
@@ -206,17 +220,7 @@ fn host_step<B: Backend>(
     lr: Tensor<B, 3>,
     active: Option<Tensor<B, 3, Bool>>,
 ) -> Vec<Tensor<B, 3>> {
-    if moments.len() != params.len() {
-        *moments = params
-            .iter()
-            .map(|p| {
-                (
-                    vec![0.0; p.shape().num_elements()],
-                    vec![0.0; p.shape().num_elements()],
-                )
-            })
-            .collect();
-    }
+    zero_moments_once(moments, &params, |p| vec![0.0; p.shape().num_elements()]);
     let members = steps.len();
     let lr = to_host_f32(lr);
     let lr_of = |m: usize| f64::from(if lr.len() == 1 { lr[0] } else { lr[m] });
@@ -243,7 +247,7 @@ fn host_step<B: Backend>(
             })
         })
         .collect();
-    let lanes = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let lanes = host_lanes::<B>();
     let mut updated = Vec::with_capacity(params.len());
     for ((p, g), (m, v)) in params.into_iter().zip(grads).zip(moments.iter_mut()) {
         let (dims, device) = (p.dims(), p.device());
@@ -252,12 +256,12 @@ fn host_step<B: Backend>(
         let per = (values.len() / members.max(1)).max(1);
         // Each active member's slices, cut into pieces for the cores when the parameter is
         // large.
-        let threaded = values.len() >= THREADED_FROM && lanes > 1;
-        let piece = if threaded {
-            values.len().div_ceil(lanes).max(1)
+        let lanes = if values.len() >= THREADED_FROM {
+            lanes
         } else {
-            values.len().max(1)
+            1
         };
+        let piece = values.len().div_ceil(lanes).max(1);
         let mut jobs = Vec::new();
         for ((((p, g), m), v), step) in values
             .chunks_mut(per)
@@ -276,18 +280,9 @@ fn host_step<B: Backend>(
                 jobs.push(Job { p, g, m, v, step });
             }
         }
-        if threaded {
-            let per_lane = jobs.len().div_ceil(lanes);
-            std::thread::scope(|scope| {
-                let mut jobs = jobs.into_iter();
-                for _ in 0..lanes {
-                    let mine: Vec<Job> = jobs.by_ref().take(per_lane).collect();
-                    scope.spawn(move || mine.into_iter().for_each(|job| job.run(c)));
-                }
-            });
-        } else {
-            jobs.into_iter().for_each(|job| job.run(c));
-        }
+        in_lanes(jobs, lanes, |group| {
+            group.into_iter().for_each(|job| job.run(c));
+        });
         updated.push(Tensor::from_data(TensorData::new(values, dims), &device));
     }
     updated

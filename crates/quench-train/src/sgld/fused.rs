@@ -16,6 +16,7 @@
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use quench_device::host_lanes;
+use quench_device::lanes::in_lanes;
 use quench_device::readback::to_host_f32;
 use quench_device::threefry::{NormalStreams, StreamKey, fill_normals};
 
@@ -163,8 +164,7 @@ impl HostChains {
             per_sample: (factor / batch.max(1) as f64) as f32,
             draw: noise.draws(),
         };
-        let keys = noise.keys().to_vec();
-        noise.skip();
+        let keys = noise.keys();
         let views: Vec<ChainView> = self
             .w1
             .chunks_mut(i * h)
@@ -184,19 +184,11 @@ impl HostChains {
                 noise: scales.noise[c],
             })
             .collect();
-        let lanes = host_lanes::<quench_device::CpuBackend>().min(chains).max(1);
-        if lanes == 1 {
-            step_chains(views, i, h, constants);
-            return;
-        }
-        let per_lane = chains.div_ceil(lanes);
-        std::thread::scope(|scope| {
-            let mut views = views.into_iter();
-            for _ in 0..lanes {
-                let mine: Vec<ChainView> = views.by_ref().take(per_lane).collect();
-                scope.spawn(move || step_chains(mine, i, h, constants));
-            }
+        in_lanes(views, host_lanes::<quench_device::CpuBackend>(), |group| {
+            step_chains(group, i, h, constants)
         });
+        // The draw was computed chain by chain above, at `constants.draw`.
+        noise.skip();
     }
 }
 

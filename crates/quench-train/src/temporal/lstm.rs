@@ -24,6 +24,7 @@ use burn::nn::{Linear, Lstm, LstmConfig};
 use burn::tensor::activation::sigmoid;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
+use quench_device::lanes::in_lanes;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use serde::{Deserialize, Serialize};
@@ -262,24 +263,17 @@ fn lane_ranges(rows: usize, lanes: usize) -> Vec<Range<usize>> {
 /// `work` on every range, each in its own scoped thread when there are several: the per-step
 /// elementwise work of a backend that runs ops on the calling thread (burn-ndarray) then
 /// spreads over the cores.
-fn in_lanes<T: Send>(ranges: Vec<Range<usize>>, work: impl Fn(Range<usize>) -> T + Sync) -> Vec<T> {
-    if ranges.len() == 1 {
-        return ranges.into_iter().map(work).collect();
-    }
-    std::thread::scope(|scope| {
-        let work = &work;
-        let handles: Vec<_> = ranges
-            .into_iter()
-            .map(|r| scope.spawn(move || work(r)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })
-            .collect()
+fn per_range<T: Send>(
+    ranges: Vec<Range<usize>>,
+    work: impl Fn(Range<usize>) -> T + Sync,
+) -> Vec<T> {
+    let lanes = ranges.len();
+    in_lanes(ranges, lanes, |group| {
+        group.into_iter().map(&work).collect::<Vec<T>>()
     })
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 /// [`bidirectional`]'s fused layer on a backend without autodiff, keeping what [`backward`]
@@ -302,7 +296,7 @@ pub fn forward_taped<B: Backend>(
         .permute([0, 1, 3, 2, 4])
         .reshape([rows, seq * batch, input]);
     let projected = inputs.clone().matmul(w_x) + (b_x + b_h) * scale;
-    let lanes = in_lanes(lane_ranges(rows, lanes), |range| {
+    let lanes = per_range(lane_ranges(rows, lanes), |range| {
         let n = range.len();
         let projected = projected.clone().slice([range.clone()]);
         let w_h = w_h.clone().slice([range.clone()]);
@@ -391,7 +385,7 @@ pub fn backward<B: Backend>(
     let ranges = lanes.iter().map(|lane| lane.rows.clone()).collect();
     // Each lane's [rows, seq batch, 4 hidden] pre-activation gradients and [rows, seq batch,
     // hidden] hidden states before each step, step-major like the tape's inputs.
-    let per_lane = in_lanes(ranges, |range| {
+    let per_lane = per_range(ranges, |range| {
         let lane = lanes
             .iter()
             .find(|lane| lane.rows == range)
