@@ -154,11 +154,21 @@ fn meta_step<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> {
     let mut run = MetaRun::<B>::new(&config, &mut OperatorCache::new(), device)?;
     let batch = run.next_batch()?;
     let shape = run.config.policy.clone();
-    let inner = InnerLoop { steps: 2, lr: 0.05 };
+    // The product's step (hand-derived policy gradients on the CPU) against the original's
+    // way, autodiff throughout.
+    let original = InnerLoop {
+        steps: 2,
+        lr: 0.05,
+        fused: false,
+    };
     let mut alone = run.learner.clone();
     let before = run.learner.policy.params();
-    run.learner.step(&run.problem, &shape, &batch, inner)?;
-    alone.step_one_task_at_a_time(&run.problem, &shape, &batch, inner)?;
+    let product = InnerLoop {
+        fused: true,
+        ..original
+    };
+    run.learner.step(&run.problem, &shape, &batch, product)?;
+    alone.step_one_task_at_a_time(&run.problem, &shape, &batch, original)?;
     let after = run.learner.policy.params();
     // Equal policies prove nothing unless the step moved them.
     let moved = max_abs_difference(&before, &after) > 0.0;
@@ -168,7 +178,7 @@ fn meta_step<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> {
         f64::INFINITY
     };
     Ok(Check::measured(
-        "meta step: batched = one task at a time",
+        "meta step: batched, hand-derived policy gradients = one task at a time, autodiff",
         error,
         1e-5,
     ))

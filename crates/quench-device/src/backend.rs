@@ -110,6 +110,13 @@ pub fn runs_on_host<B: Backend>() -> bool {
     host.contains(&TypeId::of::<B>())
 }
 
+/// Whether `B` is the CPU backend without autodiff (burn-ndarray in f32 or f64): a host
+/// kernel that computes values but records no gradient may stand in for its tensor ops.
+/// False for the autodiff CPU backend, whose graph such a kernel would cut.
+pub fn is_plain_host<B: Backend>() -> bool {
+    [TypeId::of::<NdArray<f32>>(), TypeId::of::<NdArray<f64>>()].contains(&TypeId::of::<B>())
+}
+
 /// Threads a computation may split independent rows over when backend `B` runs each op on
 /// the calling thread, as the CPU backend (and its inner backend) does for elementwise work:
 /// the cores available to the process. 1 for any other backend, whose ops are queued to a
@@ -330,6 +337,14 @@ mod tests {
                 .into_scalar()
                 .elem()
         }
+    }
+
+    #[test]
+    fn only_the_cpu_backend_without_autodiff_is_plain_host() {
+        assert!(is_plain_host::<NdArray<f32>>());
+        assert!(is_plain_host::<NdArray<f64>>());
+        assert!(!is_plain_host::<CpuBackend>(), "autodiff records a graph");
+        assert!(!is_plain_host::<Autodiff<NdArray<f64>>>());
     }
 
     #[test]

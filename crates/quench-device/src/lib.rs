@@ -26,7 +26,8 @@ pub mod timing;
 #[cfg(feature = "cuda")]
 pub use backend::CudaBackend;
 pub use backend::{
-    CpuBackend, OnDevice, SelectedDevice, Selection, host_lanes, run_on, runs_on_host, select,
+    CpuBackend, OnDevice, SelectedDevice, Selection, host_lanes, is_plain_host, run_on,
+    runs_on_host, select,
 };
 pub use config::{ConfigError, load_toml};
 pub use error::DeviceError;

@@ -44,6 +44,33 @@ pub fn to_host_f32<B: Backend, const D: usize>(tensor: Tensor<B, D>) -> Vec<f32>
         .unwrap_or_else(|_| unreachable!("converted to f32 just above"))
 }
 
+/// The values of `tensor`, row-major, as f64 whatever its float dtype; on the CPU backend
+/// copied straight from memory as [`to_host_f32`] does. For host kernels that compute in f64
+/// on a backend of either precision.
+pub fn to_host_f64<B: Backend, const D: usize>(tensor: Tensor<B, D>) -> Vec<f64> {
+    let primitive = tensor.into_primitive();
+    if let TensorPrimitive::Float(inner) = &primitive {
+        match (inner as &dyn Any).downcast_ref() {
+            Some(NdArrayTensor::F64(storage)) => {
+                let view = storage.view();
+                return match view.as_slice() {
+                    Some(values) => values.to_vec(),
+                    None => view.iter().copied().collect(),
+                };
+            }
+            Some(NdArrayTensor::F32(storage)) => {
+                return storage.view().iter().map(|&x| f64::from(x)).collect();
+            }
+            _ => {}
+        }
+    }
+    Tensor::<B, D>::from_primitive(primitive)
+        .into_data()
+        .convert::<f64>()
+        .to_vec()
+        .unwrap_or_else(|_| unreachable!("converted to f64 just above"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -68,6 +95,20 @@ mod tests {
             vec![0.5, -1.5],
             "other dtypes take Burn's path"
         );
+    }
+
+    #[test]
+    fn reads_either_precision_as_f64() {
+        let narrow = Tensor::<NdArray<f32>, 2>::from_floats([[0.1, 2.0]], &Default::default());
+        assert_eq!(to_host_f64(narrow.clone()), vec![f64::from(0.1f32), 2.0]);
+        assert_eq!(
+            to_host_f64(narrow.transpose()),
+            vec![f64::from(0.1f32), 2.0]
+        );
+        let wide = Tensor::<NdArray<f64>, 2>::from_floats([[0.1], [-3.0]], &Default::default());
+        let kept = wide.clone();
+        assert_eq!(to_host_f64(wide), vec![0.1, -3.0]);
+        assert_eq!(to_host_f64(kept.swap_dims(0, 1)), vec![0.1, -3.0]);
     }
 
     #[test]

@@ -25,6 +25,15 @@ pub(crate) fn matmul<B: Backend>(a: Tensor<B, 3>, b: Tensor<B, 3>) -> Tensor<B, 
     }
 }
 
+/// The matrix-vector products `f v` of `factors: [n, n, batch]` (possibly a strided view, such
+/// as one segment's columns of a larger stack) and `vectors: [n, 1, batch]`, giving
+/// `[n, 1, batch]`. The vector is broadcast along the rows instead of reshaping the factor,
+/// which would copy a strided view.
+pub(crate) fn apply<B: Backend>(factors: Tensor<B, 3>, vectors: Tensor<B, 3>) -> Tensor<B, 3> {
+    let [_, k, batch] = factors.dims();
+    (factors * vectors.reshape([1, k, batch])).sum_dim(1)
+}
+
 /// The identity `[n, n, batch]` in the dtype and on the device of `like`, contiguous: one
 /// outer product of `vec(I)` with a row of ones (expanding a `[n, n, 1]` identity instead
 /// would leave a broadcast view that later reshapes copy slowly).

@@ -20,7 +20,7 @@ pub(crate) struct TaylorPlan {
 
 /// `phi^{m+1} e^phi / (m+1)!`, a bound on the tail of the exponential series after degree `m`
 /// for a matrix of norm `phi`.
-fn remainder_bound(phi: f64, degree: usize) -> f64 {
+pub(crate) fn remainder_bound(phi: f64, degree: usize) -> f64 {
     let mut term = phi.exp();
     for k in 1..=degree + 1 {
         term *= phi / k as f64;

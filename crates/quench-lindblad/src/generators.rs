@@ -1,6 +1,8 @@
 //! The Lindbladian as real matrices, linear in the controls and the rates:
 //! `M = M_H0 + sum_c u_c M_c + sum_k gamma_k M_k`, built on the host in f64 and uploaded once.
 
+use std::sync::Arc;
+
 use burn::tensor::{Element, Tensor, TensorData, backend::Backend};
 use num_complex::Complex64;
 
@@ -37,10 +39,27 @@ impl GeneratorNorms {
     }
 }
 
-fn real_norm_one(matrix: &[f64], n: usize) -> f64 {
+/// `m += sum_i coefficients[i] parts[i]`.
+fn add_terms(m: &mut [f64], parts: &[Vec<f64>], coefficients: &[f64]) {
+    for (part, &coefficient) in parts.iter().zip(coefficients) {
+        m.iter_mut()
+            .zip(part)
+            .for_each(|(a, b)| *a += coefficient * b);
+    }
+}
+
+/// The 1-norm (largest column sum of magnitudes) of a row-major `[n, n]` matrix; NaN when an
+/// entry is NaN (`f64::max` would drop it).
+pub(crate) fn real_norm_one(matrix: &[f64], n: usize) -> f64 {
     (0..n)
         .map(|col| (0..n).map(|row| matrix[row * n + col].abs()).sum())
-        .fold(0.0, f64::max)
+        .fold(0.0, |most: f64, sum: f64| {
+            if sum.is_nan() || sum > most {
+                sum
+            } else {
+                most
+            }
+        })
 }
 
 impl HostGenerators {
@@ -92,17 +111,24 @@ impl HostGenerators {
         );
         assert_eq!(rates.len(), self.jumps.len(), "one rate per jump");
         let mut m = self.drift.clone();
-        let terms = self
-            .controls
-            .iter()
-            .zip(amplitudes)
-            .chain(self.jumps.iter().zip(rates));
-        for (part, &coefficient) in terms {
-            m.iter_mut()
-                .zip(part)
-                .for_each(|(a, b)| *a += coefficient * b);
-        }
+        add_terms(&mut m, &self.controls, amplitudes);
+        add_terms(&mut m, &self.jumps, rates);
         m
+    }
+
+    /// The drift plus the dissipators at `rates`, `M_H0 + sum_k gamma_k M_k`, written into
+    /// `out` (`[d^2, d^2]`, row-major): the part of the generator that stays fixed over a
+    /// task's segments.
+    pub(crate) fn fixed_part_into(&self, rates: &[f64], out: &mut [f64]) {
+        out.copy_from_slice(&self.drift);
+        add_terms(out, &self.jumps, rates);
+    }
+
+    /// `fixed + sum_c u_c M_c` written into `out`: one segment's generator from
+    /// [`Self::fixed_part_into`]'s matrix and the segment's amplitudes.
+    pub(crate) fn with_controls_into(&self, fixed: &[f64], amplitudes: &[f64], out: &mut [f64]) {
+        out.copy_from_slice(fixed);
+        add_terms(out, &self.controls, amplitudes);
     }
 
     pub(crate) fn norms(&self) -> GeneratorNorms {
@@ -124,6 +150,7 @@ impl HostGenerators {
 #[derive(Clone, Debug)]
 pub struct Generators<B: Backend> {
     stack: Tensor<B, 2>,
+    host: Arc<HostGenerators>,
     dim: usize,
     controls: usize,
     jumps: usize,
@@ -158,6 +185,7 @@ impl<B: Backend> Generators<B> {
         );
         Self {
             stack,
+            host: Arc::new(host.clone()),
             dim: host.dim,
             controls: host.controls.len(),
             jumps: host.jumps.len(),
@@ -197,6 +225,11 @@ impl<B: Backend> Generators<B> {
 
     pub(crate) fn norms(&self) -> GeneratorNorms {
         self.norms
+    }
+
+    /// The same generators in host memory, for host kernels.
+    pub(crate) fn host(&self) -> &HostGenerators {
+        &self.host
     }
 }
 

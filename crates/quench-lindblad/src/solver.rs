@@ -11,12 +11,18 @@
 //!   substeps in all (segments x substeps) is refused before any work;
 //! - `Exact` exponentiates every segment's generator, a Taylor polynomial of `M t / 2^s`
 //!   and `s` squarings with the degree and `s` chosen on the host from the bounds (so nothing
-//!   is read back), and multiplies the segments in a balanced tree.
+//!   is read back), and multiplies the segments in a balanced tree. When only the states are
+//!   asked for on the CPU backend without autodiff (evaluation, pulse documents, forward
+//!   sweeps), a host kernel carries each task's state through its segments instead, with no
+//!   propagator formed (see `expmv.rs`): 17x faster at 4,096 tasks on two cores.
 
 use burn::tensor::{DType, Int, Tensor, TensorData, backend::Backend};
+use quench_device::readback::{float_tensor, to_host_f64};
+use quench_device::{host_lanes, is_plain_host};
 use serde::{Deserialize, Serialize};
 
-use crate::batched::{ProductTree, identity, matmul, polynomial};
+use crate::batched::{ProductTree, apply, identity, matmul, polynomial};
+use crate::expmv::{DegreeTable, HostBatch, Propagation};
 use crate::exponential::TaylorPlan;
 use crate::{Generators, LindbladError};
 
@@ -263,6 +269,20 @@ impl Solver {
                 * t_segment,
             unit_roundoff(dtype),
         );
+        if self.method == Method::Exact && output == Output::States && is_plain_host::<B>() {
+            let table = DegreeTable::for_roundoff(unit_roundoff(dtype));
+            let bound = generators
+                .norms()
+                .bound(self.control_bound, self.rate_bound)
+                * t_segment;
+            if bound <= table.reach() {
+                let states = self.host_states(generators, batch, t_segment, table);
+                return Ok(Evolution {
+                    states: self.renormalized(states, generators),
+                    propagators: None,
+                });
+            }
+        }
         let substeps = self.check_substeps(batch.t_total, segments, tasks)?;
         let step = t_segment / substeps as f64;
         // Each method's per-segment (or per-substep) matrix is a polynomial of the scaled
@@ -287,6 +307,9 @@ impl Solver {
         let initial = batch.initial.transpose().reshape([n, 1, tasks]);
         let want_propagators = output == Output::StatesAndPropagators;
         let (states, propagators) = match self.method {
+            // Under autodiff the tree (log2(segments) levels of products) measured as fast as
+            // applying the factors to the state segment by segment at every task count, and it
+            // takes fewer dependent launches on a device.
             Method::Exact => {
                 let mut factors = polynomial(scaled, &coefficients, chunk);
                 for _ in 0..plan.squarings {
@@ -308,7 +331,11 @@ impl Solver {
                 for segment in 0..segments {
                     let segment_step = steps.clone().narrow(2, segment * tasks, tasks);
                     for _ in 0..substeps {
-                        carried = matmul(segment_step.clone(), carried);
+                        carried = if want_propagators {
+                            matmul(segment_step.clone(), carried)
+                        } else {
+                            apply(segment_step.clone(), carried)
+                        };
                     }
                 }
                 if want_propagators {
@@ -318,18 +345,59 @@ impl Solver {
                 }
             }
         };
-        let mut states = states.reshape([n, tasks]).transpose();
-        if self.renormalize {
-            let trace = states
-                .clone()
-                .narrow(1, 0, 1)
-                .mul_scalar((generators.dim() as f64).sqrt());
-            states = states / trace;
-        }
         Ok(Evolution {
-            states,
+            states: self.renormalized(states.reshape([n, tasks]).transpose(), generators),
             propagators: propagators.map(|p| p.permute([2, 0, 1])),
         })
+    }
+
+    /// `states` `[tasks, d^2]` divided by their traces when [`Self::renormalize`] asks for it.
+    fn renormalized<B: Backend>(
+        &self,
+        states: Tensor<B, 2>,
+        generators: &Generators<B>,
+    ) -> Tensor<B, 2> {
+        if !self.renormalize {
+            return states;
+        }
+        let trace = states
+            .clone()
+            .narrow(1, 0, 1)
+            .mul_scalar((generators.dim() as f64).sqrt());
+        states / trace
+    }
+
+    /// The exact final states `[tasks, d^2]` by the host kernel of [`crate::expmv`]: the CPU
+    /// backend without autodiff, where no gradient needs the tensor form. The tasks are split
+    /// over the cores when there are enough of them to pay for the threads.
+    fn host_states<B: Backend>(
+        &self,
+        generators: &Generators<B>,
+        batch: Batch<B>,
+        t_segment: f64,
+        table: &'static DegreeTable,
+    ) -> Tensor<B, 2> {
+        /// Fewest task-segments worth splitting over threads (each takes about 0.1 us).
+        const PER_THREAD: usize = 2048;
+        let [tasks, segments, _] = batch.amplitudes.dims();
+        let device = batch.amplitudes.device();
+        let host = HostBatch {
+            amplitudes: to_host_f64(batch.amplitudes),
+            rates: to_host_f64(batch.rates),
+            initial: to_host_f64(batch.initial),
+            tasks,
+            segments,
+        };
+        let propagation = Propagation {
+            generators: generators.host(),
+            t_segment,
+            control_bound: self.control_bound,
+            rate_bound: self.rate_bound,
+            table,
+        };
+        let lanes = host_lanes::<B>().min((tasks * segments).div_ceil(PER_THREAD));
+        let states = propagation.final_states(&host, lanes);
+        float_tensor::<B, f64, 2>(states, [tasks, generators.size()], &device)
     }
 
     /// The generators of every segment and task times `scale`, `[d^2, d^2, segments * tasks]`
@@ -414,6 +482,96 @@ mod tests {
             ),
         };
         (generators, batch)
+    }
+
+    /// Final states of `system` for `tasks` tasks of `segments` varied amplitudes (some beyond
+    /// the clamp, one NaN when `with_nan`) and rates, on backend `E`.
+    fn varied_states<E: Backend>(
+        system: &crate::System,
+        solver: &Solver,
+        tasks: usize,
+        segments: usize,
+        with_nan: bool,
+    ) -> Vec<f64> {
+        let device = Default::default();
+        let generators = Generators::<E>::upload(system, &device);
+        let (controls, jumps, n) = (generators.controls(), generators.jumps(), generators.size());
+        let mut amplitudes: Vec<f64> = (0..tasks * segments * controls)
+            .map(|i| 3.0 * ((i as f64) * 0.618_034).sin() + if i % 37 == 5 { 14.0 } else { 0.0 })
+            .collect();
+        if with_nan {
+            amplitudes[segments * controls + 1] = f64::NAN;
+        }
+        let rates = (0..tasks * jumps).map(|i| 0.02 * (i % 7) as f64).collect();
+        // Mixed initial states: |0><0| shrunk toward the maximally mixed state by task.
+        let start =
+            Basis::gell_mann(system.dim()).coordinates(&operators::basis_state(system.dim(), 0));
+        let initial: Vec<f64> = (0..tasks)
+            .flat_map(|t| {
+                let shrink = 1.0 - 0.1 * (t % 5) as f64;
+                start
+                    .iter()
+                    .enumerate()
+                    .map(move |(i, &x)| if i == 0 { x } else { shrink * x })
+            })
+            .collect();
+        let float = |values: Vec<f64>, shape: [usize; 3]| {
+            quench_device::readback::float_tensor::<E, f64, 3>(values, shape, &device)
+        };
+        let batch = Batch {
+            t_total: 1.3,
+            amplitudes: float(amplitudes, [tasks, segments, controls]),
+            rates: float(rates, [tasks, jumps, 1]).reshape([tasks, jumps]),
+            initial: float(initial, [tasks, n, 1]).reshape([tasks, n]),
+        };
+        let states = solver
+            .evolve(&generators, batch, Output::States)
+            .unwrap()
+            .states;
+        quench_device::readback::to_host_f64(states)
+    }
+
+    #[test]
+    fn the_host_kernel_gives_the_tensor_form_s_states() {
+        use burn::backend::Autodiff;
+        let one_qubit = presets::one_qubit();
+        let two_qubit = presets::two_qubit();
+        for (system, tasks, segments) in
+            [(&one_qubit, 37, 20), (&two_qubit, 5, 7), (&one_qubit, 1, 1)]
+        {
+            for renormalize in [false, true] {
+                let solver = Solver {
+                    renormalize,
+                    ..Solver::default()
+                };
+                // f64: the host kernel against the tensor form, which autodiff keeps.
+                let host = varied_states::<NdArray<f64>>(system, &solver, tasks, segments, false);
+                let tensor = varied_states::<Autodiff<NdArray<f64>>>(
+                    system, &solver, tasks, segments, false,
+                );
+                let worst = host
+                    .iter()
+                    .zip(&tensor)
+                    .map(|(a, b)| (a - b).abs())
+                    .fold(0.0, f64::max);
+                assert!(worst < 1e-12, "{tasks} tasks x {segments}: {worst}");
+                // f32 to its roundoff; the host computes in f64.
+                let narrow = varied_states::<B>(system, &solver, tasks, segments, false);
+                let worst = narrow
+                    .iter()
+                    .zip(&tensor)
+                    .map(|(a, b)| (a - b).abs())
+                    .fold(0.0, f64::max);
+                assert!(worst < 2e-6, "f32, {tasks} tasks x {segments}: {worst}");
+            }
+        }
+        // A NaN amplitude spoils its own task's state and no other, as in the tensor form.
+        let host = varied_states::<B>(&one_qubit, &Solver::default(), 3, 4, true);
+        let spoiled: Vec<bool> = host
+            .chunks(4)
+            .map(|s| s.iter().any(|x| x.is_nan()))
+            .collect();
+        assert_eq!(spoiled, [false, true, false]);
     }
 
     #[test]

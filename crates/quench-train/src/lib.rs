@@ -15,6 +15,7 @@ pub mod amp;
 pub mod binary;
 pub mod classify;
 pub mod ensemble;
+pub mod host_mlp;
 pub mod hybrid;
 pub mod init;
 pub mod meta;

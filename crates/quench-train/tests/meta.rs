@@ -34,25 +34,35 @@ fn batched_meta_step_equals_the_one_task_at_a_time_step() {
             MetaRun::<B>::new(&small(algorithm), &mut OperatorCache::new(), &device).unwrap();
         let batch = run.next_batch().unwrap();
         let shape = run.config.policy.clone();
-        let inner = InnerLoop { steps: 2, lr: 0.05 };
+        // The one-task-at-a-time step is the original's way, autodiff throughout; the batched
+        // step is checked with autodiff and with the hand-derived policy gradients.
+        let original = InnerLoop {
+            steps: 2,
+            lr: 0.05,
+            fused: false,
+        };
         let mut sequential = run.learner.clone();
-        let batched = run
-            .learner
-            .step(&run.problem, &shape, &batch, inner)
-            .unwrap();
         let one_by_one = sequential
-            .step_one_task_at_a_time(&run.problem, &shape, &batch, inner)
+            .step_one_task_at_a_time(&run.problem, &shape, &batch, original)
             .unwrap();
-        assert!((batched.loss_before - one_by_one.loss_before).abs() < 1e-5);
-        assert!((batched.loss_after - one_by_one.loss_after).abs() < 1e-5);
-        let d = max_abs_difference(&run.learner.policy.params(), &sequential.policy.params());
-        assert!(d < 1e-5, "{algorithm:?}: policies differ by {d}");
-        assert!(
-            max_abs_difference(
-                &run.learner.policy.params(),
-                &run.learner.clone().policy.params()
-            ) == 0.0
-        );
+        let start = run.learner.clone();
+        for fused in [false, true] {
+            let mut learner = start.clone();
+            let inner = InnerLoop { fused, ..original };
+            let batched = learner.step(&run.problem, &shape, &batch, inner).unwrap();
+            assert!((batched.loss_before - one_by_one.loss_before).abs() < 1e-5);
+            assert!((batched.loss_after - one_by_one.loss_after).abs() < 1e-5);
+            let d = max_abs_difference(&learner.policy.params(), &sequential.policy.params());
+            assert!(
+                d < 1e-5,
+                "{algorithm:?}, fused {fused}: policies differ by {d}"
+            );
+            let moved = max_abs_difference(&learner.policy.params(), &start.policy.params());
+            assert!(
+                moved > 1e-4,
+                "{algorithm:?}, fused {fused}: the step must move the policy"
+            );
+        }
     }
 }
 
@@ -70,13 +80,17 @@ fn a_small_inner_step_lowers_every_tasks_loss() {
     }
     let batch = run.next_batch().unwrap();
     let shape = run.config.policy.clone();
-    for lr in [1e-4, 3e-4] {
+    for (lr, fused) in [(1e-4, false), (3e-4, false), (1e-4, true), (3e-4, true)] {
         let (before, phi) = adapt(
             &run.problem,
             &shape,
             &run.learner.policy,
             &batch,
-            InnerLoop { steps: 1, lr },
+            InnerLoop {
+                steps: 1,
+                lr,
+                fused,
+            },
         )
         .unwrap();
         let after = quench_train::meta::maml::evaluate(

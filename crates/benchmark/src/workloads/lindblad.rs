@@ -129,7 +129,7 @@ const VARIANTS: [Variant<Setting>; 7] = [
     ),
     variant(
         "all",
-        "ours: cached, batched, exact propagator per segment",
+        "ours: cached, batched, exact propagator per segment, hand-derived policy gradients",
         (Method::Exact, true, true),
         claimed(50.0, 100.0),
     ),
@@ -177,6 +177,9 @@ impl TableWorkload for LindbladMeta {
         let inner = quench_train::meta::InnerLoop {
             steps: config.inner_steps,
             lr: config.inner_lr,
+            // The hand-derived policy step is ours alone: the guide's combination keeps
+            // autodiff throughout, as every other variant does.
+            fused: matches!(setting.method, Method::Exact) && setting.batched && setting.cached,
         };
         let (_, timed) = time_runs::<B, _>(device, ctx.timing, || {
             for _ in 0..iterations {

@@ -2,10 +2,13 @@
 //! inner steps of a whole meta-batch are K batched forward/backward passes, not tasks x K.
 
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{ElementConversion, Tensor};
+use burn::tensor::{ElementConversion, Tensor, TensorData};
+use quench_device::readback::to_host_f32;
+use quench_device::runs_on_host;
 use serde::{Deserialize, Serialize};
 
 use crate::ensemble::EnsembleMlp;
+use crate::host_mlp::{HostLayer, HostMlp, layer_tensors};
 use crate::optim::{AdamConfig, MemberAdam};
 use crate::params::{
     clip_member_norms, finite_members, gradients, masked_member_mean, require_grad,
@@ -35,6 +38,17 @@ pub struct InnerLoop {
     pub steps: usize,
     /// SGD learning rate.
     pub lr: f64,
+    /// Take the policy's gradients by hand on the CPU backend ([`HostMlp`]), autodiff only
+    /// through the simulator: one host pass per layer instead of a graph of per-layer ops.
+    /// The product's path; off for the original's way (autodiff throughout), and ignored on
+    /// other backends.
+    pub fused: bool,
+}
+
+impl InnerLoop {
+    fn on_host<B: Backend>(&self) -> bool {
+        self.fused && runs_on_host::<B>()
+    }
 }
 
 /// Per-task losses `[tasks]` and a parameter-shaped list with one member per task (the
@@ -49,12 +63,47 @@ fn loss_and_gradients<B: AutodiffBackend>(
     params: Vec<Tensor<B::InnerBackend, 3>>,
     activation: crate::ensemble::Activation,
     batch: &ControlBatch<B>,
+    fused: bool,
 ) -> Result<PerTask<B::InnerBackend>, MetaError> {
+    if fused {
+        let policy = HostMlp::from_ensemble(&EnsembleMlp::from_params(params, activation));
+        let (losses, gradients) = host_loss_and_gradients(problem, shape, &policy, batch)?;
+        let device = batch.features.device();
+        return Ok((losses, layer_tensors(&gradients, policy.members, &device)));
+    }
     let p = require_grad::<B>(params);
     let policy = EnsembleMlp::from_params(p.clone(), activation);
     let losses = problem.losses(shape.amplitudes(&policy, batch.features.clone()), batch)?;
     let grads = losses.clone().sum().backward();
     Ok((losses.inner(), gradients(&p, &grads)))
+}
+
+/// [`loss_and_gradients`] with the policy on the host: its forward pass and hand-derived
+/// backward pass there, autodiff from the amplitudes `[tasks, segments, controls]` through
+/// the simulator only. `policy` has one member per task; returns the losses `[tasks]` and the
+/// gradients in the policy's layout.
+fn host_loss_and_gradients<B: AutodiffBackend>(
+    problem: &ControlProblem<B>,
+    shape: &PolicyShape,
+    policy: &HostMlp,
+    batch: &ControlBatch<B>,
+) -> Result<(Tensor<B::InnerBackend, 1>, Vec<HostLayer>), MetaError> {
+    let [tasks, rows, _] = batch.features.dims();
+    let trace = policy.forward(&to_host_f32(batch.features.clone()), rows);
+    let scale = shape.output_scale as f32;
+    let raw: Vec<f32> = trace.output.iter().map(|&y| y * scale).collect();
+    let amplitudes = Tensor::<B, 3>::from_data(
+        TensorData::new(raw, [tasks, shape.segments, shape.controls]),
+        &batch.features.device(),
+    )
+    .require_grad();
+    let losses = problem.losses(amplitudes.clone(), batch)?;
+    let grads = losses.clone().sum().backward();
+    let upstream: Vec<f32> = match amplitudes.grad(&grads) {
+        Some(g) => to_host_f32(g).into_iter().map(|g| g * scale).collect(),
+        None => vec![0.0; trace.output.len()],
+    };
+    Ok((losses.inner(), policy.backward(&trace, &upstream)))
 }
 
 /// Adapts the shared policy `meta` (one member) to every task of `batch` at once. Returns each
@@ -67,6 +116,21 @@ pub fn adapt<B: AutodiffBackend>(
     inner: InnerLoop,
 ) -> Result<PerTask<B::InnerBackend>, MetaError> {
     let tasks = batch.len();
+    if inner.on_host::<B>() {
+        let mut phi = HostMlp::from_ensemble(meta).repeat(tasks);
+        let mut before = None;
+        for _ in 0..inner.steps {
+            let (losses, gradients) = host_loss_and_gradients(problem, shape, &phi, batch)?;
+            before.get_or_insert(losses);
+            phi.descend(&gradients, inner.lr as f32);
+        }
+        let phi = phi.to_ensemble(&batch.features.device()).params();
+        let before = match before {
+            Some(losses) => losses,
+            None => evaluate(problem, shape, &meta.with_params(phi.clone()), batch)?,
+        };
+        return Ok((before, phi));
+    }
     let mut phi: Vec<_> = meta
         .params()
         .into_iter()
@@ -75,7 +139,7 @@ pub fn adapt<B: AutodiffBackend>(
     let mut before = None;
     for _ in 0..inner.steps {
         let (losses, grads) =
-            loss_and_gradients(problem, shape, phi.clone(), meta.activation, batch)?;
+            loss_and_gradients(problem, shape, phi.clone(), meta.activation, batch, false)?;
         before.get_or_insert(losses);
         phi = phi
             .into_iter()
@@ -159,11 +223,17 @@ impl<B: Backend> MetaLearner<B> {
         shape: &PolicyShape,
         phi: Vec<Tensor<B, 3>>,
         batch: &ControlBatch<A>,
+        inner: InnerLoop,
     ) -> Result<PerTask<B>, MetaError> {
         match self.algorithm {
-            Algorithm::Fomaml => {
-                loss_and_gradients(problem, shape, phi, self.policy.activation, batch)
-            }
+            Algorithm::Fomaml => loss_and_gradients(
+                problem,
+                shape,
+                phi,
+                self.policy.activation,
+                batch,
+                inner.on_host::<A>(),
+            ),
             Algorithm::Reptile => {
                 let after = evaluate(problem, shape, &self.policy.with_params(phi.clone()), batch)?;
                 let deltas = self
@@ -197,7 +267,7 @@ impl<B: Backend> MetaLearner<B> {
         inner: InnerLoop,
     ) -> Result<StepStats, MetaError> {
         let (before, phi) = adapt(problem, shape, &self.policy, batch, inner)?;
-        let (after, per_task) = self.task_gradients(problem, shape, phi, batch)?;
+        let (after, per_task) = self.task_gradients(problem, shape, phi, batch, inner)?;
         Ok(self.finish(before, after, per_task))
     }
 
@@ -214,7 +284,7 @@ impl<B: Backend> MetaLearner<B> {
         for t in 0..batch.len() {
             let one = batch.task(t);
             let (b, phi) = adapt(problem, shape, &self.policy, &one, inner)?;
-            let (a, g) = self.task_gradients(problem, shape, phi, &one)?;
+            let (a, g) = self.task_gradients(problem, shape, phi, &one, inner)?;
             before.push(b);
             after.push(a);
             grads.push(g);

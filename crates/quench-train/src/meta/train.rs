@@ -142,6 +142,7 @@ impl<B: AutodiffBackend> MetaRun<B> {
         InnerLoop {
             steps: self.config.inner_steps,
             lr: self.config.inner_lr,
+            fused: true,
         }
     }
 
