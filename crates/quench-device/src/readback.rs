@@ -15,9 +15,10 @@ pub fn float_tensor<B: Backend, E: Element, const D: usize>(
     shape: [usize; D],
     device: &B::Device,
 ) -> Tensor<B, D> {
+    // The dtype is named: with the device alone, Burn takes the device's default float type.
     Tensor::from_data(
-        TensorData::new(values, shape).convert::<B::FloatElem>(),
-        device,
+        TensorData::new(values, shape),
+        (device, <B::FloatElem as Element>::dtype()),
     )
 }
 
@@ -105,7 +106,10 @@ mod tests {
             to_host_f64(narrow.transpose()),
             vec![f64::from(0.1f32), 2.0]
         );
-        let wide = Tensor::<NdArray<f64>, 2>::from_floats([[0.1], [-3.0]], &Default::default());
+        // From f64 data: both backends share one device, whose default float type the first
+        // tensor made (f32 above) would otherwise set.
+        let wide =
+            float_tensor::<NdArray<f64>, f64, 2>(vec![0.1, -3.0], [2, 1], &Default::default());
         let kept = wide.clone();
         assert_eq!(to_host_f64(wide), vec![0.1, -3.0]);
         assert_eq!(to_host_f64(kept.swap_dims(0, 1)), vec![0.1, -3.0]);

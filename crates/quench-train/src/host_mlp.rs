@@ -3,9 +3,9 @@
 //! it) costs more than the arithmetic, as for a meta-learning policy adapted per task (16
 //! members of about 38k parameters, one input row each).
 
+use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
-use burn::tensor::{Tensor, TensorData};
-use quench_device::readback::to_host_f32;
+use quench_device::readback::{float_tensor, to_host_f32};
 
 use crate::ensemble::{Activation, EnsembleMlp};
 
@@ -239,14 +239,8 @@ pub fn layer_tensors<B: Backend>(
         .iter()
         .flat_map(|l| {
             [
-                Tensor::from_data(
-                    TensorData::new(l.weight.clone(), [members, l.fan_in, l.fan_out]),
-                    device,
-                ),
-                Tensor::from_data(
-                    TensorData::new(l.bias.clone(), [members, 1, l.fan_out]),
-                    device,
-                ),
+                float_tensor(l.weight.clone(), [members, l.fan_in, l.fan_out], device),
+                float_tensor(l.bias.clone(), [members, 1, l.fan_out], device),
             ]
         })
         .collect()
@@ -257,6 +251,7 @@ mod tests {
     use super::*;
     use crate::init::Init;
     use burn::backend::{Autodiff, NdArray};
+    use burn::tensor::TensorData;
 
     type Diff = Autodiff<NdArray<f32>>;
 

@@ -2,8 +2,8 @@
 //! inner steps of a whole meta-batch are K batched forward/backward passes, not tasks x K.
 
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{ElementConversion, Tensor, TensorData};
-use quench_device::readback::to_host_f32;
+use burn::tensor::{ElementConversion, Tensor};
+use quench_device::readback::{float_tensor, to_host_f32};
 use quench_device::runs_on_host;
 use serde::{Deserialize, Serialize};
 
@@ -92,8 +92,9 @@ fn host_loss_and_gradients<B: AutodiffBackend>(
     let trace = policy.forward(&to_host_f32(batch.features.clone()), rows);
     let scale = shape.output_scale as f32;
     let raw: Vec<f32> = trace.output.iter().map(|&y| y * scale).collect();
-    let amplitudes = Tensor::<B, 3>::from_data(
-        TensorData::new(raw, [tasks, shape.segments, shape.controls]),
+    let amplitudes = float_tensor::<B, f32, 3>(
+        raw,
+        [tasks, shape.segments, shape.controls],
         &batch.features.device(),
     )
     .require_grad();
