@@ -18,7 +18,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use quench_device::diagnostics::DiagnosticsConfig;
-use quench_device::{DeviceError, DeviceSpec, Selection, select};
+use quench_device::{DeviceError, select_announced};
 
 /// Exit status for a device or precision that cannot be used.
 const EXIT_DEVICE: u8 = 2;
@@ -163,18 +163,9 @@ fn one_line(err: &anyhow::Error) -> String {
     parts.join(": ")
 }
 
-/// Parses and probes the device, printing the fallback line when `auto` fell back.
-fn choose_device(args: &DeviceArgs) -> Result<Selection, DeviceError> {
-    let selection = select(args.device.parse::<DeviceSpec>()?)?;
-    if let Some(why) = &selection.fallback {
-        eprintln!("note: {why}");
-    }
-    Ok(selection)
-}
-
 fn run(args: &RunArgs) -> anyhow::Result<()> {
     let precision: workload::RunPrecision = args.precision.parse()?;
-    let selection = choose_device(&args.device)?;
+    let selection = select_announced(&args.device.device)?;
     run::check_precision(&selection, precision)?;
     let suite_path = args.suite.clone().unwrap_or_else(suite::default_suite_path);
     let output = output::Output::new(&args.out)?;
@@ -209,7 +200,7 @@ fn run(args: &RunArgs) -> anyhow::Result<()> {
 
 fn verify(args: &VerifyArgs) -> anyhow::Result<()> {
     let precision: workload::RunPrecision = args.precision.parse()?;
-    let selection = choose_device(&args.device)?;
+    let selection = select_announced(&args.device.device)?;
     run::check_precision(&selection, precision)?;
     println!("verify on {} (--precision {precision})", selection.device);
     let checks = verify::verify(selection.device, precision)?;
@@ -228,7 +219,7 @@ fn verify(args: &VerifyArgs) -> anyhow::Result<()> {
 }
 
 fn doctor(args: &DeviceArgs) -> anyhow::Result<()> {
-    let selection = choose_device(args)?;
+    let selection = select_announced(&args.device)?;
     print!(
         "{}",
         doctor::doctor(&selection, DiagnosticsConfig::default())?

@@ -99,6 +99,17 @@ pub fn select(spec: DeviceSpec) -> Result<Selection, DeviceError> {
     }
 }
 
+/// What a command-line program does with its `--device` value: parses `spec` (`auto`, `cpu`,
+/// `cuda`, `cuda:N`), probes and selects the device, and prints `note: WHY` on stderr when
+/// `auto` fell back to the CPU.
+pub fn select_announced(spec: &str) -> Result<Selection, DeviceError> {
+    let selection = select(spec.parse::<DeviceSpec>()?)?;
+    if let Some(why) = &selection.fallback {
+        eprintln!("note: {why}");
+    }
+    Ok(selection)
+}
+
 /// Whether backend `B` is the CPU backend (or its inner backend): its tensors live in host
 /// memory and each op runs on the calling thread, so host code may stand in for a chain of
 /// ops and read or write the values without a transfer.

@@ -27,7 +27,7 @@ pub mod timing;
 pub use backend::CudaBackend;
 pub use backend::{
     CpuBackend, OnDevice, SelectedDevice, Selection, host_lanes, is_plain_host, run_on,
-    runs_on_host, select,
+    runs_on_host, select, select_announced,
 };
 pub use config::{ConfigError, load_toml};
 pub use error::DeviceError;

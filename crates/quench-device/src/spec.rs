@@ -1,6 +1,7 @@
 //! The device a user asks for: `auto`, `cpu`, `cuda` or `cuda:N`.
 
 use std::fmt;
+use std::process::ExitCode;
 use std::str::FromStr;
 
 use crate::error::DeviceError;
@@ -32,6 +33,18 @@ pub fn take_device_flag(args: Vec<String>) -> (String, Vec<String>) {
         }
     }
     (spec.unwrap_or_else(|| "auto".into()), rest)
+}
+
+/// Runs an example's `body`: success exits 0; an error is printed as `error: MESSAGE` on
+/// stderr and exits 1.
+pub fn run_example(body: impl FnOnce() -> Result<(), Box<dyn std::error::Error>>) -> ExitCode {
+    match body() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 impl FromStr for DeviceSpec {

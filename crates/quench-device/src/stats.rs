@@ -73,6 +73,12 @@ pub fn max_or_nan(errors: impl IntoIterator<Item = f64>) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
+/// The largest `|a - b|` over the paired entries of two slices (as far as the shorter goes),
+/// in f64: NaN when any difference is, as [`max_or_nan`] takes it.
+pub fn max_abs_difference<T: Copy + Into<f64>>(a: &[T], b: &[T]) -> f64 {
+    max_or_nan(a.iter().zip(b).map(|(&x, &y)| (x.into() - y.into()).abs()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

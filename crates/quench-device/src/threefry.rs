@@ -21,6 +21,7 @@ use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
 
 use crate::backend::runs_on_host;
 use crate::lanes::in_lanes;
+use crate::readback::float_tensor;
 
 /// Rotation distances of Threefry-2x32, one per round modulo 8.
 const ROTATIONS: [u32; 8] = [13, 15, 26, 6, 17, 29, 16, 24];
@@ -396,7 +397,7 @@ pub fn normals<B: Backend>(
 ) -> Tensor<B, 2> {
     if runs_on_host::<B>() {
         let values = normals_host(keys, draw, len);
-        Tensor::from_data(TensorData::new(values, [keys.len(), len]), device)
+        float_tensor(values, [keys.len(), len], device)
     } else {
         normals_tensor(keys, draw, len, device)
     }

@@ -161,6 +161,7 @@ impl ProductTree {
 mod tests {
     use super::*;
     use burn::backend::NdArray;
+    use quench_device::stats::max_abs_difference;
 
     type B = NdArray<f64>;
 
@@ -202,11 +203,7 @@ mod tests {
                 .sum_dim(1)
                 .reshape([16, 16, 3]),
         );
-        let worst = gemm
-            .iter()
-            .zip(&broadcast)
-            .map(|(x, y)| (x - y).abs())
-            .fold(0.0, f64::max);
+        let worst = max_abs_difference(&gemm, &broadcast);
         assert!(worst < 1e-12, "{worst}");
     }
 

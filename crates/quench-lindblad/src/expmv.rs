@@ -131,9 +131,8 @@ impl Propagation<'_> {
     /// `lanes` threads.
     pub(crate) fn final_states(&self, batch: &HostBatch, lanes: usize) -> Vec<f64> {
         let n = self.generators.size();
-        let controls = batch.amplitudes.len() / (batch.tasks * batch.segments).max(1);
-        let jumps = batch.rates.len() / batch.tasks.max(1);
-        let per_task = batch.segments * controls;
+        let jumps = self.generators.jumps();
+        let per_task = batch.segments * self.generators.controls();
         in_lanes((0..batch.tasks).collect(), lanes, |tasks| {
             let mut states = Vec::with_capacity(tasks.len() * n);
             for task in tasks {
@@ -159,7 +158,7 @@ impl Propagation<'_> {
         segments: usize,
     ) -> Vec<f64> {
         let n = self.generators.size();
-        let controls = amplitudes.len() / segments.max(1);
+        let controls = self.generators.controls();
         let rates: Vec<f64> = rates
             .iter()
             .map(|r| r.clamp(0.0, self.rate_bound))

@@ -3,8 +3,9 @@
 
 use std::sync::Arc;
 
-use burn::tensor::{Element, Tensor, TensorData, backend::Backend};
+use burn::tensor::{Tensor, backend::Backend};
 use num_complex::Complex64;
+use quench_device::readback::float_tensor;
 
 use crate::{Basis, CMatrix, System};
 
@@ -116,6 +117,16 @@ impl HostGenerators {
         m
     }
 
+    /// The number of control channels `C`.
+    pub fn controls(&self) -> usize {
+        self.controls.len()
+    }
+
+    /// The number of jump operators `K`.
+    pub fn jumps(&self) -> usize {
+        self.jumps.len()
+    }
+
     /// The drift plus the dissipators at `rates`, `M_H0 + sum_k gamma_k M_k`, written into
     /// `out` (`[d^2, d^2]`, row-major): the part of the generator that stays fixed over a
     /// task's segments.
@@ -151,9 +162,6 @@ impl HostGenerators {
 pub struct Generators<B: Backend> {
     stack: Tensor<B, 2>,
     host: Arc<HostGenerators>,
-    dim: usize,
-    controls: usize,
-    jumps: usize,
     norms: GeneratorNorms,
 }
 
@@ -177,40 +185,31 @@ impl<B: Backend> Generators<B> {
                 data[index * columns + column] = value;
             }
         }
-        // The backend's own float type: NdArray<f32> and NdArray<f64> share one device and
-        // its default dtype, so relying on the default could upload f64 to an f32 backend.
-        let stack = Tensor::from_data(
-            TensorData::new(data, [n * n, columns]),
-            (device, <B::FloatElem as Element>::dtype()),
-        );
         Self {
-            stack,
+            stack: float_tensor(data, [n * n, columns], device),
             host: Arc::new(host.clone()),
-            dim: host.dim,
-            controls: host.controls.len(),
-            jumps: host.jumps.len(),
             norms: host.norms(),
         }
     }
 
     /// The Hilbert-space dimension `d`.
     pub fn dim(&self) -> usize {
-        self.dim
+        self.host.dim()
     }
 
     /// The length `d^2` of a real state vector.
     pub fn size(&self) -> usize {
-        self.dim * self.dim
+        self.host.size()
     }
 
     /// The number of control channels `C`.
     pub fn controls(&self) -> usize {
-        self.controls
+        self.host.controls()
     }
 
     /// The number of jump operators `K`.
     pub fn jumps(&self) -> usize {
-        self.jumps
+        self.host.jumps()
     }
 
     /// Device memory held by the generators, in bytes.
@@ -238,6 +237,7 @@ mod tests {
     use super::*;
     use crate::operators::{pauli_x, pauli_z};
     use crate::presets;
+    use quench_device::stats::max_abs_difference;
 
     #[test]
     fn generators_match_the_lindbladian_applied_in_the_basis() {
@@ -258,11 +258,7 @@ mod tests {
             out
         };
         let expected = basis.superoperator(lindbladian);
-        let worst = m
-            .iter()
-            .zip(&expected)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0, f64::max);
+        let worst = max_abs_difference(&m, &expected);
         assert!(worst < 1e-13, "{worst}");
         assert!(m[..16].iter().all(|&x| x == 0.0));
     }

@@ -262,20 +262,14 @@ impl Solver {
         }
         let t_segment = batch.t_total / segments as f64;
         let dtype = batch.amplitudes.dtype();
-        let plan = TaylorPlan::new(
-            generators
-                .norms()
-                .bound(self.control_bound, self.rate_bound)
-                * t_segment,
-            unit_roundoff(dtype),
-        );
+        // ||M t_seg||_1 for the largest amplitudes and rates the clamps let through.
+        let segment_bound = generators
+            .norms()
+            .bound(self.control_bound, self.rate_bound)
+            * t_segment;
         if self.method == Method::Exact && output == Output::States && is_plain_host::<B>() {
             let table = DegreeTable::for_roundoff(unit_roundoff(dtype));
-            let bound = generators
-                .norms()
-                .bound(self.control_bound, self.rate_bound)
-                * t_segment;
-            if bound <= table.reach() {
+            if segment_bound <= table.reach() {
                 let states = self.host_states(generators, batch, t_segment, table);
                 return Ok(Evolution {
                     states: self.renormalized(states, generators),
@@ -283,6 +277,7 @@ impl Solver {
                 });
             }
         }
+        let plan = TaylorPlan::new(segment_bound, unit_roundoff(dtype));
         let substeps = self.check_substeps(batch.t_total, segments, tasks)?;
         let step = t_segment / substeps as f64;
         // Each method's per-segment (or per-substep) matrix is a polynomial of the scaled
@@ -457,6 +452,7 @@ mod tests {
     use super::*;
     use crate::{Basis, OperatorCache, operators, presets};
     use burn::backend::NdArray;
+    use quench_device::stats::max_abs_difference;
 
     type B = NdArray<f32>;
 
@@ -549,19 +545,11 @@ mod tests {
                 let tensor = varied_states::<Autodiff<NdArray<f64>>>(
                     system, &solver, tasks, segments, false,
                 );
-                let worst = host
-                    .iter()
-                    .zip(&tensor)
-                    .map(|(a, b)| (a - b).abs())
-                    .fold(0.0, f64::max);
+                let worst = max_abs_difference(&host, &tensor);
                 assert!(worst < 1e-12, "{tasks} tasks x {segments}: {worst}");
                 // f32 to its roundoff; the host computes in f64.
                 let narrow = varied_states::<B>(system, &solver, tasks, segments, false);
-                let worst = narrow
-                    .iter()
-                    .zip(&tensor)
-                    .map(|(a, b)| (a - b).abs())
-                    .fold(0.0, f64::max);
+                let worst = max_abs_difference(&narrow, &tensor);
                 assert!(worst < 2e-6, "f32, {tasks} tasks x {segments}: {worst}");
             }
         }

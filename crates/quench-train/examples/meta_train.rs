@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use burn::tensor::backend::AutodiffBackend;
-use quench_device::spec::take_device_flag;
-use quench_device::{DeviceSpec, OnDevice, run_on, select};
+use quench_device::spec::{run_example, take_device_flag};
+use quench_device::{OnDevice, run_on, select_announced};
 use quench_lindblad::OperatorCache;
 use quench_train::meta::{MetaConfig, MetaError, MetaRun, save_policy};
 
@@ -54,22 +54,12 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     let out = PathBuf::from(positional.get(1).map_or("meta-out", |s| s.as_str()));
-    let outcome = (|| -> Result<(), Box<dyn std::error::Error>> {
+    run_example(|| {
         let config: MetaConfig =
             quench_device::load_toml(std::path::Path::new(config_path.as_str()))?;
-        let selection = select(spec.parse::<DeviceSpec>()?)?;
-        if let Some(why) = &selection.fallback {
-            eprintln!("note: {why}");
-        }
+        let selection = select_announced(&spec)?;
         std::fs::create_dir_all(&out)?;
         run_on(selection.device, Train { config, out })??;
         Ok(())
-    })();
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("error: {err}");
-            ExitCode::FAILURE
-        }
-    }
+    })
 }

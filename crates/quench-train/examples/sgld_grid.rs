@@ -10,8 +10,8 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use burn::tensor::backend::AutodiffBackend;
-use quench_device::spec::take_device_flag;
-use quench_device::{DeviceSpec, OnDevice, run_on, select};
+use quench_device::spec::{run_example, take_device_flag};
+use quench_device::{OnDevice, run_on, select_announced};
 use quench_train::sgld::{Execution, GridConfig, GridData, GridResult, SgldError, run_grid};
 
 struct Grid {
@@ -38,12 +38,9 @@ fn main() -> ExitCode {
         eprintln!("usage: sgld_grid CONFIG.toml [--device auto|cpu|cuda:N] [--original]");
         return ExitCode::from(2);
     };
-    let outcome = (|| -> Result<(), Box<dyn std::error::Error>> {
+    run_example(|| {
         let config = GridConfig::load(Path::new(config_path))?;
-        let selection = select(spec.parse::<DeviceSpec>()?)?;
-        if let Some(why) = &selection.fallback {
-            eprintln!("note: {why}");
-        }
+        let selection = select_announced(&spec)?;
         let execution = if original {
             Execution::ORIGINAL
         } else {
@@ -65,12 +62,5 @@ fn main() -> ExitCode {
         print!("{result}");
         println!("wall time {:.1} s", start.elapsed().as_secs_f64());
         Ok(())
-    })();
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("error: {err}");
-            ExitCode::FAILURE
-        }
-    }
+    })
 }

@@ -252,6 +252,7 @@ mod tests {
     use crate::init::Init;
     use burn::backend::{Autodiff, NdArray};
     use burn::tensor::TensorData;
+    use quench_device::stats::max_abs_difference;
 
     type Diff = Autodiff<NdArray<f32>>;
 
@@ -287,11 +288,7 @@ mod tests {
                 Tensor::<Diff, 3>::from_data(TensorData::new(upstream, [3, rows, 4]), &device);
             let grads = (y.clone() * weights).sum().backward();
             let close = |a: &[f32], b: Vec<f32>, what: &str| {
-                let worst = a
-                    .iter()
-                    .zip(&b)
-                    .map(|(x, y)| (x - y).abs())
-                    .fold(0.0, f32::max);
+                let worst = max_abs_difference(a, &b);
                 assert!(worst < 1e-5, "{activation:?} {what}: {worst}");
             };
             close(&trace.output, to_host_f32(y), "output");

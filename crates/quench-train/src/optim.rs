@@ -4,9 +4,9 @@
 //! which the device's compiler fuses.
 
 use burn::tensor::backend::Backend;
-use burn::tensor::{Bool, Tensor, TensorData};
+use burn::tensor::{Bool, Tensor};
 use quench_device::lanes::in_lanes;
-use quench_device::readback::to_host_f32;
+use quench_device::readback::{float_tensor, to_host_f32};
 use quench_device::{host_lanes, runs_on_host};
 use serde::{Deserialize, Serialize};
 
@@ -283,7 +283,7 @@ fn host_step<B: Backend>(
         in_lanes(jobs, lanes, |group| {
             group.into_iter().for_each(|job| job.run(c));
         });
-        updated.push(Tensor::from_data(TensorData::new(values, dims), &device));
+        updated.push(float_tensor(values, dims, &device));
     }
     updated
 }
@@ -331,6 +331,7 @@ mod tests {
     use burn::backend::NdArray;
     use burn::tensor::TensorData;
     use quench_device::readback::to_host_f32;
+    use quench_device::stats::max_abs_difference;
 
     type Cpu = NdArray<f32>;
 
@@ -449,11 +450,7 @@ mod tests {
             }
             for (a, b) in p.iter().zip(&q) {
                 let (a, b) = (to_host_f32(a.clone()), to_host_f32(b.clone()));
-                let worst = a
-                    .iter()
-                    .zip(&b)
-                    .map(|(x, y)| (x - y).abs())
-                    .fold(0.0, f32::max);
+                let worst = max_abs_difference(&a, &b);
                 // The op-by-op form's bias corrections come from exp(t ln beta) in f32, off
                 // by up to 1e-5 relative at small t; over 4 steps of lr <= 0.1 that is 4e-6.
                 assert!(worst < 5e-6, "{config:?}: {worst}");

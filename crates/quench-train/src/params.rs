@@ -4,7 +4,7 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Bool, Tensor};
 use quench_device::Precision;
 use quench_device::readback::to_host_f32;
-use quench_device::stats::max_or_nan;
+use quench_device::stats::{self, max_or_nan};
 
 /// Marks every parameter as requiring gradients (a fresh leaf of the autodiff graph).
 pub fn require_grad<B: AutodiffBackend>(
@@ -120,12 +120,11 @@ pub fn max_abs_difference<B: Backend>(a: &[Tensor<B, 3>], b: &[Tensor<B, 3>]) ->
     if a.len() != b.len() || a.iter().zip(b).any(|(x, y)| x.dims() != y.dims()) {
         return f64::INFINITY;
     }
-    max_or_nan(a.iter().zip(b).flat_map(|(x, y)| {
-        to_host_f32(x.clone())
-            .into_iter()
-            .zip(to_host_f32(y.clone()))
-            .map(|(u, v)| f64::from((u - v).abs()))
-    }))
+    max_or_nan(
+        a.iter().zip(b).map(|(x, y)| {
+            stats::max_abs_difference(&to_host_f32(x.clone()), &to_host_f32(y.clone()))
+        }),
+    )
 }
 
 #[cfg(test)]

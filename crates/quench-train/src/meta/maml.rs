@@ -117,37 +117,33 @@ pub fn adapt<B: AutodiffBackend>(
     inner: InnerLoop,
 ) -> Result<PerTask<B::InnerBackend>, MetaError> {
     let tasks = batch.len();
-    if inner.on_host::<B>() {
+    let mut before = None;
+    let phi = if inner.on_host::<B>() {
         let mut phi = HostMlp::from_ensemble(meta).repeat(tasks);
-        let mut before = None;
         for _ in 0..inner.steps {
             let (losses, gradients) = host_loss_and_gradients(problem, shape, &phi, batch)?;
             before.get_or_insert(losses);
             phi.descend(&gradients, inner.lr as f32);
         }
-        let phi = phi.to_ensemble(&batch.features.device()).params();
-        let before = match before {
-            Some(losses) => losses,
-            None => evaluate(problem, shape, &meta.with_params(phi.clone()), batch)?,
-        };
-        return Ok((before, phi));
-    }
-    let mut phi: Vec<_> = meta
-        .params()
-        .into_iter()
-        .map(|p| p.repeat_dim(0, tasks))
-        .collect();
-    let mut before = None;
-    for _ in 0..inner.steps {
-        let (losses, grads) =
-            loss_and_gradients(problem, shape, phi.clone(), meta.activation, batch, false)?;
-        before.get_or_insert(losses);
-        phi = phi
+        phi.to_ensemble(&batch.features.device()).params()
+    } else {
+        let mut phi: Vec<_> = meta
+            .params()
             .into_iter()
-            .zip(grads)
-            .map(|(w, g)| w - g * inner.lr)
+            .map(|p| p.repeat_dim(0, tasks))
             .collect();
-    }
+        for _ in 0..inner.steps {
+            let (losses, grads) =
+                loss_and_gradients(problem, shape, phi.clone(), meta.activation, batch, false)?;
+            before.get_or_insert(losses);
+            phi = phi
+                .into_iter()
+                .zip(grads)
+                .map(|(w, g)| w - g * inner.lr)
+                .collect();
+        }
+        phi
+    };
     let before = match before {
         Some(losses) => losses,
         None => evaluate(problem, shape, &meta.with_params(phi.clone()), batch)?,

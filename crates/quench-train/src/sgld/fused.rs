@@ -13,11 +13,11 @@
 //! `[chains, hidden, 1]`, output bias `[chains, 1, 1]`; features `[chains, batch, in]`,
 //! labels 0/1 `[chains, batch, 1]`.
 
+use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
-use burn::tensor::{Tensor, TensorData};
 use quench_device::host_lanes;
 use quench_device::lanes::in_lanes;
-use quench_device::readback::to_host_f32;
+use quench_device::readback::{float_tensor, to_host_f32};
 use quench_device::threefry::{NormalStreams, StreamKey, fill_normals};
 
 use super::{BoundedLoss, HostScales};
@@ -121,7 +121,7 @@ impl HostChains {
         let (i, h) = (self.inputs, self.hidden);
         let part = |values: &[f32], per: usize, shape: [usize; 3]| {
             let slice = values[range.start * per..range.end * per].to_vec();
-            Tensor::from_data(TensorData::new(slice, shape), device)
+            float_tensor(slice, shape, device)
         };
         vec![
             part(&self.w1, i * h, [n, i, h]),
@@ -311,6 +311,7 @@ mod tests {
     use burn::backend::{Autodiff, NdArray};
     use burn::tensor::Distribution;
     use quench_device::SeededGenerator;
+    use quench_device::stats::max_abs_difference;
 
     type Cpu = NdArray<f32>;
     type Ad = Autodiff<Cpu>;
@@ -364,11 +365,7 @@ mod tests {
         for (k, (g, w)) in got.into_iter().zip(want).enumerate() {
             assert_eq!(g.dims(), w.dims(), "parameter {k}");
             let (g, w) = (to_host_f32(g), to_host_f32(w));
-            let worst = g
-                .iter()
-                .zip(&w)
-                .map(|(a, b)| (a - b).abs())
-                .fold(0.0, f32::max);
+            let worst = max_abs_difference(&g, &w);
             assert!(worst < 1e-5, "parameter {k}: {worst}");
         }
     }
@@ -404,11 +401,7 @@ mod tests {
         let from_host = host.to_tensors::<Cpu>(0..chains, &device);
         for (k, (h, t)) in from_host.into_iter().zip(tensors).enumerate() {
             let (h, t) = (to_host_f32(h), to_host_f32(t));
-            let worst = h
-                .iter()
-                .zip(&t)
-                .map(|(a, b)| (a - b).abs())
-                .fold(0.0, f32::max);
+            let worst = max_abs_difference(&h, &t);
             assert!(worst < 1e-5, "parameter {k}: {worst}");
         }
         let start = HostChains::from_tensors(&params);

@@ -1,8 +1,9 @@
 //! The SGLD update with per-chain inverse temperature and step-size schedule, and the source
 //! of its Gaussian noise.
 
+use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
-use burn::tensor::{Tensor, TensorData};
+use quench_device::readback::float_tensor;
 use quench_device::threefry::NormalStreams;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -77,7 +78,7 @@ impl Noise {
                             (0..per_chain).map(|_| rng.sample::<f32, _>(StandardNormal))
                         })
                         .collect();
-                    Tensor::from_data(TensorData::new(values, d), device)
+                    float_tensor(values, d, device)
                 })
                 .collect(),
         }
@@ -159,12 +160,7 @@ impl ChainSchedule {
                 }
             })
             .unzip();
-        let column = |values: &[f32]| {
-            Tensor::from_data(
-                TensorData::new(values.to_vec(), [values.len(), 1, 1]),
-                device,
-            )
-        };
+        let column = |values: &[f32]| float_tensor(values.to_vec(), [values.len(), 1, 1], device);
         StepScales {
             drift: column(&drift),
             noise: column(&noise),

@@ -458,12 +458,9 @@ mod tests {
 
     type Train = Autodiff<NdArray<f32>>;
 
-    fn worst(a: &[f32], b: &[f32]) -> f32 {
+    fn worst(a: &[f32], b: &[f32]) -> f64 {
         assert_eq!(a.len(), b.len());
-        a.iter()
-            .zip(b)
-            .map(|(x, y)| (x - y).abs())
-            .fold(0.0, f32::max)
+        quench_device::stats::max_abs_difference(a, b)
     }
 
     /// A layer's random parameters for `members` members (biases non-zero, so both bias paths
