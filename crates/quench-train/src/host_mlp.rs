@@ -5,9 +5,12 @@
 
 use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
+use quench_device::lanes::in_lanes;
 use quench_device::readback::{float_tensor, to_host_f32};
+use quench_device::{CpuBackend, host_lanes};
 
 use crate::ensemble::{Activation, EnsembleMlp};
+use crate::optim::{AdamConfig, AdamUpdate};
 
 /// One layer's values, row-major: `weight` `[members, fan_in, fan_out]`, `bias`
 /// `[members, fan_out]`. Also the layout of its gradients.
@@ -21,6 +24,78 @@ pub struct HostLayer {
     pub fan_in: usize,
     /// Outputs per member row.
     pub fan_out: usize,
+}
+
+/// Multiply-adds of a layer's pass from which its work is split over the cores: below it a
+/// thread costs more than it saves (the meta-learning policy's 16 x 128 x 128 stays on one).
+const THREADED_FROM: usize = 1 << 20;
+
+/// The lanes for `work` multiply-adds.
+fn lanes_for(work: usize) -> usize {
+    if work >= THREADED_FROM {
+        host_lanes::<CpuBackend>()
+    } else {
+        1
+    }
+}
+
+impl HostLayer {
+    /// `x W + b` per member, `x` `[members, rows, fan_in]` to `[members, rows, fan_out]`.
+    fn apply(&self, x: &[f32], members: usize, rows: usize) -> Vec<f32> {
+        let (fan_in, fan_out) = (self.fan_in, self.fan_out);
+        let lanes = lanes_for(members * rows * fan_in * fan_out);
+        // Jobs are (member, column range): each returns its `[rows, columns]` block.
+        let width = fan_out.div_ceil(lanes).max(1);
+        let jobs: Vec<(usize, std::ops::Range<usize>)> = (0..members)
+            .flat_map(|m| {
+                (0..fan_out)
+                    .step_by(width)
+                    .map(move |j| (m, j..(j + width).min(fan_out)))
+            })
+            .collect();
+        let blocks = in_lanes(jobs.clone(), lanes, |group| {
+            group
+                .into_iter()
+                .map(|(m, columns)| {
+                    let w = &self.weight[m * fan_in * fan_out..(m + 1) * fan_in * fan_out];
+                    let b = &self.bias[m * fan_out..(m + 1) * fan_out][columns.clone()];
+                    let mut block = Vec::with_capacity(rows * columns.len());
+                    for r in 0..rows {
+                        let start = block.len();
+                        block.extend_from_slice(b);
+                        let out = &mut block[start..];
+                        let row = (m * rows + r) * fan_in;
+                        // Row by row of W, so that the inner loop runs along contiguous
+                        // outputs.
+                        for (&xi, w_row) in x[row..row + fan_in].iter().zip(w.chunks_exact(fan_out))
+                        {
+                            out.iter_mut()
+                                .zip(&w_row[columns.clone()])
+                                .for_each(|(o, &wi)| *o += xi * wi);
+                        }
+                    }
+                    block
+                })
+                .collect::<Vec<_>>()
+        });
+        let mut z = vec![0.0f32; members * rows * fan_out];
+        for ((m, columns), block) in jobs.into_iter().zip(blocks.into_iter().flatten()) {
+            for (r, values) in block.chunks_exact(columns.len()).enumerate() {
+                let at = (m * rows + r) * fan_out;
+                z[at + columns.start..at + columns.end].copy_from_slice(values);
+            }
+        }
+        z
+    }
+
+    /// Zeros in this layer's layout.
+    fn zeros_like(&self) -> Self {
+        Self {
+            weight: vec![0.0; self.weight.len()],
+            bias: vec![0.0; self.bias.len()],
+            ..*self
+        }
+    }
 }
 
 /// `members` MLPs of the same widths in host memory, as [`EnsembleMlp`] computes them.
@@ -125,28 +200,15 @@ impl HostMlp {
         }
     }
 
-    /// Applies every member to its own `rows` rows of `x` `[members, rows, fan_in]`.
+    /// Applies every member to its own `rows` rows of `x` `[members, rows, fan_in]`; a large
+    /// layer's output columns are split over the cores.
     pub fn forward(&self, x: &[f32], rows: usize) -> Trace {
         let last = self.layers.len().saturating_sub(1);
         let mut inputs = Vec::with_capacity(self.layers.len());
         let mut pre = Vec::with_capacity(last);
         let mut h = x.to_vec();
         for (l, layer) in self.layers.iter().enumerate() {
-            let (fan_in, fan_out) = (layer.fan_in, layer.fan_out);
-            let mut z = vec![0.0f32; self.members * rows * fan_out];
-            for m in 0..self.members {
-                let w = &layer.weight[m * fan_in * fan_out..(m + 1) * fan_in * fan_out];
-                let b = &layer.bias[m * fan_out..(m + 1) * fan_out];
-                for r in 0..rows {
-                    let row = (m * rows + r) * fan_in;
-                    let out = &mut z[(m * rows + r) * fan_out..(m * rows + r + 1) * fan_out];
-                    out.copy_from_slice(b);
-                    // Row by row of W, so that the inner loop runs along contiguous outputs.
-                    for (&xi, w_row) in h[row..row + fan_in].iter().zip(w.chunks_exact(fan_out)) {
-                        out.iter_mut().zip(w_row).for_each(|(o, &wi)| *o += xi * wi);
-                    }
-                }
-            }
+            let z = layer.apply(&h, self.members, rows);
             let next = if l < last {
                 let post = z.iter().map(|&v| self.activation.host(v)).collect();
                 pre.push(z);
@@ -215,6 +277,98 @@ impl HostMlp {
         gradients
     }
 
+    /// One Adam step on the gradients of `sum(output * grad_output)` for the pass that made
+    /// `trace`, fused with the backward pass: each weight's gradient is formed where it is
+    /// used and never stored, and the gradient below a layer is taken from its weights before
+    /// they move. Per weight that is one read of the value and its two moments and one write
+    /// of each (six streams), where the backward and then [`MemberAdam`](crate::optim::MemberAdam)
+    /// take nine. Every member steps at rate `lr`; large layers are split by weight rows over
+    /// the cores.
+    pub fn adam_step(&mut self, trace: &Trace, grad_output: &[f32], adam: &mut HostAdam, lr: f64) {
+        let (members, rows) = (self.members, trace.rows);
+        adam.steps += 1;
+        let update = AdamUpdate::new(adam.config, lr, adam.steps);
+        let mut delta = grad_output.to_vec();
+        for l in (0..self.layers.len()).rev() {
+            let layer = &mut self.layers[l];
+            let (first, second) = (&mut adam.first[l], &mut adam.second[l]);
+            let (fan_in, fan_out) = (layer.fan_in, layer.fan_out);
+            let input = &trace.inputs[l];
+            let below_wanted = l > 0;
+            for m in 0..members {
+                let span = m * fan_out..(m + 1) * fan_out;
+                let mut sum = vec![0.0f32; fan_out];
+                for d in delta[m * rows * fan_out..(m + 1) * rows * fan_out].chunks_exact(fan_out) {
+                    sum.iter_mut().zip(d).for_each(|(s, &v)| *s += v);
+                }
+                for (((b, g), m1), m2) in layer.bias[span.clone()]
+                    .iter_mut()
+                    .zip(sum)
+                    .zip(&mut first.bias[span.clone()])
+                    .zip(&mut second.bias[span])
+                {
+                    update.apply(b, g, m1, m2);
+                }
+            }
+            let lanes = lanes_for(members * rows * fan_in * fan_out);
+            let piece = fan_in.div_ceil(lanes).max(1) * fan_out;
+            let mut jobs = Vec::new();
+            for (m, ((w, m1), m2)) in layer
+                .weight
+                .chunks_mut(fan_in * fan_out)
+                .zip(first.weight.chunks_mut(fan_in * fan_out))
+                .zip(second.weight.chunks_mut(fan_in * fan_out))
+                .enumerate()
+            {
+                for (k, ((w, m1), m2)) in w
+                    .chunks_mut(piece)
+                    .zip(m1.chunks_mut(piece))
+                    .zip(m2.chunks_mut(piece))
+                    .enumerate()
+                {
+                    jobs.push(WeightRows {
+                        member: m,
+                        first_row: k * piece / fan_out,
+                        weight: w,
+                        first: m1,
+                        second: m2,
+                    });
+                }
+            }
+            let shape = LayerShape {
+                rows,
+                fan_in,
+                fan_out,
+                below_wanted,
+            };
+            let belows = in_lanes(jobs, lanes, |group| {
+                group
+                    .into_iter()
+                    .map(|job| job.step(shape, input, &delta, &update))
+                    .collect::<Vec<_>>()
+            });
+            if !below_wanted {
+                break;
+            }
+            // Gather the jobs' `[rows, their weight rows]` blocks into `[members, rows,
+            // fan_in]`, then through the activation's slope.
+            let mut below = vec![0.0f32; members * rows * fan_in];
+            for (m, first_row, block) in belows.into_iter().flatten() {
+                let width = block.len() / rows.max(1);
+                for (r, values) in block.chunks_exact(width.max(1)).enumerate() {
+                    let at = (m * rows + r) * fan_in + first_row;
+                    below[at..at + width].copy_from_slice(values);
+                }
+            }
+            let (pre, post) = (&trace.pre[l - 1], input);
+            below
+                .iter_mut()
+                .zip(pre.iter().zip(post))
+                .for_each(|(b, (&p, &h))| *b *= self.activation.host_slope(p, h));
+            delta = below;
+        }
+    }
+
     /// One plain gradient-descent step, `theta -= lr * gradient`, in place.
     pub fn descend(&mut self, gradients: &[HostLayer], lr: f32) {
         for (layer, g) in self.layers.iter_mut().zip(gradients) {
@@ -244,6 +398,98 @@ pub fn layer_tensors<B: Backend>(
             ]
         })
         .collect()
+}
+
+/// Adam's state for a [`HostMlp`]: first and second moments in its layers' layout and the
+/// steps taken (its members step together).
+#[derive(Clone, Debug)]
+pub struct HostAdam {
+    config: AdamConfig,
+    first: Vec<HostLayer>,
+    second: Vec<HostLayer>,
+    steps: u64,
+}
+
+impl HostAdam {
+    /// Zero moments for `mlp`.
+    pub fn new(config: AdamConfig, mlp: &HostMlp) -> Self {
+        let zeros: Vec<HostLayer> = mlp.layers.iter().map(HostLayer::zeros_like).collect();
+        Self {
+            config,
+            first: zeros.clone(),
+            second: zeros,
+            steps: 0,
+        }
+    }
+}
+
+/// A layer's sizes for one fused step.
+#[derive(Clone, Copy)]
+struct LayerShape {
+    rows: usize,
+    fan_in: usize,
+    fan_out: usize,
+    /// Whether the gradient below the layer is needed (not for the first layer).
+    below_wanted: bool,
+}
+
+/// Consecutive weight rows of one member, with their moments.
+struct WeightRows<'a> {
+    member: usize,
+    /// The index of the first of them among the layer's `fan_in` rows.
+    first_row: usize,
+    weight: &'a mut [f32],
+    first: &'a mut [f32],
+    second: &'a mut [f32],
+}
+
+impl WeightRows<'_> {
+    /// Updates the rows and returns `(member, first_row, below)`, `below` the gradient at the
+    /// layer's input for these rows, `[rows, weight rows]` (empty when not wanted), taken
+    /// from the weights before the update.
+    fn step(
+        self,
+        shape: LayerShape,
+        input: &[f32],
+        delta: &[f32],
+        update: &AdamUpdate,
+    ) -> (usize, usize, Vec<f32>) {
+        let LayerShape {
+            rows,
+            fan_in,
+            fan_out,
+            below_wanted,
+        } = shape;
+        let count = self.weight.len() / fan_out;
+        let mut below = vec![0.0f32; if below_wanted { rows * count } else { 0 }];
+        let deltas = &delta[self.member * rows * fan_out..(self.member + 1) * rows * fan_out];
+        let inputs = &input[self.member * rows * fan_in..(self.member + 1) * rows * fan_in];
+        let mut gradient = vec![0.0f32; fan_out];
+        for (k, ((w, m1), m2)) in self
+            .weight
+            .chunks_exact_mut(fan_out)
+            .zip(self.first.chunks_exact_mut(fan_out))
+            .zip(self.second.chunks_exact_mut(fan_out))
+            .enumerate()
+        {
+            let i = self.first_row + k;
+            if below_wanted {
+                for (r, d) in deltas.chunks_exact(fan_out).enumerate() {
+                    below[r * count + k] = w.iter().zip(d).map(|(&wi, &v)| wi * v).sum();
+                }
+            }
+            // The weight row's gradient, sum over rows of input[r, i] * delta[r, :].
+            gradient.fill(0.0);
+            for (r, d) in deltas.chunks_exact(fan_out).enumerate() {
+                let xi = inputs[r * fan_in + i];
+                gradient.iter_mut().zip(d).for_each(|(g, &v)| *g += xi * v);
+            }
+            for (((p, &g), m1), m2) in w.iter_mut().zip(&gradient).zip(m1).zip(m2) {
+                update.apply(p, g, m1, m2);
+            }
+        }
+        (self.member, self.first_row, below)
+    }
 }
 
 #[cfg(test)]
@@ -331,5 +577,78 @@ mod tests {
         moved.descend(&ones, 0.5);
         assert_eq!(moved.layers[0].weight[0], host.layers[0].weight[0] - 0.5);
         assert_eq!(moved.layers[1].bias[1], host.layers[1].bias[1] - 1.0);
+    }
+
+    #[test]
+    fn the_fused_adam_step_is_backward_then_member_adam() {
+        use crate::optim::{AdamConfig, MemberAdam};
+        let device = Default::default();
+        let config = AdamConfig {
+            beta1: 0.7,
+            weight_decay: 0.01,
+            ..AdamConfig::default()
+        };
+        // One row per member (the GAN generator's form, and wide enough that the layers are
+        // split over the cores) and several rows (the discriminator's).
+        for (widths, rows) in [(&[1100usize, 400, 1000][..], 1usize), (&[2, 9, 1][..], 33)] {
+            let members = 3;
+            let mlp = EnsembleMlp::<NdArray<f32>>::new(
+                Init::TorchDefault,
+                Activation::LeakyRelu(0.2),
+                members,
+                widths,
+                7,
+                &device,
+            );
+            let (fan_in, fan_out) = (widths[0], widths[widths.len() - 1]);
+            let mut fused = HostMlp::from_ensemble(&mlp);
+            let mut adam = HostAdam::new(config, &fused);
+            let mut params = mlp.params();
+            let mut reference = MemberAdam::<NdArray<f32>>::unfused(config, members, &device);
+            let lr = Tensor::full([1, 1, 1], 0.01, &device);
+            for step in 0..3 {
+                let x: Vec<f32> = (0..members * rows * fan_in)
+                    .map(|i| ((i + step) as f32 * 0.13).sin())
+                    .collect();
+                let upstream: Vec<f32> = (0..members * rows * fan_out)
+                    .map(|i| ((i * 3 + step) as f32 * 0.29).cos())
+                    .collect();
+                let tensors =
+                    EnsembleMlp::<NdArray<f32>>::from_params(params.clone(), fused.activation);
+                let host = HostMlp::from_ensemble(&tensors);
+                let trace = host.forward(&x, rows);
+                let input = float_tensor(x.clone(), [members, rows, fan_in], &device);
+                let worst = max_abs_difference(&trace.output, &to_host_f32(tensors.forward(input)));
+                assert!(
+                    worst < 1e-4,
+                    "{widths:?} step {step} forward against tensors: {worst}"
+                );
+                let grads = layer_tensors::<NdArray<f32>>(
+                    &host.backward(&trace, &upstream),
+                    members,
+                    &device,
+                );
+                params = reference.step(params, grads, lr.clone(), None);
+                // Adam moves each weight by about lr whatever its gradient's size, so 1e-5 is
+                // a thousandth of a step (momentum nearly cancelling a gradient of the other
+                // sign amplifies rounding beyond one ulp).
+                for (got, want) in fused.layers.iter().zip(&host.layers) {
+                    let worst = max_abs_difference(&got.weight, &want.weight)
+                        .max(max_abs_difference(&got.bias, &want.bias));
+                    assert!(worst < 1e-5, "{widths:?} before step {step}: {worst}");
+                }
+                let trace = fused.forward(&x, rows);
+                fused.adam_step(&trace, &upstream, &mut adam, 0.01);
+            }
+            let want = HostMlp::from_ensemble(&EnsembleMlp::<NdArray<f32>>::from_params(
+                params,
+                fused.activation,
+            ));
+            for (got, want) in fused.layers.iter().zip(&want.layers) {
+                let worst = max_abs_difference(&got.weight, &want.weight)
+                    .max(max_abs_difference(&got.bias, &want.bias));
+                assert!(worst < 1e-5, "{widths:?}: {worst}");
+            }
+        }
     }
 }

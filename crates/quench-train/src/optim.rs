@@ -199,15 +199,63 @@ fn tensor_step<B: Backend>(
     updated
 }
 
-/// One member's constants for this step.
+/// One member's Adam update at one step, its constants folded once: the fused form of the
+/// op-by-op formulas, shared by every host update (this module's and
+/// [`HostMlp::adam_step`](crate::host_mlp::HostMlp::adam_step)'s, which never materialises
+/// the gradient).
 #[derive(Debug, Clone, Copy)]
-struct MemberStep {
+pub struct AdamUpdate {
+    beta1: f32,
+    beta2: f32,
+    /// `1 - beta1` and `1 - beta2`, taken in f64 first: `1 - 0.999` in f32 is off by 1.3e-5
+    /// relative.
+    rest1: f32,
+    rest2: f32,
+    eps: f32,
+    /// PyTorch's coupled L2 coefficient (0 for AdamW).
+    coupled: f32,
     /// `lr / (1 - beta1^t)`.
     step_size: f32,
     /// `sqrt(1 - beta2^t)`.
     root_correction: f32,
     /// AdamW's `1 - lr wd` (1 without decoupled decay).
     decay: f32,
+}
+
+impl AdamUpdate {
+    /// The update of step `step` (counted from 1) at learning rate `lr`.
+    pub fn new(c: AdamConfig, lr: f64, step: u64) -> Self {
+        let correction = |beta: f64| (1.0 - beta.powf(step as f64)).max(1e-12);
+        Self {
+            beta1: c.beta1 as f32,
+            beta2: c.beta2 as f32,
+            rest1: (1.0 - c.beta1) as f32,
+            rest2: (1.0 - c.beta2) as f32,
+            eps: c.eps as f32,
+            coupled: if c.decoupled {
+                0.0
+            } else {
+                c.weight_decay as f32
+            },
+            step_size: (lr / correction(c.beta1)) as f32,
+            root_correction: correction(c.beta2).sqrt() as f32,
+            decay: if c.decoupled {
+                (1.0 - lr * c.weight_decay) as f32
+            } else {
+                1.0
+            },
+        }
+    }
+
+    /// Updates one value `p` with gradient `g` and its moments `m`, `v` in place.
+    #[inline(always)]
+    pub fn apply(&self, p: &mut f32, g: f32, m: &mut f32, v: &mut f32) {
+        let g = g + self.coupled * *p;
+        *m = *m * self.beta1 + g * self.rest1;
+        *v = *v * self.beta2 + g * g * self.rest2;
+        let denom = v.sqrt() / self.root_correction + self.eps;
+        *p = *p * self.decay - *m / denom * self.step_size;
+    }
 }
 
 /// The fused update on host memory.
@@ -228,22 +276,11 @@ fn host_step<B: Backend>(
         Some(mask) => to_host_f32(mask.float()).iter().map(|&a| a > 0.5).collect(),
         None => vec![true; members],
     };
-    let correction = |beta: f64, t: u64| (1.0 - beta.powf(t as f64)).max(1e-12);
-    let per_member: Vec<Option<MemberStep>> = (0..members)
+    let per_member: Vec<Option<AdamUpdate>> = (0..members)
         .map(|m| {
-            if !active[m] {
-                return None;
-            }
-            steps[m] += 1;
-            let lr = lr_of(m);
-            Some(MemberStep {
-                step_size: (lr / correction(c.beta1, steps[m])) as f32,
-                root_correction: correction(c.beta2, steps[m]).sqrt() as f32,
-                decay: if c.decoupled {
-                    (1.0 - lr * c.weight_decay) as f32
-                } else {
-                    1.0
-                },
+            active[m].then(|| {
+                steps[m] += 1;
+                AdamUpdate::new(c, lr_of(m), steps[m])
             })
         })
         .collect();
@@ -281,7 +318,7 @@ fn host_step<B: Backend>(
             }
         }
         in_lanes(jobs, lanes, |group| {
-            group.into_iter().for_each(|job| job.run(c));
+            group.into_iter().for_each(Job::run);
         });
         updated.push(float_tensor(values, dims, &device));
     }
@@ -294,21 +331,12 @@ struct Job<'a> {
     g: &'a [f32],
     m: &'a mut [f32],
     v: &'a mut [f32],
-    step: MemberStep,
+    step: AdamUpdate,
 }
 
 impl Job<'_> {
     /// The op-by-op formulas in one pass.
-    fn run(self, c: AdamConfig) {
-        // 1 - beta in f64 first: 1 - 0.999 in f32 is off by 1.3e-5 relative.
-        let (beta1, beta2, eps) = (c.beta1 as f32, c.beta2 as f32, c.eps as f32);
-        let (rest1, rest2) = ((1.0 - c.beta1) as f32, (1.0 - c.beta2) as f32);
-        let coupled = if c.decoupled {
-            0.0
-        } else {
-            c.weight_decay as f32
-        };
-        let s = self.step;
+    fn run(self) {
         for (((p, &g), m), v) in self
             .p
             .iter_mut()
@@ -316,11 +344,7 @@ impl Job<'_> {
             .zip(self.m.iter_mut())
             .zip(self.v.iter_mut())
         {
-            let g = g + coupled * *p;
-            *m = *m * beta1 + g * rest1;
-            *v = *v * beta2 + g * g * rest2;
-            let denom = v.sqrt() / s.root_correction + eps;
-            *p = *p * s.decay - *m / denom * s.step_size;
+            self.step.apply(p, g, m, v);
         }
     }
 }

@@ -59,6 +59,37 @@ fn batched_members_train_exactly_as_they_do_alone() {
 }
 
 #[test]
+fn the_fused_step_trains_as_autodiff_does() {
+    let strings = synthetic_recording(200, 5).unwrap();
+    let device = Default::default();
+    for noise in [Noise::Host, Noise::Device] {
+        let fused = small(8, vec![4], noise);
+        let autodiff = GanConfig {
+            fused: false,
+            ..fused.clone()
+        };
+        let a = gan_tournament::<Train>(&strings, &fused, Batching::Members, &device).unwrap();
+        let b = gan_tournament::<Train>(&strings, &autodiff, Batching::Members, &device).unwrap();
+        let mut moved = false;
+        for (x, y) in a.matches.iter().zip(&b.matches) {
+            moved |= x.kl_history[0] != x.final_kl();
+            for (p, q) in x.kl_history.iter().zip(&y.kl_history) {
+                assert!(
+                    (p - q).abs() <= 1e-4 * q.abs() + 1e-6,
+                    "{noise:?}: {:?} vs {:?}",
+                    x.kl_history,
+                    y.kl_history
+                );
+            }
+        }
+        assert!(
+            moved,
+            "the players must have moved for the comparison to mean anything"
+        );
+    }
+}
+
+#[test]
 fn the_generator_approaches_the_target() {
     let strings = synthetic_recording(400, 6).unwrap();
     let config = small(60, vec![3], Noise::Device);

@@ -12,7 +12,8 @@ use burn::tensor::activation::{sigmoid, softmax};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Tensor, TensorData};
 use quench_data::BitStrings;
-use quench_device::readback::to_host_f32;
+use quench_device::readback::{float_tensor, to_host_f32};
+use quench_device::runs_on_host;
 use quench_device::threefry::NormalStreams;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -22,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use super::features::{frequencies, source_bits};
 use super::{Batching, QrngError, pairs, seeded_ensemble, sub_seed};
 use crate::ensemble::{Activation, EnsembleMlp};
+use crate::host_mlp::{HostAdam, HostMlp};
 use crate::init::Init;
 use crate::optim::{AdamConfig, MemberAdam};
 use crate::params::{gradients, require_grad};
@@ -74,6 +76,10 @@ pub struct GanConfig {
     pub adam: AdamConfig,
     /// Where the generator's noise is drawn.
     pub noise: Noise,
+    /// On the CPU backend, take both players' gradients by hand and fuse each backward pass
+    /// with its Adam step ([`HostMlp::adam_step`]); elsewhere, or when false (the original's
+    /// way), autodiff and a separate Adam pass. Same initialisation, noise and formulas.
+    pub fused: bool,
 }
 
 impl Default for GanConfig {
@@ -91,6 +97,7 @@ impl Default for GanConfig {
                 decoupled: false,
             },
             noise: Noise::Device,
+            fused: true,
         }
     }
 }
@@ -313,13 +320,63 @@ pub fn kl_to_uniform(target: &[f32]) -> f64 {
 }
 
 /// The grid's points: point `i bits + j` sits at `(x_j, y_i)` with `x, y` evenly spaced over
-/// `[0, 1]` (the original's `tile`/`repeat` of `linspace(0, 1, bits)`): `[1, bits^2, 2]`.
-fn grid_points<B: Backend>(bits: usize, device: &B::Device) -> Tensor<B, 3> {
+/// `[0, 1]` (the original's `tile`/`repeat` of `linspace(0, 1, bits)`): `[bits^2, 2]`
+/// row-major.
+fn grid_coordinates(bits: usize) -> Vec<f32> {
     let step = 1.0 / (bits.max(2) - 1) as f32;
-    let points: Vec<f32> = (0..bits)
+    (0..bits)
         .flat_map(|i| (0..bits).flat_map(move |j| [j as f32 * step, i as f32 * step]))
-        .collect();
-    Tensor::from_data(TensorData::new(points, [1, bits * bits, 2]), device)
+        .collect()
+}
+
+/// Freshly initialised players of `members`: the generator and the discriminator.
+fn players<B: Backend>(
+    members: &[GanMember],
+    bits: usize,
+    device: &B::Device,
+) -> (EnsembleMlp<B>, EnsembleMlp<B>) {
+    let points = bits * bits;
+    let streams = |purpose| {
+        members
+            .iter()
+            .map(|x| x.stream(purpose))
+            .collect::<Vec<_>>()
+    };
+    let generator = seeded_ensemble::<B>(
+        Init::TorchDefault,
+        GENERATOR_ACTIVATION,
+        &[points, GENERATOR_HIDDEN[0], GENERATOR_HIDDEN[1], points],
+        &streams(GENERATOR_STREAM),
+        device,
+    );
+    let discriminator = seeded_ensemble::<B>(
+        Init::TorchDefault,
+        DISCRIMINATOR_ACTIVATION,
+        &[2, DISCRIMINATOR_HIDDEN, 1],
+        &streams(DISCRIMINATOR_STREAM),
+        device,
+    );
+    (generator, discriminator)
+}
+
+/// The targets as one tensor, `[members, 1, points]`.
+fn target_tensor<B: Backend>(targets: &[Vec<f32>], device: &B::Device) -> Tensor<B, 3> {
+    let points = targets.first().map_or(0, Vec::len);
+    let flat: Vec<f32> = targets.iter().flatten().copied().collect();
+    float_tensor(flat, [targets.len(), 1, points], device)
+}
+
+/// Each member's KL history from the per-epoch tensors `[members]`, `[members][epochs]`.
+fn kl_histories<B: Backend>(history: Vec<Tensor<B, 1>>, members: usize) -> Vec<Vec<f64>> {
+    let epochs = history.len();
+    let kl: Vec<f32> = to_host_f32(Tensor::stack::<2>(history, 0));
+    (0..members)
+        .map(|member| {
+            (0..epochs)
+                .map(|e| f64::from(kl[e * members + member]))
+                .collect()
+        })
+        .collect()
 }
 
 /// Trains `members` (each with its target `[bits^2]`) as one batched program and returns each
@@ -330,42 +387,27 @@ fn train_gan<B: AutodiffBackend>(
     config: &GanConfig,
     device: &B::Device,
 ) -> Vec<Vec<f64>> {
+    if config.fused && runs_on_host::<B>() {
+        return train_gan_host::<B::InnerBackend>(members, targets, config, device);
+    }
     type Inner<B> = <B as AutodiffBackend>::InnerBackend;
     let m = members.len();
     let points = config.bits * config.bits;
-    let generator_widths = [points, GENERATOR_HIDDEN[0], GENERATOR_HIDDEN[1], points];
-    let streams = |purpose| {
-        members
-            .iter()
-            .map(|x| x.stream(purpose))
-            .collect::<Vec<_>>()
-    };
-    let generator = seeded_ensemble::<Inner<B>>(
-        Init::TorchDefault,
-        GENERATOR_ACTIVATION,
-        &generator_widths,
-        &streams(GENERATOR_STREAM),
-        device,
-    );
-    let discriminator = seeded_ensemble::<Inner<B>>(
-        Init::TorchDefault,
-        DISCRIMINATOR_ACTIVATION,
-        &[2, DISCRIMINATOR_HIDDEN, 1],
-        &streams(DISCRIMINATOR_STREAM),
-        device,
-    );
+    let (generator, discriminator) = players::<Inner<B>>(members, config.bits, device);
     let generator_params = generator.params().len();
     let mut params = [generator.params(), discriminator.params()].concat();
     let mut adam = MemberAdam::<Inner<B>>::new(config.adam, m, device);
     let lr = Tensor::<Inner<B>, 3>::full([1, 1, 1], config.lr, device);
-    let flat: Vec<f32> = targets.iter().flatten().copied().collect();
-    let target = Tensor::<Inner<B>, 3>::from_data(TensorData::new(flat, [m, 1, points]), device);
-    let coords = Tensor::<B, 3>::from_inner(grid_points::<Inner<B>>(config.bits, device))
-        .expand([m, points, 2]);
-    let mut noise = NoiseSource::<Inner<B>>::new(config.noise, members, points, device);
+    let target = target_tensor::<Inner<B>>(targets, device);
+    let coords = Tensor::<B, 3>::from_data(
+        TensorData::new(grid_coordinates(config.bits), [1, points, 2]),
+        device,
+    )
+    .expand([m, points, 2]);
+    let mut noise = NoiseSource::new(config.noise, members, points);
     let mut history = Vec::with_capacity(config.epochs);
     for _ in 0..config.epochs {
-        let z = Tensor::<B, 3>::from_inner(noise.draw());
+        let z = Tensor::<B, 3>::from_inner(noise.draw::<Inner<B>>(device));
         let p = require_grad::<B>(params.clone());
         let (g_params, d_params) = p.split_at(generator_params);
         let g = softmax(
@@ -390,11 +432,90 @@ fn train_gan<B: AutodiffBackend>(
         history.push(kl_metric(target.clone(), g.inner()));
         params = adam.step(params, gradients(&p, &grads), lr.clone(), None);
     }
-    let epochs = history.len();
-    let kl: Vec<f32> = to_host_f32(Tensor::stack::<2>(history, 0));
-    (0..m)
-        .map(|member| (0..epochs).map(|e| f64::from(kl[e * m + member])).collect())
-        .collect()
+    kl_histories(history, m)
+}
+
+/// [`train_gan`] on the CPU backend with [`GanConfig::fused`]: both players in host memory,
+/// the losses' gradients derived by hand (below), each player's backward pass fused with its
+/// Adam step. The generator's step is memory-bound (its 1.6M weights and their moments are
+/// read and written once), which the op-by-op form made nine streams and a graph of copies.
+fn train_gan_host<B: Backend>(
+    members: &[GanMember],
+    targets: &[Vec<f32>],
+    config: &GanConfig,
+    device: &B::Device,
+) -> Vec<Vec<f64>> {
+    let m = members.len();
+    let points = config.bits * config.bits;
+    let (generator, discriminator) = players::<B>(members, config.bits, device);
+    let (mut generator, mut discriminator) = (
+        HostMlp::from_ensemble(&generator),
+        HostMlp::from_ensemble(&discriminator),
+    );
+    let mut generator_adam = HostAdam::new(config.adam, &generator);
+    let mut discriminator_adam = HostAdam::new(config.adam, &discriminator);
+    let target = target_tensor::<B>(targets, device);
+    let coords = grid_coordinates(config.bits).repeat(m);
+    let mut noise = NoiseSource::new(config.noise, members, points);
+    // The autodiff form's `1 + 1e-8` is a scalar of the f32 backend.
+    let (log_epsilon, one_plus) = (LOG_EPSILON as f32, (1.0 + LOG_EPSILON) as f32);
+    let mut history = Vec::with_capacity(config.epochs);
+    for _ in 0..config.epochs {
+        let g_trace = generator.forward(&noise.draw_host(), 1);
+        let d_trace = discriminator.forward(&coords, points);
+        let mut g = g_trace.output.clone();
+        g.chunks_exact_mut(points).for_each(softmax_in_place);
+        history.push(kl_metric(
+            target.clone(),
+            float_tensor(g.clone(), [m, 1, points], device),
+        ));
+        let mut generator_grad = vec![0.0f32; m * points];
+        let mut discriminator_grad = vec![0.0f32; m * points];
+        for (member, target) in targets.iter().enumerate() {
+            let span = member * points..(member + 1) * points;
+            let (g, s) = (&g[span.clone()], &d_trace.output[span.clone()]);
+            let d: Vec<f32> = s.iter().map(|&s| sigmoid_host(s)).collect();
+            // Generator: L = -sum g_k log(d_k + eps) through the softmax,
+            // dL/do_j = g_j (sum_k g_k r_k - r_j) with r = log(d + eps).
+            let r: Vec<f32> = d.iter().map(|&d| (d + log_epsilon).ln()).collect();
+            let mean: f32 = g.iter().zip(&r).map(|(&g, &r)| g * r).sum();
+            for ((out, &g), &r) in generator_grad[span.clone()].iter_mut().zip(g).zip(&r) {
+                *out = g * (mean - r);
+            }
+            // Discriminator: L = -(sum p_k log(d_k + eps) + sum g_k log(1 + eps - d_k)) / 2,
+            // through the sigmoid d = s(x), ds/dx = d (1 - d).
+            for (((out, &d), &p), &g) in discriminator_grad[span]
+                .iter_mut()
+                .zip(&d)
+                .zip(target)
+                .zip(g)
+            {
+                let by_d = -(p / (d + log_epsilon) - g / (one_plus - d)) / 2.0;
+                *out = by_d * (d * (1.0 - d));
+            }
+        }
+        generator.adam_step(&g_trace, &generator_grad, &mut generator_adam, config.lr);
+        discriminator.adam_step(
+            &d_trace,
+            &discriminator_grad,
+            &mut discriminator_adam,
+            config.lr,
+        );
+    }
+    kl_histories(history, m)
+}
+
+/// Softmax of one member's logits, in place (the maximum subtracted first, as Burn does).
+fn softmax_in_place(x: &mut [f32]) {
+    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    x.iter_mut().for_each(|v| *v = (*v - max).exp());
+    let sum: f32 = x.iter().sum();
+    x.iter_mut().for_each(|v| *v /= sum);
+}
+
+/// The logistic function `1 / (1 + e^-x)`.
+fn sigmoid_host(x: f32) -> f32 {
+    1.0 / (1.0 + (-x).exp())
 }
 
 /// `KL(p || g)` per member after flooring both at 1e-10 and renormalising (the original's
@@ -410,60 +531,61 @@ fn kl_metric<B: Backend>(p: Tensor<B, 3>, g: Tensor<B, 3>) -> Tensor<B, 1> {
 }
 
 /// The generator's noise, `[members, 1, points]` per draw.
-enum NoiseSource<B: Backend> {
+enum NoiseSource {
     /// Counter-based streams, one per member, drawn where the step runs: a member's noise is
     /// the same whichever members share its program.
     Device {
         streams: NormalStreams,
-        shape: [usize; 3],
-        device: B::Device,
+        points: usize,
     },
     Host {
         rngs: Vec<StdRng>,
         points: usize,
-        device: B::Device,
     },
 }
 
-impl<B: Backend> NoiseSource<B> {
-    fn new(noise: Noise, members: &[GanMember], points: usize, device: &B::Device) -> Self {
+impl NoiseSource {
+    fn new(noise: Noise, members: &[GanMember], points: usize) -> Self {
         let seeds: Vec<u64> = members.iter().map(|m| m.stream(NOISE_STREAM)).collect();
         match noise {
             Noise::Device => Self::Device {
                 streams: NormalStreams::new(&seeds),
-                shape: [members.len(), 1, points],
-                device: device.clone(),
+                points,
             },
             Noise::Host => Self::Host {
                 rngs: seeds.iter().map(|&s| StdRng::seed_from_u64(s)).collect(),
                 points,
-                device: device.clone(),
             },
         }
     }
 
-    fn draw(&mut self) -> Tensor<B, 3> {
+    /// The next draw as a tensor on `device`.
+    fn draw<B: Backend>(&mut self, device: &B::Device) -> Tensor<B, 3> {
         match self {
-            Self::Device {
-                streams,
-                shape,
-                device,
-            } => streams.next(*shape, &*device),
-            Self::Host {
-                rngs,
-                points,
-                device,
-            } => {
-                let z: Vec<f32> = rngs
-                    .iter_mut()
-                    .flat_map(|rng| {
-                        (0..*points)
-                            .map(|_| StandardNormal.sample(rng))
-                            .collect::<Vec<f32>>()
-                    })
-                    .collect();
-                Tensor::from_data(TensorData::new(z, [rngs.len(), 1, *points]), &*device)
+            Self::Device { streams, points } => {
+                let shape = [streams.members(), 1, *points];
+                streams.next(shape, device)
             }
+            Self::Host { rngs, points } => {
+                let shape = [rngs.len(), 1, *points];
+                float_tensor(self.draw_host(), shape, device)
+            }
+        }
+    }
+
+    /// The next draw in host memory, `[members, points]` row-major: the same values as
+    /// [`draw`](Self::draw).
+    fn draw_host(&mut self) -> Vec<f32> {
+        match self {
+            Self::Device { streams, points } => streams.next_host(*points),
+            Self::Host { rngs, points } => rngs
+                .iter_mut()
+                .flat_map(|rng| {
+                    (0..*points)
+                        .map(|_| StandardNormal.sample(rng))
+                        .collect::<Vec<f32>>()
+                })
+                .collect(),
         }
     }
 }

@@ -1,5 +1,5 @@
 //! Workload `qrng-gan`: the GAN tournament, a generator per pair of sources; the baseline plays
-//! the matches one at a time with noise drawn on the host, as the original did.
+//! the matches one at a time with noise drawn on the host and autodiff, as the original did.
 
 use burn::tensor::backend::AutodiffBackend;
 use quench_train::qrng::Batching;
@@ -27,52 +27,88 @@ pub struct QrngGan;
 pub struct GanParams {
     /// The bit strings.
     data: DataParams,
-    /// The tournament's settings; `noise` is set by the variant.
+    /// The tournament's settings; `noise` and `fused` are set by the variant.
     tournament: GanConfig,
 }
 
-const GAN_VARIANTS: [Variant<(Batching, Noise)>; 2] = [
+/// How a variant plays the tournament.
+#[derive(Debug, Clone, Copy)]
+pub struct GanSetting {
+    batching: Batching,
+    noise: Noise,
+    /// [`GanConfig::fused`].
+    fused: bool,
+}
+
+const GAN_VARIANTS: [Variant<GanSetting>; 3] = [
     Variant {
         name: "baseline",
-        description: "matches (pairs x seeds) one at a time, noise drawn on the host (the \
-                      original's way)",
+        description: "matches (pairs x seeds) one at a time, noise drawn on the host, autodiff \
+                      and Adam op by op (the original's way)",
         baseline: true,
         claim: None,
         precision: PrecisionRole::F32,
-        setting: (Batching::OneAtATime, Noise::Host),
+        setting: GanSetting {
+            batching: Batching::OneAtATime,
+            noise: Noise::Host,
+            fused: false,
+        },
     },
     Variant {
         name: "batched",
-        description: "every match a member of one batched program, noise drawn on the device",
+        description: "every match a member of one batched program, noise drawn on the device, \
+                      autodiff",
         baseline: false,
         claim: Some(GAN_CLAIM),
         precision: PrecisionRole::F32,
-        setting: (Batching::Members, Noise::Device),
+        setting: GanSetting {
+            batching: Batching::Members,
+            noise: Noise::Device,
+            fused: false,
+        },
+    },
+    Variant {
+        name: "all",
+        description: "batched, with hand-derived gradients and each player's backward fused \
+                      with its Adam step on the CPU (autodiff elsewhere)",
+        baseline: false,
+        claim: Some(GAN_CLAIM),
+        precision: PrecisionRole::F32,
+        setting: GanSetting {
+            batching: Batching::Members,
+            noise: Noise::Device,
+            fused: true,
+        },
     },
 ];
 
 impl TableWorkload for QrngGan {
     type Params = GanParams;
-    type Setting = (Batching, Noise);
+    type Setting = GanSetting;
     const NAME: &'static str = "qrng-gan";
     const SUMMARY: &'static str =
         "guide 000: GAN tournament, a 4096-128-256-4096 generator per pair of qRNG sources";
 
-    fn table(&self) -> &[Variant<(Batching, Noise)>] {
+    fn table(&self) -> &[Variant<GanSetting>] {
         &GAN_VARIANTS
     }
 
     fn run_variant<B: AutodiffBackend>(
         &self,
-        variant: &Variant<(Batching, Noise)>,
+        variant: &Variant<GanSetting>,
         params: GanParams,
         ctx: &VariantContext,
         device: &B::Device,
     ) -> anyhow::Result<VariantOutcome> {
         let (strings, source) = params.data.load()?;
-        let (batching, noise) = variant.setting;
+        let GanSetting {
+            batching,
+            noise,
+            fused,
+        } = variant.setting;
         let config = GanConfig {
             noise,
+            fused,
             ..params.tournament
         };
         let (tournament, seconds) = time_runs::<B, _>(device, ctx.timing, || {
