@@ -170,6 +170,15 @@ impl<B: Backend> Loader<B> {
         self.plan.batches()
     }
 
+    /// The batches of epoch `epoch` in host memory, for a caller that computes on the host:
+    /// the samples and order of [`epoch`](Self::epoch)'s batches, as features `[members,
+    /// batch, sample_len]` and labels `[members, batch]` row-major. Neither the threads nor
+    /// the device take part (build the loader with [`Mode::ON_CALLER`] to start none).
+    pub fn host_epoch(&self, epoch: u64) -> impl Iterator<Item = (Vec<f32>, Vec<i64>)> + '_ {
+        let order = self.plan.order(epoch);
+        (0..self.plan.batches()).map(move |k| self.plan.gather(&order, k))
+    }
+
     /// The batches of epoch `epoch`, in order. Dropping the iterator early stops the threads'
     /// work on it.
     pub fn epoch(&mut self, epoch: u64) -> Epoch<'_, B> {

@@ -207,6 +207,20 @@ pub fn fill_normals(key: StreamKey, draw: u64, out: &mut [f32]) {
     fill_member(key, draw, 0, out);
 }
 
+/// Fills `out` with uniforms in `[0, 1)` on 24 bits (`(w >> 8) 2^-24`) from draw `draw` of the
+/// stream keyed `key`: values `2j` and `2j + 1` are block `j`'s two words. For masks such as
+/// dropout's, where a member's values must not depend on the other members.
+pub fn fill_uniforms(key: StreamKey, draw: u64, out: &mut [f32]) {
+    const STEP: f32 = 1.0 / (1u32 << 24) as f32;
+    let (key, d) = key.for_draw(draw);
+    for (j, pair) in out.chunks_mut(2).enumerate() {
+        let words = threefry2x32(key, [j as u32, d]);
+        for (u, w) in pair.iter_mut().zip(words) {
+            *u = (w >> 8) as f32 * STEP;
+        }
+    }
+}
+
 /// Draw `draw` of each member's stream on the host: `len` standard normals per member, member
 /// after member (`[keys.len(), len]` row-major). Large draws are split over the host's cores.
 pub fn normals_host(keys: &[StreamKey], draw: u64, len: usize) -> Vec<f32> {
@@ -621,5 +635,29 @@ mod tests {
                 + t * (-0.284_496_736
                     + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
         (1.0 - poly * (-x * x).exp()).copysign(x)
+    }
+
+    #[test]
+    fn uniforms_are_in_the_unit_interval_reproducible_and_per_key() {
+        let (a, b) = (StreamKey::from_seed(5), StreamKey::from_seed(6));
+        let mut u = vec![0f32; 10_001];
+        fill_uniforms(a, 3, &mut u);
+        assert!(u.iter().all(|&x| (0.0..1.0).contains(&x)));
+        let mean = u.iter().map(|&x| f64::from(x)).sum::<f64>() / u.len() as f64;
+        // The mean of 10,001 uniforms has a standard deviation of 0.0029.
+        assert!((mean - 0.5).abs() < 0.015, "{mean}");
+        let below = u.iter().filter(|&&x| x < 0.2).count() as f64 / u.len() as f64;
+        assert!((below - 0.2).abs() < 0.02, "{below}");
+        let mut again = vec![0f32; 10_001];
+        fill_uniforms(a, 3, &mut again);
+        assert_eq!(u, again);
+        let mut other = vec![0f32; 10_001];
+        fill_uniforms(b, 3, &mut other);
+        assert_ne!(u, other);
+        fill_uniforms(a, 4, &mut other);
+        assert_ne!(u, other);
+        // The words are the Threefry blocks the normals use.
+        let w = threefry2x32(a.0, [7, 3]);
+        assert_eq!(u[15], (w[1] >> 8) as f32 / (1u32 << 24) as f32);
     }
 }

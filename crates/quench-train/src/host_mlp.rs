@@ -116,6 +116,9 @@ pub struct Trace {
     inputs: Vec<Vec<f32>>,
     /// Every hidden layer's pre-activation `[members, rows, fan_out]`.
     pre: Vec<Vec<f32>>,
+    /// Every hidden layer's dropout mask (`0` or `1 / keep`) in its layout; empty without
+    /// dropout.
+    masks: Vec<Vec<f32>>,
     /// Rows per member.
     rows: usize,
     /// The network's output `[members, rows, widths.last()]`.
@@ -203,14 +206,28 @@ impl HostMlp {
     /// Applies every member to its own `rows` rows of `x` `[members, rows, fan_in]`; a large
     /// layer's output columns are split over the cores.
     pub fn forward(&self, x: &[f32], rows: usize) -> Trace {
+        self.forward_with_dropout(x, rows, Vec::new())
+    }
+
+    /// [`forward`](Self::forward) with inverted dropout after every hidden layer: `masks` has
+    /// one `[members, rows, width]` mask per hidden layer (`0` where a unit is dropped,
+    /// `1 / keep` elsewhere), or none.
+    pub fn forward_with_dropout(&self, x: &[f32], rows: usize, masks: Vec<Vec<f32>>) -> Trace {
         let last = self.layers.len().saturating_sub(1);
+        debug_assert!(
+            masks.is_empty() || masks.len() == last,
+            "one mask per hidden layer"
+        );
         let mut inputs = Vec::with_capacity(self.layers.len());
         let mut pre = Vec::with_capacity(last);
         let mut h = x.to_vec();
         for (l, layer) in self.layers.iter().enumerate() {
             let z = layer.apply(&h, self.members, rows);
             let next = if l < last {
-                let post = z.iter().map(|&v| self.activation.host(v)).collect();
+                let mut post: Vec<f32> = z.iter().map(|&v| self.activation.host(v)).collect();
+                if let Some(mask) = masks.get(l) {
+                    post.iter_mut().zip(mask).for_each(|(h, &k)| *h *= k);
+                }
                 pre.push(z);
                 post
             } else {
@@ -221,8 +238,29 @@ impl HostMlp {
         Trace {
             inputs,
             pre,
+            masks,
             rows,
             output: h,
+        }
+    }
+
+    /// Turns `below`, the gradient at hidden layer `hidden`'s output (the next layer's input),
+    /// into the gradient at its pre-activation: through its dropout mask and the
+    /// nonlinearity's slope.
+    fn through_hidden(&self, trace: &Trace, hidden: usize, below: &mut [f32]) {
+        let (pre, post) = (&trace.pre[hidden], &trace.inputs[hidden + 1]);
+        match trace.masks.get(hidden) {
+            None => below
+                .iter_mut()
+                .zip(pre.iter().zip(post))
+                .for_each(|(b, (&p, &h))| *b *= self.activation.host_slope(p, h)),
+            // The stored output is masked: the slope takes the activation itself.
+            Some(mask) => below
+                .iter_mut()
+                .zip(pre.iter().zip(mask))
+                .for_each(|(b, (&p, &k))| {
+                    *b *= k * self.activation.host_slope(p, self.activation.host(p));
+                }),
         }
     }
 
@@ -259,11 +297,7 @@ impl HostMlp {
                 }
             }
             if l > 0 {
-                let (pre, post) = (&trace.pre[l - 1], input);
-                below
-                    .iter_mut()
-                    .zip(pre.iter().zip(post))
-                    .for_each(|(b, (&p, &h))| *b *= self.activation.host_slope(p, h));
+                self.through_hidden(trace, l - 1, &mut below);
             }
             delta = below;
             gradients.push(HostLayer {
@@ -286,8 +320,8 @@ impl HostMlp {
     /// the cores.
     pub fn adam_step(&mut self, trace: &Trace, grad_output: &[f32], adam: &mut HostAdam, lr: f64) {
         let (members, rows) = (self.members, trace.rows);
-        adam.steps += 1;
-        let update = AdamUpdate::new(adam.config, lr, adam.steps);
+        let updates = adam.advance(&vec![lr; members], &vec![true; members]);
+        let updates: Vec<AdamUpdate> = updates.into_iter().flatten().collect();
         let mut delta = grad_output.to_vec();
         for l in (0..self.layers.len()).rev() {
             let layer = &mut self.layers[l];
@@ -295,7 +329,7 @@ impl HostMlp {
             let (fan_in, fan_out) = (layer.fan_in, layer.fan_out);
             let input = &trace.inputs[l];
             let below_wanted = l > 0;
-            for m in 0..members {
+            for (m, update) in updates.iter().enumerate() {
                 let span = m * fan_out..(m + 1) * fan_out;
                 let mut sum = vec![0.0f32; fan_out];
                 for d in delta[m * rows * fan_out..(m + 1) * rows * fan_out].chunks_exact(fan_out) {
@@ -344,7 +378,10 @@ impl HostMlp {
             let belows = in_lanes(jobs, lanes, |group| {
                 group
                     .into_iter()
-                    .map(|job| job.step(shape, input, &delta, &update))
+                    .map(|job| {
+                        let update = &updates[job.member];
+                        job.step(shape, input, &delta, update)
+                    })
                     .collect::<Vec<_>>()
             });
             if !below_wanted {
@@ -360,12 +397,27 @@ impl HostMlp {
                     below[at..at + width].copy_from_slice(values);
                 }
             }
-            let (pre, post) = (&trace.pre[l - 1], input);
-            below
-                .iter_mut()
-                .zip(pre.iter().zip(post))
-                .for_each(|(b, (&p, &h))| *b *= self.activation.host_slope(p, h));
+            self.through_hidden(trace, l - 1, &mut below);
             delta = below;
+        }
+    }
+
+    /// Takes every member's values from `other` (of the same widths) where `which` is set.
+    pub fn copy_members(&mut self, other: &HostMlp, which: &[bool]) {
+        let members = self.members;
+        for (layer, from) in self.layers.iter_mut().zip(&other.layers) {
+            for (values, source) in [
+                (&mut layer.weight, &from.weight),
+                (&mut layer.bias, &from.bias),
+            ] {
+                let per = values.len() / members.max(1);
+                for ((to, from), &take) in values.chunks_mut(per).zip(source.chunks(per)).zip(which)
+                {
+                    if take {
+                        to.copy_from_slice(from);
+                    }
+                }
+            }
         }
     }
 
@@ -400,14 +452,14 @@ pub fn layer_tensors<B: Backend>(
         .collect()
 }
 
-/// Adam's state for a [`HostMlp`]: first and second moments in its layers' layout and the
-/// steps taken (its members step together).
+/// Adam's state for a [`HostMlp`]: first and second moments in its layers' layout and each
+/// member's steps taken.
 #[derive(Clone, Debug)]
 pub struct HostAdam {
     config: AdamConfig,
     first: Vec<HostLayer>,
     second: Vec<HostLayer>,
-    steps: u64,
+    steps: Vec<u64>,
 }
 
 impl HostAdam {
@@ -418,7 +470,67 @@ impl HostAdam {
             config,
             first: zeros.clone(),
             second: zeros,
-            steps: 0,
+            steps: vec![0; mlp.members],
+        }
+    }
+
+    /// Counts a step for every `active` member and returns its update at its rate `lrs[m]`
+    /// (`None` for the others).
+    fn advance(&mut self, lrs: &[f64], active: &[bool]) -> Vec<Option<AdamUpdate>> {
+        self.steps
+            .iter_mut()
+            .zip(lrs.iter().zip(active))
+            .map(|(steps, (&lr, &active))| {
+                active.then(|| {
+                    *steps += 1;
+                    AdamUpdate::new(self.config, lr, *steps)
+                })
+            })
+            .collect()
+    }
+
+    /// One step of `mlp` with its `gradients` (in its layers' layout, as
+    /// [`HostMlp::backward`] gives them): member `m` at rate `lrs[m]` where `active[m]`;
+    /// the others, with their moments and step counts, are left as they are.
+    pub fn step(
+        &mut self,
+        mlp: &mut HostMlp,
+        gradients: &[HostLayer],
+        lrs: &[f64],
+        active: &[bool],
+    ) {
+        let updates = self.advance(lrs, active);
+        let members = mlp.members;
+        for (((layer, g), first), second) in mlp
+            .layers
+            .iter_mut()
+            .zip(gradients)
+            .zip(&mut self.first)
+            .zip(&mut self.second)
+        {
+            for (values, grads, m1, m2) in [
+                (
+                    &mut layer.weight,
+                    &g.weight,
+                    &mut first.weight,
+                    &mut second.weight,
+                ),
+                (&mut layer.bias, &g.bias, &mut first.bias, &mut second.bias),
+            ] {
+                let per = values.len() / members.max(1);
+                for ((((p, g), m1), m2), update) in values
+                    .chunks_mut(per)
+                    .zip(grads.chunks(per))
+                    .zip(m1.chunks_mut(per))
+                    .zip(m2.chunks_mut(per))
+                    .zip(&updates)
+                {
+                    let Some(update) = update else { continue };
+                    for (((p, &g), m1), m2) in p.iter_mut().zip(g).zip(m1).zip(m2) {
+                        update.apply(p, g, m1, m2);
+                    }
+                }
+            }
         }
     }
 }

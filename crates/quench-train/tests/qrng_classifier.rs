@@ -4,7 +4,9 @@
 use burn::backend::{Autodiff, NdArray};
 use quench_data::{Dataset, Mode, SourceModel, synthetic_qrng};
 use quench_device::Precision;
-use quench_train::qrng::classifier::{ClassifierConfig, Execution, train_classifier};
+use quench_train::qrng::classifier::{
+    ClassifierConfig, ClassifierOutcome, Execution, train_classifier,
+};
 use quench_train::qrng::{Batching, QrngError};
 
 type Train = Autodiff<NdArray<f32>>;
@@ -35,11 +37,12 @@ fn separable(lines_per_source: usize, bias: f64) -> Dataset {
         .to_dataset()
 }
 
-fn execution(batching: Batching, loader: Mode) -> Execution {
+fn execution(batching: Batching, loader: Mode, fused: bool) -> Execution {
     Execution {
         batching,
         loader,
         precision: Precision::F32,
+        fused,
     }
 }
 
@@ -69,20 +72,29 @@ fn batched_seeds_with_early_stopping_train_exactly_as_they_do_alone() {
         ..ClassifierConfig::default()
     };
     let device = Default::default();
-    let batched = train_classifier::<Train>(
-        &data,
-        &config,
-        &execution(Batching::Members, Mode::Resident),
-        &device,
-    )
-    .unwrap();
+    // The reference: the original's way, one seed at a time through autodiff. Batched, with
+    // autodiff and with the hand-derived step, each must follow it.
     let alone = train_classifier::<Train>(
         &data,
         &config,
-        &execution(Batching::OneAtATime, STREAMED),
+        &execution(Batching::OneAtATime, STREAMED, false),
         &device,
     )
     .unwrap();
+    for fused in [false, true] {
+        let batched = train_classifier::<Train>(
+            &data,
+            &config,
+            &execution(Batching::Members, Mode::Resident, fused),
+            &device,
+        )
+        .unwrap();
+        follows(&batched, &alone, fused);
+    }
+}
+
+/// Checks that a batched run `batched` follows the lone runs `alone` member by member.
+fn follows(batched: &ClassifierOutcome, alone: &ClassifierOutcome, fused: bool) {
     let mut epochs: Vec<usize> = batched.seeds.iter().map(|s| s.epochs).collect();
     let last = *epochs.iter().max().unwrap();
     let total: usize = epochs.iter().sum();
@@ -104,12 +116,16 @@ fn batched_seeds_with_early_stopping_train_exactly_as_they_do_alone() {
         "a batched program runs until its last member stops"
     );
     assert_eq!(alone.member_epochs, total);
-    let d = batched.max_train_loss_difference(&alone);
-    assert!(d < 1e-3, "training losses differ by {d} (relative)");
+    let d = batched.max_train_loss_difference(alone);
+    assert!(
+        d < 1e-3,
+        "fused {fused}: training losses differ by {d} (relative)"
+    );
     for (b, a) in batched.seeds.iter().zip(&alone.seeds) {
         assert_eq!(
             (b.seed, b.epochs, b.best_epoch),
-            (a.seed, a.epochs, a.best_epoch)
+            (a.seed, a.epochs, a.best_epoch),
+            "fused {fused}"
         );
         assert!(
             (b.test_accuracy - a.test_accuracy).abs() < 1e-6,
@@ -126,6 +142,59 @@ fn batched_seeds_with_early_stopping_train_exactly_as_they_do_alone() {
             assert_eq!(x.lr, y.lr);
         }
     }
+}
+
+#[test]
+fn the_fused_step_with_dropout_is_the_same_batched_alone_and_run_after_run() {
+    let data = separable(60, 0.15);
+    let config = ClassifierConfig {
+        seeds: vec![89, 90, 91, 92],
+        max_epochs: 4,
+        batch_size: 8,
+        ..ClassifierConfig::default()
+    };
+    assert!(config.dropout > 0.0);
+    let device = Default::default();
+    let run = |batching| {
+        train_classifier::<Train>(
+            &data,
+            &config,
+            &execution(batching, Mode::Resident, true),
+            &device,
+        )
+        .unwrap()
+    };
+    let first = run(Batching::Members);
+    // Each member's masks come from its own counter-based stream, and its arithmetic does not
+    // depend on the other members: bit for bit.
+    assert_eq!(first, run(Batching::Members), "run after run");
+    assert_eq!(
+        first.seeds,
+        run(Batching::OneAtATime).seeds,
+        "batched and alone"
+    );
+    let losses: Vec<f64> = first
+        .seeds
+        .iter()
+        .map(|s| s.history[0].train_loss)
+        .collect();
+    assert!(
+        losses.windows(2).any(|w| w[0] != w[1]),
+        "seeds differ: {losses:?}"
+    );
+    // Dropout is in effect: without it the same seeds train differently.
+    let plain = ClassifierConfig {
+        dropout: 0.0,
+        ..config.clone()
+    };
+    let without = train_classifier::<Train>(
+        &data,
+        &plain,
+        &execution(Batching::Members, Mode::Resident, true),
+        &device,
+    )
+    .unwrap();
+    assert_ne!(first.seeds[0].history, without.seeds[0].history);
 }
 
 #[test]

@@ -158,16 +158,24 @@ impl Plan {
     /// Copies batch `k` of `order` out of the data sets.
     pub fn assemble(&self, order: &EpochOrder, k: usize) -> HostBatch {
         let (members, batch, width) = (self.members(), self.rows(k).len(), self.sample_len());
+        let (features, labels) = self.gather(order, k);
+        HostBatch {
+            features: TensorData::new(features, [members, batch, width]),
+            labels: TensorData::new(labels, [members, batch]),
+        }
+    }
+
+    /// Batch `k` of `order` as plain values: features `[members, batch, sample_len]` and labels
+    /// `[members, batch]`, row-major.
+    pub fn gather(&self, order: &EpochOrder, k: usize) -> (Vec<f32>, Vec<i64>) {
+        let (members, batch, width) = (self.members(), self.rows(k).len(), self.sample_len());
         let mut features = Vec::with_capacity(members * batch * width);
         let mut labels = Vec::with_capacity(members * batch);
         for (dataset, sample) in self.samples(order, k) {
             features.extend_from_slice(self.datasets[dataset].sample(sample));
             labels.push(self.datasets[dataset].labels()[sample]);
         }
-        HostBatch {
-            features: TensorData::new(features, [members, batch, width]),
-            labels: TensorData::new(labels, [members, batch]),
-        }
+        (features, labels)
     }
 }
 

@@ -13,12 +13,14 @@ use std::fmt;
 use std::sync::Arc;
 
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{Bool, Int, Tensor, TensorData};
+use burn::tensor::{Int, Tensor, TensorData};
 use quench_data::{Dataset, Loader, LoaderConfig, Mode};
 use quench_device::readback::to_host_f32;
 use quench_device::stats::max_or_nan;
-use quench_device::{Precision, SeededGenerator};
+use quench_device::{Precision, SeededGenerator, runs_on_host};
 use serde::{Deserialize, Serialize};
+
+mod fused;
 
 use super::schedule::{MemberSchedule, PlateauConfig};
 use super::split::Split;
@@ -144,15 +146,21 @@ pub struct Execution {
     pub loader: Mode,
     /// Arithmetic of the forward pass; weights, optimiser state and the loss stay f32.
     pub precision: Precision,
+    /// On the CPU backend in f32, the step with hand-derived gradients in host memory and
+    /// dropout masks from counter-based streams, one per member ([`fused`]); elsewhere, or
+    /// when false (the original's way), autodiff with masks from the backend's generator. The
+    /// loader's placement does not apply to it: batches are assembled on the host.
+    pub fused: bool,
 }
 
 impl Default for Execution {
-    /// One batched program over device-resident data, in f32.
+    /// One batched program over device-resident data, in f32, with the fused step.
     fn default() -> Self {
         Self {
             batching: Batching::Members,
             loader: Mode::Resident,
             precision: Precision::F32,
+            fused: true,
         }
     }
 }
@@ -277,24 +285,183 @@ pub fn train_classifier<B: AutodiffBackend>(
         member_epochs: 0,
     };
     for seeds in programs {
-        let (members, epochs) = Program::<B>::new(data, seeds, config, execution, device)?.run();
+        let program = Program::new(data, seeds, config)?;
+        let fused = execution.fused && execution.precision == Precision::F32 && runs_on_host::<B>();
+        let (members, epochs) = if fused {
+            let weights = fused::HostMembers::<B::InnerBackend>::new(&program, data, device)?;
+            program.run(weights)
+        } else {
+            let weights = TensorMembers::<B>::new(&program, data, execution, device)?;
+            program.run(weights)
+        };
         outcome.member_epochs += epochs * seeds.len();
         outcome.seeds.extend(members);
     }
     Ok(outcome)
 }
 
-/// One batched program: the seeds' data, parameters and schedules.
-struct Program<'a, B: AutodiffBackend> {
+/// One batched program: the seeds and their splits, what either form of the members' weights
+/// is built from.
+struct Program<'a> {
+    config: &'a ClassifierConfig,
+    seeds: &'a [u64],
+    splits: Vec<Split>,
+    /// Each member's training part.
+    train: Vec<Arc<Dataset>>,
+    /// Layer widths, `[bits, hidden..., classes]`; classes is one past the largest label.
+    widths: [usize; 4],
+}
+
+/// The members' weights and optimiser in one of the two forms a program trains: tensors
+/// through autodiff ([`TensorMembers`]) or host memory with the hand-derived step
+/// ([`fused::HostMembers`]).
+trait Members {
+    /// Trains one epoch, member `m` at rate `lr[m]` where `active[m]`, and returns each
+    /// member's validation accuracy afterwards and its summed batch losses.
+    fn epoch(&mut self, epoch: usize, lr: &[f32], active: &[bool]) -> (Vec<f32>, Vec<f32>);
+    /// Keeps each member's current weights as its best where `improved`.
+    fn keep_best(&mut self, improved: &[bool]);
+    /// Accuracy of each member's best weights on its test split.
+    fn test_accuracy(&self) -> Vec<f32>;
+    /// Batches per epoch.
+    fn batches(&self) -> usize;
+}
+
+impl<'a> Program<'a> {
+    fn new(
+        data: &Dataset,
+        seeds: &'a [u64],
+        config: &'a ClassifierConfig,
+    ) -> Result<Self, QrngError> {
+        let splits = seeds
+            .iter()
+            .map(|&seed| {
+                Split::draw(
+                    data.len(),
+                    config.test_fraction,
+                    config.validation_fraction,
+                    seed,
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let train = splits
+            .iter()
+            .map(|s| data.subset(&s.train).map(Arc::new))
+            .collect::<Result<Vec<_>, _>>()?;
+        let classes = data
+            .labels()
+            .iter()
+            .copied()
+            .max()
+            .map_or(1, |c| c.max(0) as usize + 1);
+        Ok(Self {
+            config,
+            seeds,
+            splits,
+            train,
+            widths: [data.sample_len(), HIDDEN[0], HIDDEN[1], classes],
+        })
+    }
+
+    /// Each member's shuffle seed.
+    fn shuffles(&self) -> Vec<u64> {
+        self.seeds
+            .iter()
+            .map(|&s| sub_seed(s, SHUFFLE_STREAM))
+            .collect()
+    }
+
+    /// Freshly initialised members.
+    fn network<B: Backend>(&self, device: &B::Device) -> EnsembleMlp<B> {
+        let inits: Vec<u64> = self
+            .seeds
+            .iter()
+            .map(|&s| sub_seed(s, INIT_STREAM))
+            .collect();
+        seeded_ensemble::<B>(
+            Init::XavierUniform { gain: 1.0 },
+            ACTIVATION,
+            &self.widths,
+            &inits,
+            device,
+        )
+    }
+
+    /// Trains until every member has stopped or `max_epochs` is reached; returns each
+    /// member's outcome and the epochs the program ran.
+    fn run(&self, mut weights: impl Members) -> (Vec<SeedOutcome>, usize) {
+        let config = self.config;
+        let members = self.seeds.len();
+        let mut schedules: Vec<MemberSchedule> = self
+            .seeds
+            .iter()
+            .map(|_| MemberSchedule::new(config.lr))
+            .collect();
+        let mut histories: Vec<Vec<EpochRecord>> = vec![Vec::new(); members];
+        let mut epochs = 0;
+        while epochs < config.max_epochs && schedules.iter().any(|s| !s.stopped) {
+            let lr: Vec<f32> = schedules.iter().map(|s| s.lr as f32).collect();
+            let active: Vec<bool> = schedules.iter().map(|s| !s.stopped).collect();
+            let (accuracy, loss_sum) = weights.epoch(epochs, &lr, &active);
+            let batches = weights.batches() as f64;
+            let mut improved = vec![false; members];
+            for (m, schedule) in schedules.iter_mut().enumerate() {
+                if schedule.stopped {
+                    continue;
+                }
+                let accuracy = f64::from(accuracy[m]);
+                histories[m].push(EpochRecord {
+                    validation_accuracy: accuracy,
+                    train_loss: f64::from(loss_sum[m]) / batches,
+                    lr: schedule.lr,
+                });
+                improved[m] = schedule
+                    .observe(
+                        epochs,
+                        accuracy,
+                        &config.plateau,
+                        config.early_stopping_patience,
+                    )
+                    .improved;
+            }
+            if improved.iter().any(|&i| i) {
+                weights.keep_best(&improved);
+            }
+            epochs += 1;
+        }
+        let test = weights.test_accuracy();
+        let outcomes = self
+            .seeds
+            .iter()
+            .zip(schedules)
+            .zip(histories)
+            .zip(test)
+            .map(|(((&seed, schedule), history), test)| SeedOutcome {
+                seed,
+                test_accuracy: f64::from(test),
+                best_validation_accuracy: schedule.best,
+                best_epoch: schedule.best_epoch,
+                epochs: history.len(),
+                history,
+            })
+            .collect();
+        (outcomes, epochs)
+    }
+}
+
+/// The members as tensors, trained through autodiff on any backend.
+struct TensorMembers<'a, B: AutodiffBackend> {
     config: &'a ClassifierConfig,
     /// The forward pass's precision and, under f16, its loss scaler.
     amp: MixedPrecision,
-    seeds: &'a [u64],
-    /// Output width: one past the largest label of the data.
-    classes: usize,
     loader: Loader<B::InnerBackend>,
     validation: Part<B::InnerBackend>,
     test: Part<B::InnerBackend>,
+    params: Vec<Tensor<B::InnerBackend, 3>>,
+    best: Vec<Tensor<B::InnerBackend, 3>>,
+    adam: MemberAdam<B::InnerBackend>,
+    /// Dropout masks come from the backend's generator, held for the whole run.
+    _dropout_generator: SeededGenerator,
     device: B::Device,
 }
 
@@ -306,6 +473,25 @@ struct Part<B: Backend> {
     labels: Tensor<B, 3, Int>,
 }
 
+/// The `pick`ed part of each member's split, stacked: features `[members, samples, bits]` and
+/// labels `[members, samples]` row-major, and the samples per member.
+fn part_values(
+    data: &Dataset,
+    splits: &[Split],
+    pick: fn(&Split) -> &[usize],
+) -> (Vec<f32>, Vec<i64>, usize) {
+    let samples = splits.first().map_or(0, |s| pick(s).len());
+    let mut features = Vec::with_capacity(splits.len() * samples * data.sample_len());
+    let mut labels = Vec::with_capacity(splits.len() * samples);
+    for split in splits {
+        for &i in pick(split) {
+            features.extend_from_slice(data.sample(i));
+            labels.push(data.labels()[i]);
+        }
+    }
+    (features, labels, samples)
+}
+
 impl<B: Backend> Part<B> {
     /// Stacks the `pick`ed part of each member's split.
     fn upload(
@@ -314,15 +500,8 @@ impl<B: Backend> Part<B> {
         pick: fn(&Split) -> &[usize],
         device: &B::Device,
     ) -> Self {
-        let (members, samples, width) = (splits.len(), pick(&splits[0]).len(), data.sample_len());
-        let mut features = Vec::with_capacity(members * samples * width);
-        let mut labels = Vec::with_capacity(members * samples);
-        for split in splits {
-            for &i in pick(split) {
-                features.extend_from_slice(data.sample(i));
-                labels.push(data.labels()[i]);
-            }
-        }
+        let (features, labels, samples) = part_values(data, splits, pick);
+        let (members, width) = (splits.len(), data.sample_len());
         Self {
             features: Tensor::from_data(
                 TensorData::new(features, [members, samples, width]),
@@ -346,33 +525,17 @@ impl<B: Backend> Part<B> {
     }
 }
 
-impl<'a, B: AutodiffBackend> Program<'a, B> {
+impl<'a, B: AutodiffBackend> TensorMembers<'a, B> {
     fn new(
+        program: &Program<'a>,
         data: &Dataset,
-        seeds: &'a [u64],
-        config: &'a ClassifierConfig,
         execution: &Execution,
         device: &B::Device,
     ) -> Result<Self, QrngError> {
-        let splits = seeds
-            .iter()
-            .map(|&seed| {
-                Split::draw(
-                    data.len(),
-                    config.test_fraction,
-                    config.validation_fraction,
-                    seed,
-                )
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let train = splits
-            .iter()
-            .map(|s| data.subset(&s.train).map(Arc::new))
-            .collect::<Result<Vec<_>, _>>()?;
-        let shuffles: Vec<u64> = seeds.iter().map(|&s| sub_seed(s, SHUFFLE_STREAM)).collect();
+        let config = program.config;
         let loader = Loader::new(
-            train,
-            &shuffles,
+            program.train.clone(),
+            &program.shuffles(),
             &LoaderConfig {
                 batch_size: config.batch_size,
                 shuffle: true,
@@ -381,137 +544,44 @@ impl<'a, B: AutodiffBackend> Program<'a, B> {
             },
             device,
         )?;
+        let params = program.network::<B::InnerBackend>(device).params();
+        let members = program.seeds.len();
         Ok(Self {
             config,
             amp: MixedPrecision::new(execution.precision),
-            seeds,
-            classes: data
-                .labels()
-                .iter()
-                .copied()
-                .max()
-                .map_or(1, |c| c.max(0) as usize + 1),
             loader,
-            validation: Part::upload(data, &splits, |s| s.validation.as_slice(), device),
-            test: Part::upload(data, &splits, |s| s.test.as_slice(), device),
+            validation: Part::upload(data, &program.splits, |s| s.validation.as_slice(), device),
+            test: Part::upload(data, &program.splits, |s| s.test.as_slice(), device),
+            best: params.clone(),
+            params,
+            adam: MemberAdam::new(AdamConfig::default(), members, device),
+            _dropout_generator: SeededGenerator::acquire::<B>(
+                device,
+                program
+                    .seeds
+                    .iter()
+                    .fold(0, |acc, &s| sub_seed(acc ^ s, DROPOUT_STREAM)),
+            ),
             device: device.clone(),
         })
     }
+}
 
-    /// Trains until every member has stopped or `max_epochs` is reached; returns each
-    /// member's outcome and the epochs the program ran.
-    fn run(mut self) -> (Vec<SeedOutcome>, usize) {
+impl<B: AutodiffBackend> Members for TensorMembers<'_, B> {
+    fn epoch(&mut self, epoch: usize, lr: &[f32], active: &[bool]) -> (Vec<f32>, Vec<f32>) {
         let config = self.config;
         let device = self.device.clone();
-        let members = self.seeds.len();
-        let widths = [
-            self.validation.features.dims()[2],
-            HIDDEN[0],
-            HIDDEN[1],
-            self.classes,
-        ];
-        let inits: Vec<u64> = self
-            .seeds
-            .iter()
-            .map(|&s| sub_seed(s, INIT_STREAM))
-            .collect();
-        let mut params = seeded_ensemble::<B::InnerBackend>(
-            Init::XavierUniform { gain: 1.0 },
-            ACTIVATION,
-            &widths,
-            &inits,
-            &device,
-        )
-        .params();
-        let mut best = params.clone();
-        let mut adam = MemberAdam::<B::InnerBackend>::new(AdamConfig::default(), members, &device);
-        let mut schedules: Vec<MemberSchedule> = self
-            .seeds
-            .iter()
-            .map(|_| MemberSchedule::new(config.lr))
-            .collect();
-        let mut histories: Vec<Vec<EpochRecord>> = vec![Vec::new(); members];
-        // Dropout masks come from the backend's generator, held for the whole run.
-        let _dropout_generator = SeededGenerator::acquire::<B>(
-            &device,
-            self.seeds
-                .iter()
-                .fold(0, |acc, &s| sub_seed(acc ^ s, DROPOUT_STREAM)),
-        );
-        let mut epochs = 0;
-        while epochs < config.max_epochs && schedules.iter().any(|s| !s.stopped) {
-            let lr =
-                member_tensor::<B::InnerBackend>(schedules.iter().map(|s| s.lr as f32), &device);
-            let active = schedules.iter().any(|s| s.stopped).then(|| {
-                member_mask::<B::InnerBackend>(schedules.iter().map(|s| !s.stopped), &device)
-            });
-            let loss_sum = self.train_epoch(epochs, &mut params, &mut adam, lr, active);
-            let batches = self.loader.batches() as f64;
-            let read: Vec<f32> = to_host_f32(Tensor::cat(
-                vec![self.validation.accuracy(&params), loss_sum],
-                0,
-            ));
-            let mut improved = vec![false; members];
-            for (m, schedule) in schedules.iter_mut().enumerate() {
-                if schedule.stopped {
-                    continue;
-                }
-                let accuracy = f64::from(read[m]);
-                histories[m].push(EpochRecord {
-                    validation_accuracy: accuracy,
-                    train_loss: f64::from(read[members + m]) / batches,
-                    lr: schedule.lr,
-                });
-                improved[m] = schedule
-                    .observe(
-                        epochs,
-                        accuracy,
-                        &config.plateau,
-                        config.early_stopping_patience,
-                    )
-                    .improved;
-            }
-            if improved.iter().any(|&i| i) {
-                let mask = member_mask::<B::InnerBackend>(improved.into_iter(), &device);
-                best = replace_members(best, &params, mask);
-            }
-            epochs += 1;
-        }
-        let test: Vec<f32> = to_host_f32(self.test.accuracy(&best));
-        let outcomes = self
-            .seeds
-            .iter()
-            .zip(schedules)
-            .zip(histories)
-            .zip(test)
-            .map(|(((&seed, schedule), history), test)| SeedOutcome {
-                seed,
-                test_accuracy: f64::from(test),
-                best_validation_accuracy: schedule.best,
-                best_epoch: schedule.best_epoch,
-                epochs: history.len(),
-                history,
-            })
-            .collect();
-        (outcomes, epochs)
-    }
-
-    /// One epoch of every member; returns the sum of each member's batch losses, `[members]`.
-    fn train_epoch(
-        &mut self,
-        epoch: usize,
-        params: &mut Vec<Tensor<B::InnerBackend, 3>>,
-        adam: &mut MemberAdam<B::InnerBackend>,
-        lr: Tensor<B::InnerBackend, 3>,
-        active: Option<Tensor<B::InnerBackend, 3, Bool>>,
-    ) -> Tensor<B::InnerBackend, 1> {
-        let config = self.config;
         let precision = self.amp.precision();
-        let members = self.seeds.len();
-        let mut loss_sum = Tensor::<B::InnerBackend, 1>::zeros([members], &self.device);
+        let members = lr.len();
+        let lr = member_tensor::<B::InnerBackend>(lr.iter().copied(), &device);
+        let active = active
+            .iter()
+            .any(|&a| !a)
+            .then(|| member_mask::<B::InnerBackend>(active.iter().copied(), &device));
+        let mut loss_sum = Tensor::<B::InnerBackend, 1>::zeros([members], &device);
         for batch in self.loader.epoch(epoch as u64) {
             let x = Tensor::<B, 3>::from_inner(precision.to_compute(batch.features));
-            let p = require_grad::<B>(params.clone());
+            let p = require_grad::<B>(self.params.clone());
             let network = EnsembleMlp::from_params(precision.to_compute_all(&p), ACTIVATION);
             let logits = precision
                 .to_master(network.forward_with(x, |h| dropout(h, config.dropout, precision)));
@@ -529,8 +599,27 @@ impl<'a, B: AutodiffBackend> Program<'a, B> {
             };
             let grads = clip_member_norms(grads, config.clip_norm);
             let step = stepping_members(active.clone(), &grads, precision);
-            *params = adam.step(params.clone(), grads, lr.clone(), step);
+            self.params = self.adam.step(self.params.clone(), grads, lr.clone(), step);
         }
-        loss_sum
+        // One read per epoch: the schedule needs both.
+        let read: Vec<f32> = to_host_f32(Tensor::cat(
+            vec![self.validation.accuracy(&self.params), loss_sum],
+            0,
+        ));
+        let (accuracy, loss) = read.split_at(members);
+        (accuracy.to_vec(), loss.to_vec())
+    }
+
+    fn keep_best(&mut self, improved: &[bool]) {
+        let mask = member_mask::<B::InnerBackend>(improved.iter().copied(), &self.device);
+        self.best = replace_members(self.best.clone(), &self.params, mask);
+    }
+
+    fn test_accuracy(&self) -> Vec<f32> {
+        to_host_f32(self.test.accuracy(&self.best))
+    }
+
+    fn batches(&self) -> usize {
+        self.loader.batches()
     }
 }

@@ -44,9 +44,11 @@ pub struct Setting {
     batch_size: usize,
     batching: Batching,
     resident: bool,
+    /// [`Execution::fused`].
+    fused: bool,
 }
 
-const CLASSIFIER_VARIANTS: [Variant<Setting>; 6] = [
+const CLASSIFIER_VARIANTS: [Variant<Setting>; 7] = [
     Variant {
         name: "baseline",
         description: "batch 8, one seed at a time, f32, data streamed from the host (the original's way)",
@@ -57,6 +59,7 @@ const CLASSIFIER_VARIANTS: [Variant<Setting>; 6] = [
             batch_size: 8,
             batching: Batching::OneAtATime,
             resident: false,
+            fused: false,
         },
     },
     Variant {
@@ -69,6 +72,7 @@ const CLASSIFIER_VARIANTS: [Variant<Setting>; 6] = [
             batch_size: 128,
             batching: Batching::OneAtATime,
             resident: false,
+            fused: false,
         },
     },
     Variant {
@@ -81,6 +85,20 @@ const CLASSIFIER_VARIANTS: [Variant<Setting>; 6] = [
             batch_size: 8,
             batching: Batching::Members,
             resident: false,
+            fused: false,
+        },
+    },
+    Variant {
+        name: "fused-step",
+        description: "seeds batched at batch 8 with the hand-derived step in host memory on the CPU (autodiff elsewhere), otherwise the baseline",
+        baseline: false,
+        claim: None,
+        precision: PrecisionRole::F32,
+        setting: Setting {
+            batch_size: 8,
+            batching: Batching::Members,
+            resident: false,
+            fused: true,
         },
     },
     Variant {
@@ -93,6 +111,7 @@ const CLASSIFIER_VARIANTS: [Variant<Setting>; 6] = [
             batch_size: 8,
             batching: Batching::OneAtATime,
             resident: true,
+            fused: false,
         },
     },
     Variant {
@@ -105,11 +124,12 @@ const CLASSIFIER_VARIANTS: [Variant<Setting>; 6] = [
             batch_size: 8,
             batching: Batching::OneAtATime,
             resident: false,
+            fused: false,
         },
     },
     Variant {
         name: "all",
-        description: "batch 128, seeds batched, device-resident data, mixed precision where the run has it",
+        description: "batch 128, seeds batched, device-resident data, mixed precision where the run has it, else the hand-derived step on the CPU",
         baseline: false,
         claim: Some(NN_CLAIM),
         precision: PrecisionRole::MixedWhereAvailable,
@@ -117,6 +137,7 @@ const CLASSIFIER_VARIANTS: [Variant<Setting>; 6] = [
             batch_size: 128,
             batching: Batching::Members,
             resident: true,
+            fused: true,
         },
     },
 ];
@@ -155,6 +176,7 @@ impl TableWorkload for QrngClassifier {
                 Mode::ON_CALLER
             },
             precision,
+            fused: setting.fused,
         };
         let (outcome, seconds) = time_runs::<B, _>(device, ctx.timing, || {
             Ok(train_classifier::<B>(&data, &config, &execution, device)?)
