@@ -4,6 +4,7 @@
 mod compare;
 mod doctor;
 mod output;
+mod peers;
 mod plots;
 mod render;
 mod report;
@@ -59,6 +60,9 @@ enum Command {
         #[arg(long)]
         format: Option<quench_data::Format>,
     },
+    /// Run each suite workload's PyTorch peer (`peers/`) at the suite's size, without Quench's
+    /// variants, and print what they measured.
+    Peers(PeersArgs),
     /// Compare two report.json files variant by variant (A is the reference).
     Compare {
         /// The reference report.
@@ -66,6 +70,28 @@ enum Command {
         /// The report compared with it.
         b: PathBuf,
     },
+}
+
+#[derive(Args, Debug, Clone)]
+struct PeersArgs {
+    /// The suite file (default: configs/quick.toml).
+    #[arg(long)]
+    suite: Option<PathBuf>,
+    /// Only these workloads (comma separated).
+    #[arg(long, value_delimiter = ',')]
+    only: Option<Vec<String>>,
+    #[command(flatten)]
+    device: DeviceArgs,
+    #[command(flatten)]
+    python: PythonArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+struct PythonArgs {
+    /// The Python that runs the PyTorch peers (default: $QUENCH_PYTHON, then python3, then
+    /// python; the first that imports torch).
+    #[arg(long)]
+    python: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -104,6 +130,13 @@ struct RunArgs {
     /// Output folder for report.json and report.md.
     #[arg(long, default_value = "bench-out")]
     out: PathBuf,
+    /// Also run each workload's PyTorch peer (`peers/`) on the same device and add its row and
+    /// every variant's ratio against it; without a Python with torch the run says so and goes
+    /// on.
+    #[arg(long)]
+    peers: bool,
+    #[command(flatten)]
+    python: PythonArgs,
 }
 
 fn main() -> ExitCode {
@@ -129,6 +162,7 @@ fn main() -> ExitCode {
         Some(Command::Data { file, format }) => quench_data::summary(&file, format)
             .map(|summary| println!("{summary}"))
             .map_err(anyhow::Error::from),
+        Some(Command::Peers(args)) => run_peers(&args),
         Some(Command::Compare { a, b }) => report::Report::read(&a)
             .and_then(|a_report| Ok((a_report, report::Report::read(&b)?)))
             .map(|(a, b)| print!("{}", compare::compare(&a, &b))),
@@ -177,6 +211,7 @@ fn run(args: &RunArgs) -> anyhow::Result<()> {
             selection,
             precision,
             repeats: args.repeats,
+            peers: args.peers.then(|| announced_python(&args.python)),
         },
         &mut |report| output.keep(report),
     )?;
@@ -250,4 +285,55 @@ fn list() {
             println!("    {}{tag}  {}{claim}{follows}", v.name, v.description);
         }
     }
+}
+
+/// The Python for the peers, said on stderr: which one, or why none and how to get one.
+fn announced_python(args: &PythonArgs) -> Result<peers::Python, String> {
+    let found = peers::find_python(args.python.as_deref());
+    match &found {
+        Ok(python) => eprintln!(
+            "PyTorch peers: {} (torch {})",
+            python.path.display(),
+            python.torch
+        ),
+        Err(why) => eprintln!("PyTorch peers not run: {why}"),
+    }
+    found
+}
+
+/// `benchmark peers`: every suite workload's peer, one line each.
+fn run_peers(args: &PeersArgs) -> anyhow::Result<()> {
+    let selection = select_announced(&args.device.device)?;
+    let device = peers::peer_device(&selection.device.to_string());
+    let suite_path = args.suite.clone().unwrap_or_else(suite::default_suite_path);
+    let suite = suite::Suite::load(&suite_path)?;
+    let python = announced_python(&args.python);
+    for workload in workloads::registry() {
+        let Some(table) = suite.workloads.get(workload.name()) else {
+            continue;
+        };
+        if args
+            .only
+            .as_ref()
+            .is_some_and(|only| !only.iter().any(|n| n == workload.name()))
+        {
+            continue;
+        }
+        let (_, params) = suite::split_variants(workload.name(), table)?;
+        workload.check_params(&params)?;
+        match peers::measure(python.as_ref().ok(), workload.peer(&params), &device) {
+            Ok(p) => println!(
+                "{}/pytorch [torch {}, {}]  {} /{}  {} {}",
+                workload.name(),
+                p.torch,
+                p.device,
+                render::seconds(p.per_iteration_s),
+                p.iteration_unit,
+                p.quality_metric,
+                render::significant(p.quality)
+            ),
+            Err(why) => println!("{}/pytorch not run: {why}", workload.name()),
+        }
+    }
+    Ok(())
 }

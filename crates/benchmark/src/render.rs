@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 
 use quench_device::Precision;
 
+use crate::peers::PeerReport;
 use crate::report::{Report, RunStatus, VariantReport};
 
 impl Report {
@@ -44,24 +45,12 @@ impl Report {
             let _ = writeln!(md, "## {}\n\n{}\n", w.name, w.summary);
             let _ = writeln!(
                 md,
-                "| variant | per iteration (median [min-max]) | per run | throughput | peak memory | quality | speed-up | claimed | parity |"
+                "| variant | per iteration (median [min-max]) | per run | throughput | peak memory | quality | speed-up | claimed | parity | vs PyTorch |"
             );
-            let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|");
-            for v in &w.variants {
-                let row = Row::of(v);
-                let _ = writeln!(
-                    md,
-                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                    row.name,
-                    row.per_iteration,
-                    row.per_run,
-                    row.throughput,
-                    row.memory,
-                    row.quality,
-                    row.speedup,
-                    row.claim,
-                    row.parity
-                );
+            let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|");
+            let peer = w.peer.as_ref().map(Row::of_peer);
+            for row in w.variants.iter().map(Row::of).chain(peer) {
+                let _ = writeln!(md, "| {} |", row.cells().join(" | "));
             }
             let notes: Vec<_> = w
                 .variants
@@ -76,7 +65,16 @@ impl Report {
                 .failed
                 .iter()
                 .map(|f| format!("- {}: FAILED: {}", f.name, f.error));
-            let notes: Vec<_> = notes.into_iter().chain(skipped).chain(failed).collect();
+            let no_peer = w
+                .peer_missing
+                .iter()
+                .map(|why| format!("- pytorch: not run: {why}"));
+            let notes: Vec<_> = notes
+                .into_iter()
+                .chain(skipped)
+                .chain(failed)
+                .chain(no_peer)
+                .collect();
             if !notes.is_empty() {
                 let _ = writeln!(md, "\n{}", notes.join("\n"));
             }
@@ -97,17 +95,19 @@ impl Report {
             speedup: "speed-up".into(),
             claim: "claimed".into(),
             parity: "parity".into(),
+            vs_pytorch: "vs PyTorch".into(),
         };
         let mut rows = vec![header];
         for w in &self.workloads {
-            for v in &w.variants {
-                let mut row = Row::of(v);
-                row.name = format!("{}/{}", w.name, v.name);
+            let peer = w.peer.as_ref().map(Row::of_peer);
+            for mut row in w.variants.iter().map(Row::of).chain(peer) {
+                row.name = format!("{}/{}", w.name, row.name);
                 rows.push(row);
             }
         }
-        let cells: Vec<[String; 9]> = rows.into_iter().map(Row::cells).collect();
-        let widths: Vec<usize> = (0..9)
+        let columns = Row::COLUMNS;
+        let cells: Vec<[String; Row::COLUMNS]> = rows.into_iter().map(Row::cells).collect();
+        let widths: Vec<usize> = (0..columns)
             .map(|c| {
                 cells
                     .iter()
@@ -127,6 +127,11 @@ impl Report {
         }
         for failure in self.failures() {
             let _ = writeln!(out, "FAILED {failure}");
+        }
+        for w in &self.workloads {
+            if let Some(why) = &w.peer_missing {
+                let _ = writeln!(out, "{}/pytorch not run: {why}", w.name);
+            }
         }
         // Where each workload's data came from, so a stand-in is never mistaken for the data set.
         for w in &self.workloads {
@@ -156,9 +161,29 @@ struct Row {
     speedup: String,
     claim: String,
     parity: String,
+    vs_pytorch: String,
 }
 
 impl Row {
+    /// Cells in a row.
+    const COLUMNS: usize = 10;
+
+    /// The PyTorch peer's row: its time and quality.
+    fn of_peer(p: &PeerReport) -> Self {
+        Self {
+            name: format!("pytorch [torch {}, {}]", p.torch, p.device),
+            per_iteration: format!("{} /{}", seconds(p.per_iteration_s), p.iteration_unit),
+            per_run: "-".into(),
+            throughput: "-".into(),
+            memory: "-".into(),
+            quality: format!("{} {}", p.quality_metric, significant(p.quality)),
+            speedup: "-".into(),
+            claim: "-".into(),
+            parity: "-".into(),
+            vs_pytorch: "1x".into(),
+        }
+    }
+
     fn of(v: &VariantReport) -> Self {
         let s = &v.per_iteration_s;
         Self {
@@ -195,10 +220,11 @@ impl Row {
                 Some(false) => "WORSE".into(),
                 None => "-".into(),
             },
+            vs_pytorch: v.vs_pytorch.map_or("-".into(), |x| format!("{x:.2}x")),
         }
     }
 
-    fn cells(self) -> [String; 9] {
+    fn cells(self) -> [String; Row::COLUMNS] {
         [
             self.name,
             self.per_iteration,
@@ -209,6 +235,7 @@ impl Row {
             self.speedup,
             self.claim,
             self.parity,
+            self.vs_pytorch,
         ]
     }
 }
@@ -250,13 +277,16 @@ mod tests {
     fn table_has_one_aligned_line_per_variant() {
         let table = sample_report().table();
         let lines: Vec<_> = table.lines().collect();
-        assert_eq!(lines.len(), 4, "{table}");
+        assert_eq!(lines.len(), 5, "{table}");
         assert!(lines[1].starts_with("qrng-classifier/baseline"));
+        assert!(lines[3].starts_with("qrng-classifier/pytorch [torch 2.15.0, cpu]"));
         assert_eq!(
-            lines[3],
+            lines[4],
             "FAILED qrng-classifier/broken: quality NaN is not finite"
         );
         assert!(lines[1].contains("baseline") && lines[2].contains("4.00x"));
+        // PyTorch's 0.5 s against the batched variant's 0.1 s.
+        assert!(lines[2].trim_end().ends_with("5.00x"), "{}", lines[2]);
         let col = lines[0].find("per iteration").unwrap();
         assert_eq!(lines[2].find("100.000 ms"), Some(col));
     }

@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use crate::peers::PeerReport;
 use anyhow::Context;
 use quench_device::machine::MachineInfo;
 use quench_device::memory::MemoryReading;
@@ -74,6 +75,13 @@ pub struct WorkloadReport {
     /// Variants that failed (an error, or a quality that is not finite), with the message.
     #[serde(default)]
     pub failed: Vec<FailedVariant>,
+    /// Its PyTorch peer's measurement, when the run asked for peers and one ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<PeerReport>,
+    /// Why the run asked for a peer and has none (no peer written, no Python with torch, the
+    /// peer failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_missing: Option<String>,
 }
 
 /// A variant that failed; the suite went on without it.
@@ -127,6 +135,10 @@ pub struct VariantReport {
     pub parity: Option<bool>,
     /// Remarks about this measurement.
     pub notes: Vec<String>,
+    /// The PyTorch peer's time over this variant's, per iteration of the same unit (above 1:
+    /// faster than PyTorch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vs_pytorch: Option<f64>,
 }
 
 impl Report {
@@ -185,6 +197,7 @@ pub(crate) mod tests {
             parity: (!baseline).then_some(true),
             precision: Precision::F32,
             notes: vec![],
+            vs_pytorch: Some(0.5 / t),
         };
         Report {
             schema: SCHEMA_VERSION,
@@ -209,6 +222,16 @@ pub(crate) mod tests {
                     name: "bf16".into(),
                     reason: "no bf16 on ndarray".into(),
                 }],
+                peer: Some(PeerReport {
+                    python: "python3".into(),
+                    torch: "2.15.0".into(),
+                    device: "cpu".into(),
+                    per_iteration_s: 0.5,
+                    iteration_unit: "epoch".into(),
+                    quality_metric: "mean test accuracy".into(),
+                    quality: 0.47,
+                }),
+                peer_missing: None,
                 failed: vec![FailedVariant {
                     name: "broken".into(),
                     error: "quality NaN is not finite".into(),

@@ -9,6 +9,7 @@ use quench_device::machine::MachineInfo;
 use quench_device::memory::{peak_memory, reset_peak_rss};
 use quench_device::{DeviceError, OnDevice, Precision, Selection, TimingConfig, run_on};
 
+use crate::peers::{self, Python};
 use crate::report::{
     FailedVariant, Report, RunStatus, SCHEMA_VERSION, UnsupportedVariant, VariantReport,
     WorkloadReport,
@@ -30,6 +31,9 @@ pub struct RunRequest<'a> {
     pub precision: RunPrecision,
     /// Overrides the suite's repeats.
     pub repeats: Option<usize>,
+    /// Run each workload's PyTorch peer too: with the Python found, or `Err` saying why
+    /// none was (each workload's report then says so).
+    pub peers: Option<Result<Python, String>>,
 }
 
 /// Refuses an explicit precision the device cannot run before any work starts (`auto` always
@@ -161,6 +165,8 @@ pub fn run_suite(
             variants: Vec::new(),
             unsupported: Vec::new(),
             failed: Vec::new(),
+            peer: None,
+            peer_missing: None,
         });
         for variant in variants {
             progress.set_message(format!("{}/{}", workload.name(), variant.name));
@@ -206,6 +212,31 @@ pub fn run_suite(
             }
             keep(&report)?;
         }
+        if let Some(python) = &request.peers {
+            progress.set_message(format!("{}/pytorch", workload.name()));
+            let entry = report
+                .workloads
+                .last_mut()
+                .unwrap_or_else(|| unreachable!("pushed above"));
+            let device = peers::peer_device(&report.machine.device);
+            match peers::measure(python.as_ref().ok(), workload.peer(&params), &device) {
+                Ok(peer) => {
+                    for v in &mut entry.variants {
+                        v.vs_pytorch = (v.iteration_unit == peer.iteration_unit)
+                            .then(|| peer.per_iteration_s / v.per_iteration_s.median);
+                    }
+                    entry.peer = Some(peer);
+                }
+                Err(why) => {
+                    let why = match python {
+                        Err(none) if why.starts_with("no Python") => none.clone(),
+                        _ => why,
+                    };
+                    entry.peer_missing = Some(why);
+                }
+            }
+            keep(&report)?;
+        }
     }
     progress.finish_and_clear();
     report.status = RunStatus::Complete;
@@ -244,6 +275,7 @@ fn measured(
         claim: variant.claim,
         precision,
         notes: outcome.notes,
+        vs_pytorch: None,
     }
 }
 
@@ -315,6 +347,7 @@ mod tests {
 
     fn request(suite_path: &Path, precision: RunPrecision) -> RunRequest<'_> {
         RunRequest {
+            peers: None,
             suite_path,
             only: None,
             selection: Selection {
@@ -371,6 +404,74 @@ mod tests {
         assert!(
             err.to_string().contains("no selected variant follows it"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn peers_add_a_row_and_ratios_or_say_why_they_are_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("suite.toml");
+        // The recorded file (the peers read files, not Quench's synthetic sources) with a
+        // small grid, and a distinguishability tournament, which has no peer.
+        std::fs::write(
+            &path,
+            "[timing]\nwarmup = 0\nrepeats = 1\n\n\
+             [workloads.qrng-gan]\ntournament = { epochs = 2, bits = 4 }\nvariants = [\"all\"]\n\n\
+             [workloads.qrng-distinguish]\n\
+             data = { source = \"synthetic\", synthetic_lines = 40 }\ntournament = { bits = 16 }\n",
+        )
+        .unwrap();
+        let python = crate::peers::tests::fake_python(dir.path(), crate::peers::tests::LINE);
+        let mut with = request(&path, RunPrecision::Auto);
+        with.peers = Some(Ok(python));
+        let report = run_suite(&with, &mut |_| Ok(())).unwrap();
+        let gan = report
+            .workloads
+            .iter()
+            .find(|w| w.name == "qrng-gan")
+            .unwrap();
+        let peer = gan.peer.as_ref().expect("the fake peer's row");
+        assert_eq!((peer.per_iteration_s, peer.torch.as_str()), (0.05, "9.9.9"));
+        let all = &gan.variants[0];
+        let want = 0.05 / all.per_iteration_s.median;
+        assert_eq!(all.vs_pytorch, Some(want));
+        let distinguish = report
+            .workloads
+            .iter()
+            .find(|w| w.name == "qrng-distinguish")
+            .unwrap();
+        assert!(distinguish.peer.is_none());
+        assert!(
+            distinguish
+                .peer_missing
+                .as_deref()
+                .unwrap()
+                .contains("no PyTorch peer"),
+            "{:?}",
+            distinguish.peer_missing
+        );
+        assert!(report.markdown().contains("| pytorch [torch 9.9.9, cpu] |"));
+
+        // No Python with torch: every workload says why, and the run still completes.
+        let mut without = request(&path, RunPrecision::Auto);
+        without.peers = Some(Err(
+            "no Python with torch found (python3: No module named torch)".into(),
+        ));
+        without.only = Some(vec!["qrng-gan".into()]);
+        let report = run_suite(&without, &mut |_| Ok(())).unwrap();
+        assert_eq!(report.status, RunStatus::Complete);
+        let gan = &report.workloads[0];
+        assert!(gan.peer.is_none() && gan.variants[0].vs_pytorch.is_none());
+        assert!(
+            gan.peer_missing
+                .as_deref()
+                .unwrap()
+                .contains("No module named torch")
+        );
+        assert!(
+            report
+                .table()
+                .contains("qrng-gan/pytorch not run: no Python with torch")
         );
     }
 }

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::peers::Peer;
 use anyhow::Context;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use quench_device::{
@@ -289,6 +290,8 @@ pub trait Workload: Sync {
         params: &toml::Table,
         ctx: &RunContext,
     ) -> anyhow::Result<VariantRun>;
+    /// Its PyTorch peer at the suite's size, if one is written for these parameters.
+    fn peer(&self, params: &toml::Table) -> Option<Peer>;
 }
 
 /// One row of a workload's variant table: what the variant is, and the setting it runs with.
@@ -334,6 +337,12 @@ pub trait TableWorkload: Sync {
         ctx: &VariantContext,
         device: &B::Device,
     ) -> anyhow::Result<VariantOutcome>;
+
+    /// The PyTorch peer (`peers/`) at the size of `params`; none by default, or where the
+    /// parameters have no equivalent there (synthetic data, say).
+    fn peer(&self, _params: &Self::Params) -> Option<Peer> {
+        None
+    }
 }
 
 impl<T: TableWorkload> Workload for T {
@@ -360,6 +369,12 @@ impl<T: TableWorkload> Workload for T {
 
     fn check_params(&self, params: &toml::Table) -> anyhow::Result<()> {
         parse_params::<T::Params>(T::NAME, params).map(drop)
+    }
+
+    fn peer(&self, params: &toml::Table) -> Option<Peer> {
+        parse_params::<T::Params>(T::NAME, params)
+            .ok()
+            .and_then(|p| TableWorkload::peer(self, &p))
     }
 
     fn run(

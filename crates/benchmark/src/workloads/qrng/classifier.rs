@@ -10,6 +10,7 @@ use quench_train::qrng::split::Split;
 use serde::Deserialize;
 
 use super::DataParams;
+use crate::peers::Peer;
 use crate::workload::{
     Claim, PrecisionRole, Quality, TableWorkload, Tolerance, Variant, VariantContext,
     VariantOutcome, time_runs,
@@ -151,6 +152,40 @@ impl TableWorkload for QrngClassifier {
 
     fn table(&self) -> &[Variant<Setting>] {
         &CLASSIFIER_VARIANTS
+    }
+
+    /// The original's way at batch 8, one seed at a time; a peer of the default schedule
+    /// only (its learning-rate plateau and fractions are the defaults').
+    fn peer(&self, params: &ClassifierParams) -> Option<Peer> {
+        let t = &params.training;
+        let defaults = ClassifierConfig::default();
+        let schedule_is_default = t.plateau == defaults.plateau
+            && t.lr == defaults.lr
+            && t.l1 == defaults.l1
+            && t.clip_norm == defaults.clip_norm
+            && t.test_fraction == defaults.test_fraction
+            && t.validation_fraction == defaults.validation_fraction;
+        if !schedule_is_default {
+            return None;
+        }
+        let seeds: Vec<String> = t.seeds.iter().map(u64::to_string).collect();
+        let mut args = params.data.peer_args()?;
+        args.extend([
+            "--seeds".into(),
+            seeds.join(","),
+            "--max-epochs".into(),
+            t.max_epochs.to_string(),
+            "--patience".into(),
+            t.early_stopping_patience.to_string(),
+            "--batch-size".into(),
+            "8".into(),
+            "--dropout".into(),
+            t.dropout.to_string(),
+        ]);
+        Some(Peer {
+            script: "qrng_classifier.py",
+            args,
+        })
     }
 
     fn run_variant<B: AutodiffBackend>(

@@ -7,6 +7,7 @@ use quench_train::qrng::gan::{GanConfig, Noise, gan_tournament};
 use serde::Deserialize;
 
 use super::DataParams;
+use crate::peers::Peer;
 use crate::workload::{
     Claim, PrecisionRole, Quality, TableWorkload, Tolerance, Variant, VariantContext,
     VariantOutcome, time_runs,
@@ -91,6 +92,24 @@ impl TableWorkload for QrngGan {
 
     fn table(&self) -> &[Variant<GanSetting>] {
         &GAN_VARIANTS
+    }
+
+    fn peer(&self, params: &GanParams) -> Option<Peer> {
+        let t = &params.tournament;
+        let seeds: Vec<String> = t.seeds.iter().map(u64::to_string).collect();
+        let mut args = params.data.peer_args()?;
+        args.extend([
+            "--epochs".into(),
+            t.epochs.to_string(),
+            "--seeds".into(),
+            seeds.join(","),
+            "--bits".into(),
+            t.bits.to_string(),
+        ]);
+        Some(Peer {
+            script: "qrng_gan.py",
+            args,
+        })
     }
 
     fn run_variant<B: AutodiffBackend>(

@@ -55,6 +55,15 @@ enum Source {
 }
 
 impl DataParams {
+    /// The recorded file, resolved, as a PyTorch peer's `--data` argument; none for synthetic
+    /// sources, which the peers do not generate.
+    pub(super) fn peer_args(&self) -> Option<Vec<String>> {
+        (self.source == Source::Recorded).then(|| {
+            let path = in_working_folder_or_source_tree(&self.path);
+            vec!["--data".into(), path.display().to_string()]
+        })
+    }
+
     /// Reads or generates the bit strings, and says which in a note.
     pub(super) fn load(&self) -> anyhow::Result<(BitStrings, String)> {
         match self.source {

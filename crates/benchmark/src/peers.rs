@@ -1,0 +1,223 @@
+//! PyTorch peers: the programs in `peers/`, written from the workload specs, that do a
+//! workload the way a user would without Quench. `benchmark run --peers` runs each suite
+//! workload's peer at the suite's size on the same device and adds its row, and every
+//! variant's ratio against it, to the report; `benchmark peers` runs the peers alone.
+//!
+//! A peer prints one JSON line ([`PeerReport`]'s timing and quality fields). Quench does not
+//! need Python: when none with `torch` is found the run says so, says how to install it, and
+//! goes on without peers.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::Context as _;
+use quench_device::files::in_working_folder_or_source_tree;
+use serde::{Deserialize, Serialize};
+
+/// Where the peers live, relative to the working folder or the source tree.
+const PEERS: &str = "peers";
+
+/// A Python that imports `torch`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Python {
+    /// The interpreter as it was found (a path or a name on `PATH`).
+    pub path: PathBuf,
+    /// `torch.__version__`.
+    pub torch: String,
+}
+
+/// A workload's peer at the suite's size: the script in `peers/` and its arguments.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Peer {
+    /// The script's file name in `peers/`.
+    pub script: &'static str,
+    /// Its arguments (the device is added by [`run_peer`]).
+    pub args: Vec<String>,
+}
+
+/// What a peer measured, as its JSON line gives it, with the Python that ran it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PeerReport {
+    /// The interpreter.
+    #[serde(default)]
+    pub python: String,
+    /// `torch.__version__`.
+    pub torch: String,
+    /// The device it ran on (`cpu`, `cuda`, `cuda:N`).
+    pub device: String,
+    /// Seconds per iteration, in [`iteration_unit`](Self::iteration_unit).
+    pub per_iteration_s: f64,
+    /// The workload's own unit; a ratio is only taken against a variant of the same unit.
+    pub iteration_unit: String,
+    /// The quality metric's name, as the workload reports it.
+    pub quality_metric: String,
+    /// Its value.
+    pub quality: f64,
+}
+
+/// How to get a Python with torch, for the message that says none was found.
+pub const INSTALL_HINT: &str = "install PyTorch into a Python (`python3 -m venv .venv && \
+     .venv/bin/pip install torch`) and pass `--python .venv/bin/python`, or set QUENCH_PYTHON";
+
+/// The first of `explicit`, `$QUENCH_PYTHON`, `python3` and `python` that imports torch; the
+/// error says what was tried and why each failed.
+pub fn find_python(explicit: Option<&Path>) -> Result<Python, String> {
+    let candidates: Vec<PathBuf> = match explicit {
+        Some(path) => vec![path.to_path_buf()],
+        None => std::env::var_os("QUENCH_PYTHON")
+            .map(PathBuf::from)
+            .into_iter()
+            .chain(["python3", "python"].map(PathBuf::from))
+            .collect(),
+    };
+    let mut tried = Vec::new();
+    for path in candidates {
+        match Command::new(&path)
+            .args(["-c", "import torch; print(torch.__version__)"])
+            .output()
+        {
+            Ok(out) if out.status.success() => {
+                let torch = String::from_utf8_lossy(&out.stdout).trim().to_string();
+                return Ok(Python { path, torch });
+            }
+            Ok(out) => {
+                let why = String::from_utf8_lossy(&out.stderr);
+                let last = why.lines().last().unwrap_or("exited with an error");
+                tried.push(format!("{}: {last}", path.display()));
+            }
+            Err(err) => tried.push(format!("{}: {err}", path.display())),
+        }
+    }
+    Err(format!(
+        "no Python with torch found ({}); {INSTALL_HINT}",
+        tried.join("; ")
+    ))
+}
+
+/// Runs `peer` with `python` on `device` and reads its JSON line.
+pub fn run_peer(python: &Python, peer: &Peer, device: &str) -> anyhow::Result<PeerReport> {
+    let script = in_working_folder_or_source_tree(&Path::new(PEERS).join(peer.script));
+    let out = Command::new(&python.path)
+        .arg(&script)
+        .args(&peer.args)
+        .args(["--device", device])
+        .current_dir(script.parent().unwrap_or(Path::new(".")))
+        .output()
+        .with_context(|| format!("cannot start {}", python.path.display()))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        anyhow::bail!(
+            "peer {} failed ({}): {}",
+            script.display(),
+            out.status,
+            stderr.lines().last().unwrap_or("no message")
+        );
+    }
+    let mut report =
+        parse_line(&stdout).with_context(|| format!("peer {}: its output", script.display()))?;
+    report.python = python.path.display().to_string();
+    Ok(report)
+}
+
+/// The last line of `stdout` that is a JSON object, as a [`PeerReport`]; a non-finite or
+/// non-positive time is refused.
+pub fn parse_line(stdout: &str) -> anyhow::Result<PeerReport> {
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+        .context("no JSON line")?;
+    let report: PeerReport = serde_json::from_str(line).with_context(|| format!("`{line}`"))?;
+    if !(report.per_iteration_s > 0.0 && report.per_iteration_s.is_finite()) {
+        anyhow::bail!(
+            "per_iteration_s = {}: must be positive and finite",
+            report.per_iteration_s
+        );
+    }
+    if !report.quality.is_finite() {
+        anyhow::bail!("quality = {}: not a finite number", report.quality);
+    }
+    Ok(report)
+}
+
+/// The device name a peer understands for Quench's device (`cpu`, `cuda:N`).
+pub fn peer_device(machine_device: &str) -> String {
+    if machine_device.starts_with("cuda") {
+        machine_device.to_string()
+    } else {
+        "cpu".into()
+    }
+}
+
+/// Runs `peer` if there is one and a Python to run it: the report, or why there is none.
+pub fn measure(
+    python: Option<&Python>,
+    peer: Option<Peer>,
+    device: &str,
+) -> Result<PeerReport, String> {
+    let peer = peer.ok_or("no PyTorch peer for this workload or its data (yet)")?;
+    let python = python.ok_or("no Python with torch (see the run's first lines)")?;
+    run_peer(python, &peer, device).map_err(|e| crate::one_line(&e))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A stand-in Python: a shell script that answers the torch probe and prints `line` for a
+    /// peer.
+    pub(crate) fn fake_python(dir: &Path, line: &str) -> Python {
+        let path = dir.join("python");
+        let script = format!(
+            "#!/bin/sh\nif [ \"$1\" = -c ]; then echo 9.9.9; exit 0; fi\necho 'warming up'\necho '{line}'\n"
+        );
+        std::fs::write(&path, script).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        find_python(Some(&path)).unwrap()
+    }
+
+    pub(crate) const LINE: &str = r#"{"workload": "qrng-gan", "variant": "pytorch", "per_iteration_s": 0.05, "iteration_unit": "epoch (all matches)", "quality_metric": "mean final KL(p_real || g)", "quality": 0.125, "torch": "9.9.9", "device": "cpu"}"#;
+
+    #[test]
+    fn a_fake_python_is_found_run_and_parsed() {
+        let dir = tempfile::tempdir().unwrap();
+        let python = fake_python(dir.path(), LINE);
+        assert_eq!(python.torch, "9.9.9");
+        let peer = Peer {
+            script: "qrng_gan.py",
+            args: vec!["--epochs".into(), "3".into()],
+        };
+        let report = run_peer(&python, &peer, "cpu").unwrap();
+        assert_eq!(report.per_iteration_s, 0.05);
+        assert_eq!(report.iteration_unit, "epoch (all matches)");
+        assert_eq!(report.python, python.path.display().to_string());
+    }
+
+    #[test]
+    fn a_missing_python_and_bad_lines_are_clear_errors() {
+        let err = find_python(Some(Path::new("/nonexistent/python"))).unwrap_err();
+        assert!(
+            err.contains("/nonexistent/python") && err.contains("pip install torch"),
+            "{err}"
+        );
+        assert!(
+            measure(None, None, "cpu")
+                .unwrap_err()
+                .contains("no PyTorch peer")
+        );
+        for (bad, why) in [
+            ("nothing here", "no JSON line"),
+            ("{\"per_iteration_s\": 1}", "missing field"),
+            (&LINE.replace("0.05", "-1.0"), "per_iteration_s = -1"),
+            (&LINE.replace("0.125", "NaN"), "NaN"),
+        ] {
+            let err = format!("{:#}", parse_line(bad).unwrap_err());
+            assert!(err.contains(why), "{bad}: {err}");
+        }
+    }
+}
