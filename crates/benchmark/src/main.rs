@@ -73,13 +73,26 @@ enum Command {
 }
 
 #[derive(Args, Debug, Clone)]
-struct PeersArgs {
+struct SuiteArgs {
     /// The suite file (default: configs/quick.toml).
     #[arg(long)]
     suite: Option<PathBuf>,
     /// Only these workloads (comma separated).
     #[arg(long, value_delimiter = ',')]
     only: Option<Vec<String>>,
+}
+
+impl SuiteArgs {
+    /// The suite file.
+    fn path(&self) -> PathBuf {
+        self.suite.clone().unwrap_or_else(suite::default_suite_path)
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+struct PeersArgs {
+    #[command(flatten)]
+    suite_args: SuiteArgs,
     #[command(flatten)]
     device: DeviceArgs,
     #[command(flatten)]
@@ -112,12 +125,8 @@ struct VerifyArgs {
 
 #[derive(Args, Debug, Clone)]
 struct RunArgs {
-    /// The suite file (default: configs/quick.toml).
-    #[arg(long)]
-    suite: Option<PathBuf>,
-    /// Only these workloads (comma separated).
-    #[arg(long, value_delimiter = ',')]
-    only: Option<Vec<String>>,
+    #[command(flatten)]
+    suite_args: SuiteArgs,
     #[command(flatten)]
     device: DeviceArgs,
     /// The arithmetic of the variants that follow it (`benchmark list` marks them): auto (bf16
@@ -201,13 +210,13 @@ fn run(args: &RunArgs) -> anyhow::Result<()> {
     let precision: workload::RunPrecision = args.precision.parse()?;
     let selection = select_announced(&args.device.device)?;
     run::check_precision(&selection, precision)?;
-    let suite_path = args.suite.clone().unwrap_or_else(suite::default_suite_path);
+    let suite_path = args.suite_args.path();
     let output = output::Output::new(&args.out)?;
     output.keep_on_interrupt()?;
     let report = run::run_suite(
         &run::RunRequest {
             suite_path: &suite_path,
-            only: args.only.clone(),
+            only: args.suite_args.only.clone(),
             selection,
             precision,
             repeats: args.repeats,
@@ -305,22 +314,17 @@ fn announced_python(args: &PythonArgs) -> Result<peers::Python, String> {
 fn run_peers(args: &PeersArgs) -> anyhow::Result<()> {
     let selection = select_announced(&args.device.device)?;
     let device = peers::peer_device(&selection.device.to_string());
-    let suite_path = args.suite.clone().unwrap_or_else(suite::default_suite_path);
+    let suite_path = args.suite_args.path();
     let suite = suite::Suite::load(&suite_path)?;
     let python = announced_python(&args.python);
-    for workload in workloads::registry() {
-        let Some(table) = suite.workloads.get(workload.name()) else {
-            continue;
-        };
-        if args
-            .only
-            .as_ref()
-            .is_some_and(|only| !only.iter().any(|n| n == workload.name()))
-        {
-            continue;
-        }
-        let (_, params) = suite::split_variants(workload.name(), table)?;
-        workload.check_params(&params)?;
+    let workloads = workloads::registry();
+    let planned = run::plan(
+        &suite,
+        &suite_path,
+        args.suite_args.only.as_deref(),
+        &workloads,
+    )?;
+    for (workload, _, params) in planned {
         match peers::measure(python.as_ref().ok(), workload.peer(&params), &device) {
             Ok(p) => println!(
                 "{}/pytorch [torch {}, {}]  {} /{}  {} {}",

@@ -62,31 +62,12 @@ pub fn run_suite(
 ) -> anyhow::Result<Report> {
     let suite = Suite::load(request.suite_path)?;
     let workloads = registry();
-    for name in suite.workloads.keys() {
-        if !workloads.iter().any(|w| w.name() == name) {
-            anyhow::bail!(
-                "{}: unknown workload `{name}` (registered: {})",
-                request.suite_path.display(),
-                names(&workloads)
-            );
-        }
-    }
-    if let Some(only) = &request.only {
-        for name in only {
-            if !suite.workloads.contains_key(name) {
-                anyhow::bail!(
-                    "--only {name}: not in suite {} (it has: {})",
-                    request.suite_path.display(),
-                    suite
-                        .workloads
-                        .keys()
-                        .cloned()
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-            }
-        }
-    }
+    let planned = plan(
+        &suite,
+        request.suite_path,
+        request.only.as_deref(),
+        &workloads,
+    )?;
     let timing = TimingConfig {
         repeats: request.repeats.unwrap_or(suite.timing.repeats),
         ..suite.timing
@@ -101,21 +82,9 @@ pub fn run_suite(
     };
 
     let mut plan = Vec::new();
-    for workload in &workloads {
-        let Some(table) = suite.workloads.get(workload.name()) else {
-            continue;
-        };
-        if request
-            .only
-            .as_ref()
-            .is_some_and(|only| !only.iter().any(|n| n == workload.name()))
-        {
-            continue;
-        }
-        let (selected, params) = split_variants(workload.name(), table)?;
-        workload.check_params(&params)?;
-        let variants = choose_variants(workload.as_ref(), selected.as_deref())?;
-        plan.push((workload.as_ref(), params, variants));
+    for (workload, selected, params) in planned {
+        let variants = choose_variants(workload, selected.as_deref())?;
+        plan.push((workload, params, variants));
     }
 
     if let RunPrecision::Fixed(precision) = request.precision
@@ -241,6 +210,56 @@ pub fn run_suite(
     progress.finish_and_clear();
     report.status = RunStatus::Complete;
     Ok(report)
+}
+
+/// A workload of a suite with its selected variants (`None`: all) and its checked parameters.
+pub type Planned<'w> = (&'w dyn Workload, Option<Vec<String>>, toml::Table);
+
+/// The suite's workloads in registry order, those of `only` when given, each with its
+/// selected variants (`None`: all) and its checked parameters. Refused: a workload the
+/// registry does not have, an `--only` name the suite does not have, bad parameters.
+pub fn plan<'w>(
+    suite: &Suite,
+    suite_path: &Path,
+    only: Option<&[String]>,
+    workloads: &'w [Box<dyn Workload>],
+) -> anyhow::Result<Vec<Planned<'w>>> {
+    for name in suite.workloads.keys() {
+        if !workloads.iter().any(|w| w.name() == name) {
+            anyhow::bail!(
+                "{}: unknown workload `{name}` (registered: {})",
+                suite_path.display(),
+                names(workloads)
+            );
+        }
+    }
+    for name in only.unwrap_or_default() {
+        if !suite.workloads.contains_key(name) {
+            anyhow::bail!(
+                "--only {name}: not in suite {} (it has: {})",
+                suite_path.display(),
+                suite
+                    .workloads
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+    }
+    let mut planned = Vec::new();
+    for workload in workloads {
+        let Some(table) = suite.workloads.get(workload.name()) else {
+            continue;
+        };
+        if only.is_some_and(|only| !only.iter().any(|n| n == workload.name())) {
+            continue;
+        }
+        let (selected, params) = split_variants(workload.name(), table)?;
+        workload.check_params(&params)?;
+        planned.push((workload.as_ref(), selected, params));
+    }
+    Ok(planned)
 }
 
 /// The report of a measured variant, compared with the baseline among `earlier` (the baseline

@@ -363,12 +363,20 @@ impl<'a> Program<'a> {
         })
     }
 
-    /// Each member's shuffle seed.
-    fn shuffles(&self) -> Vec<u64> {
-        self.seeds
+    /// The members' training batches, each shuffled from its seed, placed as `mode` says.
+    fn loader<B: Backend>(&self, mode: Mode, device: &B::Device) -> Result<Loader<B>, QrngError> {
+        let shuffles: Vec<u64> = self
+            .seeds
             .iter()
             .map(|&s| sub_seed(s, SHUFFLE_STREAM))
-            .collect()
+            .collect();
+        let config = LoaderConfig {
+            batch_size: self.config.batch_size,
+            shuffle: true,
+            drop_last: false,
+            mode,
+        };
+        Ok(Loader::new(self.train.clone(), &shuffles, &config, device)?)
     }
 
     /// Freshly initialised members.
@@ -533,17 +541,7 @@ impl<'a, B: AutodiffBackend> TensorMembers<'a, B> {
         device: &B::Device,
     ) -> Result<Self, QrngError> {
         let config = program.config;
-        let loader = Loader::new(
-            program.train.clone(),
-            &program.shuffles(),
-            &LoaderConfig {
-                batch_size: config.batch_size,
-                shuffle: true,
-                drop_last: false,
-                mode: execution.loader,
-            },
-            device,
-        )?;
+        let loader = program.loader(execution.loader, device)?;
         let params = program.network::<B::InnerBackend>(device).params();
         let members = program.seeds.len();
         Ok(Self {

@@ -7,7 +7,7 @@
 //! (and the copies behind it) took several times longer to schedule than to compute.
 
 use burn::tensor::backend::Backend;
-use quench_data::{Dataset, Loader, LoaderConfig, Mode};
+use quench_data::{Dataset, Loader, Mode};
 use quench_device::threefry::{StreamKey, fill_uniforms};
 
 use super::{DROPOUT_STREAM, Members, Program, part_values};
@@ -76,17 +76,7 @@ impl<'a, B: Backend> HostMembers<'a, B> {
         device: &B::Device,
     ) -> Result<Self, QrngError> {
         let config = program.config;
-        let loader = Loader::new(
-            program.train.clone(),
-            &program.shuffles(),
-            &LoaderConfig {
-                batch_size: config.batch_size,
-                shuffle: true,
-                drop_last: false,
-                mode: Mode::ON_CALLER,
-            },
-            device,
-        )?;
+        let loader = program.loader(Mode::ON_CALLER, device)?;
         let network = HostMlp::from_ensemble(&program.network::<B>(device));
         let part = |pick| {
             let (features, labels, samples) = part_values(data, &program.splits, pick);
