@@ -101,7 +101,6 @@ pub fn run_peer(python: &Python, peer: &Peer, device: &str) -> anyhow::Result<Pe
         .arg(&script)
         .args(&peer.args)
         .args(["--device", device])
-        .current_dir(script.parent().unwrap_or(Path::new(".")))
         .output()
         .with_context(|| format!("cannot start {}", python.path.display()))?;
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -170,7 +169,9 @@ pub(crate) mod tests {
     pub(crate) fn fake_python(dir: &Path, line: &str) -> Python {
         let path = dir.join("python");
         let script = format!(
-            "#!/bin/sh\nif [ \"$1\" = -c ]; then echo 9.9.9; exit 0; fi\necho 'warming up'\necho '{line}'\n"
+            "#!/bin/sh\nif [ \"$1\" = -c ]; then echo 9.9.9; exit 0; fi\n\
+             [ -f \"$1\" ] || {{ echo \"cannot open $1\" >&2; exit 2; }}\n\
+             echo 'warming up'\necho '{line}'\n"
         );
         std::fs::write(&path, script).unwrap();
         #[cfg(unix)]
