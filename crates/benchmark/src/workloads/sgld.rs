@@ -12,10 +12,12 @@ use std::path::PathBuf;
 use burn::tensor::backend::AutodiffBackend;
 use quench_device::files::in_working_folder_or_source_tree;
 use quench_train::sgld::{
-    BoundedLoss, Execution, GridConfig, GridData, GridResult, LossScale, NoiseSource, run_grid,
+    BoundedLoss, DatasetKind, Execution, GridConfig, GridData, GridResult, LossScale, NoiseSource,
+    run_grid,
 };
 use serde::Deserialize;
 
+use crate::peers::Peer;
 use crate::workload::{
     Claim, PrecisionRole, Quality, TableWorkload, Tolerance, Variant, VariantContext,
     VariantOutcome, claimed, time_runs,
@@ -165,6 +167,52 @@ impl TableWorkload for SgldGrid {
         &VARIANTS
     }
 
+    /// The grid's chains one at a time through autograd, on SYNTH only (the peer draws its own
+    /// SYNTH points; MNIST grids have no peer yet).
+    fn peer(&self, params: &Params) -> Option<Peer> {
+        let config = grid(params).ok()?;
+        if config.dataset != DatasetKind::Synth {
+            return None;
+        }
+        let list = |values: Vec<String>| values.join(",");
+        let mut args = vec![
+            "--betas".into(),
+            list(config.betas.iter().map(f64::to_string).collect()),
+            "--epochs".into(),
+            list(config.epochs.iter().map(usize::to_string).collect()),
+            "--a0".into(),
+            list(config.a0.iter().map(f64::to_string).collect()),
+            "--repetitions".into(),
+            config.repetitions.to_string(),
+            "--batch-size".into(),
+            config.batch_size.to_string(),
+            "--hidden".into(),
+            config.hidden.to_string(),
+            "--l-max".into(),
+            config.l_max.to_string(),
+            "--loss".into(),
+            match config.loss {
+                LossScale::Unit => "unit".into(),
+                LossScale::Raw => "raw".into(),
+            },
+            "--prior-sigma".into(),
+            config.prior_sigma.to_string(),
+            "--train".into(),
+            config.synth.train.to_string(),
+            "--test".into(),
+            config.synth.test.to_string(),
+            "--seed".into(),
+            config.seed.to_string(),
+        ];
+        if config.synth.random_labels {
+            args.push("--random-labels".into());
+        }
+        Some(Peer {
+            script: "sgld.py",
+            args,
+        })
+    }
+
     fn run_variant<B: AutodiffBackend>(
         &self,
         variant: &Variant<Plan>,
@@ -286,6 +334,27 @@ mod tests {
             .into_iter()
             .find(|v| v.name == name)
             .unwrap()
+    }
+
+    #[test]
+    fn the_peer_takes_the_synth_grid_and_leaves_mnist_out() {
+        let params = |config: &str| {
+            let table: toml::Table = format!("config = \"{config}\"").parse().unwrap();
+            table
+        };
+        let peer = Workload::peer(&SgldGrid, &params("configs/sgld/synth-test.toml")).unwrap();
+        assert_eq!(peer.script, "sgld.py");
+        let args = peer.args.join(" ");
+        assert!(
+            args.contains("--betas 0,1,10 --epochs 1,10,50 --a0 0.0000001,0.0000001,0.1"),
+            "{args}"
+        );
+        assert!(
+            args.contains("--loss unit") && !args.contains("--random-labels"),
+            "{args}"
+        );
+        assert!(Workload::peer(&SgldGrid, &params("configs/sgld/mnist-test.toml")).is_none());
+        assert!(Workload::peer(&SgldGrid, &params("/nonexistent.toml")).is_none());
     }
 
     #[test]

@@ -1,0 +1,115 @@
+"""PyTorch peer of Quench's `sgld` workload (guide 002) on SYNTH, written from
+shared/WORKLOADS.md: every (beta, repetition) chain of the grid run the original's way, one chain
+at a time through autograd, noise from torch.randn.
+
+Prints one JSON line: the time per grid epoch (the run's time over the grid's largest epoch
+count, as Quench's `grid epoch`) and the mean test 0-1 error over repetitions at the last beta.
+SYNTH is drawn here with torch's generator (seed + repetition), so the points are not Quench's;
+the distribution is.
+"""
+
+import argparse
+import json
+import math
+import time
+
+import torch
+from torch import nn
+
+
+def floats(text):
+    return [float(v) for v in text.split(",")]
+
+
+def synth(seed, n_train, n_test, random_labels):
+    g = torch.Generator().manual_seed(seed)
+    direction = torch.randn(4, generator=g)
+    w = torch.randn(1, generator=g).abs() * direction / direction.norm()
+    x = torch.randn(n_train + n_test, 4, generator=g)
+    if random_labels:
+        y = torch.bernoulli(torch.full((n_train + n_test,), 0.5), generator=g)
+    else:
+        y = (x @ w > 0).float()
+    return x[:n_train], y[:n_train], x[n_train:], y[n_train:]
+
+
+def bounded_loss(logits, y, l_max):
+    """Mean of clamp(-log psi, 0, l_max), psi = e^-l + (1 - 2 e^-l) p(true class)."""
+    p = torch.sigmoid(logits)
+    p_true = torch.where(y > 0.5, p, 1 - p)
+    floor = math.exp(-l_max)
+    psi = floor + (1 - 2 * floor) * p_true
+    return (-psi.log()).clamp(0, l_max).mean()
+
+
+def chain(data, beta, epochs, a0, args):
+    x, y, xt, yt = data
+    model = nn.Sequential(nn.Linear(4, args.hidden), nn.ReLU(), nn.Linear(args.hidden, 1))
+    scale = 1.0 / args.l_max if args.loss == "unit" else 1.0
+    n = len(y)
+    for epoch in range(epochs):
+        lr = a0 / math.sqrt(epoch + 1)
+        order = torch.randperm(n)
+        for start in range(0, n, args.batch_size):
+            batch = order[start : start + args.batch_size]
+            model.zero_grad()
+            loss = bounded_loss(model(x[batch]).squeeze(1), y[batch], args.l_max) * scale
+            loss.backward()
+            with torch.no_grad():
+                for p in model.parameters():
+                    xi = torch.randn_like(p)
+                    if beta > 0:
+                        p -= lr / 2 * (p.grad + p / args.prior_sigma**2)
+                        p -= math.sqrt(lr / beta) * xi
+                    else:
+                        p -= lr * xi
+    with torch.no_grad():
+        return float(((model(xt).squeeze(1) > 0).float() != yt).float().mean())
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--betas", type=floats, required=True)
+    parser.add_argument("--epochs", type=lambda t: [int(v) for v in t.split(",")], required=True)
+    parser.add_argument("--a0", type=floats, required=True)
+    parser.add_argument("--repetitions", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=10)
+    parser.add_argument("--hidden", type=int, default=500)
+    parser.add_argument("--l-max", type=float, default=4.0)
+    parser.add_argument("--loss", choices=["unit", "raw"], default="unit")
+    parser.add_argument("--prior-sigma", type=float, default=1000.0)
+    parser.add_argument("--train", type=int, default=50)
+    parser.add_argument("--test", type=int, default=100)
+    parser.add_argument("--random-labels", action="store_true")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args()
+    if args.device != "cpu":
+        raise SystemExit("the sgld peer runs on the CPU only (its chains are tiny)")
+    if not (len(args.betas) == len(args.epochs) == len(args.a0)):
+        raise SystemExit("--betas, --epochs and --a0 need one value per beta")
+    torch.manual_seed(args.seed)
+    start = time.perf_counter()
+    last = []
+    for r in range(args.repetitions):
+        data = synth(args.seed + r, args.train, args.test, args.random_labels)
+        for k, (beta, epochs, a0) in enumerate(zip(args.betas, args.epochs, args.a0)):
+            error = chain(data, beta, epochs, a0, args)
+            if k == len(args.betas) - 1:
+                last.append(error)
+    seconds = time.perf_counter() - start
+    print(json.dumps({
+        "workload": "sgld",
+        "variant": "pytorch",
+        "per_iteration_s": seconds / max(args.epochs),
+        "iteration_unit": "grid epoch",
+        "quality_metric": f"test 0-1 error at beta {args.betas[-1]:g} (mean of {args.repetitions} repetitions)",
+        "quality": sum(last) / len(last),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "device": args.device,
+    }))
+
+
+if __name__ == "__main__":
+    main()
