@@ -1,5 +1,5 @@
 //! `benchmark compare A B`: per-variant ratios of two reports (CPU against GPU, before
-//! against after a change).
+//! against after a change), with each report's PyTorch peer where it ran one.
 
 use std::fmt::Write as _;
 
@@ -27,13 +27,26 @@ pub fn compare(a: &Report, b: &Report) -> String {
         "workload/variant", "A per iter", "B per iter", "A/B"
     );
     let mut missing = Vec::new();
+    let ratio = |x: Option<f64>| x.map_or("-".into(), |r| format!("{r:.2}x"));
     for wa in &a.workloads {
+        let wb = b.workloads.iter().find(|w| w.name == wa.name);
+        if let (Some(pa), Some(pb)) = (&wa.peer, wb.and_then(|w| w.peer.as_ref())) {
+            let _ = writeln!(
+                out,
+                "{:<40} {:>12} {:>12} {:>8.2}x  {} {} -> {} (torch {} -> {})",
+                format!("{}/pytorch", wa.name),
+                seconds(pa.per_iteration_s),
+                seconds(pb.per_iteration_s),
+                pa.per_iteration_s / pb.per_iteration_s,
+                pa.quality_metric,
+                significant(pa.quality),
+                significant(pb.quality),
+                pa.torch,
+                pb.torch
+            );
+        }
         for va in &wa.variants {
-            let found = b
-                .workloads
-                .iter()
-                .find(|w| w.name == wa.name)
-                .and_then(|w| w.variants.iter().find(|v| v.name == va.name));
+            let found = wb.and_then(|w| w.variants.iter().find(|v| v.name == va.name));
             let Some(vb) = found else {
                 missing.push(format!("{}/{}", wa.name, va.name));
                 continue;
@@ -46,6 +59,15 @@ pub fn compare(a: &Report, b: &Report) -> String {
                     significant(qb.value)
                 ),
                 _ => "-".into(),
+            };
+            let quality = if va.vs_pytorch.is_some() || vb.vs_pytorch.is_some() {
+                format!(
+                    "{quality}; vs PyTorch {} -> {}",
+                    ratio(va.vs_pytorch),
+                    ratio(vb.vs_pytorch)
+                )
+            } else {
+                quality
             };
             let _ = writeln!(
                 out,
@@ -81,6 +103,16 @@ mod tests {
             .find(|l| l.starts_with("qrng-classifier/batched"))
             .unwrap();
         assert!(line.contains("2.00x"), "{line}");
+        // The sample's peer takes 0.5 s: batched was 5x PyTorch in A; B's own ratio is kept.
+        assert!(line.ends_with("vs PyTorch 5.00x -> 5.00x"), "{line}");
+        let peer = text
+            .lines()
+            .find(|l| l.starts_with("qrng-classifier/pytorch"))
+            .unwrap();
+        assert!(
+            peer.contains("1.00x") && peer.contains("torch 2.15.0 -> 2.15.0"),
+            "{peer}"
+        );
         assert!(
             text.contains("only in A: qrng-classifier/baseline"),
             "{text}"

@@ -1,5 +1,5 @@
-//! SVG plots of a report: per workload, measured speed-ups against the claimed ranges, and
-//! quality against time.
+//! SVG plots of a report: per workload, measured speed-ups against the claimed ranges (and
+//! PyTorch's level, where the run had a peer), and quality against time.
 
 use std::path::{Path, PathBuf};
 
@@ -26,12 +26,23 @@ pub fn write_plots(workloads: &[WorkloadReport], dir: &Path) -> anyhow::Result<V
     Ok(written)
 }
 
-/// Bars of measured speed-up per variant, with the guide's claimed range drawn over each bar.
+/// PyTorch's speed over the baseline's, where the workload ran a peer in the baseline's unit.
+fn pytorch_level(w: &WorkloadReport) -> Option<f64> {
+    let peer = w.peer.as_ref()?;
+    let baseline = w.variants.iter().find(|v| v.baseline)?;
+    (baseline.iteration_unit == peer.iteration_unit)
+        .then(|| baseline.per_iteration_s.median / peer.per_iteration_s)
+}
+
+/// Bars of measured speed-up per variant, with the guide's claimed range drawn over each bar
+/// and PyTorch's level as a green line.
 fn speedup_plot(w: &WorkloadReport, path: &Path) -> anyhow::Result<()> {
     let bars: Vec<&VariantReport> = w.variants.iter().filter(|v| !v.baseline).collect();
+    let pytorch = pytorch_level(w);
     let top = bars
         .iter()
         .flat_map(|v| [v.speedup.unwrap_or(0.0), v.claim.map_or(0.0, |c| c.high)])
+        .chain(pytorch)
         .fold(1.0f64, f64::max)
         * 1.15;
     let root = SVGBackend::new(path, (760, 420)).into_drawing_area();
@@ -40,8 +51,13 @@ fn speedup_plot(w: &WorkloadReport, path: &Path) -> anyhow::Result<()> {
         let mut chart = ChartBuilder::on(&root)
             .caption(
                 format!(
-                    "{}: measured speed-up (bars) vs claimed (red ranges)",
-                    w.name
+                    "{}: measured speed-up (bars) vs claimed (red ranges){}",
+                    w.name,
+                    if pytorch.is_some() {
+                        ", PyTorch (green)"
+                    } else {
+                        ""
+                    }
                 ),
                 ("sans-serif", 18),
             )
@@ -90,6 +106,15 @@ fn speedup_plot(w: &WorkloadReport, path: &Path) -> anyhow::Result<()> {
             ],
             BLACK.mix(0.5),
         ))?;
+        if let Some(level) = pytorch {
+            chart.draw_series(LineSeries::new(
+                [
+                    (SegmentValue::Exact(0), level),
+                    (SegmentValue::Exact(bars.len()), level),
+                ],
+                GREEN.stroke_width(2),
+            ))?;
+        }
         root.present()?;
         Ok(())
     };
@@ -190,6 +215,14 @@ mod tests {
             "{}",
             &svg[..200.min(svg.len())]
         );
+        // The sample's baseline takes 0.4 s an epoch and its peer 0.5 s.
+        assert!(svg.contains("PyTorch (green)"));
+        assert_eq!(pytorch_level(&report.workloads[0]), Some(0.8));
+        let mut other_unit = report.workloads[0].clone();
+        if let Some(peer) = other_unit.peer.as_mut() {
+            peer.iteration_unit = "step".into();
+        }
+        assert_eq!(pytorch_level(&other_unit), None);
         std::fs::remove_dir_all(dir).unwrap();
     }
 
