@@ -9,7 +9,6 @@ mean test accuracy.
 """
 
 import argparse
-import json
 import math
 import time
 
@@ -17,7 +16,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from qrng_gan import read_bit_strings
+from common import read_bit_strings, report
 
 
 def split(n, seed, test_fraction=0.2, validation_fraction=0.2):
@@ -108,19 +107,16 @@ def main():
     seconds, outcomes = runs[len(runs) // 2]
     epochs = sum(e for _, e, _ in outcomes)
     samples = sum(e * n for _, e, n in outcomes)
-    print(json.dumps({
-        "workload": "qrng-classifier",
-        "variant": "pytorch",
-        "per_iteration_s": seconds * len(seeds) / epochs,
-        "iteration_unit": "epoch (all seeds)",
-        "throughput": samples / seconds,
-        "throughput_unit": "samples/s",
-        "quality_metric": "mean test accuracy",
-        "quality": sum(a for a, _, _ in outcomes) / len(outcomes),
-        "torch": torch.__version__,
-        "threads": torch.get_num_threads(),
-        "device": args.device,
-    }))
+    report(
+        "qrng-classifier",
+        seconds * len(seeds) / epochs,
+        "epoch (all seeds)",
+        "mean test accuracy",
+        sum(a for a, _, _ in outcomes) / len(outcomes),
+        args.device,
+        throughput=samples / seconds,
+        throughput_unit="samples/s",
+    )
 
 
 if __name__ == "__main__":

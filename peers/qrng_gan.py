@@ -8,26 +8,12 @@ Prints one JSON line: the time per epoch of the whole tournament (all matches, a
 
 import argparse
 import itertools
-import json
 import time
 
 import torch
 from torch import nn
 
-
-def read_bit_strings(path):
-    """Lines of '0'/'1' characters followed by an integer label."""
-    lines, labels = [], []
-    with open(path) as f:
-        for number, line in enumerate(f, 1):
-            parts = line.split()
-            if not parts:
-                continue
-            if len(parts) != 2 or set(parts[0]) - {"0", "1"}:
-                raise SystemExit(f"{path}:{number}: expected '<bits> <label>'")
-            lines.append(parts[0])
-            labels.append(int(parts[1]))
-    return lines, labels
+from common import read_bit_strings, report
 
 
 def frequencies(lines, labels, bits):
@@ -111,17 +97,14 @@ def main():
             torch.cuda.synchronize()
         times.append((time.perf_counter() - start) / args.epochs)
     times.sort()
-    print(json.dumps({
-        "workload": "qrng-gan",
-        "variant": "pytorch",
-        "per_iteration_s": times[len(times) // 2],
-        "iteration_unit": "epoch (all matches)",
-        "quality_metric": "mean final KL(p_real || g)",
-        "quality": sum(finals) / len(finals),
-        "torch": torch.__version__,
-        "threads": torch.get_num_threads(),
-        "device": args.device,
-    }))
+    report(
+        "qrng-gan",
+        times[len(times) // 2],
+        "epoch (all matches)",
+        "mean final KL(p_real || g)",
+        sum(finals) / len(finals),
+        args.device,
+    )
 
 
 if __name__ == "__main__":

@@ -9,12 +9,13 @@ the distribution is.
 """
 
 import argparse
-import json
 import math
 import time
 
 import torch
 from torch import nn
+
+from common import report
 
 
 def floats(text):
@@ -98,17 +99,14 @@ def main():
             if k == len(args.betas) - 1:
                 last.append(error)
     seconds = time.perf_counter() - start
-    print(json.dumps({
-        "workload": "sgld",
-        "variant": "pytorch",
-        "per_iteration_s": seconds / max(args.epochs),
-        "iteration_unit": "grid epoch",
-        "quality_metric": f"test 0-1 error at beta {args.betas[-1]:g} (mean of {args.repetitions} repetitions)",
-        "quality": sum(last) / len(last),
-        "torch": torch.__version__,
-        "threads": torch.get_num_threads(),
-        "device": args.device,
-    }))
+    report(
+        "sgld",
+        seconds / max(args.epochs),
+        "grid epoch",
+        f"test 0-1 error at beta {args.betas[-1]:g} (mean of {args.repetitions} repetitions)",
+        sum(last) / len(last),
+        args.device,
+    )
 
 
 if __name__ == "__main__":
