@@ -325,7 +325,8 @@ fn run_peers(args: &PeersArgs) -> anyhow::Result<()> {
         &workloads,
     )?;
     for (workload, _, params) in planned {
-        match peers::measure(python.as_ref().ok(), workload.peer(&params), &device) {
+        let found = python.as_ref().map_err(String::as_str);
+        match peers::measure(found, workload.peer(&params), &device) {
             Ok(p) => println!(
                 "{}/pytorch [torch {}, {}]  {} /{}  {} {}",
                 workload.name(),

@@ -149,14 +149,15 @@ pub fn peer_device(machine_device: &str) -> String {
     }
 }
 
-/// Runs `peer` if there is one and a Python to run it: the report, or why there is none.
+/// Runs `peer` if there is one and a Python to run it (`python`: what [`find_python`] found,
+/// or why it found none): the report, or why there is none.
 pub fn measure(
-    python: Option<&Python>,
+    python: Result<&Python, &str>,
     peer: Option<Peer>,
     device: &str,
 ) -> Result<PeerReport, String> {
     let peer = peer.ok_or("no PyTorch peer for this workload or its data (yet)")?;
-    let python = python.ok_or("no Python with torch (see the run's first lines)")?;
+    let python = python?;
     run_peer(python, &peer, device).map_err(|e| crate::one_line(&e))
 }
 
@@ -207,7 +208,7 @@ pub(crate) mod tests {
             "{err}"
         );
         assert!(
-            measure(None, None, "cpu")
+            measure(Err("no Python"), None, "cpu")
                 .unwrap_err()
                 .contains("no PyTorch peer")
         );

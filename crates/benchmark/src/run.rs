@@ -188,7 +188,8 @@ pub fn run_suite(
                 .last_mut()
                 .unwrap_or_else(|| unreachable!("pushed above"));
             let device = peers::peer_device(&report.machine.device);
-            match peers::measure(python.as_ref().ok(), workload.peer(&params), &device) {
+            let python = python.as_ref().map_err(String::as_str);
+            match peers::measure(python, workload.peer(&params), &device) {
                 Ok(peer) => {
                     for v in &mut entry.variants {
                         v.vs_pytorch = (v.iteration_unit == peer.iteration_unit)
@@ -196,13 +197,7 @@ pub fn run_suite(
                     }
                     entry.peer = Some(peer);
                 }
-                Err(why) => {
-                    let why = match python {
-                        Err(none) if why.starts_with("no Python") => none.clone(),
-                        _ => why,
-                    };
-                    entry.peer_missing = Some(why);
-                }
+                Err(why) => entry.peer_missing = Some(why),
             }
             keep(&report)?;
         }

@@ -335,14 +335,12 @@ impl HostMlp {
                 for d in delta[m * rows * fan_out..(m + 1) * rows * fan_out].chunks_exact(fan_out) {
                     sum.iter_mut().zip(d).for_each(|(s, &v)| *s += v);
                 }
-                for (((b, g), m1), m2) in layer.bias[span.clone()]
-                    .iter_mut()
-                    .zip(sum)
-                    .zip(&mut first.bias[span.clone()])
-                    .zip(&mut second.bias[span])
-                {
-                    update.apply(b, g, m1, m2);
-                }
+                update.apply_all(
+                    &mut layer.bias[span.clone()],
+                    &sum,
+                    &mut first.bias[span.clone()],
+                    &mut second.bias[span],
+                );
             }
             let lanes = lanes_for(members * rows * fan_in * fan_out);
             let piece = fan_in.div_ceil(lanes).max(1) * fan_out;
@@ -525,9 +523,8 @@ impl HostAdam {
                     .zip(m2.chunks_mut(per))
                     .zip(&updates)
                 {
-                    let Some(update) = update else { continue };
-                    for (((p, &g), m1), m2) in p.iter_mut().zip(g).zip(m1).zip(m2) {
-                        update.apply(p, g, m1, m2);
+                    if let Some(update) = update {
+                        update.apply_all(p, g, m1, m2);
                     }
                 }
             }
@@ -596,9 +593,7 @@ impl WeightRows<'_> {
                 let xi = inputs[r * fan_in + i];
                 gradient.iter_mut().zip(d).for_each(|(g, &v)| *g += xi * v);
             }
-            for (((p, &g), m1), m2) in w.iter_mut().zip(&gradient).zip(m1).zip(m2) {
-                update.apply(p, g, m1, m2);
-            }
+            update.apply_all(w, &gradient, m1, m2);
         }
         (self.member, self.first_row, below)
     }

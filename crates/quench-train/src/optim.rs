@@ -256,6 +256,14 @@ impl AdamUpdate {
         let denom = v.sqrt() / self.root_correction + self.eps;
         *p = *p * self.decay - *m / denom * self.step_size;
     }
+
+    /// [`apply`](Self::apply) to every value of `p` with its gradient in `g` and its moments
+    /// in `m`, `v` (all of one length).
+    pub fn apply_all(&self, p: &mut [f32], g: &[f32], m: &mut [f32], v: &mut [f32]) {
+        for (((p, &g), m), v) in p.iter_mut().zip(g).zip(m).zip(v) {
+            self.apply(p, g, m, v);
+        }
+    }
 }
 
 /// The fused update on host memory.
@@ -337,15 +345,7 @@ struct Job<'a> {
 impl Job<'_> {
     /// The op-by-op formulas in one pass.
     fn run(self) {
-        for (((p, &g), m), v) in self
-            .p
-            .iter_mut()
-            .zip(self.g)
-            .zip(self.m.iter_mut())
-            .zip(self.v.iter_mut())
-        {
-            self.step.apply(p, g, m, v);
-        }
+        self.step.apply_all(self.p, self.g, self.m, self.v);
     }
 }
 

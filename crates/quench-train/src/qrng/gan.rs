@@ -461,9 +461,10 @@ fn train_gan_host<B: Backend>(
     let (log_epsilon, one_plus) = (LOG_EPSILON as f32, (1.0 + LOG_EPSILON) as f32);
     let mut history = Vec::with_capacity(config.epochs);
     for _ in 0..config.epochs {
-        let g_trace = generator.forward(&noise.draw_host(), 1);
+        let mut g_trace = generator.forward(&noise.draw_host(), 1);
         let d_trace = discriminator.forward(&coords, points);
-        let mut g = g_trace.output.clone();
+        // The fused step reads the trace's inputs, not its output: the logits become g.
+        let mut g = std::mem::take(&mut g_trace.output);
         g.chunks_exact_mut(points).for_each(softmax_in_place);
         history.push(kl_metric(
             target.clone(),
