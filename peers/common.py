@@ -2,6 +2,7 @@
 reads back (`crates/benchmark/src/peers.rs`)."""
 
 import json
+import time
 
 import torch
 
@@ -21,6 +22,32 @@ def read_bit_strings(path):
     return lines, labels
 
 
+def add_timing_args(parser):
+    """`--warmup` and `--repeats`, which Quench passes from the suite's timing (or from the
+    workload's own count of timed runs, where its parameters set one)."""
+    parser.add_argument("--warmup", type=int, default=0, help="untimed runs first")
+    parser.add_argument("--repeats", type=int, default=1, help="timed runs (the median is kept)")
+
+
+def timed(run, args):
+    """Runs `run()` `args.warmup` times untimed, then `args.repeats` times timed, waiting for
+    the device after each: the median run's (seconds, output)."""
+    if args.warmup < 0 or args.repeats < 1:
+        raise SystemExit(f"--warmup {args.warmup} --repeats {args.repeats}: need >= 0 and >= 1")
+
+    def once():
+        start = time.perf_counter()
+        out = run()
+        if str(args.device).startswith("cuda"):
+            torch.cuda.synchronize()
+        return time.perf_counter() - start, out
+
+    for _ in range(args.warmup):
+        once()
+    runs = sorted((once() for _ in range(args.repeats)), key=lambda r: r[0])
+    return runs[len(runs) // 2]
+
+
 def report(workload, per_iteration_s, iteration_unit, quality_metric, quality, device, **extra):
     """Prints the peer's line: time per iteration in the workload's own unit and its quality."""
     print(json.dumps({
@@ -35,3 +62,45 @@ def report(workload, per_iteration_s, iteration_unit, quality_metric, quality, d
         "device": device,
         **extra,
     }))
+
+
+def read_idx(path):
+    """An IDX file (MNIST's format), gzipped or not: a uint8 tensor of the header's shape."""
+    import gzip
+    import struct
+
+    opener = gzip.open if str(path).endswith(".gz") else open
+    try:
+        with opener(path, "rb") as f:
+            head = f.read(4)
+            if len(head) != 4 or head[0] != 0 or head[1] != 0 or head[2] != 0x08:
+                raise SystemExit(f"{path}: not an unsigned-byte IDX file (magic {head.hex()})")
+            dims = struct.unpack(f">{head[3]}I", f.read(4 * head[3]))
+            count = 1
+            for d in dims:
+                count *= d
+            body = f.read(count)
+    except OSError as err:
+        raise SystemExit(f"{path}: {err}")
+    if len(body) != count:
+        raise SystemExit(f"{path}: {len(body)} bytes of data, the header declares {count}")
+    return torch.frombuffer(bytearray(body), dtype=torch.uint8).reshape(dims)
+
+
+def mnist_split(directory, split):
+    """Images [n, 28, 28] (uint8) and labels [n] of `split` ("train" or "t10k") in
+    `directory`, each file plain or gzipped, as Quench finds them."""
+    import os
+
+    def find(stem):
+        for name in (stem, stem + ".gz"):
+            path = os.path.join(directory, name)
+            if os.path.exists(path):
+                return path
+        raise SystemExit(f"{directory}: no {stem} or {stem}.gz")
+
+    images = read_idx(find(f"{split}-images-idx3-ubyte"))
+    labels = read_idx(find(f"{split}-labels-idx1-ubyte"))
+    if len(images) != len(labels):
+        raise SystemExit(f"{directory}: {len(images)} {split} images but {len(labels)} labels")
+    return images, labels

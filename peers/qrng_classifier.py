@@ -10,13 +10,12 @@ mean test accuracy.
 
 import argparse
 import math
-import time
 
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from common import read_bit_strings, report
+from common import add_timing_args, read_bit_strings, report, timed
 
 
 def split(n, seed, test_fraction=0.2, validation_fraction=0.2):
@@ -89,22 +88,16 @@ def main():
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--dropout", type=float, default=0.2)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--repeats", type=int, default=1)
+    add_timing_args(parser)
     args = parser.parse_args()
     lines, labels = read_bit_strings(args.data)
     classes = sorted(set(labels))
     x = torch.tensor([[c == "1" for c in line] for line in lines], dtype=torch.float32)
     y = torch.tensor([classes.index(l) for l in labels])
     seeds = [int(s) for s in args.seeds.split(",")]
-    runs = []
-    for _ in range(args.repeats):
-        start = time.perf_counter()
-        outcomes = [train_seed(x, y, len(classes), seed, args) for seed in seeds]
-        if args.device.startswith("cuda"):
-            torch.cuda.synchronize()
-        runs.append((time.perf_counter() - start, outcomes))
-    runs.sort(key=lambda r: r[0])
-    seconds, outcomes = runs[len(runs) // 2]
+    seconds, outcomes = timed(
+        lambda: [train_seed(x, y, len(classes), seed, args) for seed in seeds], args
+    )
     epochs = sum(e for _, e, _ in outcomes)
     samples = sum(e * n for _, e, n in outcomes)
     report(

@@ -8,12 +8,11 @@ Prints one JSON line: the time per epoch of the whole tournament (all matches, a
 
 import argparse
 import itertools
-import time
 
 import torch
 from torch import nn
 
-from common import read_bit_strings, report
+from common import add_timing_args, read_bit_strings, report, timed
 
 
 def frequencies(lines, labels, bits):
@@ -81,25 +80,23 @@ def main():
     parser.add_argument("--seeds", default="42")
     parser.add_argument("--bits", type=int, default=64)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--repeats", type=int, default=1)
+    add_timing_args(parser)
     args = parser.parse_args()
     lines, labels = read_bit_strings(args.data)
     sources = frequencies(lines, labels, args.bits)
     seeds = [int(s) for s in args.seeds.split(",")]
-    times, finals = [], []
-    for _ in range(args.repeats):
-        start = time.perf_counter()
-        finals = []
-        for (_, f_a), (_, f_b) in itertools.combinations(sources, 2):
-            for seed in seeds:
-                finals.append(play(target(f_a, f_b), args.bits, args.epochs, seed, args.device)[-1])
-        if args.device.startswith("cuda"):
-            torch.cuda.synchronize()
-        times.append((time.perf_counter() - start) / args.epochs)
-    times.sort()
+
+    def tournament():
+        return [
+            play(target(f_a, f_b), args.bits, args.epochs, seed, args.device)[-1]
+            for (_, f_a), (_, f_b) in itertools.combinations(sources, 2)
+            for seed in seeds
+        ]
+
+    seconds, finals = timed(tournament, args)
     report(
         "qrng-gan",
-        times[len(times) // 2],
+        seconds / args.epochs,
         "epoch (all matches)",
         "mean final KL(p_real || g)",
         sum(finals) / len(finals),

@@ -1,21 +1,24 @@
-"""PyTorch peer of Quench's `sgld` workload (guide 002) on SYNTH, written from
-shared/WORKLOADS.md: every (beta, repetition) chain of the grid run the original's way, one chain
-at a time through autograd, noise from torch.randn.
+"""PyTorch peer of Quench's `sgld` workload (guide 002), written from shared/WORKLOADS.md: every
+(beta, repetition) chain of the grid run the original's way, one chain at a time through
+autograd, noise from torch.randn.
 
 Prints one JSON line: the time per grid epoch (the run's time over the grid's largest epoch
 count, as Quench's `grid epoch`) and the mean test 0-1 error over repetitions at the last beta.
-SYNTH is drawn here with torch's generator (seed + repetition), so the points are not Quench's;
-the distribution is.
+
+Data: SYNTH drawn here with torch's generator (seed + repetition), so the points are not
+Quench's but the distribution is; or, with `--mnist-dir`, MNIST-binary from the same IDX files
+Quench reads: `--per-class` training images of each of classes 0 and 1 drawn with the seed
+(the same count, not the same images), every test image of the two classes, normalised
+`(p / 255 - mean) / std`, one set shared by every chain.
 """
 
 import argparse
 import math
-import time
 
 import torch
 from torch import nn
 
-from common import report
+from common import add_timing_args, mnist_split, report, timed
 
 
 def floats(text):
@@ -34,6 +37,29 @@ def synth(seed, n_train, n_test, random_labels):
     return x[:n_train], y[:n_train], x[n_train:], y[n_train:]
 
 
+def mnist_binary(directory, per_class, mean, std, seed):
+    g = torch.Generator().manual_seed(seed)
+
+    def binary(images, labels, take):
+        rows = []
+        for cls in (0, 1):
+            of_class = (labels == cls).nonzero().squeeze(1)
+            if len(of_class) < take.get(cls, 0):
+                raise SystemExit(
+                    f"--per-class {per_class}: class {cls} has only {len(of_class)} images"
+                )
+            if cls in take:
+                of_class = of_class[torch.randperm(len(of_class), generator=g)[: take[cls]]]
+            rows.append(of_class)
+        picked = torch.cat(rows)
+        x = (images[picked].reshape(len(picked), -1).float() / 255 - mean) / std
+        return x, (labels[picked] == 1).float()
+
+    x, y = binary(*mnist_split(directory, "train"), {0: per_class, 1: per_class})
+    xt, yt = binary(*mnist_split(directory, "t10k"), {})
+    return x, y, xt, yt
+
+
 def bounded_loss(logits, y, l_max):
     """Mean of clamp(-log psi, 0, l_max), psi = e^-l + (1 - 2 e^-l) p(true class)."""
     p = torch.sigmoid(logits)
@@ -45,7 +71,7 @@ def bounded_loss(logits, y, l_max):
 
 def chain(data, beta, epochs, a0, args):
     x, y, xt, yt = data
-    model = nn.Sequential(nn.Linear(4, args.hidden), nn.ReLU(), nn.Linear(args.hidden, 1))
+    model = nn.Sequential(nn.Linear(x.shape[1], args.hidden), nn.ReLU(), nn.Linear(args.hidden, 1))
     scale = 1.0 / args.l_max if args.loss == "unit" else 1.0
     n = len(y)
     for epoch in range(epochs):
@@ -82,23 +108,34 @@ def main():
     parser.add_argument("--train", type=int, default=50)
     parser.add_argument("--test", type=int, default=100)
     parser.add_argument("--random-labels", action="store_true")
+    parser.add_argument("--mnist-dir", help="MNIST-binary from these IDX files instead of SYNTH")
+    parser.add_argument("--per-class", type=int, default=5000)
+    parser.add_argument("--mean", type=float, default=0.1307)
+    parser.add_argument("--std", type=float, default=0.3081)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu")
+    add_timing_args(parser)
     args = parser.parse_args()
     if args.device != "cpu":
         raise SystemExit("the sgld peer runs on the CPU only (its chains are tiny)")
     if not (len(args.betas) == len(args.epochs) == len(args.a0)):
         raise SystemExit("--betas, --epochs and --a0 need one value per beta")
-    torch.manual_seed(args.seed)
-    start = time.perf_counter()
-    last = []
-    for r in range(args.repetitions):
-        data = synth(args.seed + r, args.train, args.test, args.random_labels)
-        for k, (beta, epochs, a0) in enumerate(zip(args.betas, args.epochs, args.a0)):
-            error = chain(data, beta, epochs, a0, args)
-            if k == len(args.betas) - 1:
-                last.append(error)
-    seconds = time.perf_counter() - start
+    shared = None
+    if args.mnist_dir:
+        shared = mnist_binary(args.mnist_dir, args.per_class, args.mean, args.std, args.seed)
+
+    def grid():
+        torch.manual_seed(args.seed)
+        last = []
+        for r in range(args.repetitions):
+            data = shared or synth(args.seed + r, args.train, args.test, args.random_labels)
+            for k, (beta, epochs, a0) in enumerate(zip(args.betas, args.epochs, args.a0)):
+                error = chain(data, beta, epochs, a0, args)
+                if k == len(args.betas) - 1:
+                    last.append(error)
+        return last
+
+    seconds, last = timed(grid, args)
     report(
         "sgld",
         seconds / max(args.epochs),

@@ -326,7 +326,7 @@ fn run_peers(args: &PeersArgs) -> anyhow::Result<()> {
     )?;
     for (workload, _, params) in planned {
         let found = python.as_ref().map_err(String::as_str);
-        match peers::measure(found, workload.peer(&params), &device) {
+        match peers::measure(found, workload.peer(&params), &device, suite.timing) {
             Ok(p) => println!(
                 "{}/pytorch [torch {}, {}]  {} /{}  {} {}",
                 workload.name(),

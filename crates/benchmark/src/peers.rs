@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::Context as _;
+use quench_device::TimingConfig;
 use quench_device::files::in_working_folder_or_source_tree;
 use serde::{Deserialize, Serialize};
 
@@ -31,8 +32,12 @@ pub struct Python {
 pub struct Peer {
     /// The script's file name in `peers/`.
     pub script: &'static str,
-    /// Its arguments (the device is added by [`run_peer`]).
+    /// Its arguments (the device and the timing are added by [`run_peer`]).
     pub args: Vec<String>,
+    /// The workload's own count of timed runs where its parameters set one (as
+    /// [`VariantContext::timing_with`](crate::workload::VariantContext::timing_with) takes
+    /// it); `None` takes the suite's.
+    pub repeats: Option<usize>,
 }
 
 /// What a peer measured, as its JSON line gives it, with the Python that ran it.
@@ -94,13 +99,22 @@ pub fn find_python(explicit: Option<&Path>) -> Result<Python, String> {
     ))
 }
 
-/// Runs `peer` with `python` on `device` and reads its JSON line.
-pub fn run_peer(python: &Python, peer: &Peer, device: &str) -> anyhow::Result<PeerReport> {
+/// Runs `peer` with `python` on `device`, with the suite's warm-up and the suite's (or the
+/// workload's own) count of timed runs, and reads its JSON line.
+pub fn run_peer(
+    python: &Python,
+    peer: &Peer,
+    device: &str,
+    timing: TimingConfig,
+) -> anyhow::Result<PeerReport> {
     let script = in_working_folder_or_source_tree(&Path::new(PEERS).join(peer.script));
+    let repeats = peer.repeats.unwrap_or(timing.repeats).max(1);
     let out = Command::new(&python.path)
         .arg(&script)
         .args(&peer.args)
         .args(["--device", device])
+        .args(["--warmup", &timing.warmup.to_string()])
+        .args(["--repeats", &repeats.to_string()])
         .output()
         .with_context(|| format!("cannot start {}", python.path.display()))?;
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -155,23 +169,25 @@ pub fn measure(
     python: Result<&Python, &str>,
     peer: Option<Peer>,
     device: &str,
+    timing: TimingConfig,
 ) -> Result<PeerReport, String> {
-    let peer = peer.ok_or("no PyTorch peer for this workload or its data (yet)")?;
+    let peer = peer.ok_or("no PyTorch peer for this workload or its data")?;
     let python = python?;
-    run_peer(python, &peer, device).map_err(|e| crate::one_line(&e))
+    run_peer(python, &peer, device, timing).map_err(|e| crate::one_line(&e))
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
 
-    /// A stand-in Python: a shell script that answers the torch probe and prints `line` for a
-    /// peer.
+    /// A stand-in Python: a shell script that answers the torch probe, and for a peer keeps its
+    /// arguments in `args` beside itself and prints `line`.
     pub(crate) fn fake_python(dir: &Path, line: &str) -> Python {
         let path = dir.join("python");
         let script = format!(
             "#!/bin/sh\nif [ \"$1\" = -c ]; then echo 9.9.9; exit 0; fi\n\
              [ -f \"$1\" ] || {{ echo \"cannot open $1\" >&2; exit 2; }}\n\
+             shift; echo \"$@\" > \"$(dirname \"$0\")/args\"\n\
              echo 'warming up'\necho '{line}'\n"
         );
         std::fs::write(&path, script).unwrap();
@@ -193,8 +209,27 @@ pub(crate) mod tests {
         let peer = Peer {
             script: "qrng_gan.py",
             args: vec!["--epochs".into(), "3".into()],
+            repeats: None,
         };
-        let report = run_peer(&python, &peer, "cpu").unwrap();
+        let timing = TimingConfig {
+            warmup: 2,
+            repeats: 5,
+        };
+        let args = || std::fs::read_to_string(dir.path().join("args")).unwrap();
+        let report = run_peer(&python, &peer, "cpu", timing).unwrap();
+        assert_eq!(
+            args().trim(),
+            "--epochs 3 --device cpu --warmup 2 --repeats 5"
+        );
+        let own = Peer {
+            repeats: Some(1),
+            ..peer
+        };
+        run_peer(&python, &own, "cuda:1", timing).unwrap();
+        assert_eq!(
+            args().trim(),
+            "--epochs 3 --device cuda:1 --warmup 2 --repeats 1"
+        );
         assert_eq!(report.per_iteration_s, 0.05);
         assert_eq!(report.iteration_unit, "epoch (all matches)");
         assert_eq!(report.python, python.path.display().to_string());
@@ -208,7 +243,7 @@ pub(crate) mod tests {
             "{err}"
         );
         assert!(
-            measure(Err("no Python"), None, "cpu")
+            measure(Err("no Python"), None, "cpu", TimingConfig::default())
                 .unwrap_err()
                 .contains("no PyTorch peer")
         );

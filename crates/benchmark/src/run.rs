@@ -189,7 +189,7 @@ pub fn run_suite(
                 .unwrap_or_else(|| unreachable!("pushed above"));
             let device = peers::peer_device(&report.machine.device);
             let python = python.as_ref().map_err(String::as_str);
-            match peers::measure(python, workload.peer(&params), &device) {
+            match peers::measure(python, workload.peer(&params), &device, timing) {
                 Ok(peer) => {
                     for v in &mut entry.variants {
                         v.vs_pytorch = (v.iteration_unit == peer.iteration_unit)

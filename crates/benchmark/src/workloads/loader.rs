@@ -4,6 +4,7 @@
 //! measured alone. Where no MNIST-like data set is installed it runs on quench-data's synthetic
 //! stand-in (same shapes), and says so.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use burn::tensor::Tensor;
@@ -18,6 +19,7 @@ use quench_train::ensemble::{Activation, EnsembleMlp};
 use quench_train::init::Init;
 use serde::Deserialize;
 
+use crate::peers::Peer;
 use crate::workload::{
     Claim, PrecisionRole, Quality, TableWorkload, Tolerance, Variant, VariantContext,
     VariantOutcome, claimed,
@@ -143,6 +145,12 @@ impl TableWorkload for LoaderWorkload {
         &VARIANTS
     }
 
+    /// The baseline's loader in PyTorch (a DataLoader at batch 32, no workers) on the IDX
+    /// files Quench finds; where it would use its synthetic stand-in, no peer.
+    fn peer(&self, params: &Params) -> Option<Peer> {
+        peer_on(MnistSource::locate(None).ok()?.dir()?, params)
+    }
+
     fn run_variant<B: AutodiffBackend>(
         &self,
         variant: &Variant<Setting>,
@@ -216,6 +224,30 @@ impl TableWorkload for LoaderWorkload {
             notes,
         })
     }
+}
+
+/// The peer's arguments for the IDX files in `dir`.
+fn peer_on(dir: &Path, params: &Params) -> Option<Peer> {
+    Some(Peer {
+        script: "loader.py",
+        args: vec![
+            "--data-dir".into(),
+            dir.display().to_string(),
+            "--train-samples".into(),
+            params.train_samples.to_string(),
+            "--learning-rate".into(),
+            params.learning_rate.to_string(),
+            "--batch-size".into(),
+            "32".into(),
+            "--mean".into(),
+            MNIST_MEAN.to_string(),
+            "--std".into(),
+            MNIST_STD.to_string(),
+            "--seed".into(),
+            params.seed.to_string(),
+        ],
+        repeats: None,
+    })
 }
 
 /// Classes 0 and 1 of the train and test splits, normalised as MNIST.
@@ -292,6 +324,22 @@ mod tests {
         assert!(
             accuracy > 0.9,
             "one epoch learns rings from strokes: {accuracy}"
+        );
+    }
+
+    #[test]
+    fn the_peer_reads_the_same_files_at_the_baselines_settings() {
+        let params: Params = crate::workload::parse_params(
+            "loader",
+            &toml::from_str("train_samples = 500\nseed = 7").unwrap(),
+        )
+        .unwrap();
+        let peer = peer_on(Path::new("/data/fashion"), &params).unwrap();
+        assert_eq!(peer.script, "loader.py");
+        assert_eq!(
+            peer.args.join(" "),
+            "--data-dir /data/fashion --train-samples 500 --learning-rate 0.01 --batch-size 32 \
+             --mean 0.1307 --std 0.3081 --seed 7"
         );
     }
 

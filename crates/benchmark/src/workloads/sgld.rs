@@ -10,6 +10,7 @@
 use std::path::PathBuf;
 
 use burn::tensor::backend::AutodiffBackend;
+use quench_data::MnistSource;
 use quench_device::files::in_working_folder_or_source_tree;
 use quench_train::sgld::{
     BoundedLoss, DatasetKind, Execution, GridConfig, GridData, GridResult, LossScale, NoiseSource,
@@ -167,13 +168,11 @@ impl TableWorkload for SgldGrid {
         &VARIANTS
     }
 
-    /// The grid's chains one at a time through autograd, on SYNTH only (the peer draws its own
-    /// SYNTH points; MNIST grids have no peer yet).
+    /// The grid's chains one at a time through autograd. SYNTH: the peer draws its own points
+    /// from the same distribution. MNIST: the peer reads the IDX files Quench finds and draws
+    /// the same number of images per class; where no data set is installed, no peer.
     fn peer(&self, params: &Params) -> Option<Peer> {
         let config = grid(params).ok()?;
-        if config.dataset != DatasetKind::Synth {
-            return None;
-        }
         let list = |values: Vec<String>| values.join(",");
         let mut args = vec![
             "--betas".into(),
@@ -197,19 +196,39 @@ impl TableWorkload for SgldGrid {
             },
             "--prior-sigma".into(),
             config.prior_sigma.to_string(),
-            "--train".into(),
-            config.synth.train.to_string(),
-            "--test".into(),
-            config.synth.test.to_string(),
             "--seed".into(),
             config.seed.to_string(),
         ];
-        if config.synth.random_labels {
-            args.push("--random-labels".into());
+        match config.dataset {
+            DatasetKind::Synth => {
+                args.extend([
+                    "--train".into(),
+                    config.synth.train.to_string(),
+                    "--test".into(),
+                    config.synth.test.to_string(),
+                ]);
+                if config.synth.random_labels {
+                    args.push("--random-labels".into());
+                }
+            }
+            DatasetKind::Mnist => {
+                let source = MnistSource::locate(config.mnist.dir.as_deref()).ok()?;
+                args.extend([
+                    "--mnist-dir".into(),
+                    source.dir()?.display().to_string(),
+                    "--per-class".into(),
+                    config.mnist.per_class.to_string(),
+                    "--mean".into(),
+                    config.mnist.mean.to_string(),
+                    "--std".into(),
+                    config.mnist.std.to_string(),
+                ]);
+            }
         }
         Some(Peer {
             script: "sgld.py",
             args,
+            repeats: None,
         })
     }
 
@@ -337,7 +356,7 @@ mod tests {
     }
 
     #[test]
-    fn the_peer_takes_the_synth_grid_and_leaves_mnist_out() {
+    fn the_peer_takes_the_grid_and_the_data_quench_reads() {
         let params = |config: &str| {
             let table: toml::Table = format!("config = \"{config}\"").parse().unwrap();
             table
@@ -353,8 +372,27 @@ mod tests {
             args.contains("--loss unit") && !args.contains("--random-labels"),
             "{args}"
         );
-        assert!(Workload::peer(&SgldGrid, &params("configs/sgld/mnist-test.toml")).is_none());
         assert!(Workload::peer(&SgldGrid, &params("/nonexistent.toml")).is_none());
+
+        let dir = tempfile::tempdir().unwrap();
+        let grid = dir.path().join("mnist.toml");
+        let text = std::fs::read_to_string(in_working_folder_or_source_tree(
+            "configs/sgld/mnist-test.toml".as_ref(),
+        ))
+        .unwrap()
+        .replace(
+            "[mnist]",
+            &format!("[mnist]\ndir = {:?}", dir.path().join("idx")),
+        );
+        std::fs::write(&grid, text).unwrap();
+        let peer = Workload::peer(&SgldGrid, &params(grid.to_str().unwrap())).unwrap();
+        let args = peer.args.join(" ");
+        let expected = format!("--mnist-dir {}", dir.path().join("idx").display());
+        assert!(
+            args.contains(&expected) && args.contains("--per-class 5000 --mean 0.1307"),
+            "{args}"
+        );
+        assert!(!args.contains("--train "), "{args}");
     }
 
     #[test]

@@ -185,6 +185,7 @@ impl TableWorkload for QrngClassifier {
         Some(Peer {
             script: "qrng_classifier.py",
             args,
+            repeats: None,
         })
     }
 

@@ -109,6 +109,7 @@ impl TableWorkload for QrngGan {
         Some(Peer {
             script: "qrng_gan.py",
             args,
+            repeats: None,
         })
     }
 
