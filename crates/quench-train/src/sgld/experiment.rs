@@ -7,6 +7,7 @@ use burn::tensor::Tensor;
 use burn::tensor::backend::AutodiffBackend;
 use quench_data::{Loader, LoaderConfig, Mode};
 use quench_device::Precision;
+use quench_scale::Shard;
 
 use super::chains::evaluate;
 use super::{
@@ -105,8 +106,60 @@ pub fn run_grid<B: AutodiffBackend>(
     execution: &Execution,
     device: &B::Device,
 ) -> Result<GridResult, SgldError> {
+    let outcomes = run_grid_shard::<B>(config, data, execution, Shard::ALONE, device)?;
+    Ok(GridResult::new(config, data, outcomes))
+}
+
+/// The `(beta, repetition)` chains of the grid that rank `shard` runs: the grid's chains
+/// ordered longest first, then dealt round-robin ([`Shard::members`]), so each rank gets an
+/// even share of the epochs. Each is `(beta index, repetition)`.
+pub fn shard_chains(config: &GridConfig, shard: Shard) -> Vec<(usize, usize)> {
+    let chains = ordered_chains(config);
+    shard
+        .members(chains.len())
+        .into_iter()
+        .map(|i| (chains[i].beta_index, chains[i].repetition))
+        .collect()
+}
+
+/// Runs rank `shard`'s chains of the grid ([`shard_chains`]) and scores them; the outcomes of
+/// every rank together are those of [`run_grid`], chain for chain.
+pub fn run_grid_shard<B: AutodiffBackend>(
+    config: &GridConfig,
+    data: &GridData,
+    execution: &Execution,
+    shard: Shard,
+    device: &B::Device,
+) -> Result<Vec<ChainOutcome>, SgldError> {
     config.check("grid configuration")?;
     execution.precision.check::<B>(device)?;
+    let all = ordered_chains(config);
+    let chains: Vec<Chain> = shard
+        .members(all.len())
+        .into_iter()
+        .map(|i| all[i])
+        .collect();
+    if chains.is_empty() {
+        return Ok(Vec::new());
+    }
+    if execution.batched {
+        return run_chains::<B>(&chains, config, data, execution, device);
+    }
+    let mut outcomes = Vec::with_capacity(chains.len());
+    for chain in &chains {
+        outcomes.extend(run_chains::<B>(
+            std::slice::from_ref(chain),
+            config,
+            data,
+            execution,
+            device,
+        )?);
+    }
+    Ok(outcomes)
+}
+
+/// Every chain of the grid with its seed, longest first (a stable sort: ties keep grid order).
+fn ordered_chains(config: &GridConfig) -> Vec<Chain> {
     let mut chains: Vec<Chain> = (0..config.betas.len())
         .flat_map(|k| {
             (0..config.repetitions).map(move |r| Chain {
@@ -120,22 +173,7 @@ pub fn run_grid<B: AutodiffBackend>(
         })
         .collect();
     chains.sort_by_key(|c| Reverse(c.epochs));
-    let outcomes = if execution.batched {
-        run_chains::<B>(&chains, config, data, execution, device)?
-    } else {
-        let mut outcomes = Vec::with_capacity(chains.len());
-        for chain in &chains {
-            outcomes.extend(run_chains::<B>(
-                std::slice::from_ref(chain),
-                config,
-                data,
-                execution,
-                device,
-            )?);
-        }
-        outcomes
-    };
-    Ok(GridResult::new(config, data, outcomes))
+    chains
 }
 
 /// Runs `chains` (longest first) as one program and scores their final states.

@@ -46,7 +46,7 @@ pub use chains::{ChainBatch, StepOptions};
 pub use config::{DatasetKind, GridConfig, MnistConfig, SynthConfig};
 pub use data::GridData;
 pub use error::SgldError;
-pub use experiment::{Execution, run_grid};
+pub use experiment::{Execution, run_grid, run_grid_shard, shard_chains};
 pub use loss::{BoundedLoss, LossScale};
 pub use results::{BetaSummary, ChainOutcome, GridResult};
 pub use sampler::{ChainSchedule, HostScales, Noise, NoiseSource, Sgld, StepScales};

@@ -9,7 +9,7 @@ use super::{Bound, GridConfig, GridData, pac_bayes_bounds};
 use crate::stats::MeanStd;
 
 /// One chain's final state, scored on its whole training and test splits.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ChainOutcome {
     /// Index of the chain's inverse temperature in the grid.
     pub beta_index: usize,

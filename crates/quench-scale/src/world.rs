@@ -1,0 +1,234 @@
+//! The processes of a run: one alone, or MPI's world.
+
+use crate::Shard;
+
+/// Why the processes could not be joined.
+#[derive(Debug, thiserror::Error)]
+pub enum ScaleError {
+    /// An MPI launcher started this process but MPI would not initialise.
+    #[error("started by an MPI launcher ({variable} is set) but MPI did not initialise")]
+    Init {
+        /// The launcher's variable that was found.
+        variable: &'static str,
+    },
+    /// The program was started by an MPI launcher but built without MPI.
+    #[error(
+        "started by an MPI launcher ({variable} is set) but built without the `mpi` feature: \
+         every rank would run the whole job; rebuild with `--features mpi`"
+    )]
+    NotBuilt {
+        /// The launcher's variable that was found.
+        variable: &'static str,
+    },
+    /// A rank's part is larger than MPI can count.
+    #[error("rank {rank}: {len} bytes to gather, more than MPI counts ({max})")]
+    TooLarge {
+        /// The rank.
+        rank: usize,
+        /// Its byte count.
+        len: usize,
+        /// MPI's limit (`i32::MAX`).
+        max: i32,
+    },
+}
+
+/// Variables set by the launchers Quench knows (Open MPI's mpirun, Hydra and Slurm's PMI,
+/// PMIx), which say that this process is one rank of several.
+const LAUNCHER_VARIABLES: [&str; 3] = ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"];
+
+/// Variables that give the rank among the processes of one node, for picking that node's
+/// GPU `cuda:{local rank}`.
+const LOCAL_RANK_VARIABLES: [&str; 3] = [
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "MPI_LOCALRANKID",
+    "SLURM_LOCALID",
+];
+
+/// This process's rank among the processes of its node, where the launcher says it.
+pub fn local_rank() -> Option<usize> {
+    LOCAL_RANK_VARIABLES
+        .iter()
+        .find_map(|v| std::env::var(v).ok()?.parse().ok())
+}
+
+/// The device a rank runs on for a requested `spec`: a bare `cuda` becomes `cuda:{local rank}`
+/// where the launcher gives a local rank, so the ranks of a node with several GPUs take one
+/// each; every other spec is kept.
+pub fn rank_device(spec: &str) -> String {
+    match (spec, local_rank()) {
+        ("cuda", Some(local)) => format!("cuda:{local}"),
+        _ => spec.to_string(),
+    }
+}
+
+/// The launcher variable that is set, if any.
+fn launcher() -> Option<&'static str> {
+    LAUNCHER_VARIABLES
+        .into_iter()
+        .find(|v| std::env::var_os(v).is_some())
+}
+
+/// The processes of a run and their collectives. Every rank must make the same calls in the
+/// same order, as in MPI.
+pub struct World {
+    inner: Inner,
+}
+
+enum Inner {
+    Alone,
+    #[cfg(feature = "mpi")]
+    Mpi {
+        // Finalises MPI when dropped; kept for the communicator's lifetime.
+        _universe: mpi::environment::Universe,
+        world: mpi::topology::SimpleCommunicator,
+    },
+}
+
+impl World {
+    /// One process.
+    pub fn alone() -> Self {
+        Self {
+            inner: Inner::Alone,
+        }
+    }
+
+    /// MPI's world when an MPI launcher started this process (and the `mpi` feature is
+    /// built), else one process. A launcher without the feature is an error, not a silent
+    /// N-fold repetition of the job.
+    pub fn init() -> Result<Self, ScaleError> {
+        let Some(variable) = launcher() else {
+            return Ok(Self::alone());
+        };
+        #[cfg(feature = "mpi")]
+        {
+            use mpi::topology::Communicator as _;
+            let universe = mpi::initialize().ok_or(ScaleError::Init { variable })?;
+            let world = universe.world();
+            if world.size() == 1 {
+                return Ok(Self::alone());
+            }
+            Ok(Self {
+                inner: Inner::Mpi {
+                    _universe: universe,
+                    world,
+                },
+            })
+        }
+        #[cfg(not(feature = "mpi"))]
+        {
+            // `mpirun -n 1` is one process: nothing to join.
+            if ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"]
+                .iter()
+                .any(|v| std::env::var(v).is_ok_and(|n| n == "1"))
+            {
+                return Ok(Self::alone());
+            }
+            Err(ScaleError::NotBuilt { variable })
+        }
+    }
+
+    /// This process's rank and the number of ranks.
+    pub fn shard(&self) -> Shard {
+        match &self.inner {
+            Inner::Alone => Shard::ALONE,
+            #[cfg(feature = "mpi")]
+            Inner::Mpi { world, .. } => {
+                use mpi::topology::Communicator as _;
+                Shard {
+                    rank: world.rank() as usize,
+                    ranks: world.size() as usize,
+                }
+            }
+        }
+    }
+
+    /// Replaces `values` on every rank by their sum over the ranks (an all-reduce).
+    pub fn sum(&self, values: &mut [f64]) {
+        match &self.inner {
+            Inner::Alone => {}
+            #[cfg(feature = "mpi")]
+            Inner::Mpi { world, .. } => {
+                use mpi::collective::{CommunicatorCollectives as _, SystemOperation};
+                let mine = values.to_vec();
+                world.all_reduce_into(&mine[..], values, SystemOperation::sum());
+            }
+        }
+    }
+
+    /// Every rank's `bytes`, in rank order, on rank 0 (`None` on the other ranks).
+    pub fn gather(&self, bytes: &[u8]) -> Result<Option<Vec<Vec<u8>>>, ScaleError> {
+        match &self.inner {
+            Inner::Alone => Ok(Some(vec![bytes.to_vec()])),
+            #[cfg(feature = "mpi")]
+            Inner::Mpi { world, .. } => {
+                use mpi::collective::Root as _;
+                use mpi::datatype::PartitionMut;
+                use mpi::topology::Communicator as _;
+                let shard = self.shard();
+                let len = i32::try_from(bytes.len()).map_err(|_| ScaleError::TooLarge {
+                    rank: shard.rank,
+                    len: bytes.len(),
+                    max: i32::MAX,
+                })?;
+                let root = world.process_at_rank(0);
+                if !shard.is_root() {
+                    root.gather_into(&len);
+                    root.gather_varcount_into(bytes);
+                    return Ok(None);
+                }
+                let mut counts = vec![0_i32; shard.ranks];
+                root.gather_into_root(&len, &mut counts[..]);
+                let displs: Vec<i32> = counts
+                    .iter()
+                    .scan(0_i32, |at, &n| {
+                        let start = *at;
+                        *at = at.saturating_add(n);
+                        Some(start)
+                    })
+                    .collect();
+                let total: usize = counts.iter().map(|&n| n as usize).sum();
+                let mut all = vec![0_u8; total];
+                let mut partition = PartitionMut::new(&mut all[..], &counts[..], &displs[..]);
+                root.gather_varcount_into_root(bytes, &mut partition);
+                Ok(Some(
+                    counts
+                        .iter()
+                        .zip(&displs)
+                        .map(|(&n, &at)| all[at as usize..(at + n) as usize].to_vec())
+                        .collect(),
+                ))
+            }
+        }
+    }
+
+    /// Stops every rank of the run after saying, on this rank's standard error, which rank
+    /// failed and why; a lone process exits with status 1. Used when one rank fails so that
+    /// the others do not wait for it forever.
+    pub fn stop_all(&self, why: &str) -> ! {
+        let shard = self.shard();
+        eprintln!("error: rank {} of {}: {why}", shard.rank, shard.ranks);
+        match &self.inner {
+            Inner::Alone => std::process::exit(1),
+            #[cfg(feature = "mpi")]
+            Inner::Mpi { world, .. } => {
+                use mpi::topology::Communicator as _;
+                world.abort(1)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alone_sums_and_gathers_its_own_values() {
+        let world = World::alone();
+        assert_eq!(world.shard(), Shard::ALONE);
+        let mut v = [1.0, 2.5];
+        world.sum(&mut v);
+        assert_eq!(v, [1.0, 2.5]);
+        assert_eq!(world.gather(b"abc").unwrap(), Some(vec![b"abc".to_vec()]));
+    }
+}
