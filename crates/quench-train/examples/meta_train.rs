@@ -3,6 +3,11 @@
 //! `cargo run --release -p quench-train --example meta_train -- configs/lindblad/exact.toml [OUT_DIR] [--device D]`
 //! prints one line per validation, and writes `OUT_DIR/history.json` and `OUT_DIR/policy.mpk`
 //! (default `OUT_DIR`: `meta-out`).
+//!
+//! Built with `--features mpi` and started by `mpirun -n N` (or `srun`), the training is
+//! data-parallel: each rank adapts `tasks_per_batch` tasks of a meta-batch of `N x
+//! tasks_per_batch`, the meta-gradient is averaged with one all-reduce, every rank takes the
+//! same step, and rank 0 prints and writes. The time the all-reduce took is reported.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,21 +16,24 @@ use burn::tensor::backend::AutodiffBackend;
 use quench_device::spec::{run_example, take_device_flag};
 use quench_device::{OnDevice, run_on, select_announced};
 use quench_lindblad::OperatorCache;
+use quench_scale::{World, rank_device};
 use quench_train::meta::{MetaConfig, MetaError, MetaRun, save_policy};
 
-struct Train {
+struct Train<'a> {
     config: MetaConfig,
     out: PathBuf,
+    world: &'a World,
 }
 
-impl OnDevice for Train {
+impl OnDevice for Train<'_> {
     type Output = Result<(), MetaError>;
 
     fn run<B: AutodiffBackend>(self, device: &B::Device) -> Self::Output {
+        let shard = self.world.shard();
         let mut cache = OperatorCache::<B>::new();
         let mut run = MetaRun::<B>::new(&self.config, &mut cache, device)?;
-        let history = run.train(|record, validation| {
-            if let Some(v) = validation {
+        let history = run.train_in(self.world, |record, validation| {
+            if let (Some(v), true) = (validation, shard.is_root()) {
                 println!(
                     "iter {:>5}  {:>7.2} ms/iter  loss {:.4} -> {:.4}  val fidelity (squared overlap) {:.4} -> {:.4} +- {:.4}",
                     record.iteration,
@@ -38,6 +46,26 @@ impl OnDevice for Train {
                 );
             }
         })?;
+        if !shard.is_root() {
+            return Ok(());
+        }
+        if shard.ranks > 1 {
+            let iterations = history.iterations.len().max(1) as f64;
+            let total: f64 = history.iterations.iter().map(|r| r.seconds).sum();
+            let reduce: f64 = history
+                .iterations
+                .iter()
+                .map(|r| r.stats.reduce_seconds)
+                .sum();
+            println!(
+                "{} ranks x {} tasks: {:.2} ms per meta-iteration, of which the all-reduce {:.3} ms ({:.2} %)",
+                shard.ranks,
+                self.config.tasks_per_batch,
+                total / iterations * 1e3,
+                reduce / iterations * 1e3,
+                100.0 * reduce / total.max(f64::MIN_POSITIVE)
+            );
+        }
         history.write_json(&self.out.join("history.json"))?;
         save_policy(&run.learner.policy, &self.out.join("policy"))?;
         println!("wrote {}/history.json and policy.mpk", self.out.display());
@@ -54,12 +82,36 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     let out = PathBuf::from(positional.get(1).map_or("meta-out", |s| s.as_str()));
+    let world = match World::init() {
+        Ok(world) => world,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
     run_example(|| {
-        let config: MetaConfig =
-            quench_device::load_toml(std::path::Path::new(config_path.as_str()))?;
-        let selection = select_announced(&spec)?;
-        std::fs::create_dir_all(&out)?;
-        run_on(selection.device, Train { config, out })??;
-        Ok(())
+        let shard = world.shard();
+        let trained = (|| -> Result<(), Box<dyn std::error::Error>> {
+            let config: MetaConfig =
+                quench_device::load_toml(std::path::Path::new(config_path.as_str()))?;
+            let selection = select_announced(&rank_device(&spec))?;
+            if shard.is_root() {
+                std::fs::create_dir_all(&out)?;
+            }
+            let train = Train {
+                config,
+                out: out.clone(),
+                world: &world,
+            };
+            run_on(selection.device, train)??;
+            Ok(())
+        })();
+        match trained {
+            Err(err) if shard.ranks > 1 => world.stop_all(&format!(
+                "its tasks (block {} of every meta-batch) of {config_path}: {err}",
+                shard.rank
+            )),
+            other => other,
+        }
     })
 }

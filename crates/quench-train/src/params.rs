@@ -102,14 +102,25 @@ pub fn masked_member_mean<B: Backend>(
     grads: Vec<Tensor<B, 3>>,
     keep: Tensor<B, 3, Bool>,
 ) -> Vec<Tensor<B, 3>> {
-    let weight = keep.clone().float();
-    let count = weight.clone().sum().clamp_min(1.0).reshape([1, 1, 1]);
+    let count = keep.clone().float().sum().clamp_min(1.0).reshape([1, 1, 1]);
+    masked_member_sum(grads, keep)
+        .into_iter()
+        .map(|g| g / count.clone())
+        .collect()
+}
+
+/// Sums gradients over the member axis, leaving out members where `keep` is false:
+/// `[members, a, b]` to `[1, a, b]`; what each process contributes to a mean over processes.
+pub fn masked_member_sum<B: Backend>(
+    grads: Vec<Tensor<B, 3>>,
+    keep: Tensor<B, 3, Bool>,
+) -> Vec<Tensor<B, 3>> {
     grads
         .into_iter()
         .map(|g| {
             let dims = g.dims();
-            let clean = g.mask_fill(keep.clone().bool_not().expand(dims), 0.0);
-            clean.sum_dim(0) / count.clone()
+            g.mask_fill(keep.clone().bool_not().expand(dims), 0.0)
+                .sum_dim(0)
         })
         .collect()
 }

@@ -116,3 +116,83 @@ fn a_failing_rank_stops_the_run_and_names_itself() {
         "{stderr}"
     );
 }
+
+/// `configs/lindblad/exact.toml` cut to `iterations` meta-iterations of `tasks` tasks, in
+/// `dir`.
+fn meta_config(dir: &Path, name: &str, tasks: usize, iterations: usize) -> PathBuf {
+    let text = std::fs::read_to_string(config("lindblad/exact.toml"))
+        .unwrap()
+        .replace("iterations = 200", &format!("iterations = {iterations}"))
+        .replace(
+            "tasks_per_batch = 16",
+            &format!("tasks_per_batch = {tasks}"),
+        )
+        .replace("val_interval = 10", "val_interval = 2");
+    assert!(
+        text.contains(&format!("tasks_per_batch = {tasks}")),
+        "{text}"
+    );
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn history(dir: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("history.json")).unwrap()).unwrap()
+}
+
+/// The `key` of every record of `list` in a history.
+fn series(history: &serde_json::Value, list: &str, key: &[&str]) -> Vec<f64> {
+    history[list]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|record| {
+            key.iter()
+                .fold(record, |v, k| &v[*k])
+                .as_f64()
+                .unwrap_or(f64::NAN)
+        })
+        .collect()
+}
+
+#[test]
+fn two_ranks_of_n_tasks_train_as_one_process_of_2n() {
+    let dir = tempfile::tempdir().unwrap();
+    let (alone, ranked) = (dir.path().join("alone"), dir.path().join("ranked"));
+    let mut one = Command::new(example("meta_train"));
+    one.arg(meta_config(dir.path(), "eight.toml", 8, 4))
+        .arg(&alone);
+    let out = finish(one, Duration::from_secs(300));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut two = mpirun();
+    two.args(["-n", "2"])
+        .arg(example("meta_train"))
+        .arg(meta_config(dir.path(), "four.toml", 4, 4))
+        .arg(&ranked);
+    let out = finish(two, Duration::from_secs(300));
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(
+        stdout.contains("2 ranks x 4 tasks") && stdout.contains("all-reduce"),
+        "{stdout}"
+    );
+    let (a, b) = (history(&alone), history(&ranked));
+    for (list, key) in [
+        ("iterations", &["loss_before"][..]),
+        ("iterations", &["loss_after"]),
+        ("iterations", &["skipped_tasks"]),
+        ("validations", &["after", "squared_overlap", "mean"]),
+        ("validations", &["before", "state", "mean"]),
+    ] {
+        let (x, y) = (series(&a, list, key), series(&b, list, key));
+        assert_eq!(x.len(), y.len(), "{list} {key:?}");
+        assert!(!x.is_empty());
+        for (x, y) in x.iter().zip(&y) {
+            assert!(
+                (x - y).abs() <= 1e-5 * x.abs().max(1.0),
+                "{list} {key:?}: one process {x}, two ranks {y}"
+            );
+        }
+    }
+}

@@ -5,13 +5,15 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{ElementConversion, Tensor};
 use quench_device::readback::{float_tensor, to_host_f32};
 use quench_device::runs_on_host;
+use quench_scale::World;
 use serde::{Deserialize, Serialize};
 
 use crate::ensemble::EnsembleMlp;
 use crate::host_mlp::{HostLayer, HostMlp, layer_tensors};
 use crate::optim::{AdamConfig, MemberAdam};
 use crate::params::{
-    clip_member_norms, finite_members, gradients, masked_member_mean, require_grad,
+    clip_member_norms, finite_members, gradients, masked_member_mean, masked_member_sum,
+    require_grad,
 };
 
 use super::error::MetaError;
@@ -180,6 +182,10 @@ pub struct StepStats {
     pub loss_after: f64,
     /// Tasks left out of the meta-gradient because their gradient was not finite.
     pub skipped_tasks: usize,
+    /// Seconds this rank spent joining the ranks' meta-gradients (read back, all-reduce,
+    /// upload); 0 in one process.
+    #[serde(default)]
+    pub reduce_seconds: f64,
 }
 
 /// The meta-learner: the shared policy and its Adam state.
@@ -263,9 +269,23 @@ impl<B: Backend> MetaLearner<B> {
         batch: &ControlBatch<A>,
         inner: InnerLoop,
     ) -> Result<StepStats, MetaError> {
+        self.step_in(&World::alone(), problem, shape, batch, inner)
+    }
+
+    /// [`step`](Self::step) with `batch` this rank's share of the meta-batch of `world`:
+    /// the meta-gradient is the mean over the finite tasks of every rank (one all-reduce), and
+    /// every rank takes the same Adam step, so the policies stay identical.
+    pub fn step_in<A: AutodiffBackend<InnerBackend = B>>(
+        &mut self,
+        world: &World,
+        problem: &ControlProblem<A>,
+        shape: &PolicyShape,
+        batch: &ControlBatch<A>,
+        inner: InnerLoop,
+    ) -> Result<StepStats, MetaError> {
         let (before, phi) = adapt(problem, shape, &self.policy, batch, inner)?;
         let (after, per_task) = self.task_gradients(problem, shape, phi, batch, inner)?;
-        Ok(self.finish(before, after, per_task))
+        Ok(self.finish(before, after, per_task, world))
     }
 
     /// The same meta-iteration done the original's way, one task after another, each adapted
@@ -289,25 +309,85 @@ impl<B: Backend> MetaLearner<B> {
         let per_task: Vec<Tensor<B, 3>> = (0..grads.first().map_or(0, Vec::len))
             .map(|i| Tensor::cat(grads.iter().map(|g| g[i].clone()).collect(), 0))
             .collect();
-        Ok(self.finish(Tensor::cat(before, 0), Tensor::cat(after, 0), per_task))
+        Ok(self.finish(
+            Tensor::cat(before, 0),
+            Tensor::cat(after, 0),
+            per_task,
+            &World::alone(),
+        ))
     }
 
-    /// Averages the per-task meta-gradients `[tasks, ..]` over the finite tasks, steps, and
-    /// summarises the losses `[tasks]`.
+    /// Averages the per-task meta-gradients `[tasks, ..]` over the finite tasks of every rank
+    /// of `world`, steps, and summarises the losses `[tasks]` of every rank.
     fn finish(
         &mut self,
         before: Tensor<B, 1>,
         after: Tensor<B, 1>,
         per_task: Vec<Tensor<B, 3>>,
+        world: &World,
     ) -> StepStats {
         let tasks = before.dims()[0];
         let keep = finite_members(&per_task);
         let kept = keep.clone().int().sum().into_scalar().elem::<i64>() as usize;
-        self.apply(masked_member_mean(per_task, keep));
+        if world.shard().ranks == 1 {
+            self.apply(masked_member_mean(per_task, keep));
+            return StepStats {
+                loss_before: finite_stats(before).0,
+                loss_after: finite_stats(after).0,
+                skipped_tasks: tasks - kept,
+                reduce_seconds: 0.0,
+            };
+        }
+        let sums = masked_member_sum(per_task, keep);
+        let weighted = |(mean, _, n): (f64, f64, usize)| {
+            if n == 0 {
+                [0.0, 0.0]
+            } else {
+                [mean * n as f64, n as f64]
+            }
+        };
+        let [before_sum, before_n] = weighted(finite_stats(before));
+        let [after_sum, after_n] = weighted(finite_stats(after));
+        let start = std::time::Instant::now();
+        let mut joined: Vec<f64> = sums
+            .iter()
+            .flat_map(|t| to_host_f32(t.clone()))
+            .map(f64::from)
+            .collect();
+        let counts = joined.len();
+        joined.extend([
+            kept as f64,
+            tasks as f64,
+            before_sum,
+            before_n,
+            after_sum,
+            after_n,
+        ]);
+        world.sum(&mut joined);
+        let [kept, tasks, before_sum, before_n, after_sum, after_n] = joined[counts..] else {
+            unreachable!("six totals were appended")
+        };
+        let mut at = 0;
+        let mean: Vec<Tensor<B, 3>> = sums
+            .iter()
+            .map(|t| {
+                let dims = t.dims();
+                let len = dims.iter().product::<usize>();
+                let values: Vec<f32> = joined[at..at + len]
+                    .iter()
+                    .map(|&v| (v / kept.max(1.0)) as f32)
+                    .collect();
+                at += len;
+                float_tensor::<B, f32, 3>(values, dims, &t.device())
+            })
+            .collect();
+        let reduce_seconds = start.elapsed().as_secs_f64();
+        self.apply(mean);
         StepStats {
-            loss_before: finite_stats(before).0,
-            loss_after: finite_stats(after).0,
-            skipped_tasks: tasks - kept,
+            loss_before: before_sum / before_n,
+            loss_after: after_sum / after_n,
+            skipped_tasks: (tasks - kept) as usize,
+            reduce_seconds,
         }
     }
 }

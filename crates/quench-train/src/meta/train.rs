@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use burn::tensor::backend::AutodiffBackend;
 use quench_lindblad::OperatorCache;
+use quench_scale::{Shard, World};
 use serde::{Deserialize, Serialize};
 
 use super::config::MetaConfig;
@@ -148,16 +149,31 @@ impl<B: AutodiffBackend> MetaRun<B> {
 
     /// Draws the next meta-batch of training tasks and prepares it on the device.
     pub fn next_batch(&mut self) -> Result<ControlBatch<B>, MetaError> {
-        let tasks = self.train_tasks.next_batch(self.config.tasks_per_batch);
-        self.problem.prepare(&tasks)
+        self.next_batch_of(Shard::ALONE)
+    }
+
+    /// Rank `shard`'s part of the next meta-batch: every rank draws the `tasks_per_batch x
+    /// ranks` tasks of the whole batch from the same stream and prepares its own block
+    /// ([`Shard::block`]), so N ranks of `tasks_per_batch` tasks see the tasks one process of
+    /// `N x tasks_per_batch` would.
+    pub fn next_batch_of(&mut self, shard: Shard) -> Result<ControlBatch<B>, MetaError> {
+        let per_rank = self.config.tasks_per_batch;
+        let tasks = self.train_tasks.next_batch(per_rank * shard.ranks);
+        self.problem.prepare(&tasks[shard.block(per_rank)])
     }
 
     /// One meta-iteration on a fresh meta-batch.
     pub fn step(&mut self) -> Result<StepStats, MetaError> {
-        let batch = self.next_batch()?;
+        self.step_in(&World::alone())
+    }
+
+    /// One meta-iteration of rank `world.shard()`: its share of a fresh meta-batch, the
+    /// meta-gradient joined over the ranks.
+    pub fn step_in(&mut self, world: &World) -> Result<StepStats, MetaError> {
+        let batch = self.next_batch_of(world.shard())?;
         let inner = self.inner();
         self.learner
-            .step(&self.problem, &self.config.policy, &batch, inner)
+            .step_in(world, &self.problem, &self.config.policy, &batch, inner)
     }
 
     /// Validates the current policy on `val_tasks` fresh tasks: adapted with the training
@@ -214,6 +230,17 @@ impl<B: AutodiffBackend> MetaRun<B> {
     /// the last), calling `progress` after each iteration.
     pub fn train(
         &mut self,
+        progress: impl FnMut(&IterationRecord, Option<&Validation>),
+    ) -> Result<History, MetaError> {
+        self.train_in(&World::alone(), progress)
+    }
+
+    /// [`train`](Self::train) as one rank of `world`, each meta-iteration a
+    /// [`step_in`](Self::step_in). Validation needs no joining: every rank holds the same
+    /// policy and validates the same fresh tasks.
+    pub fn train_in(
+        &mut self,
+        world: &World,
         mut progress: impl FnMut(&IterationRecord, Option<&Validation>),
     ) -> Result<History, MetaError> {
         let mut history = History {
@@ -223,7 +250,7 @@ impl<B: AutodiffBackend> MetaRun<B> {
         };
         for iteration in 1..=self.config.iterations {
             let start = Instant::now();
-            let stats = self.step()?;
+            let stats = self.step_in(world)?;
             let record = IterationRecord {
                 iteration,
                 stats,
