@@ -144,13 +144,39 @@ impl World {
 
     /// Replaces `values` on every rank by their sum over the ranks (an all-reduce).
     pub fn sum(&self, values: &mut [f64]) {
+        self.sum_of(values);
+    }
+
+    /// [`sum`](Self::sum) in single precision: half the bytes, for sums whose terms are f32
+    /// already (gradients).
+    pub fn sum_f32(&self, values: &mut [f32]) {
+        self.sum_of(values);
+    }
+
+    #[cfg(feature = "mpi")]
+    fn sum_of<T: mpi::datatype::Equivalence + Copy>(&self, values: &mut [T]) {
         match &self.inner {
             Inner::Alone => {}
-            #[cfg(feature = "mpi")]
             Inner::Mpi { world, .. } => {
                 use mpi::collective::{CommunicatorCollectives as _, SystemOperation};
                 let mine = values.to_vec();
                 world.all_reduce_into(&mine[..], values, SystemOperation::sum());
+            }
+        }
+    }
+
+    #[cfg(not(feature = "mpi"))]
+    fn sum_of<T>(&self, _values: &mut [T]) {}
+
+    /// Returns once every rank has called it (a barrier): what separates waiting for the
+    /// slowest rank from the cost of a collective in timings.
+    pub fn wait_for_all(&self) {
+        match &self.inner {
+            Inner::Alone => {}
+            #[cfg(feature = "mpi")]
+            Inner::Mpi { world, .. } => {
+                use mpi::collective::CommunicatorCollectives as _;
+                world.barrier();
             }
         }
     }
@@ -229,6 +255,9 @@ mod tests {
         let mut v = [1.0, 2.5];
         world.sum(&mut v);
         assert_eq!(v, [1.0, 2.5]);
+        let mut w = [3.0_f32];
+        world.sum_f32(&mut w);
+        assert_eq!(w, [3.0]);
         assert_eq!(world.gather(b"abc").unwrap(), Some(vec![b"abc".to_vec()]));
     }
 }

@@ -52,18 +52,21 @@ impl OnDevice for Train<'_> {
         if shard.ranks > 1 {
             let iterations = history.iterations.len().max(1) as f64;
             let total: f64 = history.iterations.iter().map(|r| r.seconds).sum();
-            let reduce: f64 = history
-                .iterations
-                .iter()
-                .map(|r| r.stats.reduce_seconds)
-                .sum();
+            let sum = |f: fn(&quench_train::meta::StepStats) -> f64| -> f64 {
+                history.iterations.iter().map(|r| f(&r.stats)).sum()
+            };
+            let (reduce, wait) = (sum(|s| s.reduce_seconds), sum(|s| s.wait_seconds));
+            let share = |s: f64| 100.0 * s / total.max(f64::MIN_POSITIVE);
             println!(
-                "{} ranks x {} tasks: {:.2} ms per meta-iteration, of which the all-reduce {:.3} ms ({:.2} %)",
+                "{} ranks x {} tasks: {:.2} ms per meta-iteration; all-reduce {:.3} ms ({:.2} %), \
+                 waiting for the slowest rank {:.3} ms ({:.2} %)",
                 shard.ranks,
                 self.config.tasks_per_batch,
                 total / iterations * 1e3,
                 reduce / iterations * 1e3,
-                100.0 * reduce / total.max(f64::MIN_POSITIVE)
+                share(reduce),
+                wait / iterations * 1e3,
+                share(wait)
             );
         }
         history.write_json(&self.out.join("history.json"))?;

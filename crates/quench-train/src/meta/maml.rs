@@ -182,10 +182,14 @@ pub struct StepStats {
     pub loss_after: f64,
     /// Tasks left out of the meta-gradient because their gradient was not finite.
     pub skipped_tasks: usize,
-    /// Seconds this rank spent joining the ranks' meta-gradients (read back, all-reduce,
-    /// upload); 0 in one process.
+    /// Seconds this rank spent joining the ranks' meta-gradients once all had them (read
+    /// back, all-reduce, upload); 0 in one process.
     #[serde(default)]
     pub reduce_seconds: f64,
+    /// Seconds this rank waited for the slowest rank before the all-reduce (load imbalance,
+    /// not communication); 0 in one process.
+    #[serde(default)]
+    pub wait_seconds: f64,
 }
 
 /// The meta-learner: the shared policy and its Adam state.
@@ -336,6 +340,7 @@ impl<B: Backend> MetaLearner<B> {
                 loss_after: finite_stats(after).0,
                 skipped_tasks: tasks - kept,
                 reduce_seconds: 0.0,
+                wait_seconds: 0.0,
             };
         }
         let sums = masked_member_sum(per_task, keep);
@@ -348,35 +353,41 @@ impl<B: Backend> MetaLearner<B> {
         };
         let [before_sum, before_n] = weighted(finite_stats(before));
         let [after_sum, after_n] = weighted(finite_stats(after));
+        let waiting = std::time::Instant::now();
+        world.wait_for_all();
+        let wait_seconds = waiting.elapsed().as_secs_f64();
         let start = std::time::Instant::now();
-        let mut joined: Vec<f64> = sums
-            .iter()
-            .flat_map(|t| to_host_f32(t.clone()))
-            .map(f64::from)
-            .collect();
+        // One all-reduce in f32, the gradients' own precision (each rank's part is an f32 sum
+        // already), with the six totals behind them: counts stay exact below 2^24 tasks.
+        let mut joined: Vec<f32> = sums.iter().flat_map(|t| to_host_f32(t.clone())).collect();
         let counts = joined.len();
-        joined.extend([
-            kept as f64,
-            tasks as f64,
-            before_sum,
-            before_n,
-            after_sum,
-            after_n,
-        ]);
-        world.sum(&mut joined);
-        let [kept, tasks, before_sum, before_n, after_sum, after_n] = joined[counts..] else {
+        joined.extend(
+            [
+                kept as f64,
+                tasks as f64,
+                before_sum,
+                before_n,
+                after_sum,
+                after_n,
+            ]
+            .map(|v| v as f32),
+        );
+        world.sum_f32(&mut joined);
+        let [kept, tasks, before_sum, before_n, after_sum, after_n] = joined[counts..]
+            .iter()
+            .map(|&v| f64::from(v))
+            .collect::<Vec<_>>()[..]
+        else {
             unreachable!("six totals were appended")
         };
+        let scale = 1.0 / kept.max(1.0) as f32;
         let mut at = 0;
         let mean: Vec<Tensor<B, 3>> = sums
             .iter()
             .map(|t| {
                 let dims = t.dims();
                 let len = dims.iter().product::<usize>();
-                let values: Vec<f32> = joined[at..at + len]
-                    .iter()
-                    .map(|&v| (v / kept.max(1.0)) as f32)
-                    .collect();
+                let values: Vec<f32> = joined[at..at + len].iter().map(|&v| v * scale).collect();
                 at += len;
                 float_tensor::<B, f32, 3>(values, dims, &t.device())
             })
@@ -388,6 +399,7 @@ impl<B: Backend> MetaLearner<B> {
             loss_after: after_sum / after_n,
             skipped_tasks: (tasks - kept) as usize,
             reduce_seconds,
+            wait_seconds,
         }
     }
 }
