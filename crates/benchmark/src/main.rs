@@ -6,6 +6,7 @@ mod doctor;
 mod output;
 mod peers;
 mod plots;
+mod ranks;
 mod render;
 mod report;
 mod run;
@@ -207,12 +208,28 @@ fn one_line(err: &anyhow::Error) -> String {
 }
 
 fn run(args: &RunArgs) -> anyhow::Result<()> {
+    let world = quench_scale::World::init()?;
+    let shard = world.shard();
+    let outcome = run_ranked(args, &world);
+    match outcome {
+        // The other ranks may be waiting for this one in a collective: stop them all.
+        Err(err) if shard.ranks > 1 => world.stop_all(&one_line(&err)),
+        other => other,
+    }
+}
+
+/// `benchmark run` as one rank of `world` (the only one, outside an MPI launch): every rank
+/// measures; rank 0 writes the reports and prints.
+fn run_ranked(args: &RunArgs, world: &quench_scale::World) -> anyhow::Result<()> {
+    let root = world.shard().is_root();
     let precision: workload::RunPrecision = args.precision.parse()?;
-    let selection = select_announced(&args.device.device)?;
+    let selection = select_announced(&quench_scale::rank_device(&args.device.device))?;
     run::check_precision(&selection, precision)?;
     let suite_path = args.suite_args.path();
-    let output = output::Output::new(&args.out)?;
-    output.keep_on_interrupt()?;
+    let output = root.then(|| output::Output::new(&args.out)).transpose()?;
+    if let Some(output) = &output {
+        output.keep_on_interrupt()?;
+    }
     let report = run::run_suite(
         &run::RunRequest {
             suite_path: &suite_path,
@@ -220,10 +237,14 @@ fn run(args: &RunArgs) -> anyhow::Result<()> {
             selection,
             precision,
             repeats: args.repeats,
-            peers: args.peers.then(|| announced_python(&args.python)),
+            peers: (args.peers && root).then(|| announced_python(&args.python)),
+            world,
         },
-        &mut |report| output.keep(report),
+        &mut |report| output.as_ref().map_or(Ok(()), |o| o.keep(report)),
     )?;
+    let Some(output) = output else {
+        return Ok(());
+    };
     output.keep(&report)?;
     print!("{}", report.table());
     println!(

@@ -139,6 +139,21 @@ pub struct VariantReport {
     /// faster than PyTorch).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vs_pytorch: Option<f64>,
+    /// Each rank's share and time where the run was split over MPI ranks (empty in one
+    /// process).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranks: Vec<RankTiming>,
+}
+
+/// One rank's share of a variant split over the ranks of an MPI run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RankTiming {
+    /// The rank.
+    pub rank: usize,
+    /// Members it ran.
+    pub members: usize,
+    /// Its median seconds per iteration.
+    pub per_iteration_s: f64,
 }
 
 impl Report {
@@ -198,6 +213,7 @@ pub(crate) mod tests {
             precision: Precision::F32,
             notes: vec![],
             vs_pytorch: Some(0.5 / t),
+            ranks: Vec::new(),
         };
         Report {
             schema: SCHEMA_VERSION,

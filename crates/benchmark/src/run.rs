@@ -8,8 +8,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use quench_device::machine::MachineInfo;
 use quench_device::memory::{peak_memory, reset_peak_rss};
 use quench_device::{DeviceError, OnDevice, Precision, Selection, TimingConfig, run_on};
+use quench_scale::World;
 
 use crate::peers::{self, Python};
+use crate::ranks;
 use crate::report::{
     FailedVariant, Report, RunStatus, SCHEMA_VERSION, UnsupportedVariant, VariantReport,
     WorkloadReport,
@@ -34,6 +36,9 @@ pub struct RunRequest<'a> {
     /// Run each workload's PyTorch peer too: with the Python found, or `Err` saying why
     /// none was (each workload's report then says so).
     pub peers: Option<Result<Python, String>>,
+    /// The processes of the run: one, or the ranks of an MPI launch. Only rank 0 keeps the
+    /// report and runs the peers.
+    pub world: &'a World,
 }
 
 /// Refuses an explicit precision the device cannot run before any work starts (`auto` always
@@ -79,7 +84,9 @@ pub fn run_suite(
         device: request.selection.device,
         precision: request.precision,
         timing,
+        world: request.world,
     };
+    let shard = request.world.shard();
 
     let mut plan = Vec::new();
     for (workload, selected, params) in planned {
@@ -105,7 +112,11 @@ pub fn run_suite(
     }
 
     let total: usize = plan.iter().map(|(_, _, v)| v.len()).sum();
-    let progress = ProgressBar::new(total as u64);
+    let progress = if shard.is_root() {
+        ProgressBar::new(total as u64)
+    } else {
+        ProgressBar::hidden()
+    };
     progress.set_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
@@ -126,7 +137,9 @@ pub fn run_suite(
         status: RunStatus::Running,
         workloads: Vec::new(),
     };
-    keep(&report)?;
+    if shard.is_root() {
+        keep(&report)?;
+    }
     for (workload, params, variants) in plan {
         report.workloads.push(WorkloadReport {
             name: workload.name().to_string(),
@@ -140,8 +153,13 @@ pub fn run_suite(
         for variant in variants {
             progress.set_message(format!("{}/{}", workload.name(), variant.name));
             reset_peak_rss();
-            let run = workload.run(&variant, &params, &ctx);
+            // A workload whose members do not split runs on rank 0 alone.
+            let own = (shard.is_root() || workload.shards())
+                .then(|| workload.run(&variant, &params, &ctx));
             progress.inc(1);
+            let Some((run, rank_timings)) = ranks::gather(request.world, own)? else {
+                continue;
+            };
             let entry = report
                 .workloads
                 .last_mut()
@@ -157,8 +175,9 @@ pub fn run_suite(
                             ),
                         });
                     } else {
-                        let measured =
+                        let mut measured =
                             measured(&variant, outcome, precision, &entry.variants, &ctx);
+                        measured.ranks = rank_timings;
                         entry.variants.push(measured);
                     }
                 }
@@ -180,6 +199,9 @@ pub fn run_suite(
                 }
             }
             keep(&report)?;
+        }
+        if !shard.is_root() {
+            continue;
         }
         if let Some(python) = &request.peers {
             progress.set_message(format!("{}/pytorch", workload.name()));
@@ -290,6 +312,7 @@ fn measured(
         precision,
         notes: outcome.notes,
         vs_pytorch: None,
+        ranks: Vec::new(),
     }
 }
 
@@ -370,6 +393,7 @@ mod tests {
             },
             precision,
             repeats: None,
+            world: RunContext::quick_cpu().world,
         }
     }
 

@@ -9,6 +9,7 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use quench_device::{
     DeviceError, OnDevice, Precision, SelectedDevice, Stats, TimingConfig, run_on,
 };
+use quench_scale::World;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -216,9 +217,46 @@ pub struct VariantOutcome {
     pub quality: Option<Quality>,
     /// Anything the reader should know about this measurement.
     pub notes: Vec<String>,
+    /// This rank's share, where the workload split its members over the ranks of the run:
+    /// what the report needs to join the ranks' measurements. `None` in one process.
+    pub sharded: Option<Sharded>,
+}
+
+/// One rank's share of a variant whose members were split over ranks. Every quality a
+/// sharding workload reports is a mean over members (seeds, chains, matches), so the ranks'
+/// sums and counts give the whole run's.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Sharded {
+    /// Members this rank ran.
+    pub members: usize,
+    /// The sum, over this rank's members, of the member values whose mean is the quality.
+    pub quality_sum: f64,
+    /// The sum of their squares.
+    pub quality_sq_sum: f64,
+    /// How many member values went into `quality_sum`.
+    pub quality_count: usize,
+    /// Where the quality's tolerance is the members' (population) standard deviation, at
+    /// least this: the join recomputes it over every rank's members.
+    pub spread_floor: Option<f64>,
+}
+
+impl Sharded {
+    /// The share of `members` members whose quality is the mean of `values`; with
+    /// `spread_floor`, the tolerance is their spread, at least the floor.
+    pub fn of(members: usize, values: &[f64], spread_floor: Option<f64>) -> Self {
+        Self {
+            members,
+            quality_sum: values.iter().sum(),
+            quality_sq_sum: values.iter().map(|v| v * v).sum(),
+            quality_count: values.len(),
+            spread_floor,
+        }
+    }
 }
 
 /// The result of asking a workload to run a variant.
+// One is made per variant run and moved once into the report: boxing the outcome buys nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum VariantRun {
     /// It ran and was measured, computing in this precision.
@@ -228,20 +266,27 @@ pub enum VariantRun {
 }
 
 /// Where and how a suite's variants run.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RunContext {
+#[derive(Debug, Clone, Copy)]
+pub struct RunContext<'w> {
     /// The device chosen for the run.
     pub device: SelectedDevice,
     /// The run's `--precision`.
     pub precision: RunPrecision,
     /// Warm-up and repeats.
     pub timing: TimingConfig,
+    /// The processes of the run: one, or the ranks of an MPI launch, among which a workload
+    /// that [shards](Workload::shards) splits its members.
+    pub world: &'w World,
 }
 
 #[cfg(test)]
-impl RunContext {
-    /// The CPU, `--precision auto`, no warm-up and one repeat: what workload tests run with.
+impl RunContext<'static> {
+    /// The CPU, `--precision auto`, no warm-up and one repeat, one process: what workload
+    /// tests run with.
     pub fn quick_cpu() -> Self {
+        // A World is not `Sync` (it may hold an MPI communicator), so it cannot be a static;
+        // a test's context lives as long as the test process.
+        let alone: &'static World = Box::leak(Box::new(World::alone()));
         Self {
             device: SelectedDevice::Cpu,
             precision: RunPrecision::Auto,
@@ -249,20 +294,24 @@ impl RunContext {
                 warmup: 0,
                 repeats: 1,
             },
+            world: alone,
         }
     }
 }
 
 /// How one variant runs, resolved by the shared code before the workload sees it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct VariantContext {
+#[derive(Debug, Clone, Copy)]
+pub struct VariantContext<'w> {
     /// The precision this variant computes in (f32 unless it follows `--precision`).
     pub precision: Precision,
     /// Warm-up and repeats.
     pub timing: TimingConfig,
+    /// The processes of the run; a workload that shards runs the members of
+    /// `world.shard()` and says so in [`VariantOutcome::sharded`].
+    pub world: &'w World,
 }
 
-impl VariantContext {
+impl VariantContext<'_> {
     /// The suite's timing with the workload's own count of timed runs, where its parameters
     /// set one (a run of a training workload is a whole training); at least one.
     pub fn timing_with(&self, repeats: Option<usize>) -> TimingConfig {
@@ -292,6 +341,9 @@ pub trait Workload: Sync {
     ) -> anyhow::Result<VariantRun>;
     /// Its PyTorch peer at the suite's size, if one is written for these parameters.
     fn peer(&self, params: &toml::Table) -> Option<Peer>;
+    /// Whether it splits its members over the ranks of an MPI run; a workload that does not
+    /// runs on rank 0 alone.
+    fn shards(&self) -> bool;
 }
 
 /// One row of a workload's variant table: what the variant is, and the setting it runs with.
@@ -324,6 +376,9 @@ pub trait TableWorkload: Sync {
     const NAME: &'static str;
     /// One line on what it computes and which guide it comes from.
     const SUMMARY: &'static str;
+    /// Whether `run_variant` runs only the members of `ctx.world.shard()` (and fills
+    /// [`VariantOutcome::sharded`]); false: its members are not independent, or it has none.
+    const SHARDS: bool = false;
 
     /// Its variants, at most one of them the baseline.
     fn table(&self) -> &[Variant<Self::Setting>];
@@ -377,6 +432,10 @@ impl<T: TableWorkload> Workload for T {
             .and_then(|p| TableWorkload::peer(self, &p))
     }
 
+    fn shards(&self) -> bool {
+        T::SHARDS
+    }
+
     fn run(
         &self,
         variant: &VariantInfo,
@@ -405,7 +464,7 @@ struct Dispatch<'a, T: TableWorkload> {
     workload: &'a T,
     variant: &'a Variant<T::Setting>,
     params: T::Params,
-    ctx: &'a RunContext,
+    ctx: &'a RunContext<'a>,
 }
 
 impl<T: TableWorkload> OnDevice for Dispatch<'_, T> {
@@ -423,6 +482,7 @@ impl<T: TableWorkload> OnDevice for Dispatch<'_, T> {
         let ctx = VariantContext {
             precision,
             timing: self.ctx.timing,
+            world: self.ctx.world,
         };
         let mut outcome =
             self.workload

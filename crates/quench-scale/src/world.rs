@@ -74,6 +74,13 @@ pub struct World {
     inner: Inner,
 }
 
+impl std::fmt::Debug for World {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let shard = self.shard();
+        write!(f, "World(rank {} of {})", shard.rank, shard.ranks)
+    }
+}
+
 enum Inner {
     Alone,
     #[cfg(feature = "mpi")]

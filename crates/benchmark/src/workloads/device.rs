@@ -183,6 +183,7 @@ fn outcome(
     quality: Option<Quality>,
 ) -> VariantOutcome {
     VariantOutcome {
+        sharded: None,
         per_iteration,
         iteration_unit: unit.to_string(),
         iterations_per_run: 1.0,

@@ -257,6 +257,7 @@ impl TableWorkload for Hybrid {
             ));
         }
         Ok(VariantOutcome {
+            sharded: None,
             per_iteration: seconds.scaled(1.0 / per_run_of_64.max(1.0)),
             iteration_unit: "batch of 64 (all seeds)".into(),
             iterations_per_run: per_run_of_64,

@@ -218,6 +218,7 @@ impl TableWorkload for LindbladMeta {
             }
         };
         Ok(VariantOutcome {
+            sharded: None,
             per_iteration: timed.scaled(1.0 / iterations as f64),
             iteration_unit: "meta-iteration".into(),
             iterations_per_run: params.quality_iterations as f64,

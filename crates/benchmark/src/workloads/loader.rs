@@ -210,6 +210,7 @@ impl TableWorkload for LoaderWorkload {
             ));
         }
         Ok(VariantOutcome {
+            sharded: None,
             per_iteration: timed.seconds,
             iteration_unit: "epoch".into(),
             iterations_per_run: 1.0,

@@ -14,13 +14,13 @@ use quench_data::MnistSource;
 use quench_device::files::in_working_folder_or_source_tree;
 use quench_train::sgld::{
     BoundedLoss, DatasetKind, Execution, GridConfig, GridData, GridResult, LossScale, NoiseSource,
-    run_grid,
+    run_grid_shard,
 };
 use serde::Deserialize;
 
 use crate::peers::Peer;
 use crate::workload::{
-    Claim, PrecisionRole, Quality, TableWorkload, Tolerance, Variant, VariantContext,
+    Claim, PrecisionRole, Quality, Sharded, TableWorkload, Tolerance, Variant, VariantContext,
     VariantOutcome, claimed, time_runs,
 };
 
@@ -160,6 +160,8 @@ impl TableWorkload for SgldGrid {
     type Params = Params;
     type Setting = Plan;
     const NAME: &'static str = "sgld";
+    /// Chains are dealt over the ranks as `sgld_grid` deals them (`shard_chains`).
+    const SHARDS: bool = true;
     const SUMMARY: &'static str = "guide 002: Gibbs-posterior SGLD over every (beta, repetition) \
                                    chain of a grid, with per-beta losses, errors and the \
                                    PAC-Bayes bound";
@@ -250,9 +252,23 @@ impl TableWorkload for SgldGrid {
             precision: ctx.precision,
             ..plan.execution
         };
-        let (result, seconds) = time_runs::<B, _>(device, ctx.timing, || {
-            Ok(run_grid::<B>(&config, &data, &execution, device)?)
+        let shard = ctx.world.shard();
+        let (chains, seconds) = time_runs::<B, _>(device, ctx.timing, || {
+            Ok(run_grid_shard::<B>(
+                &config, &data, &execution, shard, device,
+            )?)
         })?;
+        let hottest = config.betas.len() - 1;
+        let hot: Vec<f64> = chains
+            .iter()
+            .filter(|c| c.beta_index == hottest)
+            .map(|c| c.test_error)
+            .collect();
+        let chain_epochs: usize = chains.iter().map(|c| config.epochs[c.beta_index]).sum();
+        // The tolerance is the spread over repetitions, at least one test point (`quality`).
+        let sharded = (shard.ranks > 1)
+            .then(|| Sharded::of(chains.len(), &hot, Some(1.0 / data.n_test() as f64)));
+        let result = GridResult::new(&config, &data, chains);
         let epochs = config.max_epochs() as f64;
         let mut notes = vec![
             format!("data: {}", data.description),
@@ -279,14 +295,17 @@ impl TableWorkload for SgldGrid {
                 .recip()
             ),
         });
-        notes.extend(beta_lines(&result));
+        if sharded.is_none() {
+            notes.extend(beta_lines(&result));
+        }
         Ok(VariantOutcome {
+            sharded,
             per_iteration: seconds.scaled(1.0 / epochs),
             iteration_unit: "grid epoch".into(),
             iterations_per_run: epochs,
-            items_per_iteration: config.chain_epochs() as f64 / epochs,
+            items_per_iteration: chain_epochs as f64 / epochs,
             throughput_unit: "chain-epochs/s".into(),
-            quality: Some(quality(&result)),
+            quality: Some(quality(&result, config.repetitions)),
             notes,
         })
     }
@@ -302,16 +321,15 @@ fn grid(params: &Params) -> anyhow::Result<GridConfig> {
 /// The quality metric: the mean test 0-1 error over repetitions at the hottest beta, the end
 /// point of the grid. Parity is being within the spread over repetitions (their standard
 /// deviation), but never tighter than one test point.
-fn quality(result: &GridResult) -> Quality {
+fn quality(result: &GridResult, repetitions: usize) -> Quality {
     let hottest = result
         .betas
         .last()
         .unwrap_or_else(|| unreachable!("a checked grid has at least one beta"));
     Quality {
         metric: format!(
-            "test 0-1 error at beta {} (mean of {} repetitions)",
+            "test 0-1 error at beta {} (mean of {repetitions} repetitions)",
             hottest.beta,
-            result.chains.len() / result.betas.len()
         ),
         value: hottest.test_error.mean,
         higher_is_better: false,

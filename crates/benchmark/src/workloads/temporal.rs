@@ -315,6 +315,7 @@ impl<const MODEL: usize> TableWorkload for Temporal<MODEL> {
             ));
         }
         Ok(VariantOutcome {
+            sharded: None,
             per_iteration: seconds.scaled(1.0 / epochs),
             iteration_unit: "epoch (all seeds)".into(),
             iterations_per_run: epochs,

@@ -257,6 +257,7 @@ impl TableWorkload for QrngClassifier {
         }
         notes.push(source);
         Ok(VariantOutcome {
+            sharded: None,
             per_iteration: seconds.scaled(1.0 / iterations.max(1.0)),
             iteration_unit: "epoch (all seeds)".into(),
             iterations_per_run: iterations,

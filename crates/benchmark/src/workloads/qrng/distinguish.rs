@@ -76,6 +76,7 @@ impl TableWorkload for QrngDistinguish {
         }
         notes.push(source);
         Ok(VariantOutcome {
+            sharded: None,
             per_iteration: seconds,
             iteration_unit: "tournament".into(),
             iterations_per_run: 1.0,

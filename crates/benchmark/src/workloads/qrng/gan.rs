@@ -157,6 +157,7 @@ impl TableWorkload for QrngGan {
         ));
         notes.push(source);
         Ok(VariantOutcome {
+            sharded: None,
             per_iteration: seconds.scaled(1.0 / epochs),
             iteration_unit: "epoch (all matches)".into(),
             iterations_per_run: epochs,

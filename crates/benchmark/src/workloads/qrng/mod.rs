@@ -88,7 +88,7 @@ mod tests {
     use super::*;
     use crate::workload::{RunContext, VariantOutcome, VariantRun, Workload};
 
-    fn ctx() -> RunContext {
+    fn ctx() -> RunContext<'static> {
         RunContext::quick_cpu()
     }
 
