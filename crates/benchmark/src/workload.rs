@@ -312,6 +312,34 @@ pub struct VariantContext<'w> {
 }
 
 impl VariantContext<'_> {
+    /// The members of `all` (a workload's seeds, say) that this rank runs: all of them in one
+    /// process, else its share ([`quench_scale::Shard::members`]). A rank left without any
+    /// is an error that names it and says how many ranks the list allows.
+    pub fn my_members<T: Clone>(&self, what: &str, all: &[T]) -> anyhow::Result<Vec<T>> {
+        let shard = self.world.shard();
+        let mine: Vec<T> = shard
+            .members(all.len())
+            .into_iter()
+            .map(|i| all[i].clone())
+            .collect();
+        if mine.is_empty() {
+            anyhow::bail!(
+                "rank {} of {} has no {what}: {} {what} split over at most {} ranks",
+                shard.rank,
+                shard.ranks,
+                all.len(),
+                all.len()
+            );
+        }
+        Ok(mine)
+    }
+
+    /// This rank's share for the report to join (`None` in one process): `members` members
+    /// and the member values whose mean is the quality.
+    pub fn share(&self, members: usize, values: &[f64]) -> Option<Sharded> {
+        (self.world.shard().ranks > 1).then(|| Sharded::of(members, values, None))
+    }
+
     /// The suite's timing with the workload's own count of timed runs, where its parameters
     /// set one (a run of a training workload is a whole training); at least one.
     pub fn timing_with(&self, repeats: Option<usize>) -> TimingConfig {

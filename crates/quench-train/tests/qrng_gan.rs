@@ -1,7 +1,10 @@
 //! The GAN tournament: targets, batched members against one-at-a-time runs, learning.
 
 use burn::backend::{Autodiff, NdArray};
-use quench_train::qrng::gan::{GanConfig, Noise, gan_tournament, kl_to_uniform, pair_target};
+use quench_scale::Shard;
+use quench_train::qrng::gan::{
+    GanConfig, GanMatch, Noise, gan_tournament, gan_tournament_shard, kl_to_uniform, pair_target,
+};
 use quench_train::qrng::{Batching, QrngError, synthetic_recording};
 
 type Train = Autodiff<NdArray<f32>>;
@@ -130,5 +133,32 @@ fn refuses_empty_seeds_and_zero_epochs() {
             gan_tournament::<Train>(&strings, &config, Batching::Members, &device),
             Err(QrngError::Config { .. })
         ));
+    }
+}
+
+#[test]
+fn the_ranks_matches_together_are_the_whole_tournament() {
+    let strings = synthetic_recording(200, 5).unwrap();
+    let device = Default::default();
+    let config = small(6, vec![1, 2], Noise::Device);
+    let whole = gan_tournament::<Train>(&strings, &config, Batching::Members, &device).unwrap();
+    let mut dealt: Vec<GanMatch> = (0..4)
+        .flat_map(|rank| {
+            let shard = Shard { rank, ranks: 4 };
+            gan_tournament_shard::<Train>(&strings, &config, Batching::Members, shard, &device)
+                .unwrap()
+                .matches
+        })
+        .collect();
+    assert_eq!(dealt.len(), whole.matches.len());
+    let key = |m: &GanMatch| (m.sources, m.seed);
+    dealt.sort_by_key(key);
+    let mut whole = whole.matches;
+    whole.sort_by_key(key);
+    for (d, w) in dealt.iter().zip(&whole) {
+        assert_eq!(key(d), key(w));
+        for (x, y) in d.kl_history.iter().zip(&w.kl_history) {
+            assert!((x - y).abs() <= 1e-4 * y.abs() + 1e-6, "{d:?} vs {w:?}");
+        }
     }
 }

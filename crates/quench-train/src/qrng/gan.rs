@@ -15,6 +15,7 @@ use quench_data::BitStrings;
 use quench_device::readback::{float_tensor, to_host_f32};
 use quench_device::runs_on_host;
 use quench_device::threefry::NormalStreams;
+use quench_scale::Shard;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand_distr::{Distribution as _, StandardNormal};
@@ -243,6 +244,20 @@ pub fn gan_tournament<B: AutodiffBackend>(
     batching: Batching,
     device: &B::Device,
 ) -> Result<GanTournament, QrngError> {
+    gan_tournament_shard::<B>(strings, config, batching, Shard::ALONE, device)
+}
+
+/// The matches of the tournament that rank `shard` plays: the matches in
+/// [`GanTournament::matches`]' order (pair-major, then seed), dealt round-robin
+/// ([`Shard::members`]). Each match's initialisation and noise come from its own pair and
+/// seed, so every rank's matches together are the whole tournament's.
+pub fn gan_tournament_shard<B: AutodiffBackend>(
+    strings: &BitStrings,
+    config: &GanConfig,
+    batching: Batching,
+    shard: Shard,
+    device: &B::Device,
+) -> Result<GanTournament, QrngError> {
     config.validate()?;
     let sources = source_bits(strings, config.bits)?;
     if sources.len() < 2 {
@@ -260,6 +275,11 @@ pub fn gan_tournament<B: AutodiffBackend>(
                 .iter()
                 .map(move |&seed| GanMember { pair, seed })
         })
+        .collect();
+    let members: Vec<GanMember> = shard
+        .members(members.len())
+        .into_iter()
+        .map(|i| members[i])
         .collect();
     let targets = members
         .iter()

@@ -147,6 +147,8 @@ impl TableWorkload for QrngClassifier {
     type Params = ClassifierParams;
     type Setting = Setting;
     const NAME: &'static str = "qrng-classifier";
+    /// Seeds are dealt over the ranks.
+    const SHARDS: bool = true;
     const SUMMARY: &'static str =
         "guide 000: 100-30-20-3 MLP naming the qRNG source of a line, 4 seeds, early stopping";
 
@@ -201,6 +203,7 @@ impl TableWorkload for QrngClassifier {
         let data = strings.to_dataset();
         let config = ClassifierConfig {
             batch_size: setting.batch_size,
+            seeds: ctx.my_members("seeds", &params.training.seeds)?,
             ..params.training
         };
         let precision = ctx.precision;
@@ -256,8 +259,9 @@ impl TableWorkload for QrngClassifier {
             ));
         }
         notes.push(source);
+        let accuracies: Vec<f64> = outcome.seeds.iter().map(|s| s.test_accuracy).collect();
         Ok(VariantOutcome {
-            sharded: None,
+            sharded: ctx.share(outcome.seeds.len(), &accuracies),
             per_iteration: seconds.scaled(1.0 / iterations.max(1.0)),
             iteration_unit: "epoch (all seeds)".into(),
             iterations_per_run: iterations,

@@ -3,7 +3,7 @@
 
 use burn::tensor::backend::AutodiffBackend;
 use quench_train::qrng::Batching;
-use quench_train::qrng::gan::{GanConfig, Noise, gan_tournament};
+use quench_train::qrng::gan::{GanConfig, Noise, gan_tournament_shard};
 use serde::Deserialize;
 
 use super::DataParams;
@@ -87,6 +87,8 @@ impl TableWorkload for QrngGan {
     type Params = GanParams;
     type Setting = GanSetting;
     const NAME: &'static str = "qrng-gan";
+    /// Matches (pair x seed) are dealt over the ranks.
+    const SHARDS: bool = true;
     const SUMMARY: &'static str =
         "guide 000: GAN tournament, a 4096-128-256-4096 generator per pair of qRNG sources";
 
@@ -131,9 +133,20 @@ impl TableWorkload for QrngGan {
             fused,
             ..params.tournament
         };
+        let shard = ctx.world.shard();
         let (tournament, seconds) = time_runs::<B, _>(device, ctx.timing, || {
-            Ok(gan_tournament::<B>(&strings, &config, batching, device)?)
+            Ok(gan_tournament_shard::<B>(
+                &strings, &config, batching, shard, device,
+            )?)
         })?;
+        if tournament.matches.is_empty() {
+            anyhow::bail!(
+                "rank {} of {} has no match: the tournament's matches split over fewer ranks",
+                shard.rank,
+                shard.ranks
+            );
+        }
+        let finals: Vec<f64> = tournament.matches.iter().map(|m| m.final_kl()).collect();
         let epochs = config.epochs as f64;
         let mut notes: Vec<String> = tournament
             .table()
@@ -157,7 +170,7 @@ impl TableWorkload for QrngGan {
         ));
         notes.push(source);
         Ok(VariantOutcome {
-            sharded: None,
+            sharded: ctx.share(finals.len(), &finals),
             per_iteration: seconds.scaled(1.0 / epochs),
             iteration_unit: "epoch (all matches)".into(),
             iterations_per_run: epochs,
