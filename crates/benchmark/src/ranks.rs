@@ -8,7 +8,7 @@ use quench_scale::World;
 use serde::{Deserialize, Serialize};
 
 use crate::report::RankTiming;
-use crate::workload::{Sharded, Tolerance, VariantRun};
+use crate::workload::{NoMembers, Sharded, Tolerance, VariantRun};
 
 /// What one rank sends rank 0 about one variant.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -28,6 +28,8 @@ pub enum RankRun {
     Failed(String),
     /// The workload does not shard: rank 0 runs it alone.
     NotRun,
+    /// The workload shards but left this rank no member (more ranks than members).
+    Idle,
 }
 
 impl RankRun {
@@ -35,6 +37,7 @@ impl RankRun {
     pub fn of(run: Option<&anyhow::Result<VariantRun>>) -> Self {
         match run {
             None => Self::NotRun,
+            Some(Err(err)) if err.downcast_ref::<NoMembers>().is_some() => Self::Idle,
             Some(Err(err)) => Self::Failed(crate::one_line(err)),
             Some(Ok(VariantRun::Unsupported(why))) => Self::Unsupported(why.clone()),
             Some(Ok(VariantRun::Measured(outcome, _))) => Self::Measured {
@@ -110,6 +113,7 @@ pub fn join(
                     per_iteration_s: per_iteration.median,
                 });
             }
+            RankRun::Idle => {}
             RankRun::Unsupported(why) => {
                 return (
                     Ok(VariantRun::Unsupported(format!(
@@ -210,6 +214,26 @@ mod tests {
         assert!((t - (0.08_f64 / 3.0).sqrt()).abs() < 1e-9, "{t}");
         assert_eq!(timings.len(), 2);
         assert_eq!((timings[1].rank, timings[1].members), (1, 1));
+    }
+
+    #[test]
+    fn a_rank_without_members_sits_the_variant_out() {
+        let own = outcome(1.0, Sharded::of(1, &[0.8], None));
+        let idle: anyhow::Result<VariantRun> = Err(NoMembers {
+            what: "seeds".into(),
+        }
+        .into());
+        let parts = [
+            RankRun::of(Some(&Ok(VariantRun::Measured(own.clone(), Precision::F32)))),
+            RankRun::of(Some(&idle)),
+        ];
+        assert_eq!(parts[1], RankRun::Idle);
+        let (run, timings) = join(Ok(VariantRun::Measured(own, Precision::F32)), &parts);
+        let Ok(VariantRun::Measured(joined, _)) = run else {
+            panic!("{run:?}")
+        };
+        assert_eq!(joined.quality.unwrap().value, 0.8);
+        assert_eq!(timings.len(), 1);
     }
 
     #[test]

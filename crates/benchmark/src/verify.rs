@@ -168,7 +168,13 @@ fn meta_step<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> {
         ..original
     };
     run.learner.step(&run.problem, &shape, &batch, product)?;
-    alone.step_one_task_at_a_time(&run.problem, &shape, &batch, original)?;
+    alone.step_one_task_at_a_time(
+        &quench_scale::World::alone(),
+        &run.problem,
+        &shape,
+        &batch,
+        original,
+    )?;
     let after = run.learner.policy.params();
     // Equal policies prove nothing unless the step moved them.
     let moved = max_abs_difference(&before, &after) > 0.0;

@@ -222,6 +222,26 @@ pub struct VariantOutcome {
     pub sharded: Option<Sharded>,
 }
 
+/// What a sharding workload returns on a rank whose share of the members is empty (more ranks
+/// than members): the rank sits the variant out, and the others' shares make the report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NoMembers {
+    /// What the members are (`seeds`, `matches`).
+    pub what: String,
+}
+
+impl fmt::Display for NoMembers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "no {} left for this rank (more ranks than members)",
+            self.what
+        )
+    }
+}
+
+impl std::error::Error for NoMembers {}
+
 /// One rank's share of a variant whose members were split over ranks. Every quality a
 /// sharding workload reports is a mean over members (seeds, chains, matches), so the ranks'
 /// sums and counts give the whole run's.
@@ -314,7 +334,7 @@ pub struct VariantContext<'w> {
 impl VariantContext<'_> {
     /// The members of `all` (a workload's seeds, say) that this rank runs: all of them in one
     /// process, else its share ([`quench_scale::Shard::members`]). A rank left without any
-    /// is an error that names it and says how many ranks the list allows.
+    /// gets [`NoMembers`], and sits the variant out.
     pub fn my_members<T: Clone>(&self, what: &str, all: &[T]) -> anyhow::Result<Vec<T>> {
         let shard = self.world.shard();
         let mine: Vec<T> = shard
@@ -323,13 +343,10 @@ impl VariantContext<'_> {
             .map(|i| all[i].clone())
             .collect();
         if mine.is_empty() {
-            anyhow::bail!(
-                "rank {} of {} has no {what}: {} {what} split over at most {} ranks",
-                shard.rank,
-                shard.ranks,
-                all.len(),
-                all.len()
-            );
+            return Err(NoMembers {
+                what: what.to_string(),
+            }
+            .into());
         }
         Ok(mine)
     }

@@ -3,6 +3,7 @@
 
 use burn::backend::{Autodiff, NdArray};
 use quench_lindblad::{Method, OperatorCache, Solver};
+use quench_scale::World;
 use quench_train::meta::maml::adapt;
 use quench_train::meta::{
     Algorithm, InnerLoop, MetaConfig, MetaError, MetaRun, Operators, SystemChoice, TaskFamily,
@@ -43,7 +44,7 @@ fn batched_meta_step_equals_the_one_task_at_a_time_step() {
         };
         let mut sequential = run.learner.clone();
         let one_by_one = sequential
-            .step_one_task_at_a_time(&run.problem, &shape, &batch, original)
+            .step_one_task_at_a_time(&World::alone(), &run.problem, &shape, &batch, original)
             .unwrap();
         let start = run.learner.clone();
         for fused in [false, true] {

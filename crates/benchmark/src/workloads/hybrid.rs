@@ -6,7 +6,7 @@
 //! run once per image, batch 256 with bf16; then all together, and all together without the
 //! circuit (the ablation, so a user sees whether the circuit helps).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use burn::tensor::backend::AutodiffBackend;
@@ -18,6 +18,7 @@ use quench_train::hybrid::{
 use quench_train::resnet::ResNet18;
 use serde::Deserialize;
 
+use crate::peers::Peer;
 use crate::workload::{
     Claim, PrecisionRole, Quality, TableWorkload, Tolerance, Variant, VariantContext,
     VariantOutcome, claimed, time_runs,
@@ -155,10 +156,25 @@ impl TableWorkload for Hybrid {
     type Params = Params;
     type Setting = Setting;
     const NAME: &'static str = "hybrid";
+    /// Seeds are dealt over the ranks.
+    const SHARDS: bool = true;
     const SUMMARY: &'static str = "guide 003: frozen ResNet18 -> 4-qubit variational circuit -> head on MNIST, seeds as members";
 
     fn table(&self) -> &[Variant<Setting>] {
         &VARIANTS
+    }
+
+    /// The original's way in PyTorch (`peers/hybrid.py`): the seeds one at a time at batch 64,
+    /// a random frozen ResNet18 calibrated as Quench's on every batch, the batch's circuits as
+    /// real 16-amplitude state vectors with autograd (PennyLane's per-sample host circuit is
+    /// not available to it). It reads the IDX files Quench finds; no peer where Quench would
+    /// train on its synthetic stand-in (no data set installed), nor where `backbone_weights`
+    /// names a file (the peer builds the random backbone only).
+    fn peer(&self, params: &Params) -> Option<Peer> {
+        if params.backbone_weights.is_some() {
+            return None;
+        }
+        Some(peer_on(MnistSource::locate(None).ok()?.dir()?, params))
     }
 
     fn run_variant<B: AutodiffBackend>(
@@ -215,6 +231,7 @@ impl TableWorkload for Hybrid {
         };
         let config = HybridConfig {
             batch_size: setting.batch_size,
+            seeds: ctx.my_members("seeds", &params.training.seeds)?,
             ..params.training
         };
         let execution = Execution {
@@ -256,8 +273,9 @@ impl TableWorkload for Hybrid {
                 outcome.skipped_steps
             ));
         }
+        let accuracies: Vec<f64> = outcome.seeds.iter().map(|s| s.test_accuracy).collect();
         Ok(VariantOutcome {
-            sharded: None,
+            sharded: ctx.share(seeds, &accuracies),
             per_iteration: seconds.scaled(1.0 / per_run_of_64.max(1.0)),
             iteration_unit: "batch of 64 (all seeds)".into(),
             iterations_per_run: per_run_of_64,
@@ -271,6 +289,44 @@ impl TableWorkload for Hybrid {
             }),
             notes,
         })
+    }
+}
+
+/// The peer on the IDX files in `dir` at the sizes and training settings of `params` (batch
+/// 64, the baseline's).
+fn peer_on(dir: &Path, params: &Params) -> Peer {
+    let training = &params.training;
+    let seeds: Vec<String> = training.seeds.iter().map(u64::to_string).collect();
+    let args = [
+        ("--data-dir", dir.display().to_string()),
+        ("--train-samples", params.train_samples.to_string()),
+        ("--validation-samples", params.validation_samples.to_string()),
+        ("--test-samples", params.test_samples.to_string()),
+        ("--split-seed", params.split_seed.to_string()),
+        ("--backbone-seed", params.backbone_seed.to_string()),
+        ("--calibration-images", params.calibration_images.to_string()),
+        ("--seeds", seeds.join(",")),
+        ("--epochs", training.epochs.to_string()),
+        ("--batch-size", "64".into()),
+        ("--learning-rate", training.learning_rate.to_string()),
+        ("--weight-decay", training.weight_decay.to_string()),
+        ("--step-size", training.step_size.to_string()),
+        ("--gamma", training.gamma.to_string()),
+        ("--patience", training.patience.to_string()),
+        ("--clip-norm", training.clip_norm.to_string()),
+        ("--dropout", training.dropout.to_string()),
+        ("--layers", training.layers.to_string()),
+        ("--weight-std", training.weight_std.to_string()),
+        ("--mean", MNIST_MEAN.to_string()),
+        ("--std", MNIST_STD.to_string()),
+    ];
+    Peer {
+        script: "hybrid.py",
+        args: args
+            .into_iter()
+            .flat_map(|(name, value)| [name.to_string(), value])
+            .collect(),
+        repeats: params.repeats,
     }
 }
 
@@ -301,6 +357,36 @@ mod tests {
             assert_eq!(outcome.iteration_unit, "batch of 64 (all seeds)");
             assert!(outcome.notes.iter().any(|n| n.starts_with("data: ")));
         }
+    }
+
+    #[test]
+    fn the_peer_reads_the_same_files_at_the_suites_sizes_and_not_a_weights_file() {
+        let params: Params = crate::workload::parse_params(
+            "hybrid",
+            &toml::from_str(
+                "train_samples = 1024\nvalidation_samples = 512\ntest_samples = 1000\n\
+                 repeats = 1\ntraining = { seeds = [1, 2], epochs = 2 }",
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let peer = peer_on(Path::new("/data/fashion"), &params);
+        assert_eq!(peer.script, "hybrid.py");
+        assert_eq!(peer.repeats, Some(1));
+        assert_eq!(
+            peer.args.join(" "),
+            "--data-dir /data/fashion --train-samples 1024 --validation-samples 512 \
+             --test-samples 1000 --split-seed 42 --backbone-seed 7 --calibration-images 512 \
+             --seeds 1,2 --epochs 2 --batch-size 64 --learning-rate 0.001 --weight-decay 0.0001 \
+             --step-size 10 --gamma 0.1 --patience 10 --clip-norm 1 --dropout 0.2 --layers 3 \
+             --weight-std 0.01 --mean 0.1307 --std 0.3081"
+        );
+        let weights: Params = crate::workload::parse_params(
+            "hybrid",
+            &toml::from_str("backbone_weights = \"resnet18_mnist.safetensors\"").unwrap(),
+        )
+        .unwrap();
+        assert_eq!(TableWorkload::peer(&Hybrid, &weights), None);
     }
 
     #[test]

@@ -147,6 +147,8 @@ impl TableWorkload for LindbladMeta {
     type Params = Params;
     type Setting = Setting;
     const NAME: &'static str = "lindblad-meta";
+    /// Tasks of a meta-batch are split over the ranks (data-parallel meta-learning).
+    const SHARDS: bool = true;
     const SUMMARY: &'static str = "first-order MAML of qubit pulses through the Lindblad simulator (guide 001): time per meta-iteration, validation fidelity";
 
     fn table(&self) -> &[Variant<Setting>] {
@@ -187,14 +189,23 @@ impl TableWorkload for LindbladMeta {
             lr: config.inner_lr,
             fused: setting.fused(),
         };
+        // Under mpirun each rank adapts its block of a meta-batch of `ranks x tasks_per_batch`
+        // tasks, and the meta-gradient is joined by one all-reduce.
+        let shard = ctx.world.shard();
         let (_, timed) = time_runs::<B, _>(device, ctx.timing, || {
             for _ in 0..iterations {
-                let batch = run.next_batch()?;
+                let batch = run.next_batch_of(shard)?;
                 if setting.batched {
-                    run.learner.step(&run.problem, &shape, &batch, inner)?;
-                } else {
                     run.learner
-                        .step_one_task_at_a_time(&run.problem, &shape, &batch, inner)?;
+                        .step_in(ctx.world, &run.problem, &shape, &batch, inner)?;
+                } else {
+                    run.learner.step_one_task_at_a_time(
+                        ctx.world,
+                        &run.problem,
+                        &shape,
+                        &batch,
+                        inner,
+                    )?;
                 }
             }
             Ok(())
@@ -217,8 +228,10 @@ impl TableWorkload for LindbladMeta {
                 f
             }
         };
+        // The quality run is the same on every rank (one process's schedule), so each rank's
+        // share carries the same fidelity.
         Ok(VariantOutcome {
-            sharded: None,
+            sharded: ctx.share(params.tasks_per_batch, &[fidelity]),
             per_iteration: timed.scaled(1.0 / iterations as f64),
             iteration_unit: "meta-iteration".into(),
             iterations_per_run: params.quality_iterations as f64,

@@ -232,6 +232,8 @@ impl<const MODEL: usize> TableWorkload for Temporal<MODEL> {
     type Params = Params;
     type Setting = Setting;
     const NAME: &'static str = NAMES[MODEL];
+    /// Seeds are dealt over the ranks.
+    const SHARDS: bool = true;
     const SUMMARY: &'static str = SUMMARIES[MODEL];
 
     fn table(&self) -> &[Variant<Setting>] {
@@ -252,6 +254,7 @@ impl<const MODEL: usize> TableWorkload for Temporal<MODEL> {
         let model = MODELS[MODEL];
         let setting = &variant.setting;
         let mut config = training(model, &params.training)?;
+        config.seeds = ctx.my_members("seeds", &config.seeds)?;
         config.batch_size = match model {
             ModelKind::Mlp => setting.batch.1,
             _ => setting.batch.0,
@@ -314,8 +317,9 @@ impl<const MODEL: usize> TableWorkload for Temporal<MODEL> {
                 outcome.skipped_steps
             ));
         }
+        let f1s: Vec<f64> = outcome.seeds.iter().map(|s| s.test.macro_f1).collect();
         Ok(VariantOutcome {
-            sharded: None,
+            sharded: ctx.share(seeds, &f1s),
             per_iteration: seconds.scaled(1.0 / epochs),
             iteration_unit: "epoch (all seeds)".into(),
             iterations_per_run: epochs,

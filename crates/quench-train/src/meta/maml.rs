@@ -293,9 +293,11 @@ impl<B: Backend> MetaLearner<B> {
     }
 
     /// The same meta-iteration done the original's way, one task after another, each adapted
-    /// alone: the measured reference of the benchmark's baseline, not the product path.
+    /// alone: the measured reference of the benchmark's baseline, not the product path. The
+    /// meta-gradient is joined over the ranks of `world` as in [`step_in`](Self::step_in).
     pub fn step_one_task_at_a_time<A: AutodiffBackend<InnerBackend = B>>(
         &mut self,
+        world: &World,
         problem: &ControlProblem<A>,
         shape: &PolicyShape,
         batch: &ControlBatch<A>,
@@ -317,7 +319,7 @@ impl<B: Backend> MetaLearner<B> {
             Tensor::cat(before, 0),
             Tensor::cat(after, 0),
             per_task,
-            &World::alone(),
+            world,
         ))
     }
 

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use super::DataParams;
 use crate::peers::Peer;
 use crate::workload::{
-    Claim, PrecisionRole, Quality, TableWorkload, Tolerance, Variant, VariantContext,
+    Claim, NoMembers, PrecisionRole, Quality, TableWorkload, Tolerance, Variant, VariantContext,
     VariantOutcome, time_runs,
 };
 
@@ -140,11 +140,10 @@ impl TableWorkload for QrngGan {
             )?)
         })?;
         if tournament.matches.is_empty() {
-            anyhow::bail!(
-                "rank {} of {} has no match: the tournament's matches split over fewer ranks",
-                shard.rank,
-                shard.ranks
-            );
+            return Err(NoMembers {
+                what: "matches".into(),
+            }
+            .into());
         }
         let finals: Vec<f64> = tournament.matches.iter().map(|m| m.final_kl()).collect();
         let epochs = config.epochs as f64;
