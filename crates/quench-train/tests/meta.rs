@@ -239,3 +239,60 @@ fn inconsistent_configurations_are_refused_by_field() {
     let mut run = MetaRun::<B>::new(&direct, &mut OperatorCache::new(), &device).unwrap();
     assert!(run.step().unwrap().loss_after.is_finite());
 }
+
+#[test]
+fn bad_numbers_are_refused_before_any_work_naming_the_field() {
+    use quench_lindblad::OperatorCache;
+    use quench_train::meta::{MetaConfig, MetaRun};
+    let device = Default::default();
+    let cases: [(&str, fn(&mut MetaConfig)); 9] = [
+        ("policy.hidden", |c| c.policy.hidden = vec![128, 0]),
+        ("policy.segments", |c| c.policy.segments = 0),
+        ("meta_lr", |c| c.meta_lr = -0.01),
+        ("meta_lr", |c| c.meta_lr = f64::NAN),
+        ("inner_lr", |c| c.inner_lr = f64::INFINITY),
+        ("grad_clip", |c| c.grad_clip = -1.0),
+        ("policy.init_gain", |c| c.policy.init_gain = f64::NAN),
+        ("policy.output_scale", |c| {
+            c.policy.output_scale = f64::INFINITY
+        }),
+        ("t_total", |c| c.t_total = 0.0),
+    ];
+    for (field, spoil) in cases {
+        let mut config = MetaConfig::default();
+        spoil(&mut config);
+        let err = MetaRun::<B>::new(&config, &mut OperatorCache::new(), &device)
+            .err()
+            .unwrap_or_else(|| panic!("{field}: accepted"))
+            .to_string();
+        assert!(err.contains(field), "{field}: {err}");
+    }
+}
+
+#[test]
+fn training_that_diverges_stops_with_the_iteration_named() {
+    use quench_lindblad::OperatorCache;
+    use quench_train::meta::{MetaConfig, MetaRun};
+    // An inner rate this large sends the adapted controls far past every bound within the
+    // five inner steps: losses stay finite (clamped controls) or the gradients overflow; the
+    // run must either train finitely or stop with a named iteration, never run on NaN.
+    let config = MetaConfig {
+        iterations: 3,
+        tasks_per_batch: 2,
+        val_tasks: 2,
+        inner_lr: 1e30,
+        ..MetaConfig::default()
+    };
+    let mut run =
+        MetaRun::<B>::new(&config, &mut OperatorCache::new(), &Default::default()).unwrap();
+    match run.train(|_, _| {}) {
+        Ok(history) => assert!(
+            history
+                .iterations
+                .iter()
+                .all(|r| r.stats.loss_before.is_finite() && r.stats.loss_after.is_finite()),
+            "{history:?}"
+        ),
+        Err(err) => assert!(err.to_string().contains("meta-iteration"), "{err}"),
+    }
+}

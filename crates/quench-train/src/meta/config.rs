@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use quench_lindblad::operators::{hadamard, pauli_x, pauli_y, pauli_z};
 use quench_lindblad::{CMatrix, Solver, System, presets};
 
+use super::error::MetaError;
 use super::maml::Algorithm;
 use super::policy::PolicyShape;
 use super::tasks::{Features, TaskFamily};
@@ -55,6 +56,56 @@ pub struct MetaConfig {
     pub seed: u64,
     /// Seed of the validation tasks: a separate stream, so they are never training tasks.
     pub val_seed: u64,
+}
+
+impl MetaConfig {
+    /// Checks every number before any work: counts at least 1, rates and scales finite and in
+    /// range, the policy's widths non-zero. The error names the field and its value.
+    pub fn validate(&self) -> Result<(), MetaError> {
+        for (field, value) in [
+            ("iterations", self.iterations),
+            ("tasks_per_batch", self.tasks_per_batch),
+            ("val_tasks", self.val_tasks),
+            ("val_interval", self.val_interval),
+            ("policy.segments", self.policy.segments),
+            ("policy.controls", self.policy.controls),
+        ] {
+            if value == 0 {
+                return Err(MetaError::config(field, value, "must be at least 1"));
+            }
+        }
+        if let Some(width) = self.policy.hidden.iter().position(|&w| w == 0) {
+            return Err(MetaError::config(
+                "policy.hidden",
+                format!("{:?}", self.policy.hidden),
+                format!("layer {width} has no units; every width must be at least 1"),
+            ));
+        }
+        let positive = |field: &'static str, value: f64| {
+            if value.is_finite() && value > 0.0 {
+                Ok(())
+            } else {
+                Err(MetaError::config(
+                    field,
+                    value,
+                    "must be a finite number above 0",
+                ))
+            }
+        };
+        positive("meta_lr", self.meta_lr)?;
+        positive("grad_clip", self.grad_clip)?;
+        positive("t_total", self.t_total)?;
+        positive("policy.output_scale", self.policy.output_scale)?;
+        positive("policy.init_gain", self.policy.init_gain)?;
+        if !(self.inner_lr.is_finite() && self.inner_lr >= 0.0) {
+            return Err(MetaError::config(
+                "inner_lr",
+                self.inner_lr,
+                "must be a finite number, 0 or above",
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl Default for MetaConfig {

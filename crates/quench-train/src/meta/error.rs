@@ -24,6 +24,15 @@ pub enum MetaError {
         /// Why it is refused.
         reason: String,
     },
+    /// Training reached a state it cannot continue from: every task's gradient was not
+    /// finite, or a loss was not a number.
+    #[error("meta-iteration {iteration}: {reason}; nothing was written")]
+    Diverged {
+        /// The meta-iteration (from 1).
+        iteration: usize,
+        /// What was not finite.
+        reason: String,
+    },
     /// Writing the history failed.
     #[error("cannot write {path}: {source}")]
     Write {

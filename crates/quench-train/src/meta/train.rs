@@ -109,15 +109,7 @@ impl<B: AutodiffBackend> MetaRun<B> {
         cache: &mut OperatorCache<B>,
         device: &B::Device,
     ) -> Result<Self, MetaError> {
-        for (field, value) in [
-            ("tasks_per_batch", config.tasks_per_batch),
-            ("val_tasks", config.val_tasks),
-            ("val_interval", config.val_interval),
-        ] {
-            if value == 0 {
-                return Err(MetaError::config(field, value, "must be at least 1"));
-            }
-        }
+        config.validate()?;
         let problem = ControlProblem::new(config, cache, device)?;
         let task_dim = config.tasks.axes().len();
         let policy = config
@@ -251,6 +243,24 @@ impl<B: AutodiffBackend> MetaRun<B> {
         for iteration in 1..=self.config.iterations {
             let start = Instant::now();
             let stats = self.step_in(world)?;
+            let tasks = self.config.tasks_per_batch * world.shard().ranks;
+            if stats.skipped_tasks == tasks {
+                return Err(MetaError::Diverged {
+                    iteration,
+                    reason: format!(
+                        "the meta-gradient of every one of the {tasks} tasks was not finite"
+                    ),
+                });
+            }
+            if !(stats.loss_before.is_finite() && stats.loss_after.is_finite()) {
+                return Err(MetaError::Diverged {
+                    iteration,
+                    reason: format!(
+                        "the mean task loss was {} before adaptation and {} after",
+                        stats.loss_before, stats.loss_after
+                    ),
+                });
+            }
             let record = IterationRecord {
                 iteration,
                 stats,
