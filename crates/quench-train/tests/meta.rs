@@ -245,7 +245,8 @@ fn bad_numbers_are_refused_before_any_work_naming_the_field() {
     use quench_lindblad::OperatorCache;
     use quench_train::meta::{MetaConfig, MetaRun};
     let device = Default::default();
-    let cases: [(&str, fn(&mut MetaConfig)); 9] = [
+    type Spoil = fn(&mut MetaConfig);
+    let cases: [(&str, Spoil); 9] = [
         ("policy.hidden", |c| c.policy.hidden = vec![128, 0]),
         ("policy.segments", |c| c.policy.segments = 0),
         ("meta_lr", |c| c.meta_lr = -0.01),

@@ -300,11 +300,17 @@ fn peer_on(dir: &Path, params: &Params) -> Peer {
     let args = [
         ("--data-dir", dir.display().to_string()),
         ("--train-samples", params.train_samples.to_string()),
-        ("--validation-samples", params.validation_samples.to_string()),
+        (
+            "--validation-samples",
+            params.validation_samples.to_string(),
+        ),
         ("--test-samples", params.test_samples.to_string()),
         ("--split-seed", params.split_seed.to_string()),
         ("--backbone-seed", params.backbone_seed.to_string()),
-        ("--calibration-images", params.calibration_images.to_string()),
+        (
+            "--calibration-images",
+            params.calibration_images.to_string(),
+        ),
         ("--seeds", seeds.join(",")),
         ("--epochs", training.epochs.to_string()),
         ("--batch-size", "64".into()),
