@@ -34,6 +34,17 @@ pub enum LindbladError {
         /// What it must be instead.
         reason: &'static str,
     },
+    /// A run's final state is not a density matrix: the step was too large for the pulse, or
+    /// the numbers overflowed.
+    #[error("task {task}: the final state is not physical ({reason}); {hint}")]
+    Unphysical {
+        /// The task's index in the document.
+        task: usize,
+        /// What is wrong with it.
+        reason: String,
+        /// What to change.
+        hint: &'static str,
+    },
     /// An `euler` or `rk4` run that would take more substeps than
     /// [`Solver::max_substeps`](crate::Solver::max_substeps) allows.
     #[error(

@@ -14,6 +14,15 @@ use crate::{Basis, Batch, CMatrix, Generators, LindbladError, Method, Output, So
 /// Tolerance of the checks on `rho0` and `target` (Hermiticity, unit trace, purity).
 const STATE_TOLERANCE: f64 = 1e-9;
 
+/// The largest dimension a document may have: at 32 the Liouvillian has about a million
+/// entries (16 MiB) and is built in about 10^9 multiply-adds, a second; the work grows as
+/// d^6.
+pub const MAX_DIM: usize = 32;
+
+/// How far a final state may stray from a density matrix (trace 1, no negative eigenvalue)
+/// before the run is refused as unphysical: integration error of a sound step stays far below.
+const RESULT_TOLERANCE: f64 = 1e-6;
+
 /// Fields of the document, in the order of the documentation.
 const FIELDS: [&str; 12] = [
     "dim",
@@ -325,7 +334,36 @@ fn density_matrix(value: &Value, path: &str, dim: usize) -> Result<CMatrix, Lind
             format!("trace is {trace}, expected 1"),
         ));
     }
+    if let Err((row, pivot)) = rho.check_positive_semidefinite(STATE_TOLERANCE) {
+        return Err(LindbladError::input(
+            path,
+            format!(
+                "not positive semidefinite (a density matrix has no negative eigenvalue): the \
+                 Cholesky pivot of row {row} is {pivot:e}"
+            ),
+        ));
+    }
     Ok(rho)
+}
+
+/// Why `rho` is not a density matrix within [`RESULT_TOLERANCE`] (non-finite entries, a trace
+/// other than 1, a negative eigenvalue), if it is not.
+fn physical(rho: &CMatrix) -> Result<(), String> {
+    if rho
+        .as_slice()
+        .iter()
+        .any(|z| !(z.re.is_finite() && z.im.is_finite()))
+    {
+        return Err("it has entries that are not finite numbers".into());
+    }
+    let trace = rho.trace().re;
+    if (trace - 1.0).abs() > RESULT_TOLERANCE {
+        return Err(format!("its trace is {trace}"));
+    }
+    rho.check_positive_semidefinite(RESULT_TOLERANCE)
+        .map_err(|(row, pivot)| {
+            format!("it has a negative eigenvalue (pivot {pivot:e} at row {row})")
+        })
 }
 
 fn method(object: &Map<String, Value>) -> Result<Method, LindbladError> {
@@ -429,6 +467,19 @@ impl Job {
             Some(d) if d >= 1 => d as usize,
             _ => return Err(LindbladError::input("dim", "expected an integer >= 1")),
         };
+        if dim > MAX_DIM {
+            let d = dim as f64;
+            return Err(LindbladError::input(
+                "dim",
+                format!(
+                    "{dim} is more than {MAX_DIM}: the Liouvillian would have d^4 = {:.3e} entries \
+                     ({:.3e} bytes) and building it about d^6 = {:.3e} multiply-adds",
+                    d.powi(4),
+                    16.0 * d.powi(4),
+                    d.powi(6)
+                ),
+            ));
+        }
         let t_total = number(required(object, "", "t_total")?, "t_total")?;
         if t_total <= 0.0 {
             return Err(LindbladError::input(
@@ -605,18 +656,32 @@ impl Job {
             })?;
         let reports = states
             .chunks(n)
-            .map(|coordinates| {
+            .enumerate()
+            .map(|(task, coordinates)| {
                 let rho = basis.operator(coordinates);
-                TaskReport {
+                physical(&rho).map_err(|reason| LindbladError::Unphysical {
+                    task,
+                    reason,
+                    hint: match self.solver.method {
+                        Method::Exact => {
+                            "the numbers overflowed: amplitudes, rates or t_total are too large"
+                        }
+                        _ => {
+                            "the step is too large for these amplitudes and rates, or the \
+                             numbers overflowed: try a smaller dt or the exact method"
+                        }
+                    },
+                })?;
+                Ok(TaskReport {
                     rho: rho
                         .rows()
                         .iter()
                         .map(|row| row.iter().map(|z| [z.re, z.im]).collect())
                         .collect(),
                     fidelity: self.target.as_ref().map(|t| rho.trace_product(t).re),
-                }
+                })
             })
-            .collect();
+            .collect::<Result<_, LindbladError>>()?;
         Ok(JobReport { tasks: reports })
     }
 }
@@ -648,6 +713,51 @@ mod tests {
 
     fn error_of(text: &str) -> String {
         Job::from_json(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn unphysical_input_and_results_are_refused() {
+        // Trace 1 but an eigenvalue of -1.
+        let err = error_of(&with("rho0", "[[[2, 0], [0, 0]], [[0, 0], [-1, 0]]]"));
+        assert!(err.starts_with("rho0: not positive semidefinite"), "{err}");
+        let err = error_of(&with("dim", "64"));
+        assert!(err.starts_with("dim: 64 is more than 32"), "{err}");
+        let run = |text: String| {
+            Job::from_json(&text)
+                .unwrap()
+                .run::<NdArray<f64>>(&Default::default())
+                .map(|_| ())
+                .unwrap_err()
+                .to_string()
+        };
+        // Overflow of the exact propagator: non-finite states are not printed.
+        let err = run(with("t_total", "1e300"));
+        assert!(
+            err.starts_with("task 0: the final state is not physical"),
+            "{err}"
+        );
+        assert!(err.contains("overflowed"), "{err}");
+        // One Euler step of the whole pulse leaves the state space.
+        let mut euler: Value = serde_json::from_str(&with("method", "\"euler\"")).unwrap();
+        euler["dt"] = serde_json::json!(1e300);
+        euler["tasks"][0]["amplitudes"] = serde_json::json!([[3.0], [3.0]]);
+        let err = run(euler.to_string());
+        assert!(
+            err.contains("negative eigenvalue") && err.contains("smaller dt"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn positive_semidefinite_matrices_pass_the_check() {
+        let pure = CMatrix::from_real(2, &[1.0, 0.0, 0.0, 0.0]);
+        assert!(pure.check_positive_semidefinite(1e-12).is_ok());
+        let mixed = CMatrix::from_real(2, &[0.5, 0.5, 0.5, 0.5]);
+        assert!(mixed.check_positive_semidefinite(1e-12).is_ok());
+        let bad = CMatrix::from_real(2, &[0.5, 0.6, 0.6, 0.5]);
+        let (row, pivot) = bad.check_positive_semidefinite(1e-12).unwrap_err();
+        assert_eq!(row, 1);
+        assert!(pivot < 0.0, "{pivot}");
     }
 
     #[test]
@@ -736,12 +846,17 @@ mod tests {
             Job::from_json(&raised).unwrap().solver.max_substeps,
             1_000_000_000
         );
-        // Euler with a step longer than a segment takes one step per segment, as before.
+        // Euler with a step longer than a segment takes one step per segment, as before; one
+        // Euler step of task 0's half turn leaves the state space, and is refused for it.
         let coarse = with("method", "\"euler\"").replace("\"method\"", "\"dt\": 7.0, \"method\"");
-        Job::from_json(&coarse)
+        let err = Job::from_json(&coarse)
             .unwrap()
             .run::<NdArray<f64>>(&Default::default())
-            .unwrap();
+            .unwrap_err();
+        assert!(
+            matches!(err, LindbladError::Unphysical { task: 0, .. }),
+            "{err}"
+        );
     }
 
     #[test]

@@ -162,6 +162,29 @@ impl CMatrix {
             .fold(0.0, f64::max)
     }
 
+    /// Checks that this Hermitian matrix is positive semidefinite within `tolerance`: the
+    /// Cholesky factorisation of `self + tolerance I` must succeed (every pivot positive), so
+    /// an eigenvalue below `-tolerance` fails it. On failure: the row whose pivot was not
+    /// positive, and that pivot (about the most negative eigenvalue, for small matrices).
+    pub fn check_positive_semidefinite(&self, tolerance: f64) -> Result<(), (usize, f64)> {
+        let d = self.dim;
+        let mut l = vec![Complex64::new(0.0, 0.0); d * d];
+        for j in 0..d {
+            let pivot = self.get(j, j).re + tolerance
+                - (0..j).map(|k| l[j * d + k].norm_sqr()).sum::<f64>();
+            if pivot.is_nan() || pivot <= 0.0 {
+                return Err((j, pivot - tolerance));
+            }
+            let root = pivot.sqrt();
+            l[j * d + j] = Complex64::new(root, 0.0);
+            for i in j + 1..d {
+                let dot: Complex64 = (0..j).map(|k| l[i * d + k] * l[j * d + k].conj()).sum();
+                l[i * d + j] = (self.get(i, j) - dot) / root;
+            }
+        }
+        Ok(())
+    }
+
     /// The induced 1-norm: the largest column sum of absolute values.
     pub fn norm_one(&self) -> f64 {
         (0..self.dim)
