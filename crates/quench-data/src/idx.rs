@@ -29,9 +29,28 @@ pub struct IdxArray {
 /// Reads and validates the IDX file at `path`, decompressing it if it starts with the gzip magic.
 ///
 /// Checks the magic number, the element type, that there is at least one dimension, and that
-/// the data is exactly as long as the dimensions declare.
+/// the data is exactly as long as the dimensions declare. A gzip stream is inflated only as far
+/// as its header declares (and one byte more, to see trailing data, which is then counted
+/// without being kept): a small file that inflates to gigabytes costs no more memory than the
+/// array it declares.
 pub fn read_idx(path: &Path) -> Result<IdxArray, DataError> {
-    parse(read_maybe_gzip(path)?, path)
+    let raw = fs::read(path).map_err(|source| DataError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if is_gzip(&raw) {
+        let gzip_error = |source| DataError::Gzip {
+            path: path.to_path_buf(),
+            source,
+        };
+        parse(&mut GzDecoder::new(raw.as_slice()), path, &gzip_error)
+    } else {
+        let io_error = |source| DataError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        parse(&mut raw.as_slice(), path, &io_error)
+    }
 }
 
 /// Whether `head` (the first bytes of a file) starts a gzip stream.
@@ -39,48 +58,50 @@ pub(crate) fn is_gzip(head: &[u8]) -> bool {
     head.starts_with(&GZIP_MAGIC)
 }
 
-/// The contents of `path`, decompressed when gzip'ed.
-fn read_maybe_gzip(path: &Path) -> Result<Vec<u8>, DataError> {
-    let raw = fs::read(path).map_err(|source| DataError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    if !is_gzip(&raw) {
-        return Ok(raw);
+/// Fills `buf` from `reader` as far as the stream goes: the bytes read.
+fn read_up_to(reader: &mut dyn Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match reader.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
     }
-    let mut bytes = Vec::new();
-    GzDecoder::new(raw.as_slice())
-        .read_to_end(&mut bytes)
-        .map_err(|source| DataError::Gzip {
-            path: path.to_path_buf(),
-            source,
-        })?;
-    Ok(bytes)
+    Ok(filled)
 }
 
-/// Validates `bytes` as an IDX array of unsigned bytes read from `path`.
-fn parse(mut bytes: Vec<u8>, path: &Path) -> Result<IdxArray, DataError> {
-    let truncated = |expected: u64, found: usize| DataError::IdxTruncated {
+/// Reads and validates an IDX array of unsigned bytes from `reader` (the contents of `path`),
+/// keeping no more than the header declares; `read_error` names a failing read.
+fn parse(
+    reader: &mut dyn Read,
+    path: &Path,
+    read_error: &dyn Fn(std::io::Error) -> DataError,
+) -> Result<IdxArray, DataError> {
+    let truncated = |expected: u64, found: u64| DataError::IdxTruncated {
         path: path.to_path_buf(),
         expected,
-        found: found as u64,
+        found,
     };
-    if bytes.len() < 4 {
-        return Err(truncated(4, bytes.len()));
+    let mut head = [0u8; 4];
+    let got = read_up_to(reader, &mut head).map_err(read_error)?;
+    if got < 4 {
+        return Err(truncated(4, got as u64));
     }
-    if bytes[0] != 0 || bytes[1] != 0 {
+    if head[0] != 0 || head[1] != 0 {
         return Err(DataError::IdxMagic {
             path: path.to_path_buf(),
-            found: [bytes[0], bytes[1]],
+            found: [head[0], head[1]],
         });
     }
-    if bytes[2] != UNSIGNED_BYTE {
+    if head[2] != UNSIGNED_BYTE {
         return Err(DataError::IdxElementType {
             path: path.to_path_buf(),
-            found: bytes[2],
+            found: head[2],
         });
     }
-    let rank = bytes[3];
+    let rank = head[3];
     if rank == 0 {
         return Err(DataError::IdxRank {
             path: path.to_path_buf(),
@@ -88,29 +109,35 @@ fn parse(mut bytes: Vec<u8>, path: &Path) -> Result<IdxArray, DataError> {
             expected: "at least 1",
         });
     }
-    let header = 4 + 4 * usize::from(rank);
-    if bytes.len() < header {
-        return Err(truncated(header as u64, bytes.len()));
+    let header = 4 + 4 * u64::from(rank);
+    let mut dim_bytes = vec![0u8; 4 * usize::from(rank)];
+    let got = read_up_to(reader, &mut dim_bytes).map_err(read_error)?;
+    if got < dim_bytes.len() {
+        return Err(truncated(header, 4 + got as u64));
     }
-    let dims: Vec<usize> = bytes[4..header]
+    let dims: Vec<usize> = dim_bytes
         .chunks_exact(4)
         .map(|d| u32::from_be_bytes([d[0], d[1], d[2], d[3]]) as usize)
         .collect();
     let elements = dims.iter().fold(1u64, |n, &d| n.saturating_mul(d as u64));
-    let total = (header as u64).saturating_add(elements);
-    let found = bytes.len() as u64;
-    if found < total {
-        return Err(truncated(total, bytes.len()));
+    let total = header.saturating_add(elements);
+    let mut data = Vec::new();
+    reader
+        .take(elements)
+        .read_to_end(&mut data)
+        .map_err(read_error)?;
+    if (data.len() as u64) < elements {
+        return Err(truncated(total, header + data.len() as u64));
     }
-    if found > total {
+    let extra = std::io::copy(reader, &mut std::io::sink()).map_err(read_error)?;
+    if extra > 0 {
         return Err(DataError::IdxTrailing {
             path: path.to_path_buf(),
             offset: total,
-            extra: found - total,
+            extra,
         });
     }
-    bytes.drain(..header);
-    Ok(IdxArray { dims, data: bytes })
+    Ok(IdxArray { dims, data })
 }
 
 #[cfg(test)]
@@ -143,6 +170,22 @@ mod tests {
         );
         // The scratch directory goes away with `scratch`; only the path is kept for messages.
         (path, err)
+    }
+
+    #[test]
+    fn a_gzip_bomb_is_refused_without_keeping_what_it_inflates_to() {
+        // The header declares one byte; 64 MiB of zeros follow, about 64 KiB compressed.
+        let mut bytes = idx_bytes(&[1], &[7]);
+        bytes.resize(bytes.len() + (64 << 20), 0);
+        let packed = gzip(&bytes);
+        assert!(packed.len() < 1 << 20, "{}", packed.len());
+        let scratch = Scratch::new();
+        let path = scratch.write("bomb-idx1-ubyte.gz", &packed);
+        let err = read_idx(&path).unwrap_err();
+        assert!(
+            matches!(err, DataError::IdxTrailing { offset: 9, extra, .. } if extra == 64 << 20),
+            "{err}"
+        );
     }
 
     #[test]

@@ -107,8 +107,10 @@ impl BitStrings {
                 found: String::from_utf8_lossy(&bits[column..=column]).into_owned(),
             });
         }
+        // Only the canonical decimal form: `+1` or `0001` is a typo more often than a label.
         let label = std::str::from_utf8(label)
             .ok()
+            .filter(|l| l.bytes().all(|b| b.is_ascii_digit()) && (*l == "0" || !l.starts_with('0')))
             .and_then(|l| l.parse::<u32>().ok())
             .filter(|l| self.classes.contains(l))
             .ok_or_else(|| DataError::QrngLabel {
@@ -275,7 +277,7 @@ mod tests {
 
     #[test]
     fn refuses_labels_outside_the_declared_set() {
-        for label in ["4", "0", "x", "-1"] {
+        for label in ["4", "0", "x", "-1", "+1", "0001", "01"] {
             let err = read(&format!("01 1\n10 {label}\n")).unwrap_err();
             assert!(matches!(err, DataError::QrngLabel { line: 2, .. }), "{err}");
         }

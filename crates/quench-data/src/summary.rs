@@ -29,25 +29,50 @@ pub enum Format {
 
 impl Format {
     /// Guesses the format from the first bytes of `path`: gzip or two zero bytes mean IDX,
-    /// anything else is read as bit strings (OHLCV is never guessed: a tab-separated file may
-    /// be either).
+    /// text is read as bit strings (OHLCV is never guessed: a tab-separated file may be
+    /// either), and anything else is refused with the bytes it starts with.
     pub fn detect(path: &Path) -> Result<Self, DataError> {
         let io = |source| DataError::Io {
             path: path.to_path_buf(),
             source,
         };
-        let mut head = Vec::with_capacity(2);
+        let mut head = Vec::with_capacity(64);
         File::open(path)
             .map_err(io)?
-            .take(2)
+            .take(64)
             .read_to_end(&mut head)
             .map_err(io)?;
-        Ok(if is_gzip(&head) || head == [0, 0] {
-            Self::Idx
-        } else {
-            Self::Qrng
-        })
+        if is_gzip(&head) || head.starts_with(&[0, 0]) {
+            return Ok(Self::Idx);
+        }
+        if looks_like_text(&head) {
+            return Ok(Self::Qrng);
+        }
+        Err(DataError::invalid(
+            "format",
+            head.iter()
+                .take(8)
+                .map(|b| format!("{b:02x}"))
+                .collect::<Vec<_>>()
+                .join(" "),
+            "the file starts with binary bytes: not text (qRNG bit strings, OHLCV) and not IDX \
+             (which starts with two zero bytes, or gzip's 1f 8b); pass --format to say what it is",
+        ))
     }
+}
+
+/// Whether `head`, the first bytes of a file, is UTF-8 text (a character cut at the end
+/// allowed) without control characters other than whitespace.
+fn looks_like_text(head: &[u8]) -> bool {
+    let valid = match std::str::from_utf8(head) {
+        Ok(text) => text,
+        // Cut inside a character at the end of the sample: the part before it.
+        Err(e) if e.error_len().is_none() => {
+            std::str::from_utf8(&head[..e.valid_up_to()]).unwrap_or_default()
+        }
+        Err(_) => return false,
+    };
+    !valid.chars().any(|c| c.is_control() && !c.is_whitespace())
 }
 
 impl FromStr for Format {
@@ -284,6 +309,24 @@ mod tests {
             Format::Qrng
         );
         assert!(Format::detect(&scratch.dir().join("absent")).is_err());
+        // An IDX file with a broken magic number is binary, not bit strings: refused with the
+        // bytes it starts with.
+        let mut broken = idx.clone();
+        broken[0] = 1;
+        let err = Format::detect(&scratch.write("e", &broken))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("01 00 08 01") && err.contains("--format"),
+            "{err}"
+        );
+        // Text cut inside a character at the 64-byte sample's end is still text.
+        let mut accented = vec![b'0'; 63];
+        accented.extend("é 1\n".as_bytes());
+        assert_eq!(
+            Format::detect(&scratch.write("f", &accented)).unwrap(),
+            Format::Qrng
+        );
         assert_eq!("qrng".parse::<Format>().unwrap(), Format::Qrng);
         assert_eq!("ohlcv".parse::<Format>().unwrap(), Format::Ohlcv);
         assert!("csv".parse::<Format>().is_err());
