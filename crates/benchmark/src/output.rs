@@ -9,18 +9,25 @@ use quench_device::files::write_atomically;
 
 use crate::report::{Report, RunStatus};
 
-/// Where a run's reports go, and the last report written there.
+/// Where a run's reports go, and the last report written there. The folder is the run's
+/// alone while it lasts: [`LOCK`] holds the run's process id, and is removed when the run ends.
 pub struct Output {
     dir: PathBuf,
     latest: Arc<Mutex<Option<Report>>>,
 }
 
+/// The file that marks an output folder as taken by a run.
+pub const LOCK: &str = ".quench-run.lock";
+
 impl Output {
-    /// Creates `dir` (with its parents); a path that names a file, or a folder that cannot be
-    /// created, is refused here, before any work.
+    /// Creates `dir` (with its parents) and takes it for this run; a path that names a file,
+    /// a folder that cannot be created, or one that another running benchmark holds, is
+    /// refused here, before any work. A lock left by a process that no longer runs (a run
+    /// killed outright) is taken over.
     pub fn new(dir: &Path) -> anyhow::Result<Self> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("--out {}: cannot create the output folder", dir.display()))?;
+        take_folder(dir)?;
         Ok(Self {
             dir: dir.to_path_buf(),
             latest: Arc::new(Mutex::new(None)),
@@ -44,6 +51,8 @@ impl Output {
                     }
                 }
             }
+            // Exiting skips `Drop`: give the folder back here.
+            let _ = std::fs::remove_file(dir.join(LOCK));
             std::process::exit(130);
         })
         .context("cannot install the Ctrl-C handler")
@@ -55,6 +64,71 @@ impl Output {
         write_report(report, &self.dir)?;
         *latest = Some(report.clone());
         Ok(())
+    }
+}
+
+impl Drop for Output {
+    fn drop(&mut self) {
+        // Only our own lock: a folder taken over after ours went stale is the other run's.
+        let lock = self.dir.join(LOCK);
+        if std::fs::read_to_string(&lock)
+            .is_ok_and(|pid| pid.trim() == std::process::id().to_string())
+        {
+            let _ = std::fs::remove_file(lock);
+        }
+    }
+}
+
+/// Takes `dir` for this process: creates [`LOCK`] with our process id, or refuses when the
+/// process it names is still running.
+fn take_folder(dir: &Path) -> anyhow::Result<()> {
+    let lock = dir.join(LOCK);
+    for _ in 0..2 {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&lock)
+        {
+            Ok(mut file) => {
+                use std::io::Write as _;
+                write!(file, "{}", std::process::id())
+                    .with_context(|| format!("cannot write {}", lock.display()))?;
+                return Ok(());
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
+                let holder = std::fs::read_to_string(&lock).unwrap_or_default();
+                let holder = holder.trim();
+                if process_runs(holder) {
+                    anyhow::bail!(
+                        "--out {}: another benchmark run (process {holder}) is writing there; \
+                         wait for it or choose another folder",
+                        dir.display()
+                    );
+                }
+                // Stale: its process is gone. Whoever removes it first retakes the folder.
+                let _ = std::fs::remove_file(&lock);
+            }
+            Err(err) => {
+                return Err(err).with_context(|| format!("cannot create {}", lock.display()));
+            }
+        }
+    }
+    anyhow::bail!(
+        "--out {}: another benchmark run took the folder at the same moment",
+        dir.display()
+    )
+}
+
+/// Whether `pid` names a running process (on Linux, a `/proc` entry); elsewhere any readable
+/// id counts as running, and a stale lock is the user's to remove.
+fn process_runs(pid: &str) -> bool {
+    let Ok(pid) = pid.parse::<u32>() else {
+        return false;
+    };
+    if cfg!(target_os = "linux") {
+        Path::new("/proc").join(pid.to_string()).exists()
+    } else {
+        true
     }
 }
 
@@ -99,6 +173,28 @@ mod tests {
         let output = Output::new(&nested).unwrap();
         output.keep(&sample_report()).unwrap();
         assert!(nested.join("report.json").is_file());
+    }
+
+    #[test]
+    fn a_folder_in_use_is_refused_and_a_stale_lock_taken_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = Output::new(dir.path()).unwrap();
+        let err = format!("{:#}", Output::new(dir.path()).err().unwrap());
+        assert!(
+            err.contains("another benchmark run") && err.contains(&std::process::id().to_string()),
+            "{err}"
+        );
+        drop(first);
+        assert!(
+            !dir.path().join(LOCK).exists(),
+            "the lock goes with its run"
+        );
+        // A lock naming a process that is gone (pid 0 is never a user process).
+        std::fs::write(dir.path().join(LOCK), "0").unwrap();
+        let taken = Output::new(dir.path()).unwrap();
+        taken.keep(&sample_report()).unwrap();
+        drop(taken);
+        assert!(!dir.path().join(LOCK).exists());
     }
 
     #[test]

@@ -4,7 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use plotters::coord::Shift;
 use plotters::prelude::*;
+use quench_device::files::write_atomically;
 
 use crate::report::{VariantReport, WorkloadReport};
 
@@ -26,6 +28,23 @@ pub fn write_plots(workloads: &[WorkloadReport], dir: &Path) -> anyhow::Result<V
     Ok(written)
 }
 
+/// Draws a 760 x 420 SVG with `draw` and replaces `path` with it atomically (as the reports
+/// are), so a reader or a concurrent run never sees half a plot.
+fn svg(
+    path: &Path,
+    draw: impl FnOnce(&DrawingArea<SVGBackend, Shift>) -> Result<(), Box<dyn std::error::Error>>,
+) -> anyhow::Result<()> {
+    let mut text = String::new();
+    {
+        let root = SVGBackend::with_string(&mut text, (760, 420)).into_drawing_area();
+        draw(&root)
+            .map_err(|e| anyhow::anyhow!("{e}"))
+            .with_context(|| format!("cannot draw {}", path.display()))?;
+    }
+    write_atomically(path, text.as_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
 /// PyTorch's speed over the baseline's, where the workload ran a peer in the baseline's unit.
 fn pytorch_level(w: &WorkloadReport) -> Option<f64> {
     let peer = w.peer.as_ref()?;
@@ -45,10 +64,9 @@ fn speedup_plot(w: &WorkloadReport, path: &Path) -> anyhow::Result<()> {
         .chain(pytorch)
         .fold(1.0f64, f64::max)
         * 1.15;
-    let root = SVGBackend::new(path, (760, 420)).into_drawing_area();
-    let draw = || -> Result<(), Box<dyn std::error::Error>> {
+    svg(path, |root| {
         root.fill(&WHITE)?;
-        let mut chart = ChartBuilder::on(&root)
+        let mut chart = ChartBuilder::on(root)
             .caption(
                 format!(
                     "{}: measured speed-up (bars) vs claimed (red ranges){}",
@@ -117,10 +135,7 @@ fn speedup_plot(w: &WorkloadReport, path: &Path) -> anyhow::Result<()> {
         }
         root.present()?;
         Ok(())
-    };
-    draw()
-        .map_err(|e| anyhow::anyhow!("{e}"))
-        .with_context(|| format!("cannot draw {}", path.display()))
+    })
 }
 
 /// One point per variant: median time per run against its quality metric.
@@ -153,10 +168,9 @@ fn quality_plot(w: &WorkloadReport, path: &Path) -> anyhow::Result<()> {
         (1e-6, 1.0)
     };
     let (ymin, ymax) = span(points.iter().map(|p| p.1));
-    let root = SVGBackend::new(path, (760, 420)).into_drawing_area();
-    let draw = || -> Result<(), Box<dyn std::error::Error>> {
+    svg(path, |root| {
         root.fill(&WHITE)?;
-        let mut chart = ChartBuilder::on(&root)
+        let mut chart = ChartBuilder::on(root)
             .caption(
                 format!("{}: {metric} against time per run", w.name),
                 ("sans-serif", 18),
@@ -177,10 +191,7 @@ fn quality_plot(w: &WorkloadReport, path: &Path) -> anyhow::Result<()> {
         }))?;
         root.present()?;
         Ok(())
-    };
-    draw()
-        .map_err(|e| anyhow::anyhow!("{e}"))
-        .with_context(|| format!("cannot draw {}", path.display()))
+    })
 }
 
 /// A plotting range around the values with a margin; never empty.
