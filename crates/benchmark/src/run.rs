@@ -368,13 +368,14 @@ mod tests {
     use super::*;
     use quench_device::SelectedDevice;
 
-    /// A suite of a missing SGLD grid and a small synthetic distinguishability tournament.
+    /// A suite of an SGLD variant whose minibatch fails when it runs (0) and a small synthetic
+    /// distinguishability tournament.
     fn suite(dir: &Path) -> std::path::PathBuf {
         let path = dir.join("suite.toml");
         std::fs::write(
             &path,
             "[timing]\nwarmup = 0\nrepeats = 1\n\n\
-             [workloads.sgld]\nconfig = \"/nonexistent/grid.toml\"\nvariants = [\"baseline\"]\n\n\
+             [workloads.sgld]\nbigger_batch = 0\nvariants = [\"bigger-batch\"]\n\n\
              [workloads.qrng-distinguish]\n\
              data = { source = \"synthetic\", synthetic_lines = 40 }\ntournament = { bits = 16 }\n",
         )
@@ -416,7 +417,7 @@ mod tests {
         let failures = report.failures();
         assert_eq!(failures.len(), 1, "{failures:?}");
         assert!(
-            failures[0].starts_with("sgld/baseline: ") && failures[0].contains("grid.toml"),
+            failures[0].starts_with("sgld/bigger-batch: ") && failures[0].contains("bigger_batch"),
             "{failures:?}"
         );
         // A keeper that cannot write stops the run before any workload.
@@ -429,6 +430,31 @@ mod tests {
         assert_eq!(
             (calls, err.to_string()),
             (1, "read-only folder".to_string())
+        );
+    }
+
+    #[test]
+    fn a_missing_file_of_a_later_workload_fails_the_suite_before_any_work() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("suite.toml");
+        std::fs::write(
+            &path,
+            "[workloads.qrng-distinguish]\n\
+             data = { source = \"synthetic\", synthetic_lines = 40 }\n\n\
+             [workloads.sgld]\nconfig = \"/nonexistent/grid.toml\"\n",
+        )
+        .unwrap();
+        let mut kept = 0;
+        let err = run_suite(&request(&path, RunPrecision::Auto), &mut |_| {
+            kept += 1;
+            Ok(())
+        })
+        .unwrap_err();
+        assert_eq!(kept, 0, "nothing ran");
+        let err = format!("{err:#}");
+        assert!(
+            err.contains("sgld") && err.contains("/nonexistent/grid.toml"),
+            "{err}"
         );
     }
 

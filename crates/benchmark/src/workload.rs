@@ -375,7 +375,8 @@ pub trait Workload: Sync {
     fn summary(&self) -> &'static str;
     /// Its variants; at most one is the baseline.
     fn variants(&self) -> Vec<VariantInfo>;
-    /// Checks the suite's parameters for this workload before anything runs.
+    /// Checks the suite's parameters for this workload, and the files they name, before
+    /// anything runs.
     fn check_params(&self, params: &toml::Table) -> anyhow::Result<()>;
     /// Runs one variant with the suite's parameters.
     fn run(
@@ -438,6 +439,13 @@ pub trait TableWorkload: Sync {
         device: &B::Device,
     ) -> anyhow::Result<VariantOutcome>;
 
+    /// Checks what the parameters name (configuration and data files) before the suite's first
+    /// timed run, so that a suite fails before any work rather than after its first
+    /// workloads; nothing to check by default.
+    fn check(&self, _params: &Self::Params) -> anyhow::Result<()> {
+        Ok(())
+    }
+
     /// The PyTorch peer (`peers/`) at the size of `params`; none by default, or where the
     /// parameters have no equivalent there (synthetic data, say).
     fn peer(&self, _params: &Self::Params) -> Option<Peer> {
@@ -468,7 +476,9 @@ impl<T: TableWorkload> Workload for T {
     }
 
     fn check_params(&self, params: &toml::Table) -> anyhow::Result<()> {
-        parse_params::<T::Params>(T::NAME, params).map(drop)
+        let parsed = parse_params::<T::Params>(T::NAME, params)?;
+        self.check(&parsed)
+            .with_context(|| format!("workload `{}`", T::NAME))
     }
 
     fn peer(&self, params: &toml::Table) -> Option<Peer> {

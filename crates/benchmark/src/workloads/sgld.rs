@@ -170,6 +170,12 @@ impl TableWorkload for SgldGrid {
         &VARIANTS
     }
 
+    /// The grid file, and the data it names.
+    fn check(&self, params: &Params) -> anyhow::Result<()> {
+        GridData::load(&grid(params)?)?;
+        Ok(())
+    }
+
     /// The grid's chains one at a time through autograd. SYNTH: the peer draws its own points
     /// from the same distribution. MNIST: the peer reads the IDX files Quench finds and draws
     /// the same number of images per class; where no data set is installed, no peer.
@@ -444,6 +450,8 @@ mod tests {
         assert!(SgldGrid.check_params(&unknown).is_err());
         SgldGrid.check_params(&toml::Table::new()).unwrap();
         let missing: toml::Table = toml::from_str("config = 'configs/sgld/none.toml'").unwrap();
+        let err = SgldGrid.check_params(&missing).unwrap_err();
+        assert!(format!("{err:#}").contains("none.toml"), "{err:#}");
         let err = SgldGrid
             .run(&variant("baseline"), &missing, &RunContext::quick_cpu())
             .unwrap_err();

@@ -156,6 +156,11 @@ impl TableWorkload for QrngClassifier {
         &CLASSIFIER_VARIANTS
     }
 
+    /// The recording (or the synthetic one's settings) reads.
+    fn check(&self, params: &ClassifierParams) -> anyhow::Result<()> {
+        params.data.load().map(drop)
+    }
+
     /// The original's way at batch 8, one seed at a time; a peer of the default schedule
     /// only (its learning-rate plateau and fractions are the defaults').
     fn peer(&self, params: &ClassifierParams) -> Option<Peer> {

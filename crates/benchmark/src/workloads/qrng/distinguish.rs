@@ -43,6 +43,11 @@ impl TableWorkload for QrngDistinguish {
         &DISTINGUISH_VARIANTS
     }
 
+    /// The recording (or the synthetic one's settings) reads.
+    fn check(&self, params: &DistinguishParams) -> anyhow::Result<()> {
+        params.data.load().map(drop)
+    }
+
     fn run_variant<B: AutodiffBackend>(
         &self,
         _variant: &Variant<()>,

@@ -96,6 +96,11 @@ impl TableWorkload for QrngGan {
         &GAN_VARIANTS
     }
 
+    /// The recording (or the synthetic one's settings) reads.
+    fn check(&self, params: &GanParams) -> anyhow::Result<()> {
+        params.data.load().map(drop)
+    }
+
     fn peer(&self, params: &GanParams) -> Option<Peer> {
         let t = &params.tournament;
         let seeds: Vec<String> = t.seeds.iter().map(u64::to_string).collect();
