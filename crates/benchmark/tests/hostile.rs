@@ -1,0 +1,118 @@
+//! Hostile input against the release binary, from files the tests write: every case ends in a
+//! clear error naming what is wrong (exit 1), never a panic (101), a hang or a result.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn benchmark(args: &[&str], dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_benchmark"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+/// Asserts exit status 1 (an error, not a panic) with every one of `words` in stderr.
+fn refused(out: &Output, words: &[&str]) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    for word in words {
+        assert!(stderr.contains(word), "`{word}` not in: {stderr}");
+    }
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    encoder.write_all(bytes).unwrap();
+    encoder.finish().unwrap()
+}
+
+#[test]
+fn bad_data_files_are_refused_by_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, bytes: &[u8]| {
+        std::fs::write(dir.path().join(name), bytes).unwrap();
+        name.to_string()
+    };
+    // An IDX header with a broken magic number: binary, so not guessed as bit strings.
+    let magic = write("magic-idx1-ubyte", &[1, 0, 8, 1, 0, 0, 0, 1, 7]);
+    refused(
+        &benchmark(&["data", &magic], dir.path()),
+        &["01 00 08 01", "--format"],
+    );
+    // A gzip IDX declaring one byte that inflates to 16 MiB more.
+    let mut bomb = vec![0, 0, 8, 1, 0, 0, 0, 1, 7];
+    bomb.resize(bomb.len() + (16 << 20), 0);
+    let bomb = write("bomb-idx1-ubyte.gz", &gzip(&bomb));
+    refused(
+        &benchmark(&["data", &bomb], dir.path()),
+        &["bomb-idx1-ubyte.gz"],
+    );
+    // Labels in a non-canonical form.
+    for (name, label) in [("plus.txt", "+1"), ("zeros.txt", "0001")] {
+        let file = write(name, format!("0101 1\n1010 {label}\n").as_bytes());
+        refused(
+            &benchmark(&["data", &file], dir.path()),
+            &[name, "line 2", label],
+        );
+    }
+}
+
+#[test]
+fn a_suite_with_a_missing_file_fails_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("suite.toml"),
+        "[workloads.qrng-distinguish]\ndata = { source = \"synthetic\", synthetic_lines = 40 }\n\n\
+         [workloads.sgld]\nconfig = \"missing-grid.toml\"\n",
+    )
+    .unwrap();
+    let out = benchmark(
+        &[
+            "run",
+            "--suite",
+            "suite.toml",
+            "--device",
+            "cpu",
+            "--out",
+            "out",
+        ],
+        dir.path(),
+    );
+    refused(&out, &["missing-grid.toml"]);
+    assert!(
+        !dir.path().join("out/report.json").exists(),
+        "no report: nothing ran"
+    );
+}
+
+#[test]
+fn an_output_folder_in_use_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    // This test's own process stands for the run that holds the folder.
+    std::fs::write(out.join(".quench-run.lock"), std::process::id().to_string()).unwrap();
+    std::fs::write(
+        dir.path().join("suite.toml"),
+        "[workloads.qrng-distinguish]\ndata = { source = \"synthetic\", synthetic_lines = 40 }\n",
+    )
+    .unwrap();
+    let run = benchmark(
+        &[
+            "run",
+            "--suite",
+            "suite.toml",
+            "--device",
+            "cpu",
+            "--out",
+            "out",
+        ],
+        dir.path(),
+    );
+    refused(
+        &run,
+        &["another benchmark run", &std::process::id().to_string()],
+    );
+}
