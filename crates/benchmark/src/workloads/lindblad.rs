@@ -11,6 +11,7 @@ use quench_lindblad::{Method, OperatorCache, Solver};
 use quench_train::meta::{MetaConfig, MetaRun, Operators};
 use serde::Deserialize;
 
+use crate::peers::Peer;
 use crate::workload::{
     Claim, PrecisionRole, Quality, TableWorkload, Tolerance, Variant, VariantContext,
     VariantOutcome, claimed, time_runs,
@@ -155,6 +156,47 @@ impl TableWorkload for LindbladMeta {
         &VARIANTS
     }
 
+    /// The original's way in PyTorch: tasks one at a time, complex density matrices, RK4 at
+    /// the baseline's dt 0.001 for the timed meta-iterations (one timed run: a meta-iteration
+    /// takes about a minute and a half there), and a training run with Euler dt 0.02 (the
+    /// guide's fast step) for the quality, since RK4 at dt 0.001 would take hours.
+    fn peer(&self, params: &Params) -> Option<Peer> {
+        let Method::Rk4 { dt } = RK4_FINE else {
+            unreachable!("the baseline's solver is RK4")
+        };
+        let Method::Euler { dt: quality_dt } = EULER else {
+            unreachable!("the guide's fast step is Euler")
+        };
+        let args = [
+            (
+                "--timed-iterations",
+                params.timed_iterations.max(1).to_string(),
+            ),
+            (
+                "--quality-iterations",
+                params.quality_iterations.max(1).to_string(),
+            ),
+            ("--tasks-per-batch", params.tasks_per_batch.to_string()),
+            ("--inner-steps", params.inner_steps.to_string()),
+            ("--inner-lr", MetaConfig::default().inner_lr.to_string()),
+            ("--meta-lr", params.meta_lr.to_string()),
+            ("--val-tasks", params.val_tasks.to_string()),
+            ("--seed", params.seed.to_string()),
+            ("--method", "rk4".into()),
+            ("--dt", dt.to_string()),
+            ("--quality-method", "euler".into()),
+            ("--quality-dt", quality_dt.to_string()),
+        ];
+        Some(Peer {
+            script: "lindblad_meta.py",
+            args: args
+                .into_iter()
+                .flat_map(|(flag, value)| [flag.to_string(), value])
+                .collect(),
+            repeats: Some(1),
+        })
+    }
+
     fn run_variant<B: AutodiffBackend>(
         &self,
         variant: &Variant<Setting>,
@@ -277,4 +319,25 @@ fn trained_fidelity<B: AutodiffBackend>(
         .last_validation()
         .map(|v| v.after.squared_overlap.mean)
         .context("the training run made no validation")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::Workload;
+
+    #[test]
+    fn the_peer_times_the_baselines_solver_at_the_suites_size() {
+        let params: toml::Table =
+            toml::from_str("tasks_per_batch = 4\nquality_iterations = 7").unwrap();
+        let peer = Workload::peer(&LindbladMeta::default(), &params).unwrap();
+        assert_eq!((peer.script, peer.repeats), ("lindblad_meta.py", Some(1)));
+        let args = peer.args.join(" ");
+        assert!(
+            args.contains("--quality-iterations 7 --tasks-per-batch 4 --inner-steps 5")
+                && args
+                    .contains("--method rk4 --dt 0.001 --quality-method euler --quality-dt 0.02"),
+            "{args}"
+        );
+    }
 }
