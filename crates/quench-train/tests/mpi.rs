@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// An example built beside this test (`cargo test` builds the examples with the same
-/// features).
+/// An example built beside this test with the `mpi` feature (`cargo build --release -p
+/// quench-train --features mpi --examples`: `cargo test --test mpi` alone does not build them).
 fn example(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let profile = exe.parent().and_then(Path::parent).unwrap();
