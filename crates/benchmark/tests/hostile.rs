@@ -12,6 +12,22 @@ fn benchmark(args: &[&str], dir: &Path) -> Output {
         .unwrap()
 }
 
+/// `benchmark run` of `dir/suite.toml` on the CPU into `dir/out`.
+fn run_suite(dir: &Path) -> Output {
+    benchmark(
+        &[
+            "run",
+            "--suite",
+            "suite.toml",
+            "--device",
+            "cpu",
+            "--out",
+            "out",
+        ],
+        dir,
+    )
+}
+
 /// Asserts exit status 1 (an error, not a panic) with every one of `words` in stderr.
 fn refused(out: &Output, words: &[&str]) {
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -68,18 +84,7 @@ fn a_suite_with_a_missing_file_fails_before_any_work() {
          [workloads.sgld]\nconfig = \"missing-grid.toml\"\n",
     )
     .unwrap();
-    let out = benchmark(
-        &[
-            "run",
-            "--suite",
-            "suite.toml",
-            "--device",
-            "cpu",
-            "--out",
-            "out",
-        ],
-        dir.path(),
-    );
+    let out = run_suite(dir.path());
     refused(&out, &["missing-grid.toml"]);
     assert!(
         !dir.path().join("out/report.json").exists(),
@@ -99,18 +104,7 @@ fn an_output_folder_in_use_is_refused() {
         "[workloads.qrng-distinguish]\ndata = { source = \"synthetic\", synthetic_lines = 40 }\n",
     )
     .unwrap();
-    let run = benchmark(
-        &[
-            "run",
-            "--suite",
-            "suite.toml",
-            "--device",
-            "cpu",
-            "--out",
-            "out",
-        ],
-        dir.path(),
-    );
+    let run = run_suite(dir.path());
     refused(
         &run,
         &["another benchmark run", &std::process::id().to_string()],
