@@ -239,7 +239,9 @@ impl World {
     /// the others do not wait for it forever.
     pub fn stop_all(&self, why: &str) -> ! {
         let shard = self.shard();
-        eprintln!("error: rank {} of {}: {why}", shard.rank, shard.ranks);
+        // One write of the whole line, so that other ranks' output cannot cut into it.
+        let line = format!("error: rank {} of {}: {why}\n", shard.rank, shard.ranks);
+        let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
         match &self.inner {
             Inner::Alone => std::process::exit(1),
             #[cfg(feature = "mpi")]
