@@ -2,6 +2,7 @@
 reads back (`crates/benchmark/src/peers.rs`)."""
 
 import json
+import os
 import time
 
 import torch
@@ -20,6 +21,23 @@ def read_bit_strings(path):
             lines.append(parts[0])
             labels.append(int(parts[1]))
     return lines, labels
+
+
+def read_npy(directory, name, dtype, ndim):
+    """`<directory>/<name>.npy`, which Quench wrote for the peer, checked to be an `ndim`-d
+    array of `dtype`."""
+    import numpy as np  # only the peers that read Quench's arrays need numpy
+
+    path = os.path.join(directory, name + ".npy")
+    try:
+        array = np.load(path, allow_pickle=False)
+    except OSError as err:
+        raise SystemExit(f"{path}: {err}")
+    except ValueError as err:
+        raise SystemExit(f"{path}: not a numpy array file ({err})")
+    if array.dtype != dtype or array.ndim != ndim:
+        raise SystemExit(f"{path}: expected {ndim}-d {dtype}, found {array.ndim}-d {array.dtype}")
+    return array
 
 
 def add_timing_args(parser):

@@ -5,22 +5,32 @@ at a time; each evolution is a complex64 2x2 density matrix stepped by Euler or 
 substep, and the Hamiltonian and jump operators rebuilt on every call. Gradients come from
 autograd through the whole evolution.
 
+It starts from Quench's initial policy and meets Quench's tasks, which `benchmark` writes into
+`--inputs` (numpy files): `layer<l>_weight.npy` float32 `[in, out]` and `layer<l>_bias.npy`
+float32 `[out]` (hidden layers `tanh(x W + b)`, the last one's output times 2 is the pulse
+`[segments, controls]`), `train_tasks.npy` float64 `[iterations, tasks, 3]` (alpha, A, omega_c of
+each meta-iteration's tasks) and `val_tasks.npy` float64 `[tasks, 3]`. Its quality is then
+Quench's `euler-dt0.02` variant's, computed by other code.
+
 Prints one JSON line: the median time per meta-iteration (`--timed-iterations` per run, with the
 solver of `--method/--dt`: Quench's baseline uses RK4 dt 0.001) and the validation fidelity
 after `--quality-iterations` meta-iterations of a separate training run with the solver of
 `--quality-method/--quality-dt` (RK4 at dt 0.001 would take hours in eager PyTorch). The
-fidelity is the mean clamped squared overlap on `--val-tasks` fresh tasks after adaptation,
-scored with RK4 at dt 0.01 (Quench scores with its exact propagator): Euler at dt 0.02 leaves
-the state space (a pi pulse ends with a squared overlap above 1, which the clamp hides), so the
-training solver cannot score itself.
+fidelity is the mean clamped squared overlap on the validation tasks after adaptation, scored
+with RK4 at dt 0.01 (Quench scores with its exact propagator; the two agree to 1e-4): Euler at
+dt 0.02 leaves the state space (a pi pulse ends with a squared overlap above 1, which the clamp
+hides), so the training solver cannot score itself.
 """
 
 import argparse
 import math
+import os
 
 import torch
 
-from common import add_timing_args, report, timed
+import numpy as np
+
+from common import add_timing_args, read_npy, report, timed
 
 SEGMENTS, CONTROLS, T_TOTAL = 20, 2, 1.0
 RANGES = [(0.5, 2.0, False), (0.001, 0.01, True), (100.0, 1000.0, True)]  # alpha, A, omega_c
@@ -47,21 +57,30 @@ def features(task):
     return torch.tensor(out, dtype=torch.float32)
 
 
-def init_policy(seed):
-    g = torch.Generator().manual_seed(seed)
-    widths = [3, 128, 128, 128, SEGMENTS * CONTROLS]
-    params = []
-    for fan_in, fan_out in zip(widths, widths[1:]):
-        w = torch.empty(fan_out, fan_in)
-        torch.nn.init.orthogonal_(w, gain=0.5, generator=g)
-        params += [w, torch.zeros(fan_out)]
-    return params
+def read_draws(directory):
+    """Quench's initial policy (weight, bias of every layer) and its training and validation
+    tasks."""
+    params, layer = [], 0
+    while os.path.exists(os.path.join(directory, f"layer{layer}_weight.npy")):
+        weight = read_npy(directory, f"layer{layer}_weight", np.float32, 2)
+        bias = read_npy(directory, f"layer{layer}_bias", np.float32, 1)
+        if params and weight.shape[0] != params[-1].shape[0] or weight.shape[1] != bias.shape[0]:
+            raise SystemExit(f"{directory}: layer {layer}'s shapes do not follow the previous layer's")
+        params += [torch.from_numpy(weight), torch.from_numpy(bias)]
+        layer += 1
+    if not params or params[0].shape[0] != 3 or params[-1].shape[0] != SEGMENTS * CONTROLS:
+        raise SystemExit(f"{directory}: no policy from 3 task values to {SEGMENTS} x {CONTROLS} amplitudes")
+    train = read_npy(directory, "train_tasks", np.float64, 3)
+    val = read_npy(directory, "val_tasks", np.float64, 2)
+    if train.shape[2] != 3 or val.shape[1] != 3 or len(val) == 0:
+        raise SystemExit(f"{directory}: tasks must be (alpha, A, omega_c) triples")
+    return params, train.tolist(), val.tolist()
 
 
 def policy(params, x):
     for i in range(0, len(params) - 2, 2):
-        x = torch.tanh(params[i] @ x + params[i + 1])
-    return ((params[-2] @ x + params[-1]) * 2.0).reshape(SEGMENTS, CONTROLS)
+        x = torch.tanh(x @ params[i] + params[i + 1])
+    return ((x @ params[-2] + params[-1]) * 2.0).reshape(SEGMENTS, CONTROLS)
 
 
 def evolve(controls, g, method, dt):
@@ -107,10 +126,6 @@ def adapt(params, task, args, method, dt):
     return phi
 
 
-def sample(rng, count):
-    return [[rng.uniform(lo, hi) for lo, hi, _ in RANGES] for _ in range(count)]
-
-
 def meta_step(params, adam, tasks, args, method, dt):
     total, kept = [torch.zeros_like(p) for p in params], 0
     for task in tasks:  # one at a time, as the original
@@ -125,27 +140,24 @@ def meta_step(params, adam, tasks, args, method, dt):
     adam.step()
 
 
-def train(args, iterations, method, dt):
-    import random
-
-    rng = random.Random(args.seed + 1)
-    params = [p.requires_grad_() for p in init_policy(args.seed)]
+def train(args, initial, batches, method, dt):
+    """The policy after a meta-step on each of `batches` from `initial`, with its optimiser."""
+    params = [p.clone().requires_grad_() for p in initial]
     adam = torch.optim.Adam(params, lr=args.meta_lr)
-    for _ in range(iterations):
-        meta_step(params, adam, sample(rng, args.tasks_per_batch), args, method, dt)
-    return params, adam, rng
+    for tasks in batches:
+        meta_step(params, adam, tasks, args, method, dt)
+    return params, adam
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--inputs", required=True, help="folder of the draws Quench wrote")
     parser.add_argument("--timed-iterations", type=int, default=1)
     parser.add_argument("--quality-iterations", type=int, default=30)
     parser.add_argument("--tasks-per-batch", type=int, default=16)
     parser.add_argument("--inner-steps", type=int, default=5)
     parser.add_argument("--inner-lr", type=float, default=0.01)
     parser.add_argument("--meta-lr", type=float, default=0.001)
-    parser.add_argument("--val-tasks", type=int, default=20)
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--method", choices=["rk4", "euler"], default="rk4")
     parser.add_argument("--dt", type=float, default=0.001)
     parser.add_argument("--quality-method", choices=["rk4", "euler"], default="euler")
@@ -155,25 +167,26 @@ def main():
     args = parser.parse_args()
     if args.device != "cpu":
         raise SystemExit("the lindblad-meta peer runs on the CPU only (2x2 matrices, one task at a time)")
-    for name in ["timed_iterations", "quality_iterations", "tasks_per_batch", "val_tasks"]:
+    for name in ["timed_iterations", "quality_iterations", "tasks_per_batch"]:
         if getattr(args, name) < 1:
             raise SystemExit(f"--{name.replace('_', '-')} must be at least 1")
     if not (args.dt > 0 and args.quality_dt > 0):
         raise SystemExit("--dt and --quality-dt must be positive")
-    torch.manual_seed(args.seed)
+    initial, batches, val = read_draws(args.inputs)
+    needed = max(args.timed_iterations, args.quality_iterations)
+    if len(batches) < needed or len(batches[0]) != args.tasks_per_batch:
+        raise SystemExit(
+            f"{args.inputs}/train_tasks.npy: {len(batches)} meta-batches of {len(batches[0])} tasks, "
+            f"not {needed} of {args.tasks_per_batch}"
+        )
 
-    state = train(args, 0, args.method, args.dt)
-
-    def timed_run():
-        params, adam, rng = state
-        for _ in range(args.timed_iterations):
-            meta_step(params, adam, sample(rng, args.tasks_per_batch), args, args.method, args.dt)
-
-    seconds, _ = timed(timed_run, args)
-    params, _, _ = train(args, args.quality_iterations, args.quality_method, args.quality_dt)
-    import random
-
-    val = sample(random.Random(1_000_003), args.val_tasks)
+    # Timed: meta-iterations from the initial policy, on the first meta-batches.
+    seconds, _ = timed(
+        lambda: train(args, initial, batches[: args.timed_iterations], args.method, args.dt), args
+    )
+    params, _ = train(
+        args, initial, batches[: args.quality_iterations], args.quality_method, args.quality_dt
+    )
     after = []
     for task in val:
         phi = adapt(params, task, args, args.quality_method, args.quality_dt)
@@ -189,6 +202,7 @@ def main():
         args.device,
         throughput=args.tasks_per_batch * args.timed_iterations / seconds,
         throughput_unit="tasks/s",
+        val_tasks=len(val),
     )
 
 

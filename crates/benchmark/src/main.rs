@@ -3,6 +3,7 @@
 
 mod compare;
 mod doctor;
+mod npy;
 mod output;
 mod peers;
 mod plots;
@@ -18,6 +19,7 @@ mod workloads;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use quench_device::diagnostics::DiagnosticsConfig;
 use quench_device::{DeviceError, select_announced};
@@ -238,6 +240,7 @@ fn run_ranked(args: &RunArgs, world: &quench_scale::World) -> anyhow::Result<()>
             precision,
             repeats: args.repeats,
             peers: (args.peers && root).then(|| announced_python(&args.python)),
+            peer_inputs: args.out.join("peer-inputs"),
             world,
         },
         &mut |report| output.as_ref().map_or(Ok(()), |o| o.keep(report)),
@@ -345,9 +348,12 @@ fn run_peers(args: &PeersArgs) -> anyhow::Result<()> {
         args.suite_args.only.as_deref(),
         &workloads,
     )?;
+    // The files peers read (windows, tasks) live as long as this command.
+    let inputs = tempfile::tempdir().context("cannot create a folder for the peers' inputs")?;
     for (workload, _, params) in planned {
         let found = python.as_ref().map_err(String::as_str);
-        match peers::measure(found, workload.peer(&params), &device, suite.timing) {
+        let peer = || workload.peer(&params, &inputs.path().join(workload.name()));
+        match peers::measure(found, peer, &device, suite.timing) {
             Ok(p) => println!(
                 "{}/pytorch [torch {}, {}]  {} /{}  {} {}",
                 workload.name(),

@@ -163,16 +163,21 @@ pub fn peer_device(machine_device: &str) -> String {
     }
 }
 
-/// Runs `peer` if there is one and a Python to run it (`python`: what [`find_python`] found,
-/// or why it found none): the report, or why there is none.
+/// Runs the workload's peer if there is a Python to run it (`python`: what [`find_python`]
+/// found, or why it found none) and a peer (`peer`: [`Workload::peer`], called only when
+/// there is a Python, since it may write the peer's inputs): the report, or why there is none.
+///
+/// [`Workload::peer`]: crate::workload::Workload::peer
 pub fn measure(
     python: Result<&Python, &str>,
-    peer: Option<Peer>,
+    peer: impl FnOnce() -> anyhow::Result<Option<Peer>>,
     device: &str,
     timing: TimingConfig,
 ) -> Result<PeerReport, String> {
-    let peer = peer.ok_or("no PyTorch peer for this workload or its data")?;
     let python = python?;
+    let peer = peer()
+        .map_err(|e| crate::one_line(&e))?
+        .ok_or("no PyTorch peer for this workload or its data")?;
     run_peer(python, &peer, device, timing).map_err(|e| crate::one_line(&e))
 }
 
@@ -243,10 +248,23 @@ pub(crate) mod tests {
             "{err}"
         );
         assert!(
-            measure(Err("no Python"), None, "cpu", TimingConfig::default())
-                .unwrap_err()
-                .contains("no PyTorch peer")
+            measure(
+                Err("no Python"),
+                || unreachable!(),
+                "cpu",
+                TimingConfig::default()
+            )
+            .unwrap_err()
+            .contains("no Python")
         );
+        let dir = tempfile::tempdir().unwrap();
+        let python = fake_python(dir.path(), LINE);
+        let measured = |peer: anyhow::Result<Option<Peer>>| {
+            measure(Ok(&python), || peer, "cpu", TimingConfig::default()).unwrap_err()
+        };
+        assert!(measured(Ok(None)).contains("no PyTorch peer"));
+        let unwritable = measured(Err(anyhow::anyhow!("cannot write /x/rows.npy")));
+        assert!(unwritable.contains("/x/rows.npy"), "{unwritable}");
         for (bad, why) in [
             ("nothing here", "no JSON line"),
             ("{\"per_iteration_s\": 1}", "missing field"),

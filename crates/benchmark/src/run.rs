@@ -1,6 +1,6 @@
 //! Running a suite: select the device, run every variant, compare with the baseline, report.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use burn::tensor::backend::AutodiffBackend;
@@ -36,6 +36,9 @@ pub struct RunRequest<'a> {
     /// Run each workload's PyTorch peer too: with the Python found, or `Err` saying why
     /// none was (each workload's report then says so).
     pub peers: Option<Result<Python, String>>,
+    /// Where workloads write the files their peers read, a folder per workload (the output
+    /// folder's `peer-inputs`).
+    pub peer_inputs: PathBuf,
     /// The processes of the run: one, or the ranks of an MPI launch. Only rank 0 keeps the
     /// report and runs the peers.
     pub world: &'a World,
@@ -211,7 +214,8 @@ pub fn run_suite(
                 .unwrap_or_else(|| unreachable!("pushed above"));
             let device = peers::peer_device(&report.machine.device);
             let python = python.as_ref().map_err(String::as_str);
-            match peers::measure(python, workload.peer(&params), &device, timing) {
+            let inputs = request.peer_inputs.join(workload.name());
+            match peers::measure(python, || workload.peer(&params, &inputs), &device, timing) {
                 Ok(peer) => {
                     for v in &mut entry.variants {
                         v.vs_pytorch = (v.iteration_unit == peer.iteration_unit)
@@ -386,6 +390,7 @@ mod tests {
     fn request(suite_path: &Path, precision: RunPrecision) -> RunRequest<'_> {
         RunRequest {
             peers: None,
+            peer_inputs: suite_path.with_file_name("peer-inputs"),
             suite_path,
             only: None,
             selection: Selection {

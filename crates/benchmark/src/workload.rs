@@ -1,6 +1,7 @@
 //! The workload registry's contract: named variants, each timed and scored.
 
 use std::fmt;
+use std::path::Path;
 use std::str::FromStr;
 
 use crate::peers::Peer;
@@ -385,8 +386,11 @@ pub trait Workload: Sync {
         params: &toml::Table,
         ctx: &RunContext,
     ) -> anyhow::Result<VariantRun>;
-    /// Its PyTorch peer at the suite's size, if one is written for these parameters.
-    fn peer(&self, params: &toml::Table) -> Option<Peer>;
+    /// Its PyTorch peer at the suite's size, if one is written for these parameters. A peer
+    /// that trains on what Quench draws (its windows, its tasks, its initial weights) finds
+    /// them in files the workload writes into `inputs`, a folder of its own; an error says
+    /// why they could not be written.
+    fn peer(&self, params: &toml::Table, inputs: &Path) -> anyhow::Result<Option<Peer>>;
     /// Whether it splits its members over the ranks of an MPI run; a workload that does not
     /// runs on rank 0 alone.
     fn shards(&self) -> bool;
@@ -447,9 +451,10 @@ pub trait TableWorkload: Sync {
     }
 
     /// The PyTorch peer (`peers/`) at the size of `params`; none by default, or where the
-    /// parameters have no equivalent there (synthetic data, say).
-    fn peer(&self, _params: &Self::Params) -> Option<Peer> {
-        None
+    /// parameters have no equivalent there (synthetic data, say). Files the peer reads are
+    /// written into `inputs` ([`Workload::peer`]).
+    fn peer(&self, _params: &Self::Params, _inputs: &Path) -> anyhow::Result<Option<Peer>> {
+        Ok(None)
     }
 }
 
@@ -481,10 +486,10 @@ impl<T: TableWorkload> Workload for T {
             .with_context(|| format!("workload `{}`", T::NAME))
     }
 
-    fn peer(&self, params: &toml::Table) -> Option<Peer> {
-        parse_params::<T::Params>(T::NAME, params)
-            .ok()
-            .and_then(|p| TableWorkload::peer(self, &p))
+    fn peer(&self, params: &toml::Table, inputs: &Path) -> anyhow::Result<Option<Peer>> {
+        let parsed = parse_params::<T::Params>(T::NAME, params)?;
+        TableWorkload::peer(self, &parsed, inputs)
+            .with_context(|| format!("workload `{}`: the PyTorch peer's inputs", T::NAME))
     }
 
     fn shards(&self) -> bool {

@@ -5,7 +5,7 @@ use burn::tensor::activation::{leaky_relu, relu};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 
-use crate::init::{Init, draw_layers};
+use crate::init::{Init, LayerValues, draw_mlp};
 
 /// `members` independent affine maps `x W + b`.
 #[derive(Debug, Clone)]
@@ -17,16 +17,12 @@ pub struct EnsembleLinear<B: Backend> {
 }
 
 impl<B: Backend> EnsembleLinear<B> {
-    /// Draws the layer with `init` from `seed` on `device`.
-    pub fn new(
-        init: Init,
-        members: usize,
-        fan_in: usize,
-        fan_out: usize,
-        seed: u64,
+    /// The layer of `values`, of shape `[members, fan_in, fan_out]`, on `device`.
+    pub fn from_values(
+        values: LayerValues,
+        [members, fan_in, fan_out]: [usize; 3],
         device: &B::Device,
     ) -> Self {
-        let values = draw_layers(init, members, fan_in, fan_out, seed);
         Self {
             weight: Tensor::from_data(
                 TensorData::new(values.weight, [members, fan_in, fan_out]),
@@ -121,7 +117,7 @@ pub struct EnsembleMlp<B: Backend> {
 
 impl<B: Backend> EnsembleMlp<B> {
     /// An MLP with layer widths `widths` (input first, at least two), every layer drawn with
-    /// `init`; layer `l` uses seed `seed + l`.
+    /// `init` ([`draw_mlp`]: layer `l` uses seed `seed + l`).
     pub fn new(
         init: Init,
         activation: Activation,
@@ -130,19 +126,10 @@ impl<B: Backend> EnsembleMlp<B> {
         seed: u64,
         device: &B::Device,
     ) -> Self {
-        let layers = widths
-            .windows(2)
-            .enumerate()
-            .map(|(l, w)| {
-                EnsembleLinear::new(
-                    init,
-                    members,
-                    w[0],
-                    w[1],
-                    seed.wrapping_add(l as u64),
-                    device,
-                )
-            })
+        let layers = draw_mlp(init, members, widths, seed)
+            .into_iter()
+            .zip(widths.windows(2))
+            .map(|(values, w)| EnsembleLinear::from_values(values, [members, w[0], w[1]], device))
             .collect();
         Self { layers, activation }
     }

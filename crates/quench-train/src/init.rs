@@ -68,6 +68,16 @@ pub fn draw_layers(
     LayerValues { weight, bias }
 }
 
+/// The layers of `members` MLPs with layer widths `widths` (input first), every layer drawn
+/// with `init`; layer `l` uses seed `seed + l`.
+pub fn draw_mlp(init: Init, members: usize, widths: &[usize], seed: u64) -> Vec<LayerValues> {
+    widths
+        .windows(2)
+        .enumerate()
+        .map(|(l, w)| draw_layers(init, members, w[0], w[1], seed.wrapping_add(l as u64)))
+        .collect()
+}
+
 fn uniform(rng: &mut StdRng, a: f64, count: usize) -> Vec<f32> {
     match Uniform::new_inclusive(-a, a) {
         Ok(dist) => (0..count).map(|_| dist.sample(rng) as f32).collect(),

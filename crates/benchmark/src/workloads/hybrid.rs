@@ -170,11 +170,14 @@ impl TableWorkload for Hybrid {
     /// not available to it). It reads the IDX files Quench finds; no peer where Quench would
     /// train on its synthetic stand-in (no data set installed), nor where `backbone_weights`
     /// names a file (the peer builds the random backbone only).
-    fn peer(&self, params: &Params) -> Option<Peer> {
+    fn peer(&self, params: &Params, _inputs: &Path) -> anyhow::Result<Option<Peer>> {
         if params.backbone_weights.is_some() {
-            return None;
+            return Ok(None);
         }
-        Some(peer_on(MnistSource::locate(None).ok()?.dir()?, params))
+        let Ok(source) = MnistSource::locate(None) else {
+            return Ok(None);
+        };
+        Ok(source.dir().map(|dir| peer_on(dir, params)))
     }
 
     fn run_variant<B: AutodiffBackend>(
@@ -392,7 +395,10 @@ mod tests {
             &toml::from_str("backbone_weights = \"resnet18_mnist.safetensors\"").unwrap(),
         )
         .unwrap();
-        assert_eq!(TableWorkload::peer(&Hybrid, &weights), None);
+        assert_eq!(
+            TableWorkload::peer(&Hybrid, &weights, Path::new("unused")).unwrap(),
+            None
+        );
     }
 
     #[test]

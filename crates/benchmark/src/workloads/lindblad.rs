@@ -3,6 +3,7 @@
 //! rebuilt on every call, RK4 with dt 0.001), then with one optimisation at a time, then all.
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::Mutex;
 
 use anyhow::Context;
@@ -11,6 +12,7 @@ use quench_lindblad::{Method, OperatorCache, Solver};
 use quench_train::meta::{MetaConfig, MetaRun, Operators};
 use serde::Deserialize;
 
+use crate::npy;
 use crate::peers::Peer;
 use crate::workload::{
     Claim, PrecisionRole, Quality, TableWorkload, Tolerance, Variant, VariantContext,
@@ -159,8 +161,11 @@ impl TableWorkload for LindbladMeta {
     /// The original's way in PyTorch: tasks one at a time, complex density matrices, RK4 at
     /// the baseline's dt 0.001 for the timed meta-iterations (one timed run: a meta-iteration
     /// takes about a minute and a half there), and a training run with Euler dt 0.02 (the
-    /// guide's fast step) for the quality, since RK4 at dt 0.001 would take hours.
-    fn peer(&self, params: &Params) -> Option<Peer> {
+    /// guide's fast step) for the quality, since RK4 at dt 0.001 would take hours. It starts
+    /// from Quench's initial policy and meets Quench's tasks, written into `inputs`
+    /// ([`export_draws`]), so that its quality is comparable with `euler-dt0.02`'s.
+    fn peer(&self, params: &Params, inputs: &Path) -> anyhow::Result<Option<Peer>> {
+        export_draws(&meta_config(params, EULER), params, inputs)?;
         let Method::Rk4 { dt } = RK4_FINE else {
             unreachable!("the baseline's solver is RK4")
         };
@@ -180,21 +185,20 @@ impl TableWorkload for LindbladMeta {
             ("--inner-steps", params.inner_steps.to_string()),
             ("--inner-lr", MetaConfig::default().inner_lr.to_string()),
             ("--meta-lr", params.meta_lr.to_string()),
-            ("--val-tasks", params.val_tasks.to_string()),
-            ("--seed", params.seed.to_string()),
             ("--method", "rk4".into()),
             ("--dt", dt.to_string()),
             ("--quality-method", "euler".into()),
             ("--quality-dt", quality_dt.to_string()),
+            ("--inputs", inputs.display().to_string()),
         ];
-        Some(Peer {
+        Ok(Some(Peer {
             script: "lindblad_meta.py",
             args: args
                 .into_iter()
                 .flat_map(|(flag, value)| [flag.to_string(), value])
                 .collect(),
             repeats: Some(1),
-        })
+        }))
     }
 
     fn run_variant<B: AutodiffBackend>(
@@ -205,18 +209,7 @@ impl TableWorkload for LindbladMeta {
         device: &B::Device,
     ) -> anyhow::Result<VariantOutcome> {
         let setting = variant.setting;
-        let config = MetaConfig {
-            tasks_per_batch: params.tasks_per_batch,
-            inner_steps: params.inner_steps,
-            val_tasks: params.val_tasks,
-            meta_lr: params.meta_lr,
-            seed: params.seed,
-            solver: Solver {
-                method: setting.method,
-                ..Solver::default()
-            },
-            ..MetaConfig::default()
-        };
+        let config = meta_config(&params, setting.method);
         let iterations = params.timed_iterations.max(1);
         let mut run = MetaRun::<B>::new(&config, &mut OperatorCache::new(), device)?;
         if !setting.cached {
@@ -296,6 +289,76 @@ impl TableWorkload for LindbladMeta {
     }
 }
 
+/// The meta-learning configuration of `params` with the solver `method`.
+fn meta_config(params: &Params, method: Method) -> MetaConfig {
+    MetaConfig {
+        tasks_per_batch: params.tasks_per_batch,
+        inner_steps: params.inner_steps,
+        val_tasks: params.val_tasks,
+        meta_lr: params.meta_lr,
+        seed: params.seed,
+        solver: Solver {
+            method,
+            ..Solver::default()
+        },
+        ..MetaConfig::default()
+    }
+}
+
+/// Writes into `dir`, for the peer, what a run of `config` draws: the initial policy
+/// (`layer<l>_weight.npy` `f32 [in, out]` and `layer<l>_bias.npy` `f32 [out]`, input layer
+/// first; the policy computes `tanh(x W + b)` per hidden layer), the training tasks of every
+/// meta-iteration the peer runs (`train_tasks.npy` `f64 [iterations, tasks_per_batch, 3]`:
+/// alpha, A, omega_c) and the validation tasks (`val_tasks.npy` `f64 [val_tasks, 3]`).
+fn export_draws(config: &MetaConfig, params: &Params, dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let task_dim = config.tasks.axes().len();
+    let widths = config.policy.widths(task_dim);
+    for (l, (layer, w)) in config
+        .policy
+        .initial_layers(task_dim, config.seed)
+        .into_iter()
+        .zip(widths.windows(2))
+        .enumerate()
+    {
+        npy::write(
+            &dir.join(format!("layer{l}_weight.npy")),
+            &[w[0], w[1]],
+            &layer.weight,
+        )?;
+        npy::write(
+            &dir.join(format!("layer{l}_bias.npy")),
+            &[w[1]],
+            &layer.bias,
+        )?;
+    }
+    let iterations = params
+        .quality_iterations
+        .max(params.timed_iterations)
+        .max(1);
+    let mut train = config.train_task_stream();
+    let tasks: Vec<f64> = (0..iterations)
+        .flat_map(|_| train.next_batch(config.tasks_per_batch))
+        .flatten()
+        .collect();
+    npy::write(
+        &dir.join("train_tasks.npy"),
+        &[iterations, config.tasks_per_batch, task_dim],
+        &tasks,
+    )?;
+    let val: Vec<f64> = config
+        .val_task_stream()
+        .next_batch(config.val_tasks)
+        .into_iter()
+        .flatten()
+        .collect();
+    npy::write(
+        &dir.join("val_tasks.npy"),
+        &[config.val_tasks, task_dim],
+        &val,
+    )
+}
+
 /// Variants that share a solver reach the same iterates whatever their schedule and operator
 /// source (the batched and one-task-at-a-time steps agree to 1e-5 in `tests/meta.rs`), so the
 /// quality run is shared between them.
@@ -328,16 +391,75 @@ mod tests {
 
     #[test]
     fn the_peer_times_the_baselines_solver_at_the_suites_size() {
-        let params: toml::Table =
-            toml::from_str("tasks_per_batch = 4\nquality_iterations = 7").unwrap();
-        let peer = Workload::peer(&LindbladMeta::default(), &params).unwrap();
+        let table: toml::Table =
+            toml::from_str("tasks_per_batch = 4\nquality_iterations = 7\nval_tasks = 3").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let peer = Workload::peer(&LindbladMeta::default(), &table, dir.path())
+            .unwrap()
+            .unwrap();
         assert_eq!((peer.script, peer.repeats), ("lindblad_meta.py", Some(1)));
         let args = peer.args.join(" ");
         assert!(
             args.contains("--quality-iterations 7 --tasks-per-batch 4 --inner-steps 5")
                 && args
-                    .contains("--method rk4 --dt 0.001 --quality-method euler --quality-dt 0.02"),
+                    .contains("--method rk4 --dt 0.001 --quality-method euler --quality-dt 0.02")
+                && args.ends_with(&format!("--inputs {}", dir.path().display())),
             "{args}"
         );
+
+        // The peer starts from the policy a run starts from, and meets its tasks in order.
+        let floats = |name: &str, header: &str| -> Vec<f64> {
+            let body = npy::tests::body(&dir.path().join(name), header);
+            if header.contains("<f4") {
+                body.chunks_exact(4)
+                    .map(|b| f64::from(f32::from_le_bytes(b.try_into().unwrap())))
+                    .collect()
+            } else {
+                body.chunks_exact(8)
+                    .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
+                    .collect()
+            }
+        };
+        let params: Params = toml::from_str(&table.to_string()).unwrap();
+        let config = meta_config(&params, EULER);
+        type B = burn::backend::Autodiff<burn::backend::NdArray>;
+        let run =
+            MetaRun::<B>::new(&config, &mut OperatorCache::new(), &Default::default()).unwrap();
+        let started: Vec<Vec<f32>> = run
+            .learner
+            .policy
+            .params()
+            .into_iter()
+            .map(|p| p.into_data().to_vec().unwrap())
+            .collect();
+        assert_eq!(started.len(), 8);
+        for (l, shape) in ["(3, 128)", "(128, 128)", "(128, 128)", "(128, 40)"]
+            .iter()
+            .enumerate()
+        {
+            let weight = floats(
+                &format!("layer{l}_weight.npy"),
+                &format!("'<f4', 'fortran_order': False, 'shape': {shape}"),
+            );
+            let bias = floats(&format!("layer{l}_bias.npy"), "'<f4'");
+            let as_f64 = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<_>>();
+            assert_eq!(weight, as_f64(&started[2 * l]), "layer {l}");
+            assert_eq!(bias, as_f64(&started[2 * l + 1]), "layer {l}");
+        }
+        let train = floats(
+            "train_tasks.npy",
+            "'<f8', 'fortran_order': False, 'shape': (7, 4, 3)",
+        );
+        let mut stream = config.train_task_stream();
+        let first_two: Vec<f64> = stream.next_batch(8).into_iter().flatten().collect();
+        assert_eq!(&train[..24], &first_two[..]);
+        let val = floats("val_tasks.npy", "'shape': (3, 3)");
+        let drawn: Vec<f64> = config
+            .val_task_stream()
+            .next_batch(3)
+            .into_iter()
+            .flatten()
+            .collect();
+        assert_eq!(val, drawn);
     }
 }

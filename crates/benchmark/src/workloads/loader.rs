@@ -147,8 +147,11 @@ impl TableWorkload for LoaderWorkload {
 
     /// The baseline's loader in PyTorch (a DataLoader at batch 32, no workers) on the IDX
     /// files Quench finds; where it would use its synthetic stand-in, no peer.
-    fn peer(&self, params: &Params) -> Option<Peer> {
-        peer_on(MnistSource::locate(None).ok()?.dir()?, params)
+    fn peer(&self, params: &Params, _inputs: &Path) -> anyhow::Result<Option<Peer>> {
+        let Ok(source) = MnistSource::locate(None) else {
+            return Ok(None);
+        };
+        Ok(source.dir().map(|dir| peer_on(dir, params)))
     }
 
     fn run_variant<B: AutodiffBackend>(
@@ -228,8 +231,8 @@ impl TableWorkload for LoaderWorkload {
 }
 
 /// The peer's arguments for the IDX files in `dir`.
-fn peer_on(dir: &Path, params: &Params) -> Option<Peer> {
-    Some(Peer {
+fn peer_on(dir: &Path, params: &Params) -> Peer {
+    Peer {
         script: "loader.py",
         args: vec![
             "--data-dir".into(),
@@ -248,7 +251,7 @@ fn peer_on(dir: &Path, params: &Params) -> Option<Peer> {
             params.seed.to_string(),
         ],
         repeats: None,
-    })
+    }
 }
 
 /// Classes 0 and 1 of the train and test splits, normalised as MNIST.
@@ -335,7 +338,7 @@ mod tests {
             &toml::from_str("train_samples = 500\nseed = 7").unwrap(),
         )
         .unwrap();
-        let peer = peer_on(Path::new("/data/fashion"), &params).unwrap();
+        let peer = peer_on(Path::new("/data/fashion"), &params);
         assert_eq!(peer.script, "loader.py");
         assert_eq!(
             peer.args.join(" "),

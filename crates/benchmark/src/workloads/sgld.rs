@@ -7,7 +7,7 @@
 //! iteration is one epoch of the grid (every chain still running takes an epoch), so speed-ups
 //! are ratios of whole-grid times.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use burn::tensor::backend::AutodiffBackend;
 use quench_data::MnistSource;
@@ -179,8 +179,8 @@ impl TableWorkload for SgldGrid {
     /// The grid's chains one at a time through autograd. SYNTH: the peer draws its own points
     /// from the same distribution. MNIST: the peer reads the IDX files Quench finds and draws
     /// the same number of images per class; where no data set is installed, no peer.
-    fn peer(&self, params: &Params) -> Option<Peer> {
-        let config = grid(params).ok()?;
+    fn peer(&self, params: &Params, _inputs: &Path) -> anyhow::Result<Option<Peer>> {
+        let config = grid(params)?;
         let list = |values: Vec<String>| values.join(",");
         let mut args = vec![
             "--betas".into(),
@@ -220,10 +220,16 @@ impl TableWorkload for SgldGrid {
                 }
             }
             DatasetKind::Mnist => {
-                let source = MnistSource::locate(config.mnist.dir.as_deref()).ok()?;
+                // The peer reads the IDX files; it has no synthetic stand-in.
+                let Ok(source) = MnistSource::locate(config.mnist.dir.as_deref()) else {
+                    return Ok(None);
+                };
+                let Some(dir) = source.dir() else {
+                    return Ok(None);
+                };
                 args.extend([
                     "--mnist-dir".into(),
-                    source.dir()?.display().to_string(),
+                    dir.display().to_string(),
                     "--per-class".into(),
                     config.mnist.per_class.to_string(),
                     "--mean".into(),
@@ -233,11 +239,11 @@ impl TableWorkload for SgldGrid {
                 ]);
             }
         }
-        Some(Peer {
+        Ok(Some(Peer {
             script: "sgld.py",
             args,
             repeats: None,
-        })
+        }))
     }
 
     fn run_variant<B: AutodiffBackend>(
@@ -385,7 +391,10 @@ mod tests {
             let table: toml::Table = format!("config = \"{config}\"").parse().unwrap();
             table
         };
-        let peer = Workload::peer(&SgldGrid, &params("configs/sgld/synth-test.toml")).unwrap();
+        let unused = Path::new("unused");
+        let peer = Workload::peer(&SgldGrid, &params("configs/sgld/synth-test.toml"), unused)
+            .unwrap()
+            .unwrap();
         assert_eq!(peer.script, "sgld.py");
         let args = peer.args.join(" ");
         assert!(
@@ -396,7 +405,11 @@ mod tests {
             args.contains("--loss unit") && !args.contains("--random-labels"),
             "{args}"
         );
-        assert!(Workload::peer(&SgldGrid, &params("/nonexistent.toml")).is_none());
+        let err = format!(
+            "{:#}",
+            Workload::peer(&SgldGrid, &params("/nonexistent.toml"), unused).unwrap_err()
+        );
+        assert!(err.contains("/nonexistent.toml"), "{err}");
 
         let dir = tempfile::tempdir().unwrap();
         let grid = dir.path().join("mnist.toml");
@@ -409,7 +422,9 @@ mod tests {
             &format!("[mnist]\ndir = {:?}", dir.path().join("idx")),
         );
         std::fs::write(&grid, text).unwrap();
-        let peer = Workload::peer(&SgldGrid, &params(grid.to_str().unwrap())).unwrap();
+        let peer = Workload::peer(&SgldGrid, &params(grid.to_str().unwrap()), unused)
+            .unwrap()
+            .unwrap();
         let args = peer.args.join(" ");
         let expected = format!("--mnist-dir {}", dir.path().join("idx").display());
         assert!(

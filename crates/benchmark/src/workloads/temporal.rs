@@ -8,9 +8,10 @@
 //! variant changes one thing (the guide's loader workers, its larger batch, device-resident
 //! windows for its non-blocking copies, AMP as bf16, and our fused LSTM); `all` takes them
 //! together at the guide's recommended batch. The data is the seeded synthetic market unless
-//! the suite names MetaTrader-5 exports.
+//! the suite names MetaTrader-5 exports; the PyTorch peer (`peers/temporal.py`) trains on the
+//! same windows, exported for it as numpy files.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use burn::tensor::backend::AutodiffBackend;
@@ -21,6 +22,8 @@ use quench_train::stats::MeanStd;
 use quench_train::temporal::{Execution, LstmCore, ModelKind, TemporalConfig, train_temporal};
 use serde::Deserialize;
 
+use crate::npy;
+use crate::peers::Peer;
 use crate::workload::{
     Claim, PrecisionRole, Quality, TableWorkload, Tolerance, Variant, VariantContext,
     VariantOutcome, claimed, time_runs,
@@ -228,6 +231,113 @@ fn training(model: ModelKind, overrides: &toml::Table) -> anyhow::Result<Tempora
     Ok(config)
 }
 
+/// Writes the windows of `data` for the peer into `dir` as numpy files: `rows.npy` (`f32
+/// [rows, features]`: every symbol's normalised feature rows up to its last window end, one
+/// symbol after another; rows no window covers are 0) and per part (`train`, `validation`,
+/// `test`) `<part>_ends.npy` (`i64 [n]`: the row of each window's last bar) and
+/// `<part>_labels.npy` (`i64 [n]`). Window `i` of a part is rows `ends[i] + 1 - window ..=
+/// ends[i]`, the same values as Quench's window, in a file far smaller than the windows
+/// themselves (which repeat every row `window` times).
+fn export_windows(data: &MarketData, dir: &Path) -> anyhow::Result<()> {
+    let parts = [
+        ("train", &data.train),
+        ("validation", &data.validation),
+        ("test", &data.test),
+    ];
+    let (window, width) = match data.train.windows.sample_shape() {
+        &[window, width] => (window, width),
+        shape => anyhow::bail!("windows of shape {shape:?}, not [window, features]"),
+    };
+    let mut lengths = vec![0; data.symbols.len()];
+    for (_, part) in parts {
+        for &(s, t) in &part.ends {
+            lengths[s] = lengths[s].max(t + 1);
+        }
+    }
+    let offsets: Vec<usize> = lengths
+        .iter()
+        .scan(0, |next, &length| {
+            let start = *next;
+            *next += length;
+            Some(start)
+        })
+        .collect();
+    let mut rows = vec![0.0f32; lengths.iter().sum::<usize>() * width];
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    for (name, part) in parts {
+        let features = part.windows.features();
+        let mut ends = Vec::with_capacity(part.ends.len());
+        for (i, &(s, t)) in part.ends.iter().enumerate() {
+            let end = offsets[s] + t;
+            // Overlapping windows write the same row with the same value.
+            rows[(end + 1 - window) * width..(end + 1) * width]
+                .copy_from_slice(&features[i * window * width..(i + 1) * window * width]);
+            ends.push(i64::try_from(end)?);
+        }
+        npy::write(&dir.join(format!("{name}_ends.npy")), &[ends.len()], &ends)?;
+        npy::write(
+            &dir.join(format!("{name}_labels.npy")),
+            &[ends.len()],
+            part.windows.labels(),
+        )?;
+    }
+    npy::write(&dir.join("rows.npy"), &[rows.len() / width, width], &rows)
+}
+
+/// The peer's arguments: the windows exported into `dir`, the model's training settings
+/// `config` and widths, at the baseline's batch.
+fn peer_on(model: ModelKind, config: &TemporalConfig, dir: &Path, params: &Params) -> Peer {
+    let list = |values: &[usize]| -> String {
+        let values: Vec<String> = values.iter().map(usize::to_string).collect();
+        values.join(",")
+    };
+    let seeds: Vec<String> = config.seeds.iter().map(u64::to_string).collect();
+    let batch = match model {
+        ModelKind::Mlp => BASE_BATCH.1,
+        _ => BASE_BATCH.0,
+    };
+    let w = &config.widths;
+    let mut args: Vec<String> = [
+        ("--model", model.name().to_string()),
+        ("--data", dir.display().to_string()),
+        ("--window", params.windows.window.to_string()),
+        ("--seeds", seeds.join(",")),
+        ("--epochs", config.epochs.to_string()),
+        ("--batch-size", batch.to_string()),
+        ("--learning-rate", config.learning_rate.to_string()),
+        ("--weight-decay", config.weight_decay.to_string()),
+        ("--warmup-epochs", config.warmup_epochs.to_string()),
+        ("--label-smoothing", config.label_smoothing.to_string()),
+        ("--clip-norm", config.clip_norm.to_string()),
+        ("--patience", config.patience.to_string()),
+        ("--dropout", config.dropout.to_string()),
+        ("--lstm-hidden", w.lstm_hidden.to_string()),
+        ("--lstm-layers", w.lstm_layers.to_string()),
+        ("--lstm-head", w.lstm_head.to_string()),
+        ("--d-model", w.d_model.to_string()),
+        ("--heads", w.heads.to_string()),
+        ("--feed-forward", w.feed_forward.to_string()),
+        ("--encoder-layers", w.encoder_layers.to_string()),
+        ("--mlp", list(&w.mlp)),
+    ]
+    .into_iter()
+    .flat_map(|(name, value)| [name.to_string(), value])
+    .collect();
+    for (flag, on) in [
+        ("--cosine", config.cosine),
+        ("--class-weighted", config.class_weighted),
+    ] {
+        if on {
+            args.push(flag.into());
+        }
+    }
+    Peer {
+        script: "temporal.py",
+        args,
+        repeats: params.repeats,
+    }
+}
+
 impl<const MODEL: usize> TableWorkload for Temporal<MODEL> {
     type Params = Params;
     type Setting = Setting;
@@ -242,6 +352,20 @@ impl<const MODEL: usize> TableWorkload for Temporal<MODEL> {
             ModelKind::Transformer => &TRANSFORMER_VARIANTS,
             ModelKind::Mlp => &MLP_VARIANTS,
         }
+    }
+
+    /// The original's way in PyTorch (`peers/temporal.py`): the seeds one at a time at the
+    /// baseline's batch (128, MLP 256), each batch assembled per sample by a `DataLoader`
+    /// without workers, `nn.LSTM`, `nn.TransformerEncoderLayer(norm_first=True)` or the
+    /// BatchNorm MLP, with the same training settings. It trains on Quench's own windows: the
+    /// synthetic market (or the files) is cut, split and normalised here and exported as numpy
+    /// files ([`export_windows`]) into `inputs`.
+    fn peer(&self, params: &Params, inputs: &Path) -> anyhow::Result<Option<Peer>> {
+        let model = MODELS[MODEL];
+        let config = training(model, &params.training)?;
+        let (data, _) = market(params)?;
+        export_windows(&data, inputs)?;
+        Ok(Some(peer_on(model, &config, inputs, params)))
     }
 
     fn run_variant<B: AutodiffBackend>(
@@ -340,6 +464,7 @@ impl<const MODEL: usize> TableWorkload for Temporal<MODEL> {
 mod tests {
     use super::*;
     use crate::workload::{RunContext, VariantRun, Workload};
+    use quench_data::FEATURES;
 
     const SMALL: &str = "market = { symbols = 2, bars = 900, seed = 3 }\nrepeats = 1\n\
                          training = { seeds = [1, 2], epochs = 1, widths = { lstm_hidden = 8, \
@@ -383,6 +508,112 @@ mod tests {
                 .variants()
                 .iter()
                 .any(|v| v.name == "fused-lstm")
+        );
+    }
+
+    #[test]
+    fn the_peer_trains_on_quench_windows_at_the_baseline_batch() {
+        let params: Params = toml::from_str(SMALL).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let peer = |workload: &dyn Workload| {
+            let table: toml::Table = toml::from_str(SMALL).unwrap();
+            let inputs = dir.path().join(workload.name());
+            workload.peer(&table, &inputs).unwrap().unwrap()
+        };
+        let lstm = peer(&Temporal::<0>);
+        let transformer = peer(&Temporal::<1>);
+        let mlp = peer(&Temporal::<2>);
+        assert_eq!(lstm.script, "temporal.py");
+        assert_eq!(lstm.repeats, Some(1));
+        let args = |peer: &Peer| peer.args.join(" ");
+        for wanted in [
+            "--model lstm",
+            "--window 20 --seeds 1,2 --epochs 1 --batch-size 128 --learning-rate 0.0005",
+            "--label-smoothing 0.1 --clip-norm 0.5",
+            "--lstm-hidden 8 --lstm-layers 2 --lstm-head 8",
+            "--cosine",
+        ] {
+            assert!(args(&lstm).contains(wanted), "{wanted}: {}", args(&lstm));
+        }
+        assert!(!args(&lstm).contains("--class-weighted"));
+        assert!(args(&transformer).contains("--model transformer"));
+        assert!(args(&transformer).contains("--learning-rate 0.0003"));
+        assert!(args(&transformer).contains("--d-model 8 --heads 2 --feed-forward 16"));
+        for wanted in [
+            "--model mlp",
+            "--batch-size 256",
+            "--mlp 16,8",
+            "--class-weighted",
+        ] {
+            assert!(args(&mlp).contains(wanted), "{wanted}: {}", args(&mlp));
+        }
+        assert!(!args(&mlp).contains("--cosine"));
+
+        // The exported rows give back Quench's windows, bit for bit, and its labels.
+        let exported = PathBuf::from(&lstm.args[3]);
+        assert_eq!(lstm.args[2], "--data");
+        let (data, _) = market(&params).unwrap();
+        let rows: Vec<f32> = npy::tests::body(&exported.join("rows.npy"), "'<f4'")
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        let ints = |bytes: Vec<u8>| -> Vec<i64> {
+            bytes
+                .chunks_exact(8)
+                .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
+                .collect()
+        };
+        let width = FEATURES.len();
+        for (name, part) in [
+            ("train", &data.train),
+            ("validation", &data.validation),
+            ("test", &data.test),
+        ] {
+            let n = part.windows.len();
+            let shape = format!("'shape': ({n},)");
+            let ends = ints(npy::tests::body(
+                &exported.join(format!("{name}_ends.npy")),
+                &shape,
+            ));
+            let labels = ints(npy::tests::body(
+                &exported.join(format!("{name}_labels.npy")),
+                &shape,
+            ));
+            assert_eq!(labels, part.windows.labels(), "{name}");
+            let windows: Vec<u32> = ends
+                .iter()
+                .flat_map(|&end| {
+                    let end = usize::try_from(end).unwrap();
+                    rows[(end + 1 - 20) * width..(end + 1) * width].to_vec()
+                })
+                .map(f32::to_bits)
+                .collect();
+            let quench: Vec<u32> = part
+                .windows
+                .features()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect();
+            assert!(windows == quench, "{name}: the exported windows differ");
+        }
+
+        let refused: toml::Table = toml::from_str("training = { model = \"mlp\" }").unwrap();
+        let err = Workload::peer(&Temporal::<0>, &refused, dir.path())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("temporal-lstm"), "{err}");
+
+        // A folder that cannot be made is a clear error, not a missing peer.
+        let file = dir.path().join("a-file");
+        std::fs::write(&file, "").unwrap();
+        let table: toml::Table = toml::from_str(SMALL).unwrap();
+        let err = format!(
+            "{:#}",
+            Workload::peer(&Temporal::<0>, &table, &file.join("inputs")).unwrap_err()
+        );
+        assert!(
+            err.contains("cannot create") && err.contains("a-file"),
+            "{err}"
         );
     }
 

@@ -8,7 +8,7 @@ use quench_lindblad::{CMatrix, Solver, System, presets};
 use super::error::MetaError;
 use super::maml::Algorithm;
 use super::policy::PolicyShape;
-use super::tasks::{Features, TaskFamily};
+use super::tasks::{Features, TaskFamily, TaskStream};
 
 /// Everything a meta-learning run needs; the defaults are the guide's GPU-optimised setting
 /// with the exact solver.
@@ -59,6 +59,16 @@ pub struct MetaConfig {
 }
 
 impl MetaConfig {
+    /// The stream of training tasks (seed `seed + 1`; the policy takes `seed`).
+    pub fn train_task_stream(&self) -> TaskStream {
+        TaskStream::new(self.tasks, self.seed.wrapping_add(1))
+    }
+
+    /// The stream of validation tasks (seed `val_seed`).
+    pub fn val_task_stream(&self) -> TaskStream {
+        TaskStream::new(self.tasks, self.val_seed)
+    }
+
     /// Checks every number before any work: counts at least 1, rates and scales finite and in
     /// range, the policy's widths non-zero. The error names the field and its value.
     pub fn validate(&self) -> Result<(), MetaError> {

@@ -9,7 +9,7 @@ use burn::tensor::backend::Backend;
 use serde::{Deserialize, Serialize};
 
 use crate::ensemble::{Activation, EnsembleMlp};
-use crate::init::Init;
+use crate::init::{Init, LayerValues, draw_mlp};
 
 /// The policy's architecture.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -56,15 +56,25 @@ impl PolicyShape {
         device: &B::Device,
     ) -> EnsembleMlp<B> {
         EnsembleMlp::new(
-            Init::Orthogonal {
-                gain: self.init_gain,
-            },
+            self.init_scheme(),
             Activation::Tanh,
             1,
             &self.widths(task_dim),
             seed,
             device,
         )
+    }
+
+    /// The values [`init`](Self::init) uploads, on the host: weight `[1, in, out]` and bias
+    /// `[1, 1, out]` of every layer, input first.
+    pub fn initial_layers(&self, task_dim: usize, seed: u64) -> Vec<LayerValues> {
+        draw_mlp(self.init_scheme(), 1, &self.widths(task_dim), seed)
+    }
+
+    fn init_scheme(&self) -> Init {
+        Init::Orthogonal {
+            gain: self.init_gain,
+        }
     }
 
     /// Amplitudes `[tasks, segments, controls]` of a policy whose members are either one

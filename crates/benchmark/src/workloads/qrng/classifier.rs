@@ -2,6 +2,8 @@
 //! early stopping; the baseline trains the seeds one at a time at batch 8 in f32 with data
 //! streamed from the host, as the original did.
 
+use std::path::Path;
+
 use burn::tensor::backend::AutodiffBackend;
 use quench_data::Mode;
 use quench_train::qrng::Batching;
@@ -163,7 +165,7 @@ impl TableWorkload for QrngClassifier {
 
     /// The original's way at batch 8, one seed at a time; a peer of the default schedule
     /// only (its learning-rate plateau and fractions are the defaults').
-    fn peer(&self, params: &ClassifierParams) -> Option<Peer> {
+    fn peer(&self, params: &ClassifierParams, _inputs: &Path) -> anyhow::Result<Option<Peer>> {
         let t = &params.training;
         let defaults = ClassifierConfig::default();
         let schedule_is_default = t.plateau == defaults.plateau
@@ -173,10 +175,12 @@ impl TableWorkload for QrngClassifier {
             && t.test_fraction == defaults.test_fraction
             && t.validation_fraction == defaults.validation_fraction;
         if !schedule_is_default {
-            return None;
+            return Ok(None);
         }
         let seeds: Vec<String> = t.seeds.iter().map(u64::to_string).collect();
-        let mut args = params.data.peer_args()?;
+        let Some(mut args) = params.data.peer_args() else {
+            return Ok(None);
+        };
         args.extend([
             "--seeds".into(),
             seeds.join(","),
@@ -189,11 +193,11 @@ impl TableWorkload for QrngClassifier {
             "--dropout".into(),
             t.dropout.to_string(),
         ]);
-        Some(Peer {
+        Ok(Some(Peer {
             script: "qrng_classifier.py",
             args,
             repeats: None,
-        })
+        }))
     }
 
     fn run_variant<B: AutodiffBackend>(

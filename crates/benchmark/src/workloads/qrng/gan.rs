@@ -1,6 +1,8 @@
 //! Workload `qrng-gan`: the GAN tournament, a generator per pair of sources; the baseline plays
 //! the matches one at a time with noise drawn on the host and autodiff, as the original did.
 
+use std::path::Path;
+
 use burn::tensor::backend::AutodiffBackend;
 use quench_train::qrng::Batching;
 use quench_train::qrng::gan::{GanConfig, Noise, gan_tournament_shard};
@@ -101,10 +103,12 @@ impl TableWorkload for QrngGan {
         params.data.load().map(drop)
     }
 
-    fn peer(&self, params: &GanParams) -> Option<Peer> {
+    fn peer(&self, params: &GanParams, _inputs: &Path) -> anyhow::Result<Option<Peer>> {
         let t = &params.tournament;
         let seeds: Vec<String> = t.seeds.iter().map(u64::to_string).collect();
-        let mut args = params.data.peer_args()?;
+        let Some(mut args) = params.data.peer_args() else {
+            return Ok(None);
+        };
         args.extend([
             "--epochs".into(),
             t.epochs.to_string(),
@@ -113,11 +117,11 @@ impl TableWorkload for QrngGan {
             "--bits".into(),
             t.bits.to_string(),
         ]);
-        Some(Peer {
+        Ok(Some(Peer {
             script: "qrng_gan.py",
             args,
             repeats: None,
-        })
+        }))
     }
 
     fn run_variant<B: AutodiffBackend>(
