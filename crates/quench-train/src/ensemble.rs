@@ -279,7 +279,8 @@ mod tests {
         use burn::backend::Autodiff;
         type Diff = Autodiff<Cpu>;
         let device = Default::default();
-        let layer = EnsembleLinear::<Diff>::new(Init::TorchDefault, 4, 6, 3, 2, &device);
+        let values = crate::init::draw_layers(Init::TorchDefault, 4, 6, 3, 2);
+        let layer = EnsembleLinear::<Diff>::from_values(values, [4, 6, 3], &device);
         let x = Tensor::<Diff, 3>::from_data(
             TensorData::new(
                 (0..24).map(|i| (i as f32 * 0.37).sin()).collect(),

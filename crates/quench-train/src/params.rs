@@ -48,10 +48,10 @@ pub fn member_norms<B: Backend>(grads: &[Tensor<B, 3>]) -> Tensor<B, 3> {
 /// Scales each member's gradient so that its norm is at most `max_norm`, as PyTorch's
 /// `clip_grad_norm_` does for one network (coefficient `max_norm / (norm + 1e-6)`, capped at 1).
 pub fn clip_member_norms<B: Backend>(grads: Vec<Tensor<B, 3>>, max_norm: f64) -> Vec<Tensor<B, 3>> {
-    let coef = (member_norms(&grads) + 1e-6)
-        .recip()
-        .mul_scalar(max_norm)
-        .clamp_max(1.0);
+    let denominator = member_norms(&grads) + 1e-6;
+    // A division, not `recip`: burn-ndarray's `recip` is the CPU's 12-bit estimate
+    // (`quench_device::allocator::VectorAligned` says more).
+    let coef = (denominator.ones_like().mul_scalar(max_norm) / denominator).clamp_max(1.0);
     grads.into_iter().map(|g| g * coef.clone()).collect()
 }
 

@@ -144,6 +144,40 @@ fn follows(batched: &ClassifierOutcome, alone: &ClassifierOutcome, fused: bool) 
     }
 }
 
+/// The autodiff form (the original's way, and the tensor path a GPU runs) repeats bit for bit
+/// wherever the heap puts its buffers. burn-ndarray's in-place SIMD reciprocal (in the
+/// gradient of the loss's logarithm) splits a buffer at vector boundaries into estimated and
+/// exact elements; before Quench's aligned allocator (`quench_device::allocator`) the split,
+/// and so the gradients, followed the buffers' addresses from one run to the next (issue 19).
+#[test]
+fn autodiff_runs_repeat_bit_for_bit_wherever_the_heap_puts_their_buffers() {
+    let data = separable(500, 0.1);
+    let config = ClassifierConfig {
+        seeds: vec![89, 90],
+        max_epochs: 2,
+        batch_size: 128,
+        ..ClassifierConfig::default()
+    };
+    let device = Default::default();
+    for batching in [Batching::OneAtATime, Batching::Members] {
+        let run = || {
+            train_classifier::<Train>(
+                &data,
+                &config,
+                &execution(batching, STREAMED, false),
+                &device,
+            )
+            .unwrap()
+        };
+        let first = run();
+        // Blocks of odd sizes, held through the second run, move every later buffer.
+        let shift: Vec<Vec<u8>> = (1..48).map(|n| vec![n; 16 * n as usize + 8]).collect();
+        let second = run();
+        assert_eq!(first, second, "{batching:?}");
+        assert!(shift.iter().all(|b| b[0] > 0));
+    }
+}
+
 #[test]
 fn the_fused_step_with_dropout_is_the_same_batched_alone_and_run_after_run() {
     let data = separable(60, 0.15);
