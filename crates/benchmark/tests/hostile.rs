@@ -93,6 +93,48 @@ fn a_suite_with_a_missing_file_fails_before_any_work() {
 }
 
 #[test]
+fn every_workload_checks_its_parameters_and_files_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    // Each suite runs a quick first workload, then a later one whose parameters or files are
+    // bad: the suite is refused before the first, naming what is wrong.
+    let first = "[workloads.qrng-distinguish]\n\
+                 data = { source = \"synthetic\", synthetic_lines = 40 }\n\n";
+    for (later, words) in [
+        (
+            "[workloads.temporal-lstm]\nfiles = [\"missing-EURUSD.csv\"]\n",
+            &["temporal-lstm", "missing-EURUSD.csv"][..],
+        ),
+        (
+            "[workloads.temporal-mlp]\ntraining = { learning_rate = -1.0 }\n",
+            &["temporal-mlp", "learning_rate"][..],
+        ),
+        (
+            "[workloads.hybrid]\nbackbone_weights = \"missing-resnet18.safetensors\"\n",
+            &["hybrid", "missing-resnet18.safetensors"][..],
+        ),
+        (
+            "[workloads.hybrid]\ntraining = { epochs = 0 }\n",
+            &["hybrid", "epochs"][..],
+        ),
+        (
+            "[workloads.lindblad-meta]\ntasks_per_batch = 0\n",
+            &["lindblad-meta", "tasks_per_batch"][..],
+        ),
+        (
+            "[workloads.loader]\nlearning_rate = nan\n",
+            &["loader", "learning_rate = NaN"][..],
+        ),
+    ] {
+        std::fs::write(dir.path().join("suite.toml"), format!("{first}{later}")).unwrap();
+        refused(&run_suite(dir.path()), words);
+        assert!(
+            !dir.path().join("out/report.json").exists(),
+            "{later}: no report, nothing ran"
+        );
+    }
+}
+
+#[test]
 fn an_output_folder_in_use_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");

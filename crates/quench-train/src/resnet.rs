@@ -446,7 +446,7 @@ impl<B: Backend> ResNet18<B> {
     /// weight's shape `[out, in, k, k]`, returning the values in that order) and default
     /// BatchNorms, frozen.
     fn build(device: &B::Device, mut weight: impl FnMut([usize; 4]) -> Vec<f32>) -> Self {
-        let stem = [64, 1, 7, 7];
+        let stem = CONV1_SHAPE;
         let conv1 = conv(&weight(stem), stem, 2, 3, device);
         let mut in_channels = 64;
         let [layer1, layer2, layer3, layer4] = STAGES.map(|(channels, stride)| {
@@ -776,6 +776,37 @@ fn skipped(key: &str) -> bool {
 /// The tensors of the file at `path`, keys remapped to this module's names, skipped keys
 /// dropped. A safetensors file starts with an 8-byte header length and then the JSON header's
 /// `{`; anything else is handed to the PyTorch reader.
+/// The one-channel first convolution of the original, `[64, 1, 7, 7]`.
+const CONV1_SHAPE: [usize; 4] = [64, 1, 7, 7];
+
+/// Checks a weight file on the host, before any backend is chosen: it reads as safetensors or
+/// as a PyTorch file and holds the one-channel `conv1.weight` `[64, 1, 7, 7]` (stock ImageNet
+/// weights, `[64, 3, 7, 7]`, are refused here). [`ResNet18::load`] checks every other tensor.
+///
+/// # Errors
+/// [`ResNetError`] naming the file: unreadable, in neither format, without `conv1.weight`, or
+/// with another shape.
+pub fn check_weights(path: &Path) -> Result<(), ResNetError> {
+    let snapshots = read_snapshots(path)?;
+    let conv1 = snapshots
+        .iter()
+        .find(|s| torchvision_key(&s.full_path()) == "conv1.weight")
+        .ok_or_else(|| ResNetError::Missing {
+            path: path.to_path_buf(),
+            keys: vec!["conv1.weight".into()],
+        })?;
+    let found = conv1.shape.to_vec();
+    if found != CONV1_SHAPE {
+        return Err(ResNetError::Shape {
+            path: path.to_path_buf(),
+            key: "conv1.weight".into(),
+            expected: CONV1_SHAPE.to_vec(),
+            found,
+        });
+    }
+    Ok(())
+}
+
 fn read_snapshots(path: &Path) -> Result<Vec<TensorSnapshot>, ResNetError> {
     let io = |source| ResNetError::Io {
         path: path.to_path_buf(),
@@ -1144,6 +1175,32 @@ mod tests {
         let error = ResNet18::<Cpu>::load(&path, &Default::default()).unwrap_err();
         std::fs::remove_dir_all(dir).unwrap();
         (path, error)
+    }
+
+    #[test]
+    fn the_host_check_passes_a_one_channel_file_and_refuses_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("weights.safetensors");
+        let mut tensors = state_dict(&ResNet18::random(&Default::default(), 1));
+        write_safetensors(&path, &tensors, Dtype::F32);
+        check_weights(&path).unwrap();
+        tensors.retain(|(k, _, _)| k != "conv1.weight");
+        write_safetensors(&path, &tensors, Dtype::F32);
+        let missing = check_weights(&path).unwrap_err().to_string();
+        assert!(missing.contains("conv1.weight"), "{missing}");
+        tensors.push((
+            "conv1.weight".into(),
+            vec![64, 3, 7, 7],
+            vec![0.0; 64 * 3 * 49],
+        ));
+        write_safetensors(&path, &tensors, Dtype::F32);
+        assert!(matches!(
+            check_weights(&path).unwrap_err(),
+            ResNetError::Shape { found, .. } if found == [64, 3, 7, 7]
+        ));
+        std::fs::write(&path, b"not a weight file at all").unwrap();
+        let unreadable = check_weights(&path).unwrap_err().to_string();
+        assert!(unreadable.contains("weights.safetensors"), "{unreadable}");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use quench_data::{MNIST_MEAN, MNIST_STD, Mnist, MnistSource, Split};
 use quench_train::hybrid::{
     CircuitMode, Execution, FeatureMode, HybridConfig, HybridData, Sizes, train_hybrid,
 };
-use quench_train::resnet::ResNet18;
+use quench_train::resnet::{ResNet18, check_weights};
 use serde::Deserialize;
 
 use crate::peers::Peer;
@@ -164,6 +164,19 @@ impl TableWorkload for Hybrid {
         &VARIANTS
     }
 
+    /// The training settings, the images (read and split as a run does) and the backbone:
+    /// the weight file readable with a one-channel `conv1`, or images to calibrate on.
+    fn check(&self, params: &Params) -> anyhow::Result<()> {
+        params.training.validate()?;
+        let (data, _) = images(params)?;
+        match &params.backbone_weights {
+            Some(path) => check_weights(path)
+                .with_context(|| format!("backbone_weights = {}", path.display()))?,
+            None => calibration_count(params, &data).map(drop)?,
+        }
+        Ok(())
+    }
+
     /// The original's way in PyTorch (`peers/hybrid.py`): the seeds one at a time at batch 64,
     /// a random frozen ResNet18 calibrated as Quench's on every batch, the batch's circuits as
     /// real 16-amplitude state vectors with autograd (PennyLane's per-sample host circuit is
@@ -188,21 +201,7 @@ impl TableWorkload for Hybrid {
         device: &B::Device,
     ) -> anyhow::Result<VariantOutcome> {
         let setting = &variant.setting;
-        let source = MnistSource::or_stand_in(MnistSource::locate(None))?;
-        let images = |split| -> anyhow::Result<_> {
-            Ok(Mnist::read(source.clone(), split)?.to_dataset(MNIST_MEAN, MNIST_STD)?)
-        };
-        let sizes = Sizes {
-            train: params.train_samples,
-            validation: params.validation_samples,
-            test: params.test_samples,
-        };
-        let data = HybridData::split(
-            &images(Split::Train)?,
-            &images(Split::Test)?,
-            sizes,
-            params.split_seed,
-        )?;
+        let (data, source) = images(&params)?;
         let (backbone, backbone_note) = match &params.backbone_weights {
             Some(path) => (
                 ResNet18::<B::InnerBackend>::load(path, device)
@@ -210,13 +209,7 @@ impl TableWorkload for Hybrid {
                 format!("backbone: ResNet18 weights from {}", path.display()),
             ),
             None => {
-                let count = params.calibration_images.min(data.train.len());
-                anyhow::ensure!(
-                    count > 0,
-                    "calibration_images = {}: the random backbone needs at least one training \
-                     image to calibrate on",
-                    params.calibration_images
-                );
+                let count = calibration_count(&params, &data)?;
                 let pixels = data.train.features()[..count * 784].to_vec();
                 let calibration =
                     Tensor::from_data(TensorData::new(pixels, [count, 1, 28, 28]), device);
@@ -297,6 +290,39 @@ impl TableWorkload for Hybrid {
 
 /// The peer on the IDX files in `dir` at the sizes and training settings of `params` (batch
 /// 64, the baseline's).
+/// MNIST (or its stand-in where none is installed), split into the parts `params` asks for,
+/// and where the images came from.
+fn images(params: &Params) -> anyhow::Result<(HybridData, MnistSource)> {
+    let source = MnistSource::or_stand_in(MnistSource::locate(None))?;
+    let images = |split| -> anyhow::Result<_> {
+        Ok(Mnist::read(source.clone(), split)?.to_dataset(MNIST_MEAN, MNIST_STD)?)
+    };
+    let sizes = Sizes {
+        train: params.train_samples,
+        validation: params.validation_samples,
+        test: params.test_samples,
+    };
+    let data = HybridData::split(
+        &images(Split::Train)?,
+        &images(Split::Test)?,
+        sizes,
+        params.split_seed,
+    )?;
+    Ok((data, source))
+}
+
+/// The training images the random backbone's batch norms are calibrated on: at least one.
+fn calibration_count(params: &Params, data: &HybridData) -> anyhow::Result<usize> {
+    let count = params.calibration_images.min(data.train.len());
+    anyhow::ensure!(
+        count > 0,
+        "calibration_images = {}: the random backbone needs at least one training image to \
+         calibrate on",
+        params.calibration_images
+    );
+    Ok(count)
+}
+
 fn peer_on(dir: &Path, params: &Params) -> Peer {
     let training = &params.training;
     let seeds: Vec<String> = training.seeds.iter().map(u64::to_string).collect();

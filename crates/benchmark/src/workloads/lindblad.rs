@@ -158,6 +158,14 @@ impl TableWorkload for LindbladMeta {
         &VARIANTS
     }
 
+    /// The meta-learning settings, each variant's solver included.
+    fn check(&self, params: &Params) -> anyhow::Result<()> {
+        for variant in &VARIANTS {
+            meta_config(params, variant.setting.method).validate()?;
+        }
+        Ok(())
+    }
+
     /// The original's way in PyTorch: tasks one at a time, complex density matrices, RK4 at
     /// the baseline's dt 0.001 for the timed meta-iterations (one timed run: a meta-iteration
     /// takes about a minute and a half there), and a training run with Euler dt 0.02 (the

@@ -145,6 +145,20 @@ impl TableWorkload for LoaderWorkload {
         &VARIANTS
     }
 
+    /// The learning rate, and the images: read as a run reads them.
+    fn check(&self, params: &Params) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            params.learning_rate.is_finite() && params.learning_rate > 0.0,
+            "learning_rate = {}: must be a finite number above 0",
+            params.learning_rate
+        );
+        BinaryData::load(
+            MnistSource::or_stand_in(MnistSource::locate(None))?,
+            params.train_samples,
+        )
+        .map(drop)
+    }
+
     /// The baseline's loader in PyTorch (a DataLoader at batch 32, no workers) on the IDX
     /// files Quench finds; where it would use its synthetic stand-in, no peer.
     fn peer(&self, params: &Params, _inputs: &Path) -> anyhow::Result<Option<Peer>> {

@@ -354,6 +354,13 @@ impl<const MODEL: usize> TableWorkload for Temporal<MODEL> {
         }
     }
 
+    /// The training settings, and the bars: the files read and windowed (or the synthetic
+    /// market drawn), as a run will.
+    fn check(&self, params: &Params) -> anyhow::Result<()> {
+        training(MODELS[MODEL], &params.training)?;
+        market(params).map(drop)
+    }
+
     /// The original's way in PyTorch (`peers/temporal.py`): the seeds one at a time at the
     /// baseline's batch (128, MLP 256), each batch assembled per sample by a `DataLoader`
     /// without workers, `nn.LSTM`, `nn.TransformerEncoderLayer(norm_first=True)` or the
