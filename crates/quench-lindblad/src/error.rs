@@ -77,6 +77,30 @@ pub enum LindbladError {
         /// The limit in force.
         limit: u64,
     },
+    /// A differentiated `euler` or `rk4` run whose autodiff graph would outgrow
+    /// [`Solver::max_graph_bytes`](crate::Solver::max_graph_bytes).
+    #[error(
+        "dt = {}: {method} under autodiff would keep about {} in its graph for {substeps} \
+         substeps x {tasks} tasks (2.8 kB a substep plus the states), more than \
+         max_graph_bytes = {limit}; use a larger dt or the exact method, or raise \
+         max_graph_bytes",
+        readable(*.dt),
+        gigabytes(*.bytes)
+    )]
+    GraphTooLarge {
+        /// `euler` or `rk4`.
+        method: &'static str,
+        /// The requested step.
+        dt: f64,
+        /// Substeps of the whole call.
+        substeps: usize,
+        /// Tasks of the batch.
+        tasks: usize,
+        /// The estimate, in bytes.
+        bytes: f64,
+        /// The limit in force.
+        limit: u64,
+    },
     /// A device tensor of the wrong shape.
     #[error("{name}: expected shape {expected}, found {found:?}")]
     Shape {
@@ -118,6 +142,11 @@ pub enum LindbladError {
 /// `value` as `Display` writes it while that is short, else in exponent notation: Rust
 /// writes `1e300` and `5e-324` with all their hundreds of digits (and an infinite count, from a
 /// `dt` of 5e-324, as `inf`).
+/// `bytes` in gigabytes (10^9), to three decimals.
+fn gigabytes(bytes: f64) -> String {
+    format!("{:.3} GB", bytes / 1e9)
+}
+
 pub(crate) fn readable(value: f64) -> String {
     if value == 0.0 || (1e-4..1e15).contains(&value.abs()) {
         format!("{value}")

@@ -552,6 +552,7 @@ impl Job {
             rate_bound,
             renormalize: false,
             max_substeps,
+            ..Solver::default()
         };
         // Refused here, before anything is uploaded, rather than at the start of `run`.
         solver.check_substeps(t_total, tasks[0].amplitudes.len(), tasks.len())?;

@@ -50,6 +50,16 @@ pub enum Method {
 /// asks for 10^9 substeps (and, under autodiff, memory for every one of them).
 pub const DEFAULT_MAX_SUBSTEPS: u64 = 1_000_000;
 
+/// Default of [`Solver::max_graph_bytes`]: 4 GiB, a laptop's share. The shipped settings keep
+/// at most a few megabytes (RK4 dt 0.001: 1,000 substeps).
+pub const DEFAULT_MAX_GRAPH_BYTES: u64 = 4 << 30;
+
+/// Bytes an autodiff backend keeps for one stepper substep besides the state it saves: the
+/// product's graph node, its backward step and the handles of its operands. Measured with
+/// `meta_train` at RK4 dt 1e-5 (100,000 substeps): 3.0 kB a substep with 16 one-qubit tasks
+/// and 3.9 kB with 64, of which the states are `4 x d^2 x tasks` bytes.
+const GRAPH_BYTES_PER_SUBSTEP: f64 = 2_800.0;
+
 /// Solver settings. The bounds are clamps applied to the inputs on the device, and the exact
 /// solver sizes its exponential for them in advance.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -72,6 +82,14 @@ pub struct Solver {
     /// is refused with [`LindbladError::TooManySubsteps`] before any work (default
     /// [`DEFAULT_MAX_SUBSTEPS`] = 1,000,000; `exact` takes no substeps and is not limited).
     pub max_substeps: u64,
+    /// Most bytes that one differentiated [`Solver::evolve`] call of `euler` or `rk4` may keep
+    /// in the autodiff graph until the backward pass: about 2.8 kB per substep plus the saved
+    /// states (`4 x d^2` bytes per task and substep, `4 x d^4` with propagators). A fine `dt`
+    /// within [`Self::max_substeps`] can still outgrow the machine's memory (RK4 dt 1e-6 with
+    /// 200 tasks: about 6 GB); more is refused with [`LindbladError::GraphTooLarge`] before
+    /// any work (default [`DEFAULT_MAX_GRAPH_BYTES`] = 4 GiB). Calls without gradients are not
+    /// limited.
+    pub max_graph_bytes: u64,
 }
 
 impl Default for Solver {
@@ -82,6 +100,7 @@ impl Default for Solver {
             rate_bound: 1.0,
             renormalize: false,
             max_substeps: DEFAULT_MAX_SUBSTEPS,
+            max_graph_bytes: DEFAULT_MAX_GRAPH_BYTES,
         }
     }
 }
@@ -187,14 +206,49 @@ impl Solver {
         }
     }
 
-    /// Refuses a non-positive step, a negative or non-finite bound, a zero substep limit.
+    /// The bytes a differentiated `euler` or `rk4` call of `substeps` substeps in all keeps
+    /// in its graph for `tasks` tasks of `n = d^2` coordinates (with propagators when
+    /// `propagators`), refused above [`Self::max_graph_bytes`]; `exact` keeps a few products
+    /// per segment and is not limited.
+    pub fn check_graph(
+        &self,
+        substeps: usize,
+        tasks: usize,
+        n: usize,
+        propagators: bool,
+    ) -> Result<f64, LindbladError> {
+        let (name, dt) = match self.method {
+            Method::Euler { dt } => ("euler", dt),
+            Method::Rk4 { dt } => ("rk4", dt),
+            Method::Exact => return Ok(0.0),
+        };
+        let saved = if propagators { n * n } else { n };
+        let per_substep = GRAPH_BYTES_PER_SUBSTEP + 4.0 * (saved * tasks) as f64;
+        let bytes = per_substep * substeps as f64;
+        if bytes <= self.max_graph_bytes as f64 {
+            Ok(bytes)
+        } else {
+            Err(LindbladError::GraphTooLarge {
+                method: name,
+                dt,
+                substeps,
+                tasks,
+                bytes,
+                limit: self.max_graph_bytes,
+            })
+        }
+    }
+
+    /// Refuses a non-positive step, a negative or non-finite bound, a zero substep or graph
+    /// limit.
     pub fn validate(&self) -> Result<(), LindbladError> {
-        if self.max_substeps == 0 {
-            return Err(LindbladError::invalid(
-                "max_substeps",
-                0.0,
-                "must be at least 1",
-            ));
+        for (name, limit) in [
+            ("max_substeps", self.max_substeps),
+            ("max_graph_bytes", self.max_graph_bytes),
+        ] {
+            if limit == 0 {
+                return Err(LindbladError::invalid(name, 0.0, "must be at least 1"));
+            }
         }
         if let Method::Euler { dt } | Method::Rk4 { dt } = self.method
             && !(dt.is_finite() && dt > 0.0)
@@ -279,6 +333,15 @@ impl Solver {
         }
         let plan = TaylorPlan::new(segment_bound, unit_roundoff(dtype));
         let substeps = self.check_substeps(batch.t_total, segments, tasks)?;
+        let want_propagators = output == Output::StatesAndPropagators;
+        let differentiated = [
+            batch.amplitudes.is_require_grad(),
+            batch.rates.is_require_grad(),
+            batch.initial.is_require_grad(),
+        ];
+        if differentiated.contains(&true) {
+            self.check_graph(substeps * segments, tasks, n, want_propagators)?;
+        }
         let step = t_segment / substeps as f64;
         // Each method's per-segment (or per-substep) matrix is a polynomial of the scaled
         // generator, evaluated with the given Paterson-Stockmeyer chunk size.
@@ -300,7 +363,6 @@ impl Solver {
         };
         let scaled = self.generators(generators, &batch, &order, scale);
         let initial = batch.initial.transpose().reshape([n, 1, tasks]);
-        let want_propagators = output == Output::StatesAndPropagators;
         let (states, propagators) = match self.method {
             // Under autodiff the tree (log2(segments) levels of products) measured as fast as
             // applying the factors to the state segment by segment at every task count, and it
@@ -560,6 +622,71 @@ mod tests {
             .map(|s| s.iter().any(|x| x.is_nan()))
             .collect();
         assert_eq!(spoiled, [false, true, false]);
+    }
+
+    #[test]
+    fn a_graph_that_would_outgrow_its_limit_is_refused_before_any_work() {
+        use burn::backend::Autodiff;
+        // The original's 200 tasks at RK4 dt 1e-6: a million substeps, within max_substeps,
+        // but about 6 GB of graph.
+        let fine = stepper(Method::Rk4 { dt: 1e-6 });
+        let substeps = fine.check_substeps(1.0, 20, 200).unwrap() * 20;
+        assert_eq!(substeps, 1_000_000);
+        let err = fine.check_graph(substeps, 200, 4, false).unwrap_err();
+        let message = err.to_string();
+        assert!(
+            matches!(err, LindbladError::GraphTooLarge { bytes, .. } if (bytes - 6.0e9).abs() < 1e6),
+            "{message}"
+        );
+        assert!(
+            message.contains("6.000 GB") && message.contains("max_graph_bytes = 4294967296"),
+            "{message}"
+        );
+        // The shipped settings are far inside it; the exact method is not limited.
+        assert!(
+            stepper(Method::Rk4 { dt: 1e-3 })
+                .check_graph(1_000, 200, 4, false)
+                .unwrap()
+                < 1e7
+        );
+        assert_eq!(
+            stepper(Method::Exact)
+                .check_graph(1 << 40, 200, 4, true)
+                .unwrap(),
+            0.0
+        );
+
+        // Through `evolve`: refused when the amplitudes carry gradients, not otherwise.
+        let tight = Solver {
+            max_graph_bytes: 100_000,
+            ..stepper(Method::Euler { dt: 1e-3 })
+        };
+        let (generators, plain) = batch(3, 20, 1.0);
+        assert!(tight.evolve(&generators, plain, Output::States).is_ok());
+        let device = Default::default();
+        let tracked_generators =
+            OperatorCache::<Autodiff<B>>::new().generators(&presets::one_qubit(), &device);
+        let (_, plain) = batch(3, 20, 1.0);
+        let tracked = Batch {
+            t_total: plain.t_total,
+            amplitudes: Tensor::from_inner(plain.amplitudes).require_grad(),
+            rates: Tensor::from_inner(plain.rates),
+            initial: Tensor::from_inner(plain.initial),
+        };
+        let err = tight
+            .evolve(&tracked_generators, tracked, Output::States)
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                LindbladError::GraphTooLarge {
+                    substeps: 1000,
+                    tasks: 3,
+                    ..
+                }
+            ),
+            "{err}"
+        );
     }
 
     #[test]
