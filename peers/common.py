@@ -1,6 +1,7 @@
 """What every PyTorch peer shares: reading Quench's data files and the one JSON line Quench
 reads back (`crates/benchmark/src/peers.rs`)."""
 
+import copy
 import json
 import os
 import time
@@ -38,6 +39,31 @@ def read_npy(directory, name, dtype, ndim):
     if array.dtype != dtype or array.ndim != ndim:
         raise SystemExit(f"{path}: expected {ndim}-d {dtype}, found {array.ndim}-d {array.dtype}")
     return array
+
+
+class EarlyStopping:
+    """Early stopping that keeps the best weights, as Quench's: the initial weights are the
+    best until a validation score strictly improves on them, and training stops once
+    `patience` epochs in a row have not."""
+
+    def __init__(self, model, patience, higher_is_better):
+        self.best = float("-inf") if higher_is_better else float("inf")
+        self.better = (lambda a, b: a > b) if higher_is_better else (lambda a, b: a < b)
+        self.state = copy.deepcopy(model.state_dict())
+        self.patience, self.since_best = patience, 0
+
+    def stop(self, model, score):
+        """Records the epoch's `score` (keeping the weights if it improved); whether to stop."""
+        if self.better(score, self.best):
+            self.best, self.since_best = score, 0
+            self.state = copy.deepcopy(model.state_dict())
+            return False
+        self.since_best += 1
+        return self.since_best >= self.patience
+
+    def restore(self, model):
+        """Puts the best weights back."""
+        model.load_state_dict(self.state)
 
 
 def add_timing_args(parser):

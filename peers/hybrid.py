@@ -36,12 +36,11 @@ program), and the mean test accuracy over seeds.
 """
 
 import argparse
-import copy
 
 import torch
 from torch import nn
 
-from common import add_timing_args, mnist_split, report, timed
+from common import EarlyStopping, add_timing_args, mnist_split, report, timed
 
 QUBITS = 4
 ENCODER = [512, 128, 32, QUBITS]
@@ -267,7 +266,7 @@ def train_seed(seed, backbone, parts, args, device):
     schedule = torch.optim.lr_scheduler.StepLR(optimiser, args.step_size, args.gamma)
     loss_fn = nn.CrossEntropyLoss()
     shuffle = torch.Generator().manual_seed(seed)
-    best, best_state, since_best, epochs = float("-inf"), None, 0, 0
+    stopping, epochs = EarlyStopping(model, args.patience, higher_is_better=True), 0
     batches = len(y) // args.batch_size
     for _ in range(args.epochs):
         order = torch.randperm(len(y), generator=shuffle)
@@ -283,15 +282,9 @@ def train_seed(seed, backbone, parts, args, device):
             optimiser.step()
         schedule.step()
         epochs += 1
-        current = accuracy(backbone, model, xv, yv, args.batch_size, device)
-        if current > best:
-            best, since_best = current, 0
-            best_state = copy.deepcopy(model.state_dict())
-        else:
-            since_best += 1
-            if since_best >= args.patience:
-                break
-    model.load_state_dict(best_state)
+        if stopping.stop(model, accuracy(backbone, model, xv, yv, args.batch_size, device)):
+            break
+    stopping.restore(model)
     return accuracy(backbone, model, xt, yt, args.batch_size, device), epochs
 
 

@@ -40,7 +40,6 @@ and the mean test macro-F1 over seeds (scikit-learn's `zero_division=0`).
 """
 
 import argparse
-import copy
 import math
 import os
 
@@ -49,7 +48,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from common import add_timing_args, read_npy, report, timed
+from common import EarlyStopping, add_timing_args, read_npy, report, timed
 
 CLASSES = 3
 PARTS = ("train", "validation", "test")
@@ -248,8 +247,7 @@ def train_seed(data, seed, args):
         # it dropped (one window fewer per epoch).
         drop_last=args.model == "mlp" and len(y) % args.batch_size == 1,
     )
-    # As Quench: the initial weights are the best until a validation loss improves on them.
-    best, best_state, since_best, epochs = math.inf, copy.deepcopy(model.state_dict()), 0, 0
+    stopping, epochs = EarlyStopping(model, args.patience, higher_is_better=False), 0
     # The validation part is uploaded once per run, as Quench uploads it.
     xv, yv = xv.to(args.device), yv.to(args.device)
     for _ in range(args.epochs):
@@ -264,14 +262,9 @@ def train_seed(data, seed, args):
         schedule.step()
         epochs += 1
         validation_loss, _ = evaluate(model, xv, yv, args.device)
-        if validation_loss < best:
-            best, since_best = validation_loss, 0
-            best_state = copy.deepcopy(model.state_dict())
-        else:
-            since_best += 1
-            if since_best >= args.patience:
-                break
-    model.load_state_dict(best_state)
+        if stopping.stop(model, validation_loss):
+            break
+    stopping.restore(model)
     # Validation and test scored with the best weights, as Quench scores both.
     scores = []
     for part in ("validation", "test"):

@@ -168,6 +168,15 @@ fn check_shape(
 }
 
 impl Solver {
+    /// The stepper's name and `dt`; `None` for the exact method.
+    fn stepper(&self) -> Option<(&'static str, f64)> {
+        match self.method {
+            Method::Euler { dt } => Some(("euler", dt)),
+            Method::Rk4 { dt } => Some(("rk4", dt)),
+            Method::Exact => None,
+        }
+    }
+
     /// The substeps per segment for `segments` segments of a pulse of length `t_total` (the
     /// guide's `max(1, floor(t_seg / dt))`, 1 for `Exact`), refusing a run of more than [`Self::max_substeps`] substeps in all (`tasks` only
     /// enters the message). [`Self::evolve`] calls it before any work; callers that know the
@@ -178,10 +187,8 @@ impl Solver {
         segments: usize,
         tasks: usize,
     ) -> Result<usize, LindbladError> {
-        let (name, dt) = match self.method {
-            Method::Euler { dt } => ("euler", dt),
-            Method::Rk4 { dt } => ("rk4", dt),
-            Method::Exact => return Ok(1),
+        let Some((name, dt)) = self.stepper() else {
+            return Ok(1);
         };
         if segments == 0 {
             return Ok(1);
@@ -217,10 +224,8 @@ impl Solver {
         n: usize,
         propagators: bool,
     ) -> Result<f64, LindbladError> {
-        let (name, dt) = match self.method {
-            Method::Euler { dt } => ("euler", dt),
-            Method::Rk4 { dt } => ("rk4", dt),
-            Method::Exact => return Ok(0.0),
+        let Some((name, dt)) = self.stepper() else {
+            return Ok(0.0);
         };
         let saved = if propagators { n * n } else { n };
         let per_substep = GRAPH_BYTES_PER_SUBSTEP + 4.0 * (saved * tasks) as f64;
