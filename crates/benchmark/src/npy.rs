@@ -38,7 +38,7 @@ impl Element for i64 {
 
 /// Writes `values` (row-major, `shape`'s product of them) as a `.npy` file at `path`, at once
 /// ([`write_atomically`](quench_device::files::write_atomically)): a reader never sees half a
-/// file.
+/// file. The folder is created if it is missing.
 pub fn write<T: Element>(path: &Path, shape: &[usize], values: &[T]) -> anyhow::Result<()> {
     let count: usize = shape.iter().product();
     anyhow::ensure!(
@@ -68,6 +68,9 @@ pub fn write<T: Element>(path: &Path, shape: &[usize], values: &[T]) -> anyhow::
     file.push(b'\n');
     for &v in values {
         v.extend_le(&mut file);
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
     quench_device::files::write_atomically(path, &file)
         .with_context(|| format!("cannot write {}", path.display()))

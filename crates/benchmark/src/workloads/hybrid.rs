@@ -288,8 +288,6 @@ impl TableWorkload for Hybrid {
     }
 }
 
-/// The peer on the IDX files in `dir` at the sizes and training settings of `params` (batch
-/// 64, the baseline's).
 /// MNIST (or its stand-in where none is installed), split into the parts `params` asks for,
 /// and where the images came from.
 fn images(params: &Params) -> anyhow::Result<(HybridData, MnistSource)> {
@@ -323,6 +321,8 @@ fn calibration_count(params: &Params, data: &HybridData) -> anyhow::Result<usize
     Ok(count)
 }
 
+/// The peer on the IDX files in `dir` at the sizes and training settings of `params` (batch
+/// 64, the baseline's).
 fn peer_on(dir: &Path, params: &Params) -> Peer {
     let training = &params.training;
     let seeds: Vec<String> = training.seeds.iter().map(u64::to_string).collect();

@@ -263,7 +263,6 @@ fn export_windows(data: &MarketData, dir: &Path) -> anyhow::Result<()> {
         })
         .collect();
     let mut rows = vec![0.0f32; lengths.iter().sum::<usize>() * width];
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     for (name, part) in parts {
         let features = part.windows.features();
         let mut ends = Vec::with_capacity(part.ends.len());
