@@ -50,6 +50,9 @@ fn render(
     if let Some(why) = &selection.fallback {
         let _ = writeln!(out, "fallback   {why}");
     }
+    for line in adapter_lines(quench_device::adapters::adapters()) {
+        let _ = writeln!(out, "{line}");
+    }
     match peak_memory(selection.device) {
         Some(m) => {
             let _ = writeln!(out, "memory     {m}");
@@ -103,6 +106,30 @@ fn render(
         let _ = writeln!(out, "           - {line}");
     }
     out
+}
+
+/// The wgpu adapters, one line each, as `--device wgpu:N` names them; in a build without wgpu,
+/// how to get them.
+fn adapter_lines(adapters: &[quench_device::adapters::AdapterInfo]) -> Vec<String> {
+    if !cfg!(feature = "wgpu") {
+        return vec![
+            "adapters   none listed: this binary was built without wgpu (--features wgpu)".into(),
+        ];
+    }
+    if adapters.is_empty() {
+        return vec![format!(
+            "adapters   none: {}",
+            quench_device::adapters::none_found_reason()
+        )];
+    }
+    adapters
+        .iter()
+        .enumerate()
+        .map(|(i, adapter)| {
+            let label = if i == 0 { "adapters" } else { "" };
+            format!("{label:<10} {adapter}")
+        })
+        .collect()
 }
 
 /// Which optimisations pay on this device, read off the measured figures.

@@ -154,7 +154,8 @@ pub fn parse_line(stdout: &str) -> anyhow::Result<PeerReport> {
     Ok(report)
 }
 
-/// The device name a peer understands for Quench's device (`cpu`, `cuda:N`).
+/// The device name a peer understands for Quench's device (`cpu`, `cuda:N`): PyTorch has
+/// no wgpu device, so a wgpu run's peer runs on the CPU (and the report says so).
 pub fn peer_device(machine_device: &str) -> String {
     if machine_device.starts_with("cuda") {
         machine_device.to_string()

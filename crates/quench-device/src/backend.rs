@@ -6,6 +6,7 @@ use std::fmt;
 use burn::backend::{Autodiff, NdArray};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 
+use crate::adapters::{AdapterKind, adapters};
 use crate::error::DeviceError;
 use crate::spec::DeviceSpec;
 
@@ -16,6 +17,11 @@ pub type CpuBackend = Autodiff<NdArray<f32>>;
 #[cfg(feature = "cuda")]
 pub type CudaBackend = Autodiff<burn::backend::Cuda<f32, i32>>;
 
+/// The wgpu backend (Vulkan, Metal, DX12 through CubeCL's WGSL compiler) in f32 with fusion,
+/// with autodiff.
+#[cfg(feature = "wgpu")]
+pub type WgpuBackend = Autodiff<burn::backend::Wgpu<f32, i32>>;
+
 /// A device that was probed and can run work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SelectedDevice {
@@ -23,14 +29,54 @@ pub enum SelectedDevice {
     Cpu,
     /// The CUDA device with this ordinal; only constructed by a build with the `cuda` feature.
     Cuda(usize),
+    /// A wgpu adapter; only constructed by a build with the `wgpu` feature.
+    Wgpu(WgpuAdapter),
+}
+
+/// A wgpu adapter that was probed: its place in [`crate::adapters::adapters`] and how Burn's
+/// wgpu backend names it (the `nth` adapter of its `kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WgpuAdapter {
+    /// Its index in the adapter list (`wgpu:N`).
+    pub index: usize,
+    /// Its kind, as the driver reports it.
+    pub kind: AdapterKind,
+    /// Its position among the adapters of its kind.
+    pub nth: usize,
+}
+
+impl WgpuAdapter {
+    /// Burn's name for this adapter.
+    #[cfg(feature = "wgpu")]
+    pub fn burn_device(&self) -> burn::backend::wgpu::WgpuDevice {
+        use burn::backend::wgpu::WgpuDevice;
+        match self.kind {
+            AdapterKind::Discrete => WgpuDevice::DiscreteGpu(self.nth),
+            AdapterKind::Integrated => WgpuDevice::IntegratedGpu(self.nth),
+            AdapterKind::Virtual => WgpuDevice::VirtualGpu(self.nth),
+            // Burn opens the first software adapter; `probe_wgpu` refuses any other, and
+            // adapters of no stated kind.
+            AdapterKind::Cpu | AdapterKind::Other => WgpuDevice::Cpu,
+        }
+    }
 }
 
 impl SelectedDevice {
-    /// The backend family, as printed in reports: `ndarray` or `cuda`.
+    /// The backend family, as printed in reports: `ndarray`, `cuda` or `wgpu`.
     pub fn backend_name(&self) -> &'static str {
         match self {
             Self::Cpu => "ndarray",
             Self::Cuda(_) => "cuda",
+            Self::Wgpu(_) => "wgpu",
+        }
+    }
+
+    /// A wgpu adapter's name, API, kind and driver as its driver gives them
+    /// ([`crate::adapters::AdapterInfo::description`]); `None` for the other devices.
+    pub fn adapter_name(&self) -> Option<String> {
+        match self {
+            Self::Wgpu(adapter) => adapters().get(adapter.index).map(|a| a.description()),
+            Self::Cpu | Self::Cuda(_) => None,
         }
     }
 }
@@ -40,6 +86,7 @@ impl fmt::Display for SelectedDevice {
         match self {
             Self::Cpu => write!(f, "cpu"),
             Self::Cuda(index) => write!(f, "cuda:{index}"),
+            Self::Wgpu(adapter) => write!(f, "wgpu:{}", adapter.index),
         }
     }
 }
@@ -65,10 +112,12 @@ pub trait OnDevice {
     fn run<B: AutodiffBackend>(self, device: &B::Device) -> Self::Output;
 }
 
-/// Resolves a request into a usable device, probing CUDA without ever panicking.
+/// Resolves a request into a usable device, probing GPUs without ever panicking.
 ///
-/// `auto` takes `cuda:0` when a build with CUDA finds a working device, else the CPU with a
-/// one-line reason. An explicit `cuda`/`cuda:N` that cannot be used is an error.
+/// `auto` takes `cuda:0` when a build with CUDA finds a working device, else the most
+/// preferred hardware wgpu adapter (discrete, then integrated) in a build with wgpu, else the
+/// CPU with a one-line reason; a software adapter (lavapipe, SwiftShader, WARP) is never
+/// `auto`'s. An explicit `cuda`, `cuda:N`, `wgpu` or `wgpu:N` that cannot be used is an error.
 pub fn select(spec: DeviceSpec) -> Result<Selection, DeviceError> {
     match spec {
         DeviceSpec::Cpu => Ok(Selection {
@@ -82,25 +131,70 @@ pub fn select(spec: DeviceSpec) -> Result<Selection, DeviceError> {
                 fallback: None,
             })
         }
-        DeviceSpec::Auto => match probe_cuda(spec, 0) {
-            Ok(()) => Ok(Selection {
-                device: SelectedDevice::Cuda(0),
-                fallback: None,
-            }),
-            Err(DeviceError::CudaNotCompiled { .. }) => Ok(Selection {
+        DeviceSpec::Wgpu(index) => Ok(Selection {
+            device: SelectedDevice::Wgpu(probe_wgpu(spec, index)?),
+            fallback: None,
+        }),
+        DeviceSpec::Auto => {
+            let cuda = match probe_cuda(spec, 0) {
+                Ok(()) => {
+                    return Ok(Selection {
+                        device: SelectedDevice::Cuda(0),
+                        fallback: None,
+                    });
+                }
+                Err(DeviceError::CudaNotCompiled { .. }) => {
+                    "this binary was built without CUDA support".to_string()
+                }
+                Err(err) => err.to_string(),
+            };
+            let wgpu = match auto_wgpu() {
+                Ok(adapter) => {
+                    return Ok(Selection {
+                        device: SelectedDevice::Wgpu(adapter),
+                        fallback: None,
+                    });
+                }
+                Err(None) => String::new(),
+                Err(Some(why)) => format!("; {why}"),
+            };
+            Ok(Selection {
                 device: SelectedDevice::Cpu,
-                fallback: Some("this binary was built without CUDA support; using the CPU".into()),
-            }),
-            Err(err) => Ok(Selection {
-                device: SelectedDevice::Cpu,
-                fallback: Some(format!("{err}; using the CPU")),
-            }),
-        },
+                fallback: Some(format!("{cuda}{wgpu}; using the CPU")),
+            })
+        }
     }
 }
 
+/// The hardware wgpu adapter `auto` takes, or why there is none: `None` in a build without
+/// wgpu (which has nothing to say about it).
+fn auto_wgpu() -> Result<WgpuAdapter, Option<String>> {
+    if !cfg!(feature = "wgpu") {
+        return Err(None);
+    }
+    let all = adapters();
+    let Some(best) = crate::adapters::best_hardware(all) else {
+        let software: Vec<&str> = all
+            .iter()
+            .filter(|a| a.is_software())
+            .map(|a| a.name.as_str())
+            .collect();
+        return Err(Some(if all.is_empty() {
+            format!("no wgpu adapter ({})", crate::adapters::none_found_reason())
+        } else if software.is_empty() {
+            "no discrete or integrated GPU among the wgpu adapters".to_string()
+        } else {
+            format!(
+                "wgpu found only the software adapter {} (`--device wgpu` runs on it)",
+                software.join(", ")
+            )
+        }));
+    };
+    probe_wgpu(DeviceSpec::Auto, Some(best.index)).map_err(|err| Some(err.to_string()))
+}
+
 /// What a command-line program does with its `--device` value: parses `spec` (`auto`, `cpu`,
-/// `cuda`, `cuda:N`), probes and selects the device, and prints `note: WHY` on stderr when
+/// `cuda`, `cuda:N`, `wgpu`, `wgpu:N`), probes and selects the device, and prints `note: WHY` on stderr when
 /// `auto` fell back to the CPU.
 pub fn select_announced(spec: &str) -> Result<Selection, DeviceError> {
     let selection = select(spec.parse::<DeviceSpec>()?)?;
@@ -153,6 +247,74 @@ pub fn run_on<T: OnDevice>(device: SelectedDevice, task: T) -> Result<T::Output,
         SelectedDevice::Cuda(index) => Err(DeviceError::CudaNotCompiled {
             spec: DeviceSpec::Cuda(index).to_string(),
         }),
+        #[cfg(feature = "wgpu")]
+        SelectedDevice::Wgpu(adapter) => Ok(task.run::<WgpuBackend>(&adapter.burn_device())),
+        #[cfg(not(feature = "wgpu"))]
+        SelectedDevice::Wgpu(adapter) => Err(DeviceError::WgpuNotCompiled {
+            spec: DeviceSpec::Wgpu(Some(adapter.index)).to_string(),
+        }),
+    }
+}
+
+#[cfg(not(feature = "wgpu"))]
+fn probe_wgpu(spec: DeviceSpec, _index: Option<usize>) -> Result<WgpuAdapter, DeviceError> {
+    Err(DeviceError::WgpuNotCompiled {
+        spec: spec.to_string(),
+    })
+}
+
+/// Finds the adapter `index` names (the most preferred one for `None`: hardware before
+/// software), opens it and runs one small computation, reading it back. Nothing panics: a
+/// missing loader or driver, an index out of range and a failing device are errors that say
+/// what to install or which adapters there are.
+#[cfg(feature = "wgpu")]
+fn probe_wgpu(spec: DeviceSpec, index: Option<usize>) -> Result<WgpuAdapter, DeviceError> {
+    use burn::tensor::{ElementConversion, Tensor};
+    type Probe = burn::backend::Wgpu<f32, i32>;
+
+    let all = adapters();
+    let unavailable = |reason: String| DeviceError::WgpuUnavailable {
+        spec: spec.to_string(),
+        reason,
+    };
+    if all.is_empty() {
+        return Err(unavailable(crate::adapters::none_found_reason()));
+    }
+    let chosen = match index {
+        None => crate::adapters::best_any(all),
+        Some(index) => all.get(index),
+    }
+    .ok_or_else(|| {
+        unavailable(format!(
+            "this machine has {} wgpu adapter(s): {}",
+            all.len(),
+            crate::adapters::listing(all)
+        ))
+    })?;
+    let adapter = WgpuAdapter {
+        index: chosen.index,
+        kind: chosen.kind,
+        nth: chosen.nth_of_kind(all),
+    };
+    // Burn's wgpu backend opens adapters by kind and position, and of the software ones only
+    // the first; an adapter of no stated kind it cannot name at all.
+    if chosen.kind == AdapterKind::Other || (chosen.kind == AdapterKind::Cpu && adapter.nth > 0) {
+        return Err(unavailable(format!(
+            "{chosen} cannot be opened by Burn's wgpu backend (it names adapters by type, and \
+             only the first software adapter); the adapters: {}",
+            crate::adapters::listing(all)
+        )));
+    }
+    let outcome = silently(|| {
+        let x = Tensor::<Probe, 1>::from_floats([1.0, 2.0, 3.0], &adapter.burn_device());
+        (x + 1.0).sum().into_scalar().elem::<f32>()
+    });
+    match outcome {
+        Ok(sum) if (sum - 9.0).abs() < 1e-6 => Ok(adapter),
+        Ok(sum) => Err(unavailable(format!(
+            "{chosen}: a test computation returned {sum} instead of 9"
+        ))),
+        Err(panics) => Err(unavailable(format!("{chosen} failed to start: {panics}"))),
     }
 }
 
@@ -289,7 +451,7 @@ pub(crate) fn cuda_failure_reason(
 /// the panic hook records the first line of every panic, on any thread, and the message is
 /// those lines in order (the cause first), joined by ` / `. The hook is process-wide, so calls
 /// take turns (and `work` must not call `silently` itself: it would wait for its own turn).
-#[cfg(any(feature = "cuda", test))]
+#[cfg(any(feature = "cuda", feature = "wgpu", test))]
 pub(crate) fn silently<R>(work: impl FnOnce() -> R) -> Result<R, String> {
     use std::panic::{self, AssertUnwindSafe};
     use std::sync::{Arc, Mutex, PoisonError};
@@ -319,16 +481,16 @@ pub(crate) fn silently<R>(work: impl FnOnce() -> R) -> Result<R, String> {
     })
 }
 
-#[cfg(any(feature = "cuda", test))]
+#[cfg(any(feature = "cuda", feature = "wgpu", test))]
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     let text = payload
         .downcast_ref::<&str>()
         .map(|s| s.to_string())
         .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "the CUDA runtime failed to initialise".to_string());
+        .unwrap_or_else(|| "the GPU runtime failed to initialise".to_string());
     text.lines()
         .find(|line| !line.trim().is_empty())
-        .unwrap_or("the CUDA runtime failed to initialise")
+        .unwrap_or("the GPU runtime failed to initialise")
         .trim()
         .to_string()
 }

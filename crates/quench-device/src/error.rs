@@ -6,7 +6,7 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum DeviceError {
     /// The device specification string could not be parsed.
-    #[error("invalid device `{spec}`: {reason} (expected auto, cpu, cuda or cuda:N)")]
+    #[error("invalid device `{spec}`: {reason} (expected auto, cpu, cuda, cuda:N, wgpu or wgpu:N)")]
     BadSpec {
         /// The text that was given.
         spec: String,
@@ -27,6 +27,22 @@ pub enum DeviceError {
     )]
     CudaNotCompiled {
         /// The specification that asked for CUDA.
+        spec: String,
+    },
+    /// A wgpu adapter was asked for explicitly and cannot be used.
+    #[error("wgpu device `{spec}` is not usable: {reason}")]
+    WgpuUnavailable {
+        /// What was asked for (`wgpu`, `wgpu:N`).
+        spec: String,
+        /// What the probe found (no loader, no driver, no such adapter, a failing device).
+        reason: String,
+    },
+    /// wgpu was asked for but this binary was compiled without the `wgpu` cargo feature.
+    #[error(
+        "this binary was built without wgpu support; rebuild with `--features wgpu` to use `{spec}`"
+    )]
+    WgpuNotCompiled {
+        /// The specification that asked for wgpu.
         spec: String,
     },
     /// The precision string could not be parsed.

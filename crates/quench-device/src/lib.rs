@@ -2,9 +2,10 @@
 //!
 //! This is the one crate that knows about concrete backends. Everything above it is generic
 //! over `B: Backend` / `B: AutodiffBackend`; [`run_on`] maps the run-time device choice onto
-//! `burn_ndarray::NdArray` or `burn_cuda::Cuda` (cargo feature `cuda`) and runs a caller's
-//! generic [`OnDevice`] task there.
+//! `burn_ndarray::NdArray`, `burn_cuda::Cuda` (cargo feature `cuda`) or `burn_wgpu::Wgpu`
+//! (cargo feature `wgpu`) and runs a caller's generic [`OnDevice`] task there.
 
+pub mod adapters;
 pub mod allocator;
 pub mod backend;
 pub mod config;
@@ -20,14 +21,20 @@ pub mod readback;
 pub mod simd;
 pub mod spec;
 pub mod stats;
+pub mod testing;
 pub mod threefry;
 pub mod timing;
 
+/// The Burn this crate is built on, for [`device_test!`]'s expansion in other crates.
+pub use burn;
+
 #[cfg(feature = "cuda")]
 pub use backend::CudaBackend;
+#[cfg(feature = "wgpu")]
+pub use backend::WgpuBackend;
 pub use backend::{
-    CpuBackend, OnDevice, SelectedDevice, Selection, host_lanes, is_plain_host, run_on,
-    runs_on_host, select, select_announced,
+    CpuBackend, OnDevice, SelectedDevice, Selection, WgpuAdapter, host_lanes, is_plain_host,
+    run_on, runs_on_host, select, select_announced,
 };
 pub use config::{ConfigError, load_toml};
 pub use error::DeviceError;

@@ -11,11 +11,11 @@ pub struct MachineInfo {
     pub cpu_model: String,
     /// Logical cores available to this process.
     pub cores: usize,
-    /// The device work ran on (`cpu`, `cuda:0`).
+    /// The device work ran on (`cpu`, `cuda:0`, `wgpu:0`).
     pub device: String,
     /// A human name of that device: the CPU model, or the GPU model where the driver says it.
     pub device_name: String,
-    /// The Burn backend family (`ndarray`, `cuda`).
+    /// The Burn backend family (`ndarray`, `cuda`, `wgpu`).
     pub backend: String,
 }
 
@@ -28,6 +28,9 @@ impl MachineInfo {
             SelectedDevice::Cuda(index) => {
                 gpu_model(index).unwrap_or_else(|| format!("CUDA device {index}"))
             }
+            SelectedDevice::Wgpu(adapter) => device
+                .adapter_name()
+                .unwrap_or_else(|| format!("wgpu adapter {}", adapter.index)),
         };
         Self {
             cpu_model,

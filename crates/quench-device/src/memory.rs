@@ -10,8 +10,8 @@ use crate::backend::SelectedDevice;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum MemorySource {
-    /// Bytes the CUDA memory pool holds; pools keep what they reserved, so this is the
-    /// high-water mark of the run's device allocations.
+    /// Bytes the device's memory pool holds (CUDA, wgpu); pools keep what they reserved, so
+    /// this is the high-water mark of the run's device allocations.
     DevicePool,
     /// The process's peak resident set size (`VmHWM`), for host backends.
     ProcessPeakRss,
@@ -40,7 +40,7 @@ impl fmt::Display for MemoryReading {
     }
 }
 
-/// The peak memory of `device` so far: the CUDA pool for GPUs, the process RSS for the CPU.
+/// The peak memory of `device` so far: the device pool for GPUs, the process RSS for the CPU.
 /// `None` where the platform reports neither.
 pub fn peak_memory(device: SelectedDevice) -> Option<MemoryReading> {
     match device {
@@ -49,6 +49,10 @@ pub fn peak_memory(device: SelectedDevice) -> Option<MemoryReading> {
             source: MemorySource::ProcessPeakRss,
         }),
         SelectedDevice::Cuda(index) => cuda_pool_bytes(index).map(|bytes| MemoryReading {
+            bytes,
+            source: MemorySource::DevicePool,
+        }),
+        SelectedDevice::Wgpu(adapter) => wgpu_pool_bytes(adapter).map(|bytes| MemoryReading {
             bytes,
             source: MemorySource::DevicePool,
         }),
@@ -90,6 +94,26 @@ fn cuda_pool_bytes(index: usize) -> Option<u64> {
 
 #[cfg(not(feature = "cuda"))]
 fn cuda_pool_bytes(_index: usize) -> Option<u64> {
+    None
+}
+
+#[cfg(feature = "wgpu")]
+fn wgpu_pool_bytes(adapter: crate::backend::WgpuAdapter) -> Option<u64> {
+    use burn::backend::wgpu::WgpuRuntime;
+    use burn::cubecl::Runtime;
+
+    crate::backend::silently(|| {
+        WgpuRuntime::client(&adapter.burn_device())
+            .memory_usage()
+            .ok()
+            .map(|usage| usage.bytes_reserved)
+    })
+    .ok()
+    .flatten()
+}
+
+#[cfg(not(feature = "wgpu"))]
+fn wgpu_pool_bytes(_adapter: crate::backend::WgpuAdapter) -> Option<u64> {
     None
 }
 

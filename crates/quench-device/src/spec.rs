@@ -1,4 +1,4 @@
-//! The device a user asks for: `auto`, `cpu`, `cuda` or `cuda:N`.
+//! The device a user asks for: `auto`, `cpu`, `cuda`, `cuda:N`, `wgpu` or `wgpu:N`.
 
 use std::fmt;
 use std::process::ExitCode;
@@ -9,13 +9,16 @@ use crate::error::DeviceError;
 /// A device request as written on the command line or in a configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum DeviceSpec {
-    /// The first usable CUDA device, else the CPU.
+    /// The first usable CUDA device, else the best hardware wgpu adapter, else the CPU.
     #[default]
     Auto,
     /// The CPU backend (`burn_ndarray`).
     Cpu,
     /// The CUDA device with this ordinal (`cuda` means `cuda:0`).
     Cuda(usize),
+    /// A wgpu adapter (Vulkan, Metal, DX12): the N-th as `doctor` lists them, or for a bare
+    /// `wgpu` the most preferred one (hardware first, a software adapter where it is alone).
+    Wgpu(Option<usize>),
 }
 
 /// Takes `--device SPEC` out of command-line arguments: the spec (`auto` when the flag is
@@ -56,22 +59,30 @@ impl FromStr for DeviceSpec {
             reason: reason.to_string(),
         };
         let lowered = text.trim().to_ascii_lowercase();
+        let index = |kind: &str, index: &str| {
+            if index.is_empty() {
+                return Err(bad(&format!("missing device index after `{kind}:`")));
+            }
+            index.parse::<usize>().map_err(|_| {
+                bad(&format!(
+                    "the index after `{kind}:` must be a non-negative integer"
+                ))
+            })
+        };
         match lowered.as_str() {
             "auto" => Ok(Self::Auto),
             "cpu" => Ok(Self::Cpu),
             "cuda" | "gpu" => Ok(Self::Cuda(0)),
+            "wgpu" => Ok(Self::Wgpu(None)),
             "" => Err(bad("empty")),
             other => {
-                let index = other
-                    .strip_prefix("cuda:")
-                    .ok_or_else(|| bad("unknown device kind"))?;
-                if index.is_empty() {
-                    return Err(bad("missing device index after `cuda:`"));
+                if let Some(rest) = other.strip_prefix("cuda:") {
+                    index("cuda", rest).map(Self::Cuda)
+                } else if let Some(rest) = other.strip_prefix("wgpu:") {
+                    index("wgpu", rest).map(|n| Self::Wgpu(Some(n)))
+                } else {
+                    Err(bad("unknown device kind"))
                 }
-                index
-                    .parse::<usize>()
-                    .map(Self::Cuda)
-                    .map_err(|_| bad("the index after `cuda:` must be a non-negative integer"))
             }
         }
     }
@@ -83,6 +94,8 @@ impl fmt::Display for DeviceSpec {
             Self::Auto => write!(f, "auto"),
             Self::Cpu => write!(f, "cpu"),
             Self::Cuda(index) => write!(f, "cuda:{index}"),
+            Self::Wgpu(None) => write!(f, "wgpu"),
+            Self::Wgpu(Some(index)) => write!(f, "wgpu:{index}"),
         }
     }
 }
@@ -99,11 +112,22 @@ mod tests {
         assert_eq!(" CPU ".parse::<DeviceSpec>().unwrap(), DeviceSpec::Cpu);
         assert_eq!("cuda".parse::<DeviceSpec>().unwrap(), DeviceSpec::Cuda(0));
         assert_eq!("cuda:3".parse::<DeviceSpec>().unwrap(), DeviceSpec::Cuda(3));
+        assert_eq!(
+            "wgpu".parse::<DeviceSpec>().unwrap(),
+            DeviceSpec::Wgpu(None)
+        );
+        assert_eq!(
+            "WGPU:2".parse::<DeviceSpec>().unwrap(),
+            DeviceSpec::Wgpu(Some(2))
+        );
     }
 
     #[test]
     fn refuses_bad_specs_with_the_text_in_the_message() {
-        for bad in ["", "tpu", "cuda:", "cuda:-1", "cuda:x", "cuda:1:2", "cpu0"] {
+        for bad in [
+            "", "tpu", "cuda:", "cuda:-1", "cuda:x", "cuda:1:2", "cpu0", "wgpu:", "wgpu:-1",
+            "vulkan",
+        ] {
             let err = bad.parse::<DeviceSpec>().unwrap_err();
             assert!(matches!(err, DeviceError::BadSpec { .. }), "{bad}");
             assert!(err.to_string().contains(&format!("`{bad}`")), "{err}");
@@ -113,7 +137,13 @@ mod tests {
     proptest! {
         #[test]
         fn display_round_trips(index in 0usize..1_000) {
-            for spec in [DeviceSpec::Auto, DeviceSpec::Cpu, DeviceSpec::Cuda(index)] {
+            for spec in [
+                DeviceSpec::Auto,
+                DeviceSpec::Cpu,
+                DeviceSpec::Cuda(index),
+                DeviceSpec::Wgpu(None),
+                DeviceSpec::Wgpu(Some(index)),
+            ] {
                 prop_assert_eq!(spec.to_string().parse::<DeviceSpec>().unwrap(), spec);
             }
         }
