@@ -23,6 +23,7 @@
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
 use quench_device::readback::float_tensor;
+use quench_device::views::column;
 
 use crate::circuit::Circuit;
 use crate::error::CircuitError;
@@ -386,7 +387,7 @@ impl<B: Backend> Angles<'_, B> {
         if let Some(((cos, sin), i)) = cached {
             let column = |t: &Tensor<B, 2>| {
                 let rows = t.dims()[0];
-                Coef::Var(t.clone().narrow(1, i, 1).reshape([rows, 1, 1, 1]))
+                Coef::Var(column(t.clone(), i).reshape([rows, 1, 1, 1]))
             };
             return (column(cos), column(sin));
         }
@@ -398,7 +399,7 @@ impl<B: Backend> Angles<'_, B> {
             Angle::Input(i) => {
                 let inputs = self.inputs.expect("checked by run");
                 let batch = inputs.dims()[0];
-                inputs.clone().narrow(1, i, 1).reshape([batch, 1, 1, 1])
+                column(inputs.clone(), i).reshape([batch, 1, 1, 1])
             }
             Angle::Weight(i) => self
                 .weights

@@ -24,6 +24,7 @@ pub mod stats;
 pub mod testing;
 pub mod threefry;
 pub mod timing;
+pub mod views;
 
 /// The Burn this crate is built on, for [`device_test!`]'s expansion in other crates.
 pub use burn;

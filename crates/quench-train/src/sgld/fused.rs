@@ -308,20 +308,18 @@ mod tests {
     use crate::ensemble::{Activation, EnsembleLinear, EnsembleMlp};
     use crate::params::{gradients, require_grad};
     use crate::sgld::{ChainSchedule, Noise, Sgld};
-    use burn::backend::{Autodiff, NdArray};
     use burn::tensor::Distribution;
     use quench_device::SeededGenerator;
     use quench_device::stats::max_abs_difference;
 
-    type Cpu = NdArray<f32>;
-    type Ad = Autodiff<Cpu>;
-
     /// Parameters of `chains` networks `4 -> 24 -> 1`, features and labels of batch 5.
-    fn case(chains: usize) -> (Vec<Tensor<Cpu, 3>>, Tensor<Cpu, 3>, Tensor<Cpu, 3>) {
-        let device = Default::default();
-        let _lease = SeededGenerator::acquire::<Cpu>(&device, 3);
+    fn case<B: Backend>(
+        chains: usize,
+        device: &B::Device,
+    ) -> (Vec<Tensor<B, 3>>, Tensor<B, 3>, Tensor<B, 3>) {
+        let _lease = SeededGenerator::acquire::<B>(device, 3);
         let normal = |dims: [usize; 3], scale: f64| {
-            Tensor::<Cpu, 3>::random(dims, Distribution::Normal(0.0, scale), &device)
+            Tensor::<B, 3>::random(dims, Distribution::Normal(0.0, scale), device)
         };
         let params = vec![
             normal([chains, 4, 24], 0.6),
@@ -330,89 +328,84 @@ mod tests {
             normal([chains, 1, 1], 0.2),
         ];
         let x = normal([chains, 5, 4], 1.0);
-        let y = Tensor::<Cpu, 3>::random([chains, 5, 1], Distribution::Bernoulli(0.5), &device);
+        let y = Tensor::<B, 3>::random([chains, 5, 1], Distribution::Bernoulli(0.5), device);
         (params, x, y)
     }
 
-    #[test]
-    fn hand_gradients_are_autodiffs() {
-        let (params, x, y) = case(3);
-        let loss = BoundedLoss { l_max: 4.0 };
-        let factor = 0.25;
-        let leaves = require_grad::<Ad>(params.clone());
-        let mut it = leaves.clone().into_iter();
-        let model = EnsembleMlp {
-            layers: vec![
-                EnsembleLinear {
-                    weight: it.next().unwrap(),
-                    bias: it.next().unwrap(),
-                },
-                EnsembleLinear {
-                    weight: it.next().unwrap(),
-                    bias: it.next().unwrap(),
-                },
-            ],
-            activation: Activation::Relu,
-        };
-        let logits = model.forward(Tensor::from_inner(x.clone()));
-        let objective = loss
-            .per_sample(logits, Tensor::from_inner(y.clone()))
-            .mean_dim(1)
-            .sum()
-            .mul_scalar(factor);
-        let want = gradients(&leaves, &objective.backward());
-        let got = mlp_gradients(&params, x, y, &loss, factor);
-        for (k, (g, w)) in got.into_iter().zip(want).enumerate() {
-            assert_eq!(g.dims(), w.dims(), "parameter {k}");
-            let (g, w) = (to_host_f32(g), to_host_f32(w));
-            let worst = max_abs_difference(&g, &w);
-            assert!(worst < 1e-5, "parameter {k}: {worst}");
+    quench_device::device_test! {
+        fn hand_gradients_are_autodiffs<B>(device) {
+            let (params, x, y) = case::<B::InnerBackend>(3, device);
+            let loss = BoundedLoss { l_max: 4.0 };
+            let factor = 0.25;
+            let leaves = require_grad::<B>(params.clone());
+            let mut it = leaves.clone().into_iter();
+            let mut layer = || EnsembleLinear {
+                weight: it.next().expect("four parameters"),
+                bias: it.next().expect("four parameters"),
+            };
+            let model = EnsembleMlp {
+                layers: vec![layer(), layer()],
+                activation: Activation::Relu,
+            };
+            let logits = model.forward(Tensor::from_inner(x.clone()));
+            let objective = loss
+                .per_sample(logits, Tensor::from_inner(y.clone()))
+                .mean_dim(1)
+                .sum()
+                .mul_scalar(factor);
+            let want = gradients(&leaves, &objective.backward());
+            let got = mlp_gradients(&params, x, y, &loss, factor);
+            for (k, (g, w)) in got.into_iter().zip(want).enumerate() {
+                assert_eq!(g.dims(), w.dims(), "parameter {k}");
+                let (g, w) = (to_host_f32(g), to_host_f32(w));
+                let worst = max_abs_difference(&g, &w);
+                assert!(worst < 1e-5, "parameter {k}: {worst}");
+            }
         }
-    }
 
-    #[test]
-    fn the_host_step_is_the_tensor_step() {
-        let device = Default::default();
-        let chains = 5;
-        let (params, x, y) = case(chains);
-        let loss = BoundedLoss { l_max: 4.0 };
-        let factor = loss.training_factor(super::super::LossScale::Unit);
-        let seeds: Vec<u64> = (10..10 + chains as u64).collect();
-        // Two temperatures, one chain finished: its step must leave it in place.
-        let schedule = ChainSchedule::new(
-            &[0.0, 1.0, 30.0, 30.0, 200.0],
-            &[0.1, 0.2, 0.3, 0.3, 0.3],
-            &[3, 3, 3, 1, 3],
-        );
-        let scales = schedule.scales::<Cpu>(1, &device);
-        let mut sgld = Sgld {
-            prior_sigma: 2.0,
-            noise: Noise::counter(&seeds),
-        };
-        let mut host = HostChains::from_tensors(&params);
-        let mut tensors = params.clone();
-        let mut streams = NormalStreams::new(&seeds);
-        let (xs, ys) = (to_host_f32(x.clone()), to_host_f32(y.clone()));
-        for _ in 0..3 {
-            let grads = mlp_gradients(&tensors, x.clone(), y.clone(), &loss, factor);
-            tensors = sgld.step(tensors, grads, &scales);
-            host.step(&xs, &ys, &scales.host, &loss, factor, 2.0, &mut streams);
-        }
-        let from_host = host.to_tensors::<Cpu>(0..chains, &device);
-        for (k, (h, t)) in from_host.into_iter().zip(tensors).enumerate() {
-            let (h, t) = (to_host_f32(h), to_host_f32(t));
-            let worst = max_abs_difference(&h, &t);
-            assert!(worst < 1e-5, "parameter {k}: {worst}");
-        }
-        let start = HostChains::from_tensors(&params);
-        let finished = |p: &HostChains| p.to_tensors::<Cpu>(3..4, &device);
-        for (a, b) in finished(&host).into_iter().zip(finished(&start)) {
-            assert_eq!(
-                to_host_f32(a),
-                to_host_f32(b),
-                "the finished chain stays put"
+        fn the_tensor_step_draws_the_host_kernels_noise<B>(device) {
+            type Inner<B> = <B as burn::tensor::backend::AutodiffBackend>::InnerBackend;
+            let chains = 5;
+            let (params, x, y) = case::<Inner<B>>(chains, device);
+            let loss = BoundedLoss { l_max: 4.0 };
+            let factor = loss.training_factor(super::super::LossScale::Unit);
+            let seeds: Vec<u64> = (10..10 + chains as u64).collect();
+            // Two temperatures, one chain finished: its step must leave it in place.
+            let schedule = ChainSchedule::new(
+                &[0.0, 1.0, 30.0, 30.0, 200.0],
+                &[0.1, 0.2, 0.3, 0.3, 0.3],
+                &[3, 3, 3, 1, 3],
             );
+            let scales = schedule.scales::<Inner<B>>(1, device);
+            let mut sgld = Sgld {
+                prior_sigma: 2.0,
+                noise: Noise::counter(&seeds),
+            };
+            let mut host = HostChains::from_tensors(&params);
+            let mut tensors = params.clone();
+            let mut streams = NormalStreams::new(&seeds);
+            let (xs, ys) = (to_host_f32(x.clone()), to_host_f32(y.clone()));
+            for _ in 0..3 {
+                let grads = mlp_gradients(&tensors, x.clone(), y.clone(), &loss, factor);
+                tensors = sgld.step(tensors, grads, &scales);
+                host.step(&xs, &ys, &scales.host, &loss, factor, 2.0, &mut streams);
+            }
+            let from_host = host.to_tensors::<Inner<B>>(0..chains, device);
+            for (k, (h, t)) in from_host.into_iter().zip(tensors).enumerate() {
+                let (h, t) = (to_host_f32(h), to_host_f32(t));
+                let worst = max_abs_difference(&h, &t);
+                assert!(worst < 1e-5, "parameter {k}: {worst}");
+            }
+            let start = HostChains::from_tensors(&params);
+            let finished = |p: &HostChains| p.to_tensors::<Inner<B>>(3..4, device);
+            for (a, b) in finished(&host).into_iter().zip(finished(&start)) {
+                assert_eq!(
+                    to_host_f32(a),
+                    to_host_f32(b),
+                    "the finished chain stays put"
+                );
+            }
+            assert_ne!(host, start, "the running chains move");
         }
-        assert_ne!(host, start, "the running chains move");
     }
 }
