@@ -7,6 +7,7 @@
 // criterion_group! defines a public function that cannot carry a doc comment.
 #![allow(missing_docs)]
 
+use quench_device::views::ReshapeTo;
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -78,7 +79,7 @@ fn hybrid(c: &mut Criterion) {
                 Distribution::Normal(0.0, 1.0),
                 &device,
             );
-            let features = backbone.forward(images.clone()).reshape([1, batch, 512]);
+            let features = backbone.forward(images.clone()).reshape_to([1, batch, 512]);
             let labels =
                 Tensor::<Cpu, 2, Int>::from_data([[3i64; 1]; 1], &device).repeat_dim(1, batch);
             let mut adam = MemberAdam::<Cpu>::new(AdamConfig::default(), 1, &device);
@@ -88,7 +89,7 @@ fn hybrid(c: &mut Criterion) {
                 |b, &batch| {
                     b.iter(|| {
                         let features = if what == "backbone" {
-                            backbone.forward(images.clone()).reshape([1, batch, 512])
+                            backbone.forward(images.clone()).reshape_to([1, batch, 512])
                         } else {
                             features.clone()
                         };

@@ -85,6 +85,52 @@ pub fn compare(a: &Report, b: &Report) -> String {
     out
 }
 
+/// Where B's run disagrees with A's: each variant of A that B lacks, failed, or ran without a
+/// quality, and each quality further from A's than `within` of it (relative) or `within`
+/// itself (absolute), whichever is larger. Empty when every variant agrees: the check CI runs
+/// between the same suite on two devices.
+pub fn disagreements(a: &Report, b: &Report, within: f64) -> Vec<String> {
+    let mut out = Vec::new();
+    for wa in &a.workloads {
+        let wb = b.workloads.iter().find(|w| w.name == wa.name);
+        for failed in wb.map_or(&[][..], |w| &w.failed[..]) {
+            out.push(format!(
+                "{}/{}: failed in B: {}",
+                wa.name, failed.name, failed.error
+            ));
+        }
+        for va in &wa.variants {
+            let name = format!("{}/{}", wa.name, va.name);
+            if wb.is_some_and(|w| w.failed.iter().any(|f| f.name == va.name)) {
+                continue;
+            }
+            let Some(vb) = wb.and_then(|w| w.variants.iter().find(|v| v.name == va.name)) else {
+                out.push(format!("{name}: not run in B"));
+                continue;
+            };
+            match (&va.quality, &vb.quality) {
+                (Some(qa), Some(qb)) => {
+                    let bound = within * qa.value.abs().max(1.0);
+                    let gap = (qa.value - qb.value).abs();
+                    if !(gap <= bound) {
+                        out.push(format!(
+                            "{name}: {} {} in A, {} in B (differ by {}, more than {})",
+                            qa.metric,
+                            significant(qa.value),
+                            significant(qb.value),
+                            significant(gap),
+                            significant(bound)
+                        ));
+                    }
+                }
+                (Some(qa), None) => out.push(format!("{name}: {} missing in B", qa.metric)),
+                (None, _) => {}
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,5 +163,36 @@ mod tests {
             text.contains("only in A: qrng-classifier/baseline"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn qualities_agree_within_a_relative_or_absolute_bound() {
+        let a = sample_report();
+        assert!(disagreements(&a, &a, 0.05).is_empty());
+        let quality = |r: &mut Report| r.workloads[0].variants[1].quality.as_mut().unwrap().value;
+        let mut b = sample_report();
+        let value = quality(&mut b);
+        // Within 0.05 absolute of a value below one agrees; 0.06 away does not.
+        b.workloads[0].variants[1].quality.as_mut().unwrap().value = value + 0.04;
+        assert!(disagreements(&a, &b, 0.05).is_empty());
+        b.workloads[0].variants[1].quality.as_mut().unwrap().value = value + 0.06;
+        let found = disagreements(&a, &b, 0.05);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].starts_with("qrng-classifier/batched"), "{found:?}");
+        b.workloads[0].variants[1].quality.as_mut().unwrap().value = f64::NAN;
+        assert_eq!(disagreements(&a, &b, 0.05).len(), 1);
+        // A variant B lacks, or that failed there, disagrees.
+        let mut b = sample_report();
+        b.workloads[0].variants.remove(0);
+        let found = disagreements(&a, &b, 0.05);
+        assert!(found[0].ends_with("not run in B"), "{found:?}");
+        let mut b = sample_report();
+        let name = b.workloads[0].variants.remove(0).name;
+        b.workloads[0].failed.push(crate::report::FailedVariant {
+            name,
+            error: "out of memory".into(),
+        });
+        let found = disagreements(&a, &b, 0.05);
+        assert!(found[0].contains("failed in B: out of memory"), "{found:?}");
     }
 }

@@ -72,6 +72,11 @@ enum Command {
         a: PathBuf,
         /// The report compared with it.
         b: PathBuf,
+        /// Also check that every variant of A ran in B with a quality within this fraction of
+        /// A's (relative, or absolute below 1: 0.05 is "within 5 % or 0.05"); exit 1 where one
+        /// does not.
+        #[arg(long, value_name = "FRACTION", value_parser = agreement_fraction)]
+        agree: Option<f64>,
     },
 }
 
@@ -149,6 +154,12 @@ struct RunArgs {
     peers: bool,
     #[command(flatten)]
     python: PythonArgs,
+    /// Count kernel launches and host read-backs per iteration of every variant, on a CubeCL
+    /// device (wgpu, CUDA), from CubeCL's launch log in the output folder
+    /// (kernel-launches.log); the log costs time, so such a run's times are not the device's
+    /// best.
+    #[arg(long)]
+    count_launches: bool,
 }
 
 fn main() -> ExitCode {
@@ -175,9 +186,26 @@ fn main() -> ExitCode {
             .map(|summary| println!("{summary}"))
             .map_err(anyhow::Error::from),
         Some(Command::Peers(args)) => run_peers(&args),
-        Some(Command::Compare { a, b }) => report::Report::read(&a)
+        Some(Command::Compare { a, b, agree }) => report::Report::read(&a)
             .and_then(|a_report| Ok((a_report, report::Report::read(&b)?)))
-            .map(|(a, b)| print!("{}", compare::compare(&a, &b))),
+            .and_then(|(a_report, b_report)| {
+                print!("{}", compare::compare(&a_report, &b_report));
+                let Some(within) = agree else { return Ok(()) };
+                let found = compare::disagreements(&a_report, &b_report, within);
+                if found.is_empty() {
+                    println!("\nagree: every variant of A ran in B within {within} of its quality");
+                    return Ok(());
+                }
+                for line in &found {
+                    println!("disagree: {line}");
+                }
+                anyhow::bail!(
+                    "{} variant(s) of {} disagree with {} (within {within})",
+                    found.len(),
+                    b.display(),
+                    a.display()
+                )
+            }),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -190,6 +218,14 @@ fn main() -> ExitCode {
             eprintln!("error: {}", one_line(&err));
             ExitCode::from(status)
         }
+    }
+}
+
+/// `--agree`'s fraction: finite and not negative.
+fn agreement_fraction(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        _ => Err(format!("`{text}` is not a fraction >= 0 (0.05 is 5 %)")),
     }
 }
 
@@ -225,7 +261,25 @@ fn run(args: &RunArgs) -> anyhow::Result<()> {
 fn run_ranked(args: &RunArgs, world: &quench_scale::World) -> anyhow::Result<()> {
     let root = world.shard().is_root();
     let precision: workload::RunPrecision = args.precision.parse()?;
+    if args.count_launches {
+        // CubeCL reads its configuration once, when a device is first used: before selecting.
+        let shard = world.shard();
+        let log = if shard.ranks > 1 {
+            format!("kernel-launches.rank{}.log", shard.rank)
+        } else {
+            "kernel-launches.log".into()
+        };
+        std::fs::create_dir_all(&args.out)
+            .with_context(|| format!("creating the output folder {}", args.out.display()))?;
+        quench_device::counters::log_launches(&args.out.join(log))?;
+    }
     let selection = select_announced(&quench_scale::rank_device(&args.device.device))?;
+    if args.count_launches && selection.device == quench_device::SelectedDevice::Cpu {
+        return Err(DeviceError::LaunchCount(
+            "the CPU backend launches no kernels; count them on --device wgpu or cuda".into(),
+        )
+        .into());
+    }
     run::check_precision(&selection, precision)?;
     let suite_path = args.suite_args.path();
     let output = root.then(|| output::Output::new(&args.out)).transpose()?;

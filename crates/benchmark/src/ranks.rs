@@ -171,6 +171,7 @@ mod tests {
     fn outcome(median: f64, sharded: Sharded) -> VariantOutcome {
         VariantOutcome {
             per_iteration: stats(median),
+            counts: None,
             iteration_unit: "epoch".into(),
             iterations_per_run: 1.0,
             items_per_iteration: 10.0,

@@ -69,8 +69,13 @@ impl Report {
                 .peer_missing
                 .iter()
                 .map(|why| format!("- pytorch: not run: {why}"));
+            let counted = w
+                .variants
+                .iter()
+                .filter_map(|v| v.counts_line().map(|line| format!("- {}: {line}", v.name)));
             let notes: Vec<_> = notes
                 .into_iter()
+                .chain(counted)
                 .chain(skipped)
                 .chain(failed)
                 .chain(no_peer)
@@ -83,7 +88,8 @@ impl Report {
         md
     }
 
-    /// The terminal table: one line per variant, columns aligned.
+    /// The terminal table: one line per variant, columns aligned, then the launch counts, the
+    /// failures, the missing peers and where each workload's data came from.
     pub fn table(&self) -> String {
         let header = Row {
             name: "workload/variant".into(),
@@ -124,6 +130,13 @@ impl Report {
                 .map(|(cell, &w)| format!("{cell:<w$}"))
                 .collect();
             let _ = writeln!(out, "{}", line.join("  ").trim_end());
+        }
+        for w in &self.workloads {
+            for v in &w.variants {
+                if let Some(line) = v.counts_line() {
+                    let _ = writeln!(out, "{}/{}: {line}", w.name, v.name);
+                }
+            }
         }
         for failure in self.failures() {
             let _ = writeln!(out, "FAILED {failure}");

@@ -143,6 +143,29 @@ pub struct VariantReport {
     /// process).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ranks: Vec<RankTiming>,
+    /// Kernel launches per iteration, where they were counted (`run --count-launches` on a
+    /// CubeCL device: wgpu, CUDA).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launches_per_iteration: Option<f64>,
+    /// Device-to-host read-backs per iteration (every device; absent in reports from before
+    /// they were counted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readbacks_per_iteration: Option<f64>,
+}
+
+impl VariantReport {
+    /// What one iteration costs the device besides arithmetic, where launches were counted:
+    /// `per epoch: 1,234 kernel launches, 2 read-backs`.
+    pub fn counts_line(&self) -> Option<String> {
+        let launches = self.launches_per_iteration?;
+        let readbacks = self.readbacks_per_iteration.unwrap_or(f64::NAN);
+        Some(format!(
+            "per {}: {} kernel launches, {} read-backs",
+            self.iteration_unit,
+            crate::render::significant(launches),
+            crate::render::significant(readbacks)
+        ))
+    }
 }
 
 /// One rank's share of a variant split over the ranks of an MPI run.
@@ -214,6 +237,8 @@ pub(crate) mod tests {
             notes: vec![],
             vs_pytorch: Some(0.5 / t),
             ranks: Vec::new(),
+            launches_per_iteration: None,
+            readbacks_per_iteration: None,
         };
         Report {
             schema: SCHEMA_VERSION,

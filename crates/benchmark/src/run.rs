@@ -317,6 +317,8 @@ fn measured(
         notes: outcome.notes,
         vs_pytorch: None,
         ranks: Vec::new(),
+        launches_per_iteration: outcome.counts.and_then(|c| c.launches),
+        readbacks_per_iteration: outcome.counts.map(|c| c.readbacks),
     }
 }
 

@@ -7,6 +7,7 @@
 //! the run's `--precision` where the device has a low precision, and are skipped, with the
 //! reason, where it has none.
 
+use quench_device::views::ReshapeTo;
 use std::fmt;
 use std::sync::Arc;
 
@@ -322,7 +323,7 @@ fn loader_determinism<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<
             .epoch(1)
             .flat_map(|batch| {
                 let mut values = to_host_f32(batch.features);
-                values.extend(to_host_f32(batch.labels.float().unsqueeze_dim::<3>(2)));
+                values.extend(to_host_f32(batch.labels.float().unsqueeze_to::<3>(2)));
                 values
             })
             .collect())

@@ -7,6 +7,7 @@ use std::str::FromStr;
 use crate::peers::Peer;
 use anyhow::Context;
 use burn::tensor::backend::{AutodiffBackend, Backend};
+use quench_device::counters::CallCounts;
 use quench_device::{
     DeviceError, OnDevice, Precision, SelectedDevice, Stats, TimingConfig, run_on,
 };
@@ -206,6 +207,8 @@ impl Quality {
 pub struct VariantOutcome {
     /// Seconds per iteration (one call, epoch or meta-iteration: see `iteration_unit`).
     pub per_iteration: Stats,
+    /// Kernel launches and host read-backs per iteration, where the harness counted them.
+    pub counts: Option<CallCounts>,
     /// What one iteration is.
     pub iteration_unit: String,
     /// Iterations in one full run of the workload at this suite's size.
@@ -553,12 +556,13 @@ impl<T: TableWorkload> OnDevice for Dispatch<'_, T> {
 }
 
 /// Times `work` (one full run of a workload) on backend `B` with the harness: the last run's
-/// output and the seconds per run. A failing run fails the measurement.
+/// output, the seconds per run and the launches and read-backs per run. A failing run fails
+/// the measurement.
 pub fn time_runs<B: Backend, T>(
     device: &B::Device,
     timing: TimingConfig,
     mut work: impl FnMut() -> anyhow::Result<T>,
-) -> anyhow::Result<(T, Stats)> {
+) -> anyhow::Result<(T, Stats, CallCounts)> {
     let mut failure = None;
     let m = quench_device::measure_on::<B, _>(device, timing, || match work() {
         Ok(out) => Some(out),
@@ -569,7 +573,7 @@ pub fn time_runs<B: Backend, T>(
     })?;
     match (failure, m.output) {
         (Some(err), _) => Err(err),
-        (None, Some(out)) => Ok((out, m.seconds)),
+        (None, Some(out)) => Ok((out, m.seconds, m.counts)),
         (None, None) => anyhow::bail!("the timed run produced no output"),
     }
 }

@@ -23,7 +23,7 @@
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
 use quench_device::readback::float_tensor;
-use quench_device::views::column;
+use quench_device::views::ReshapeTo;
 
 use crate::circuit::Circuit;
 use crate::error::CircuitError;
@@ -315,11 +315,13 @@ impl<B: Backend> Simulator<B> {
                 let [batch, dim] = probabilities.dims();
                 let per_wire = (0..qubits)
                     .map(|wire| {
-                        let split: Tensor<B, 4> =
-                            probabilities
-                                .clone()
-                                .reshape([batch, 1 << wire, 2, dim >> (wire + 1)]);
-                        let halves = split.sum_dim(3).sum_dim(1).reshape([batch, 2]);
+                        let split: Tensor<B, 4> = probabilities.clone().reshape_to([
+                            batch,
+                            1 << wire,
+                            2,
+                            dim >> (wire + 1),
+                        ]);
+                        let halves = split.sum_dim(3).sum_dim(1).reshape_to([batch, 2]);
                         halves.clone().narrow(1, 0, 1) - halves.narrow(1, 1, 1)
                     })
                     .collect();
@@ -387,7 +389,7 @@ impl<B: Backend> Angles<'_, B> {
         if let Some(((cos, sin), i)) = cached {
             let column = |t: &Tensor<B, 2>| {
                 let rows = t.dims()[0];
-                Coef::Var(column(t.clone(), i).reshape([rows, 1, 1, 1]))
+                Coef::Var(t.clone().narrow(1, i, 1).reshape_to([rows, 1, 1, 1]))
             };
             return (column(cos), column(sin));
         }
@@ -399,14 +401,14 @@ impl<B: Backend> Angles<'_, B> {
             Angle::Input(i) => {
                 let inputs = self.inputs.expect("checked by run");
                 let batch = inputs.dims()[0];
-                column(inputs.clone(), i).reshape([batch, 1, 1, 1])
+                inputs.clone().narrow(1, i, 1).reshape_to([batch, 1, 1, 1])
             }
             Angle::Weight(i) => self
                 .weights
                 .expect("checked by run")
                 .clone()
                 .narrow(1, i, 1)
-                .reshape([self.members, 1, 1, 1]),
+                .reshape_to([self.members, 1, 1, 1]),
         };
         let t = tensor.mul_scalar(a);
         (Coef::Var(t.clone().cos()), Coef::Var(t.sin()))
@@ -525,9 +527,9 @@ fn fused_matrix<B: Backend>(
     let eye: Tensor<B, 2> = Tensor::eye(dim, device);
     let identity = State {
         re: eye
-            .unsqueeze::<3>()
+            .unsqueeze_to::<3>(0)
             .repeat_dim(0, angles.members)
-            .reshape([angles.members * dim, dim]),
+            .reshape_to([angles.members * dim, dim]),
         im: None,
     };
     apply_plan(identity, ops, qubits, angles)
@@ -628,7 +630,7 @@ fn product_state<B: Backend>(
             Coef::Const(v) => Some(Tensor::full([batch, 1], *v, &device)),
             Coef::Var(t) => {
                 let rows = t.dims()[0];
-                Some(t.clone().reshape([rows, 1]).expand([batch, 1]))
+                Some(t.clone().reshape_to([rows, 1]).expand([batch, 1]))
             }
         }
     };
@@ -647,7 +649,7 @@ fn product_state<B: Backend>(
     };
     let kron = |s: Tensor<B, 2>, v: Tensor<B, 2>| -> Tensor<B, 2> {
         let d = s.dims()[1];
-        (s.unsqueeze_dim::<3>(2) * v.unsqueeze_dim::<3>(1)).reshape([batch, 2 * d])
+        (s.unsqueeze_to::<3>(2) * v.unsqueeze_to::<3>(1)).reshape_to([batch, 2 * d])
     };
     let mut re: Tensor<B, 2> = Tensor::ones([batch, 1], &device);
     let mut im: Option<Tensor<B, 2>> = None;
@@ -697,9 +699,9 @@ fn apply_matrix<B: Backend>(state: State<B>, m: State<B>) -> State<B> {
         if members == 1 {
             return s.matmul(m);
         }
-        let s: Tensor<B, 3> = s.reshape([members, rows / members, dim]);
-        s.matmul(m.reshape([members, dim, dim]))
-            .reshape([rows, dim])
+        let s: Tensor<B, 3> = s.reshape_to([members, rows / members, dim]);
+        s.matmul(m.reshape_to([members, dim, dim]))
+            .reshape_to([rows, dim])
     };
     let re = product(state.re.clone(), m.re.clone());
     let re = match (&state.im, &m.im) {
@@ -755,7 +757,7 @@ fn apply_single<B: Backend>(
     };
     let d = (stack(&u[0][0].0, &u[1][1].0), stack(&u[0][0].1, &u[1][1].1));
     let o = (stack(&u[0][1].0, &u[1][0].0), stack(&u[0][1].1, &u[1][0].1));
-    let view = |t: Tensor<B, 2>| -> Tensor<B, 4> { t.reshape(shape) };
+    let view = |t: Tensor<B, 2>| -> Tensor<B, 4> { t.reshape_to(shape) };
     let sr = view(state.re.clone());
     let si = state.im.clone().map(view);
     let flipped = (o.0.is_some() || o.1.is_some()).then(|| {
@@ -790,7 +792,7 @@ fn apply_single<B: Backend>(
             .into_iter()
             .filter_map(|(t, negative)| t.map(|t| if negative { t.neg() } else { t }))
             .reduce(|a, b| a + b)
-            .map(|t| t.reshape([batch, dim]))
+            .map(|t| t.reshape_to([batch, dim]))
     };
     let re = sum(real_terms).unwrap_or_else(|| Tensor::zeros([batch, dim], &device));
     State {

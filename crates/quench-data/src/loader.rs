@@ -8,6 +8,7 @@
 mod pipeline;
 mod plan;
 
+use quench_device::views::ReshapeTo;
 use std::sync::Arc;
 
 use burn::tensor::backend::Backend;
@@ -91,8 +92,8 @@ impl<B: Backend> Batch<B> {
     pub fn flatten(self) -> (Tensor<B, 2>, Tensor<B, 1, Int>) {
         let [members, batch, width] = self.features.dims();
         (
-            self.features.reshape([members * batch, width]),
-            self.labels.reshape([members * batch]),
+            self.features.reshape_to([members * batch, width]),
+            self.labels.reshape_to([members * batch]),
         )
     }
 }
@@ -244,7 +245,7 @@ impl<B: Backend> Resident<B> {
             .clone()
             .slice(members * rows.start..members * rows.end);
         Batch {
-            features: self.features.clone().select(0, index.clone()).reshape([
+            features: self.features.clone().select(0, index.clone()).reshape_to([
                 members,
                 batch,
                 plan.sample_len(),
@@ -253,7 +254,7 @@ impl<B: Backend> Resident<B> {
                 .labels
                 .clone()
                 .select(0, index)
-                .reshape([members, batch]),
+                .reshape_to([members, batch]),
         }
     }
 }

@@ -13,12 +13,17 @@ use crate::spec::DeviceSpec;
 /// The CPU backend: `burn_ndarray` in f32, with autodiff.
 pub type CpuBackend = Autodiff<NdArray<f32>>;
 
-/// The CUDA backend: `burn_cuda` in f32 with fusion, with autodiff.
+/// The CUDA backend: `burn_cuda` in f32, with autodiff, without Burn's fusion layer (see
+/// [`WgpuBackend`]).
 #[cfg(feature = "cuda")]
 pub type CudaBackend = Autodiff<burn::backend::Cuda<f32, i32>>;
 
-/// The wgpu backend (Vulkan, Metal, DX12 through CubeCL's WGSL compiler) in f32 with fusion,
-/// with autodiff.
+/// The wgpu backend (Vulkan, Metal, DX12 through CubeCL's WGSL compiler) in f32, with
+/// autodiff, without Burn's fusion layer: Burn 0.21's fusion computes wrong values where a
+/// batched matmul has a single row per member and elementwise work follows it (the meta
+/// policy's `[tasks, 1, features]` layers: gradients wrong by more than their size on
+/// lavapipe; Burn issue 5122 reports the same on CUDA), so the `cuda` and `wgpu` features
+/// leave Burn's `fusion` feature off and these names are the plain CubeCL backends.
 #[cfg(feature = "wgpu")]
 pub type WgpuBackend = Autodiff<burn::backend::Wgpu<f32, i32>>;
 

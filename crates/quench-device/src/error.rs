@@ -45,6 +45,9 @@ pub enum DeviceError {
         /// The specification that asked for wgpu.
         spec: String,
     },
+    /// Kernel launches cannot be counted in this run.
+    #[error("cannot count kernel launches: {0}")]
+    LaunchCount(String),
     /// The precision string could not be parsed.
     #[error("invalid precision `{given}` (expected {expected})")]
     BadPrecision {

@@ -9,6 +9,7 @@ pub mod adapters;
 pub mod allocator;
 pub mod backend;
 pub mod config;
+pub mod counters;
 pub mod diagnostics;
 pub mod error;
 pub mod files;

@@ -4,7 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use burn::tensor::backend::{Backend, DTypeUsage};
-use burn::tensor::{DType, ElementConversion, FloatDType, Tensor};
+use burn::tensor::{DType, FloatDType, Tensor};
 use serde::{Deserialize, Serialize};
 
 use crate::error::DeviceError;
@@ -254,7 +254,7 @@ impl LossScaler {
 
 /// Whether every element of `tensor` is finite; reads one boolean back from the device.
 pub fn all_finite<B: Backend, const D: usize>(tensor: Tensor<B, D>) -> bool {
-    tensor.is_finite().all().int().into_scalar().elem::<i64>() != 0
+    crate::readback::to_host_bool(tensor.is_finite().all())[0]
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use std::any::Any;
 
 use burn::tensor::backend::Backend;
-use burn::tensor::{Element, Tensor, TensorData, TensorPrimitive};
+use burn::tensor::{Bool, Element, Int, Tensor, TensorData, TensorPrimitive};
 use burn_ndarray::NdArrayTensor;
 
 /// A float tensor of `values` (row-major, `shape`) in the backend's float type: data of
@@ -28,6 +28,7 @@ pub fn float_tensor<B: Backend, E: Element, const D: usize>(
 /// tensor that is still shared (its caller kept a clone) element by element through a
 /// dynamic-rank iterator, about 40 ns a value.
 pub fn to_host_f32<B: Backend, const D: usize>(tensor: Tensor<B, D>) -> Vec<f32> {
+    crate::counters::count_readback();
     let primitive = tensor.into_primitive();
     if let TensorPrimitive::Float(inner) = &primitive
         && let Some(NdArrayTensor::F32(storage)) = (inner as &dyn Any).downcast_ref()
@@ -49,6 +50,7 @@ pub fn to_host_f32<B: Backend, const D: usize>(tensor: Tensor<B, D>) -> Vec<f32>
 /// copied straight from memory as [`to_host_f32`] does. For host kernels that compute in f64
 /// on a backend of either precision.
 pub fn to_host_f64<B: Backend, const D: usize>(tensor: Tensor<B, D>) -> Vec<f64> {
+    crate::counters::count_readback();
     let primitive = tensor.into_primitive();
     if let TensorPrimitive::Float(inner) = &primitive {
         match (inner as &dyn Any).downcast_ref() {
@@ -70,6 +72,33 @@ pub fn to_host_f64<B: Backend, const D: usize>(tensor: Tensor<B, D>) -> Vec<f64>
         .convert::<f64>()
         .to_vec()
         .unwrap_or_else(|_| unreachable!("converted to f64 just above"))
+}
+
+/// The values of an integer tensor, row-major, as i64 whatever its int dtype; one
+/// device-to-host copy, counted like [`to_host_f32`]'s.
+pub fn to_host_i64<B: Backend, const D: usize>(tensor: Tensor<B, D, Int>) -> Vec<i64> {
+    crate::counters::count_readback();
+    tensor
+        .into_data()
+        .convert::<i64>()
+        .to_vec()
+        .unwrap_or_else(|_| unreachable!("converted to i64 just above"))
+}
+
+/// The values of a boolean tensor, row-major; one device-to-host copy, counted like
+/// [`to_host_f32`]'s.
+pub fn to_host_bool<B: Backend, const D: usize>(tensor: Tensor<B, D, Bool>) -> Vec<bool> {
+    crate::counters::count_readback();
+    // Backends store booleans as u8 or u32: read them as integers, whatever the width.
+    tensor
+        .int()
+        .into_data()
+        .convert::<i64>()
+        .to_vec::<i64>()
+        .unwrap_or_else(|_| unreachable!("converted to i64 just above"))
+        .into_iter()
+        .map(|v| v != 0)
+        .collect()
 }
 
 #[cfg(test)]

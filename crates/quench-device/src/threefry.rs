@@ -14,6 +14,7 @@
 //! `(0, 1]` and `u2 = (w1 >> 8) 2^-24` in `[0, 1)`. With 24-bit uniforms the largest
 //! magnitude is `sqrt(48 ln 2) = 5.77`: tails beyond it (probability 8e-9) are cut.
 
+use crate::views::ReshapeTo;
 use std::f32::consts::FRAC_PI_2;
 
 use burn::tensor::backend::Backend;
@@ -422,7 +423,7 @@ pub fn normals_tensor<B: Backend>(
         Word::column(&k2, device),
     ];
     // Counter word 0 is the block index j, split into halves over [1, blocks].
-    let j = Tensor::<B, 1, Int>::arange(0..blocks as i64, device).reshape([1, blocks]);
+    let j = Tensor::<B, 1, Int>::arange(0..blocks as i64, device).reshape_to([1, blocks]);
     let counter = Word {
         hi: j
             .clone()
@@ -462,7 +463,7 @@ pub fn normals_tensor<B: Backend>(
     let radius = ln_unit_tensor(u1).mul_scalar(-2.0).sqrt();
     let (cos, sin) = cos_sin_turn_tensor(x1.top24_int());
     let values = Tensor::stack::<3>(vec![radius.clone() * cos, radius * sin], 2)
-        .reshape([members, 2 * blocks]);
+        .reshape_to([members, 2 * blocks]);
     if 2 * blocks == len {
         values
     } else {
@@ -523,7 +524,7 @@ impl NormalStreams {
         let per_member = dims[1..].iter().product();
         let values = normals::<B>(&self.keys, self.draws, per_member, device);
         self.draws += 1;
-        values.reshape(dims)
+        values.reshape_to(dims)
     }
 
     /// The members' keys, in member order.
@@ -553,9 +554,6 @@ impl NormalStreams {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use burn::backend::NdArray;
-
-    type Cpu = NdArray<f32>;
 
     #[test]
     fn threefry_gives_random123s_known_answers() {

@@ -5,6 +5,7 @@ use std::time::Instant;
 use burn::tensor::backend::Backend;
 use serde::{Deserialize, Serialize};
 
+use crate::counters::{CallCounts, Counts};
 use crate::error::DeviceError;
 use crate::stats::Stats;
 
@@ -34,6 +35,8 @@ pub struct Measurement<T> {
     pub seconds: Stats,
     /// What the last timed call returned (its quality metric, say).
     pub output: T,
+    /// Kernel launches and host read-backs per timed call.
+    pub counts: CallCounts,
 }
 
 /// Times `work`, calling `sync` before every clock read so that asynchronous devices have
@@ -50,6 +53,7 @@ pub fn measure<T>(
         work();
     }
     sync()?;
+    let before = Counts::now();
     let mut samples = Vec::with_capacity(config.repeats);
     let mut output = None;
     for _ in 0..config.repeats {
@@ -59,9 +63,14 @@ pub fn measure<T>(
         samples.push(start.elapsed().as_secs_f64());
         output = Some(out);
     }
+    let counts = Counts::now().per_call_since(&before, config.repeats as f64);
     let seconds = Stats::from_samples(&samples).ok_or(DeviceError::NoRepeats)?;
     let output = output.ok_or(DeviceError::NoRepeats)?;
-    Ok(Measurement { seconds, output })
+    Ok(Measurement {
+        seconds,
+        output,
+        counts,
+    })
 }
 
 /// [`measure`] with Burn's device synchronisation of backend `B`.

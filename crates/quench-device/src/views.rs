@@ -1,33 +1,57 @@
 //! Tensor views that every backend computes right.
 //!
-//! Burn 0.21's reshape on its CubeCL backends (wgpu, CUDA) gives wrong strides when a view's
-//! last dimension has size one and the reshape adds dimensions (`split_strides` in burn-std
-//! never steps past that dimension): `t.narrow(1, i, 1).reshape([rows, 1, 1])` of a
-//! `[rows, n]` tensor reads `t[0, i..i + rows]` instead of column `i` (found on lavapipe,
-//! where SGLD's output-bias noise came from the wrong place). The CPU backend is not
-//! affected. Taking the column as a vector first avoids the faulty case.
+//! Burn 0.21's reshape on its CubeCL backends (wgpu, CUDA) gives wrong strides when it adds
+//! dimensions to a tensor that is not contiguous and has a dimension of size one
+//! (burn-std's `split_strides` stops at that dimension and never steps past it). Examples
+//! found on lavapipe: `t.narrow(1, i, 1).reshape([rows, 1, 1])` of a `[rows, n]` tensor read
+//! `t[0, i..i + rows]` instead of column `i` (SGLD's output-bias noise came from the wrong
+//! place), and `x.transpose().reshape([n, 1, tasks])` of one task's `[1, n]` state read the
+//! wrong elements (the meta step's one-task-at-a-time loss). The CPU backend is not
+//! affected. [`ReshapeTo::reshape_to`] is the reshape Quench uses everywhere (clippy's
+//! `disallowed-methods` refuses Burn's own): a reshape that adds dimensions first flattens,
+//! which Burn computes right (a view when the tensor is contiguous, a copy when it is not).
 
-use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
+use burn::tensor::{BasicOps, Tensor, TensorKind};
 
-/// Column `index` of `matrix` (`[rows, columns]`) as a vector `[rows]`, a view that may be
-/// reshaped into any shape of `rows` elements on every backend.
-pub fn column<B: Backend>(matrix: Tensor<B, 2>, index: usize) -> Tensor<B, 1> {
-    matrix.narrow(1, index, 1).squeeze_dim(1)
+/// A reshape that every backend computes right (see the module's documentation).
+pub trait ReshapeTo<B: Backend, K: TensorKind<B>> {
+    /// This tensor's elements, in row-major order, as a tensor of `shape`.
+    ///
+    /// # Panics
+    /// As Burn's `reshape`, where `shape` holds another number of elements.
+    fn reshape_to<const D2: usize>(self, shape: [usize; D2]) -> Tensor<B, D2, K>;
+
+    /// This tensor with a dimension of size one inserted at `dim` (Burn's `unsqueeze_dim`).
+    fn unsqueeze_to<const D2: usize>(self, dim: usize) -> Tensor<B, D2, K>;
 }
 
-/// Columns `start..start + length` of `matrix` (`[rows, columns]`) reshaped to `shape`
-/// (`rows x length` elements), on every backend: a single column goes through [`column`].
-pub fn columns_as<B: Backend, const D: usize>(
-    matrix: Tensor<B, 2>,
-    start: usize,
-    length: usize,
-    shape: [usize; D],
-) -> Tensor<B, D> {
-    if length == 1 {
-        column(matrix, start).reshape(shape)
-    } else {
-        matrix.narrow(1, start, length).reshape(shape)
+impl<B: Backend, const D: usize, K: TensorKind<B> + BasicOps<B>> ReshapeTo<B, K>
+    for Tensor<B, D, K>
+{
+    #[allow(clippy::disallowed_methods)]
+    fn reshape_to<const D2: usize>(self, shape: [usize; D2]) -> Tensor<B, D2, K> {
+        if D2 > D && D > 1 {
+            // Adding dimensions is the faulty case; a flat tensor has no size-one dimension
+            // for burn-std to stop at.
+            let elements = self.shape().num_elements();
+            self.reshape([elements]).reshape(shape)
+        } else {
+            self.reshape(shape)
+        }
+    }
+
+    fn unsqueeze_to<const D2: usize>(self, dim: usize) -> Tensor<B, D2, K> {
+        let dims = self.dims();
+        assert!(
+            D2 == D + 1 && dim <= D,
+            "unsqueeze_to: rank {D} to {D2} at {dim}"
+        );
+        let mut shape = [1usize; D2];
+        for (i, size) in dims.into_iter().enumerate() {
+            shape[if i < dim { i } else { i + 1 }] = size;
+        }
+        self.reshape_to(shape)
     }
 }
 
@@ -36,19 +60,33 @@ mod tests {
     use super::*;
     use burn::tensor::Int;
 
+    use crate::readback::to_host_f32;
+
     crate::device_test! {
-        /// The case Burn 0.21's CubeCL reshape gets wrong, on the tests' device.
-        fn a_column_reshaped_keeps_its_rows<B>(device) {
+        /// The cases Burn 0.21's CubeCL reshape gets wrong, on the tests' device.
+        fn views_with_size_one_dimensions_keep_their_elements<B>(device) {
             let all = Tensor::<B::InnerBackend, 1, Int>::arange(0..725, device)
                 .float()
-                .reshape([5, 145]);
-            let last = columns_as(all.clone(), 144, 1, [5, 1, 1]);
-            assert_eq!(
-                crate::readback::to_host_f32(last),
-                vec![144.0, 289.0, 434.0, 579.0, 724.0]
-            );
-            let block = columns_as(all, 0, 96, [5, 4, 24]);
-            assert_eq!(&crate::readback::to_host_f32(block)[95..97], &[95.0, 145.0]);
+                .reshape_to([5, 145]);
+            let last = all.clone().narrow(1, 144, 1).reshape_to([5, 1, 1]);
+            assert_eq!(to_host_f32(last), vec![144.0, 289.0, 434.0, 579.0, 724.0]);
+            let unsqueezed = all.clone().narrow(1, 144, 1).unsqueeze_to::<3>(2);
+            assert_eq!(to_host_f32(unsqueezed), vec![144.0, 289.0, 434.0, 579.0, 724.0]);
+            let block = all.clone().narrow(1, 0, 96).reshape_to([5, 4, 24]);
+            assert_eq!(&to_host_f32(block)[95..97], &[95.0, 145.0]);
+            // One task's state `[1, 4]`, transposed and given a task axis.
+            let state = all.narrow(1, 0, 4).narrow(0, 1, 1);
+            let column = state.transpose().reshape_to([4, 1, 1]);
+            assert_eq!(to_host_f32(column), vec![145.0, 146.0, 147.0, 148.0]);
         }
+    }
+
+    #[test]
+    fn unsqueeze_to_inserts_where_asked() {
+        let device = Default::default();
+        let x = Tensor::<burn::backend::NdArray, 2>::ones([2, 3], &device);
+        assert_eq!(x.clone().unsqueeze_to::<3>(0).dims(), [1, 2, 3]);
+        assert_eq!(x.clone().unsqueeze_to::<3>(1).dims(), [2, 1, 3]);
+        assert_eq!(x.unsqueeze_to::<3>(2).dims(), [2, 3, 1]);
     }
 }

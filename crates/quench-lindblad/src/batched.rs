@@ -5,6 +5,7 @@
 //! the CPU backend than a batched matrix product, which calls a tiny GEMM per matrix.
 
 use burn::tensor::{Tensor, TensorData, backend::Backend};
+use quench_device::views::ReshapeTo;
 
 /// Largest `rows x inner x cols` multiplied by broadcasting; above it the product goes through
 /// the backend's batched matmul. 4 x 4 times 4 x 4 (64) broadcasts; 16 x 16 products (4,096)
@@ -16,8 +17,8 @@ pub(crate) fn matmul<B: Backend>(a: Tensor<B, 3>, b: Tensor<B, 3>) -> Tensor<B, 
     let [n, k, batch] = a.dims();
     let m = b.dims()[1];
     if n * k * m <= BROADCAST_LIMIT {
-        let products = a.reshape([n, k, 1, batch]) * b.reshape([1, k, m, batch]);
-        products.sum_dim(1).reshape([n, m, batch])
+        let products = a.reshape_to([n, k, 1, batch]) * b.reshape_to([1, k, m, batch]);
+        products.sum_dim(1).reshape_to([n, m, batch])
     } else {
         a.permute([2, 0, 1])
             .matmul(b.permute([2, 0, 1]))
@@ -31,7 +32,7 @@ pub(crate) fn matmul<B: Backend>(a: Tensor<B, 3>, b: Tensor<B, 3>) -> Tensor<B, 
 /// which would copy a strided view.
 pub(crate) fn apply<B: Backend>(factors: Tensor<B, 3>, vectors: Tensor<B, 3>) -> Tensor<B, 3> {
     let [_, k, batch] = factors.dims();
-    (factors * vectors.reshape([1, k, batch])).sum_dim(1)
+    (factors * vectors.reshape_to([1, k, batch])).sum_dim(1)
 }
 
 /// The identity `[n, n, batch]` in the dtype and on the device of `like`, contiguous: one
@@ -48,7 +49,7 @@ pub(crate) fn identity<B: Backend, const D: usize>(
     let options = (&like.device(), like.dtype());
     let eye = Tensor::<B, 2>::from_data(TensorData::new(eye, [n * n, 1]), options);
     eye.matmul(Tensor::ones([1, batch], options))
-        .reshape([n, n, batch])
+        .reshape_to([n, n, batch])
 }
 
 /// A polynomial `sum_j coefficients[j] x^j` of every matrix of `x: [n, n, batch]`, by the
@@ -199,9 +200,9 @@ mod tests {
         drop(generator);
         let gemm = entries(matmul(a.clone(), b.clone()));
         let broadcast = entries(
-            (a.reshape([16, 16, 1, 3]) * b.reshape([1, 16, 16, 3]))
+            (a.reshape_to([16, 16, 1, 3]) * b.reshape_to([1, 16, 16, 3]))
                 .sum_dim(1)
-                .reshape([16, 16, 3]),
+                .reshape_to([16, 16, 3]),
         );
         let worst = max_abs_difference(&gemm, &broadcast);
         assert!(worst < 1e-12, "{worst}");

@@ -5,13 +5,14 @@
 //! `Tr(S_U^T S) / d^2`.
 
 use burn::tensor::{Tensor, backend::Backend};
+use quench_device::views::ReshapeTo;
 
 /// The state fidelity `Tr(rho sigma)` of states `[tasks, d^2]` with pure targets `[tasks, d^2]`
 /// or one target `[1, d^2]` for all, giving `[tasks]`. For a pure target this is
 /// `<psi| rho |psi>`, the fidelity.
 pub fn state_fidelity<B: Backend>(states: Tensor<B, 2>, targets: Tensor<B, 2>) -> Tensor<B, 1> {
     let tasks = states.dims()[0];
-    (states * targets).sum_dim(1).reshape([tasks])
+    (states * targets).sum_dim(1).reshape_to([tasks])
 }
 
 /// The guide's training signal `|Tr(rho sigma)|^2` clamped to `[0, 1]`, `[tasks]`: the
@@ -35,9 +36,9 @@ pub fn average_gate_fidelity<B: Backend>(
     let [tasks, n, _] = propagators.dims();
     let d = (n as f64).sqrt();
     let process = (propagators * target)
-        .reshape([tasks, n * n])
+        .reshape_to([tasks, n * n])
         .sum_dim(1)
-        .reshape([tasks])
+        .reshape_to([tasks])
         .div_scalar(n as f64);
     process
         .mul_scalar(d / (d + 1.0))

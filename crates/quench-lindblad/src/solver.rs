@@ -18,6 +18,7 @@
 
 use burn::tensor::{DType, Int, Tensor, TensorData, backend::Backend};
 use quench_device::readback::{float_tensor, to_host_f64};
+use quench_device::views::ReshapeTo;
 use quench_device::{host_lanes, is_plain_host};
 use serde::{Deserialize, Serialize};
 
@@ -367,7 +368,7 @@ impl Solver {
             Method::Euler { .. } | Method::Rk4 { .. } => (0..segments).collect(),
         };
         let scaled = self.generators(generators, &batch, &order, scale);
-        let initial = batch.initial.transpose().reshape([n, 1, tasks]);
+        let initial = batch.initial.transpose().reshape_to([n, 1, tasks]);
         let (states, propagators) = match self.method {
             // Under autodiff the tree (log2(segments) levels of products) measured as fast as
             // applying the factors to the state segment by segment at every task count, and it
@@ -408,7 +409,7 @@ impl Solver {
             }
         };
         Ok(Evolution {
-            states: self.renormalized(states.reshape([n, tasks]).transpose(), generators),
+            states: self.renormalized(states.reshape_to([n, tasks]).transpose(), generators),
             propagators: propagators.map(|p| p.permute([2, 0, 1])),
         })
     }
@@ -491,16 +492,16 @@ impl Solver {
                     Tensor::<B, 1, Int>::from_data(TensorData::new(indices, [segments]), &device);
                 amplitudes.select(1, indices)
             };
-            rows.push(in_order.permute([2, 1, 0]).reshape([controls, columns]));
+            rows.push(in_order.permute([2, 1, 0]).reshape_to([controls, columns]));
         }
         if jumps > 0 {
             let rates = batch.rates.clone().clamp(0.0, self.rate_bound);
             rows.push(
                 rates
                     .transpose()
-                    .reshape([jumps, 1, tasks])
+                    .reshape_to([jumps, 1, tasks])
                     .expand([jumps, segments, tasks])
-                    .reshape([jumps, columns]),
+                    .reshape_to([jumps, columns]),
             );
         }
         let coefficients = Tensor::cat(rows, 0).mul_scalar(scale);
@@ -510,7 +511,7 @@ impl Solver {
         } else {
             stack.cast(dtype)
         };
-        stack.matmul(coefficients).reshape([n, n, columns])
+        stack.matmul(coefficients).reshape_to([n, n, columns])
     }
 }
 
@@ -584,8 +585,8 @@ mod tests {
         let batch = Batch {
             t_total: 1.3,
             amplitudes: float(amplitudes, [tasks, segments, controls]),
-            rates: float(rates, [tasks, jumps, 1]).reshape([tasks, jumps]),
-            initial: float(initial, [tasks, n, 1]).reshape([tasks, n]),
+            rates: float(rates, [tasks, jumps, 1]).reshape_to([tasks, jumps]),
+            initial: float(initial, [tasks, n, 1]).reshape_to([tasks, n]),
         };
         let states = solver
             .evolve(&generators, batch, Output::States)

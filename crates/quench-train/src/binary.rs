@@ -6,6 +6,7 @@ use burn::tensor::activation::sigmoid;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor};
 use quench_data::Batch;
+use quench_device::views::ReshapeTo;
 
 use crate::amp::MixedPrecision;
 use crate::ensemble::EnsembleMlp;
@@ -38,7 +39,7 @@ pub fn sgd_epoch<B: AutodiffBackend>(
         let compute = precision.to_compute_all(&leaves);
         let network = EnsembleMlp::from_params(compute, model.activation);
         let logits = precision.to_master(network.forward(precision.to_compute(batch.features)));
-        let labels = batch.labels.float().unsqueeze_dim::<3>(2);
+        let labels = batch.labels.float().unsqueeze_to::<3>(2);
         let loss = binary_cross_entropy(logits, labels);
         if let Some(grads) = amp.gradients(loss, &leaves) {
             params = params
@@ -62,9 +63,8 @@ pub fn accuracy<B: Backend>(
     let predicted: Tensor<B, 3, Int> = sigmoid(model.with_params(params).forward(features))
         .greater_elem(0.5)
         .int();
-    let correct = predicted
-        .into_data()
-        .iter::<i64>()
+    let correct = quench_device::readback::to_host_i64(predicted)
+        .into_iter()
         .zip(labels)
         .filter(|(p, y)| p == *y)
         .count();

@@ -5,15 +5,16 @@ use burn::tensor::activation::log_softmax;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Distribution, Int, Tensor, TensorData};
 use quench_device::Precision;
+use quench_device::views::ReshapeTo;
 
 /// Mean cross-entropy of each member's batch: logits `[members, batch, classes]`, labels
 /// `[members, batch]`, result `[members]`.
 pub fn cross_entropy<B: Backend>(logits: Tensor<B, 3>, labels: Tensor<B, 2, Int>) -> Tensor<B, 1> {
     let [members, batch, _] = logits.dims();
     log_softmax(logits, 2)
-        .gather(2, labels.reshape([members, batch, 1]))
+        .gather(2, labels.reshape_to([members, batch, 1]))
         .mean_dim(1)
-        .reshape([members])
+        .reshape_to([members])
         .neg()
 }
 
@@ -31,7 +32,7 @@ pub fn smoothed_cross_entropy<B: Backend>(
     let [members, batch, classes] = logits.dims();
     let device = logits.device();
     let log_p = log_softmax(logits, 2);
-    let labels = labels.reshape([members, batch, 1]);
+    let labels = labels.reshape_to([members, batch, 1]);
     let weights = Tensor::<B, 1>::from_data(
         TensorData::new(
             class_weights.map_or_else(|| vec![1.0; classes], <[f32]>::to_vec),
@@ -39,9 +40,9 @@ pub fn smoothed_cross_entropy<B: Backend>(
         ),
         &device,
     );
-    let per_class = weights.clone().reshape([1, 1, classes]);
+    let per_class = weights.clone().reshape_to([1, 1, classes]);
     let sample_weight = weights
-        .reshape([1, 1, classes])
+        .reshape_to([1, 1, classes])
         .repeat_dim(0, members)
         .repeat_dim(1, batch)
         .gather(2, labels.clone());
@@ -49,7 +50,7 @@ pub fn smoothed_cross_entropy<B: Backend>(
     let spread = (log_p * per_class).sum_dim(2) / classes as f64;
     let per_sample = on_label * (1.0 - smoothing) + spread * smoothing;
     (per_sample.sum_dim(1) / sample_weight.sum_dim(1))
-        .reshape([members])
+        .reshape_to([members])
         .neg()
 }
 

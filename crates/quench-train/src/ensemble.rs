@@ -4,6 +4,7 @@
 use burn::tensor::activation::{leaky_relu, relu};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
+use quench_device::views::ReshapeTo;
 
 use crate::init::{Init, LayerValues, draw_mlp};
 
@@ -34,14 +35,16 @@ impl<B: Backend> EnsembleLinear<B> {
 
     /// Applies every member to its own inputs: `[members, n, fan_in]` to `[members, n, fan_out]`.
     ///
-    /// With one row per member on the CPU backend (a meta-learning policy adapted per task)
-    /// the product is a broadcast multiply and a sum over `fan_in`: a batched matmul of
+    /// With one row per member (a meta-learning policy adapted per task) the product is a
+    /// broadcast multiply and a sum over `fan_in`. On the CPU backend a batched matmul of
     /// `1 x fan_in` rows packs every weight matrix for GEMM, and its backward copies each
-    /// transposed, which made it 1.4x slower end to end.
+    /// transposed, which made it 1.4x slower end to end; on Burn 0.21's CubeCL backends the
+    /// gradients through such a matmul followed by an activation came out wrong (on lavapipe,
+    /// errors larger than the gradients), while this form's are right.
     pub fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
         let [members, rows, fan_in] = x.dims();
-        if rows == 1 && quench_device::runs_on_host::<B>() {
-            return (x.reshape([members, fan_in, 1]) * self.weight.clone()).sum_dim(1)
+        if rows == 1 {
+            return (x.reshape_to([members, fan_in, 1]) * self.weight.clone()).sum_dim(1)
                 + self.bias.clone();
         }
         x.matmul(self.weight.clone()) + self.bias.clone()
@@ -61,7 +64,7 @@ pub fn member_linear<B: Backend, const D: usize>(
     let rows = dims[1..D - 1].iter().product();
     let mut out = dims;
     out[D - 1] = fan_out;
-    (x.reshape([members, rows, fan_in]).matmul(weight.clone()) + bias.clone()).reshape(out)
+    (x.reshape_to([members, rows, fan_in]).matmul(weight.clone()) + bias.clone()).reshape_to(out)
 }
 
 /// Layer normalisation over the last axis with per-member gain and shift (PyTorch's
@@ -76,11 +79,11 @@ pub fn member_layer_norm<B: Backend, const D: usize>(
     let dims = x.dims();
     let [members, _, width] = gamma.dims();
     let rows = dims[1..D - 1].iter().product();
-    let x = x.reshape([members, rows, width]);
+    let x = x.reshape_to([members, rows, width]);
     let centred = x.clone() - x.mean_dim(2);
     let variance = centred.clone().powi_scalar(2).mean_dim(2);
     let normed = centred / variance.add_scalar(eps).sqrt();
-    (normed * gamma.clone() + beta.clone()).reshape(dims)
+    (normed * gamma.clone() + beta.clone()).reshape_to(dims)
 }
 
 /// The nonlinearity between hidden layers.
@@ -303,7 +306,7 @@ mod tests {
             let grads = (y.clone() * y.clone()).sum().backward();
             [
                 y.inner(),
-                weight.grad(&grads).unwrap().reshape([4, 1, 18]),
+                weight.grad(&grads).unwrap().reshape_to([4, 1, 18]),
                 input.grad(&grads).unwrap(),
             ]
         };

@@ -5,6 +5,7 @@ use burn::tensor::{Bool, Tensor};
 use quench_device::Precision;
 use quench_device::readback::to_host_f32;
 use quench_device::stats::{self, max_or_nan};
+use quench_device::views::ReshapeTo;
 
 /// Marks every parameter as requiring gradients (a fresh leaf of the autodiff graph).
 pub fn require_grad<B: AutodiffBackend>(
@@ -102,7 +103,12 @@ pub fn masked_member_mean<B: Backend>(
     grads: Vec<Tensor<B, 3>>,
     keep: Tensor<B, 3, Bool>,
 ) -> Vec<Tensor<B, 3>> {
-    let count = keep.clone().float().sum().clamp_min(1.0).reshape([1, 1, 1]);
+    let count = keep
+        .clone()
+        .float()
+        .sum()
+        .clamp_min(1.0)
+        .reshape_to([1, 1, 1]);
     masked_member_sum(grads, keep)
         .into_iter()
         .map(|g| g / count.clone())

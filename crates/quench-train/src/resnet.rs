@@ -20,6 +20,7 @@
 //! BatchNorm running statistics (PyTorch's `eval()` mode) whatever the backend, and every
 //! parameter is marked as not requiring gradients.
 
+use quench_device::views::ReshapeTo;
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -234,7 +235,7 @@ impl<B: Backend> Grid<B> {
         let [batch, channels, height, width] = x.dims();
         Self {
             x: x.permute([0, 2, 3, 1])
-                .reshape([batch, height * width, channels]),
+                .reshape_to([batch, height * width, channels]),
             height,
             width,
         }
@@ -246,7 +247,7 @@ impl<B: Backend> Grid<B> {
         let [batch, _, channels] = self.x.dims();
         let x = self
             .x
-            .reshape([batch, self.height, self.width, channels])
+            .reshape_to([batch, self.height, self.width, channels])
             .permute([0, 3, 1, 2]);
         Self::from_channels_first(f(x))
     }
@@ -336,12 +337,12 @@ fn conv_grid<B: Backend>(conv: &Conv2d<B>, grid: Grid<B>) -> Grid<B> {
         .weight
         .val()
         .permute([2, 3, 1, 0])
-        .reshape([kernel * kernel * channels, out]);
+        .reshape_to([kernel * kernel * channels, out]);
     if kernel == 1 && stride == 1 {
         return grid.map(|x| {
-            x.reshape([batch * positions, channels])
+            x.reshape_to([batch * positions, channels])
                 .matmul(weight)
-                .reshape([batch, positions, out])
+                .reshape_to([batch, positions, out])
         });
     }
     let patches = patches(grid.height, grid.width, kernel, stride, kernel / 2);
@@ -361,9 +362,9 @@ fn conv_grid<B: Backend>(conv: &Conv2d<B>, grid: Grid<B>) -> Grid<B> {
     };
     let cells = patches.out_height * patches.out_width;
     let x = gather(grid, &patches)
-        .reshape([batch * cells, patches.taps.len() * channels])
+        .reshape_to([batch * cells, patches.taps.len() * channels])
         .matmul(weight)
-        .reshape([batch, cells, out]);
+        .reshape_to([batch, cells, out]);
     Grid {
         x,
         height: patches.out_height,
@@ -384,7 +385,7 @@ fn normalise<B: Backend>(
     let channels = mean.dims()[0];
     let scale = bn.gamma.val() / (var + bn.epsilon).sqrt();
     let shift = bn.beta.val() - mean * scale.clone();
-    x * scale.reshape([1, 1, channels]) + shift.reshape([1, 1, channels])
+    x * scale.reshape_to([1, 1, channels]) + shift.reshape_to([1, 1, channels])
 }
 
 /// Per-channel mean and biased variance of `x` `[batch, positions, channels]` over the batch
@@ -393,7 +394,7 @@ fn batch_statistics<B: Backend>(x: Tensor<B, 3>) -> (Tensor<B, 1>, Tensor<B, 1>)
     let channels = x.dims()[2];
     let mean = x.clone().mean_dim(0).mean_dim(1);
     let var = (x - mean.clone()).square().mean_dim(0).mean_dim(1);
-    (mean.reshape([channels]), var.reshape([channels]))
+    (mean.reshape_to([channels]), var.reshape_to([channels]))
 }
 
 impl<B: Backend> BasicBlock<B> {
@@ -639,7 +640,7 @@ impl<B: Backend> ResNet18<B> {
         let [batch, _, channels] = x.x.dims();
         x.through_channels_first(|y| self.avgpool.forward(y))
             .x
-            .reshape([batch, channels])
+            .reshape_to([batch, channels])
     }
 
     /// The pooled features `[batch, 512]` of `images` `[batch, 1, height, width]` (MNIST:

@@ -1,7 +1,6 @@
 //! Meta-learning behaviour: batching changes nothing but speed, the meta-step learns, the
 //! inner loop adapts, configurations are checked.
 
-use burn::backend::{Autodiff, NdArray};
 use quench_lindblad::{Method, OperatorCache, Solver};
 use quench_scale::World;
 use quench_train::meta::maml::adapt;
@@ -9,8 +8,6 @@ use quench_train::meta::{
     Algorithm, InnerLoop, MetaConfig, MetaError, MetaRun, Operators, SystemChoice, TaskFamily,
 };
 use quench_train::params::max_abs_difference;
-
-type B = Autodiff<NdArray<f32>>;
 
 fn small(algorithm: Algorithm) -> MetaConfig {
     MetaConfig {
@@ -27,273 +24,260 @@ fn small(algorithm: Algorithm) -> MetaConfig {
     }
 }
 
-#[test]
-fn batched_meta_step_equals_the_one_task_at_a_time_step() {
-    for algorithm in [Algorithm::Fomaml, Algorithm::Reptile] {
-        let device = Default::default();
-        let mut run =
-            MetaRun::<B>::new(&small(algorithm), &mut OperatorCache::new(), &device).unwrap();
+quench_device::device_test! {
+    fn batched_meta_step_equals_the_one_task_at_a_time_step<B>(device) {
+        for algorithm in [Algorithm::Fomaml, Algorithm::Reptile] {
+                        let mut run =
+                MetaRun::<B>::new(&small(algorithm), &mut OperatorCache::new(), device).unwrap();
+            let batch = run.next_batch().unwrap();
+            let shape = run.config.policy.clone();
+            // The one-task-at-a-time step is the original's way, autodiff throughout; the batched
+            // step is checked with autodiff and with the hand-derived policy gradients.
+            let original = InnerLoop {
+                steps: 2,
+                lr: 0.05,
+                fused: false,
+            };
+            let mut sequential = run.learner.clone();
+            let one_by_one = sequential
+                .step_one_task_at_a_time(&World::alone(), &run.problem, &shape, &batch, original)
+                .unwrap();
+            let start = run.learner.clone();
+            for fused in [false, true] {
+                let mut learner = start.clone();
+                let inner = InnerLoop { fused, ..original };
+                let batched = learner.step(&run.problem, &shape, &batch, inner).unwrap();
+                assert!((batched.loss_before - one_by_one.loss_before).abs() < 1e-5);
+                assert!((batched.loss_after - one_by_one.loss_after).abs() < 1e-5);
+                let d = max_abs_difference(&learner.policy.params(), &sequential.policy.params());
+                assert!(
+                    d < 1e-5,
+                    "{algorithm:?}, fused {fused}: policies differ by {d}"
+                );
+                let moved = max_abs_difference(&learner.policy.params(), &start.policy.params());
+                assert!(
+                    moved > 1e-4,
+                    "{algorithm:?}, fused {fused}: the step must move the policy"
+                );
+            }
+        }
+    }
+
+    fn a_small_inner_step_lowers_every_tasks_loss<B>(device) {
+                let mut run = MetaRun::<B>::new(
+            &small(Algorithm::Fomaml),
+            &mut OperatorCache::new(),
+            device,
+        )
+        .unwrap();
+        for _ in 0..10 {
+            run.step().unwrap();
+        }
         let batch = run.next_batch().unwrap();
         let shape = run.config.policy.clone();
-        // The one-task-at-a-time step is the original's way, autodiff throughout; the batched
-        // step is checked with autodiff and with the hand-derived policy gradients.
-        let original = InnerLoop {
-            steps: 2,
-            lr: 0.05,
-            fused: false,
-        };
-        let mut sequential = run.learner.clone();
-        let one_by_one = sequential
-            .step_one_task_at_a_time(&World::alone(), &run.problem, &shape, &batch, original)
+        for (lr, fused) in [(1e-4, false), (3e-4, false), (1e-4, true), (3e-4, true)] {
+            let (before, phi) = adapt(
+                &run.problem,
+                &shape,
+                &run.learner.policy,
+                &batch,
+                InnerLoop {
+                    steps: 1,
+                    lr,
+                    fused,
+                },
+            )
             .unwrap();
-        let start = run.learner.clone();
-        for fused in [false, true] {
-            let mut learner = start.clone();
-            let inner = InnerLoop { fused, ..original };
-            let batched = learner.step(&run.problem, &shape, &batch, inner).unwrap();
-            assert!((batched.loss_before - one_by_one.loss_before).abs() < 1e-5);
-            assert!((batched.loss_after - one_by_one.loss_after).abs() < 1e-5);
-            let d = max_abs_difference(&learner.policy.params(), &sequential.policy.params());
-            assert!(
-                d < 1e-5,
-                "{algorithm:?}, fused {fused}: policies differ by {d}"
+            let after = quench_train::meta::maml::evaluate(
+                &run.problem,
+                &shape,
+                &run.learner.policy.with_params(phi),
+                &batch,
+            )
+            .unwrap();
+            let (before, after) = (
+                quench_device::readback::to_host_f32(before),
+                quench_device::readback::to_host_f32(after),
             );
-            let moved = max_abs_difference(&learner.policy.params(), &start.policy.params());
+            // A step along each task's own negative gradient must not raise its loss: this checks
+            // the gradient of every member, through policy, simulator and fidelity.
+            for (b, a) in before.iter().zip(&after) {
+                assert!(
+                    a <= &(b + 1e-6),
+                    "lr {lr}: before {before:?} after {after:?}"
+                );
+            }
             assert!(
-                moved > 1e-4,
-                "{algorithm:?}, fused {fused}: the step must move the policy"
+                before.iter().zip(&after).any(|(b, a)| a < &(b - 1e-5)),
+                "lr {lr}: nothing moved"
+            );
+        }
+    }
+
+    fn training_raises_the_validation_fidelity<B>(device) {
+        for algorithm in [Algorithm::Fomaml, Algorithm::Reptile] {
+                        let config = MetaConfig {
+                iterations: 40,
+                val_interval: 20,
+                ..small(algorithm)
+            };
+            let mut run = MetaRun::<B>::new(&config, &mut OperatorCache::new(), device).unwrap();
+            let start = run.validate(0).unwrap();
+            let mut calls = 0;
+            let history = run.train(|_, _| calls += 1).unwrap();
+            assert_eq!(
+                (calls, history.iterations.len(), history.validations.len()),
+                (40, 40, 2)
+            );
+            let end = history.last_validation().unwrap();
+            assert!(
+                end.after.squared_overlap.mean > start.after.squared_overlap.mean + 0.2,
+                "{algorithm:?}: {} -> {}",
+                start.after.squared_overlap.mean,
+                end.after.squared_overlap.mean
+            );
+            assert!(
+                end.after.state.mean >= end.after.squared_overlap.mean - 1e-6,
+                "F >= F^2"
             );
         }
     }
-}
 
-#[test]
-fn a_small_inner_step_lowers_every_tasks_loss() {
-    let device = Default::default();
-    let mut run = MetaRun::<B>::new(
-        &small(Algorithm::Fomaml),
-        &mut OperatorCache::new(),
-        &device,
-    )
-    .unwrap();
-    for _ in 0..10 {
-        run.step().unwrap();
-    }
-    let batch = run.next_batch().unwrap();
-    let shape = run.config.policy.clone();
-    for (lr, fused) in [(1e-4, false), (3e-4, false), (1e-4, true), (3e-4, true)] {
-        let (before, phi) = adapt(
-            &run.problem,
-            &shape,
-            &run.learner.policy,
-            &batch,
-            InnerLoop {
-                steps: 1,
-                lr,
-                fused,
-            },
+    fn rebuilt_operators_and_other_solvers_give_the_same_losses<B>(device) {
+                let run = MetaRun::<B>::new(
+            &small(Algorithm::Fomaml),
+            &mut OperatorCache::new(),
+            device,
         )
         .unwrap();
-        let after = quench_train::meta::maml::evaluate(
-            &run.problem,
-            &shape,
-            &run.learner.policy.with_params(phi),
-            &batch,
-        )
-        .unwrap();
-        let (before, after) = (
-            before.into_data().to_vec::<f32>().unwrap(),
-            after.into_data().to_vec::<f32>().unwrap(),
+        let batch = run
+            .problem
+            .prepare(&TaskFamily::OneOverF.sample(3, &mut rand::SeedableRng::seed_from_u64(2)))
+            .unwrap();
+        let shape = run.config.policy.clone();
+        let policy = run.learner.policy.clone();
+        let loss = |problem: &quench_train::meta::ControlProblem<B>| {
+            quench_train::meta::maml::evaluate(problem, &shape, &policy, &batch)
+                .map(quench_device::readback::to_host_f32)
+                .unwrap()
+        };
+        let cached = loss(&run.problem);
+        let rebuilt = loss(
+            &run.problem
+                .clone()
+                .with_operators(Operators::RebuiltPerCall),
         );
-        // A step along each task's own negative gradient must not raise its loss: this checks
-        // the gradient of every member, through policy, simulator and fidelity.
-        for (b, a) in before.iter().zip(&after) {
+        assert_eq!(cached, rebuilt);
+        let rk4 = loss(&run.problem.clone().with_solver(Solver {
+            method: Method::Rk4 { dt: 0.01 },
+            ..Solver::default()
+        }));
+        for (e, r) in cached.iter().zip(&rk4) {
+            assert!((e - r).abs() < 1e-3, "exact {e} vs rk4 {r}");
+        }
+    }
+
+    fn inconsistent_configurations_are_refused_by_field<B>(device) {
+                let cases = [
+            (
+                MetaConfig {
+                    tasks: TaskFamily::DirectRates,
+                    ..MetaConfig::default()
+                },
+                "tasks",
+            ),
+            (
+                MetaConfig {
+                    system: SystemChoice::RelaxDephase,
+                    ..MetaConfig::default()
+                },
+                "system",
+            ),
+            (
+                MetaConfig {
+                    system: SystemChoice::TwoQubit,
+                    ..MetaConfig::default()
+                },
+                "policy.controls",
+            ),
+            (
+                MetaConfig {
+                    tasks_per_batch: 0,
+                    ..MetaConfig::default()
+                },
+                "tasks_per_batch",
+            ),
+        ];
+        for (config, field) in cases {
+            let err = MetaRun::<B>::new(&config, &mut OperatorCache::new(), device)
+                .err()
+                .unwrap();
             assert!(
-                a <= &(b + 1e-6),
-                "lr {lr}: before {before:?} after {after:?}"
+                matches!(&err, MetaError::Config { field: f, .. } if *f == field),
+                "{err}"
             );
         }
-        assert!(
-            before.iter().zip(&after).any(|(b, a)| a < &(b - 1e-5)),
-            "lr {lr}: nothing moved"
-        );
+        let direct = MetaConfig {
+            tasks: TaskFamily::DirectRates,
+            system: SystemChoice::RelaxDephase,
+            ..small(Algorithm::Fomaml)
+        };
+        let mut run = MetaRun::<B>::new(&direct, &mut OperatorCache::new(), device).unwrap();
+        assert!(run.step().unwrap().loss_after.is_finite());
     }
-}
 
-#[test]
-fn training_raises_the_validation_fidelity() {
-    for algorithm in [Algorithm::Fomaml, Algorithm::Reptile] {
-        let device = Default::default();
+    fn bad_numbers_are_refused_before_any_work_naming_the_field<B>(device) {
+        use quench_lindblad::OperatorCache;
+        use quench_train::meta::{MetaConfig, MetaRun};
+                type Spoil = fn(&mut MetaConfig);
+        let cases: [(&str, Spoil); 9] = [
+            ("policy.hidden", |c| c.policy.hidden = vec![128, 0]),
+            ("policy.segments", |c| c.policy.segments = 0),
+            ("meta_lr", |c| c.meta_lr = -0.01),
+            ("meta_lr", |c| c.meta_lr = f64::NAN),
+            ("inner_lr", |c| c.inner_lr = f64::INFINITY),
+            ("grad_clip", |c| c.grad_clip = -1.0),
+            ("policy.init_gain", |c| c.policy.init_gain = f64::NAN),
+            ("policy.output_scale", |c| {
+                c.policy.output_scale = f64::INFINITY
+            }),
+            ("t_total", |c| c.t_total = 0.0),
+        ];
+        for (field, spoil) in cases {
+            let mut config = MetaConfig::default();
+            spoil(&mut config);
+            let err = MetaRun::<B>::new(&config, &mut OperatorCache::new(), device)
+                .err()
+                .unwrap_or_else(|| panic!("{field}: accepted"))
+                .to_string();
+            assert!(err.contains(field), "{field}: {err}");
+        }
+    }
+
+    fn training_that_diverges_stops_with_the_iteration_named<B>(device) {
+        use quench_lindblad::OperatorCache;
+        use quench_train::meta::{MetaConfig, MetaRun};
+        // An inner rate this large sends the adapted controls far past every bound within the
+        // five inner steps: losses stay finite (clamped controls) or the gradients overflow; the
+        // run must either train finitely or stop with a named iteration, never run on NaN.
         let config = MetaConfig {
-            iterations: 40,
-            val_interval: 20,
-            ..small(algorithm)
+            iterations: 3,
+            tasks_per_batch: 2,
+            val_tasks: 2,
+            inner_lr: 1e30,
+            ..MetaConfig::default()
         };
-        let mut run = MetaRun::<B>::new(&config, &mut OperatorCache::new(), &device).unwrap();
-        let start = run.validate(0).unwrap();
-        let mut calls = 0;
-        let history = run.train(|_, _| calls += 1).unwrap();
-        assert_eq!(
-            (calls, history.iterations.len(), history.validations.len()),
-            (40, 40, 2)
-        );
-        let end = history.last_validation().unwrap();
-        assert!(
-            end.after.squared_overlap.mean > start.after.squared_overlap.mean + 0.2,
-            "{algorithm:?}: {} -> {}",
-            start.after.squared_overlap.mean,
-            end.after.squared_overlap.mean
-        );
-        assert!(
-            end.after.state.mean >= end.after.squared_overlap.mean - 1e-6,
-            "F >= F^2"
-        );
-    }
-}
-
-#[test]
-fn rebuilt_operators_and_other_solvers_give_the_same_losses() {
-    let device = Default::default();
-    let run = MetaRun::<B>::new(
-        &small(Algorithm::Fomaml),
-        &mut OperatorCache::new(),
-        &device,
-    )
-    .unwrap();
-    let batch = run
-        .problem
-        .prepare(&TaskFamily::OneOverF.sample(3, &mut rand::SeedableRng::seed_from_u64(2)))
-        .unwrap();
-    let shape = run.config.policy.clone();
-    let policy = run.learner.policy.clone();
-    let loss = |problem: &quench_train::meta::ControlProblem<B>| {
-        quench_train::meta::maml::evaluate(problem, &shape, &policy, &batch)
-            .unwrap()
-            .into_data()
-            .to_vec::<f32>()
-            .unwrap()
-    };
-    let cached = loss(&run.problem);
-    let rebuilt = loss(
-        &run.problem
-            .clone()
-            .with_operators(Operators::RebuiltPerCall),
-    );
-    assert_eq!(cached, rebuilt);
-    let rk4 = loss(&run.problem.clone().with_solver(Solver {
-        method: Method::Rk4 { dt: 0.01 },
-        ..Solver::default()
-    }));
-    for (e, r) in cached.iter().zip(&rk4) {
-        assert!((e - r).abs() < 1e-3, "exact {e} vs rk4 {r}");
-    }
-}
-
-#[test]
-fn inconsistent_configurations_are_refused_by_field() {
-    let device = Default::default();
-    let cases = [
-        (
-            MetaConfig {
-                tasks: TaskFamily::DirectRates,
-                ..MetaConfig::default()
-            },
-            "tasks",
-        ),
-        (
-            MetaConfig {
-                system: SystemChoice::RelaxDephase,
-                ..MetaConfig::default()
-            },
-            "system",
-        ),
-        (
-            MetaConfig {
-                system: SystemChoice::TwoQubit,
-                ..MetaConfig::default()
-            },
-            "policy.controls",
-        ),
-        (
-            MetaConfig {
-                tasks_per_batch: 0,
-                ..MetaConfig::default()
-            },
-            "tasks_per_batch",
-        ),
-    ];
-    for (config, field) in cases {
-        let err = MetaRun::<B>::new(&config, &mut OperatorCache::new(), &device)
-            .err()
-            .unwrap();
-        assert!(
-            matches!(&err, MetaError::Config { field: f, .. } if *f == field),
-            "{err}"
-        );
-    }
-    let direct = MetaConfig {
-        tasks: TaskFamily::DirectRates,
-        system: SystemChoice::RelaxDephase,
-        ..small(Algorithm::Fomaml)
-    };
-    let mut run = MetaRun::<B>::new(&direct, &mut OperatorCache::new(), &device).unwrap();
-    assert!(run.step().unwrap().loss_after.is_finite());
-}
-
-#[test]
-fn bad_numbers_are_refused_before_any_work_naming_the_field() {
-    use quench_lindblad::OperatorCache;
-    use quench_train::meta::{MetaConfig, MetaRun};
-    let device = Default::default();
-    type Spoil = fn(&mut MetaConfig);
-    let cases: [(&str, Spoil); 9] = [
-        ("policy.hidden", |c| c.policy.hidden = vec![128, 0]),
-        ("policy.segments", |c| c.policy.segments = 0),
-        ("meta_lr", |c| c.meta_lr = -0.01),
-        ("meta_lr", |c| c.meta_lr = f64::NAN),
-        ("inner_lr", |c| c.inner_lr = f64::INFINITY),
-        ("grad_clip", |c| c.grad_clip = -1.0),
-        ("policy.init_gain", |c| c.policy.init_gain = f64::NAN),
-        ("policy.output_scale", |c| {
-            c.policy.output_scale = f64::INFINITY
-        }),
-        ("t_total", |c| c.t_total = 0.0),
-    ];
-    for (field, spoil) in cases {
-        let mut config = MetaConfig::default();
-        spoil(&mut config);
-        let err = MetaRun::<B>::new(&config, &mut OperatorCache::new(), &device)
-            .err()
-            .unwrap_or_else(|| panic!("{field}: accepted"))
-            .to_string();
-        assert!(err.contains(field), "{field}: {err}");
-    }
-}
-
-#[test]
-fn training_that_diverges_stops_with_the_iteration_named() {
-    use quench_lindblad::OperatorCache;
-    use quench_train::meta::{MetaConfig, MetaRun};
-    // An inner rate this large sends the adapted controls far past every bound within the
-    // five inner steps: losses stay finite (clamped controls) or the gradients overflow; the
-    // run must either train finitely or stop with a named iteration, never run on NaN.
-    let config = MetaConfig {
-        iterations: 3,
-        tasks_per_batch: 2,
-        val_tasks: 2,
-        inner_lr: 1e30,
-        ..MetaConfig::default()
-    };
-    let mut run =
-        MetaRun::<B>::new(&config, &mut OperatorCache::new(), &Default::default()).unwrap();
-    match run.train(|_, _| {}) {
-        Ok(history) => assert!(
-            history
-                .iterations
-                .iter()
-                .all(|r| r.stats.loss_before.is_finite() && r.stats.loss_after.is_finite()),
-            "{history:?}"
-        ),
-        Err(err) => assert!(err.to_string().contains("meta-iteration"), "{err}"),
+        let mut run =
+            MetaRun::<B>::new(&config, &mut OperatorCache::new(), device).unwrap();
+        match run.train(|_, _| {}) {
+            Ok(history) => assert!(
+                history
+                    .iterations
+                    .iter()
+                    .all(|r| r.stats.loss_before.is_finite() && r.stats.loss_after.is_finite()),
+                "{history:?}"
+            ),
+            Err(err) => assert!(err.to_string().contains("meta-iteration"), "{err}"),
+        }
     }
 }

@@ -185,6 +185,8 @@ fn outcome(
     VariantOutcome {
         sharded: None,
         per_iteration,
+        // Its figures come from the diagnostics' own loops, not the harness that counts.
+        counts: None,
         iteration_unit: unit.to_string(),
         iterations_per_run: 1.0,
         items_per_iteration: items,

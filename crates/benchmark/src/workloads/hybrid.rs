@@ -236,7 +236,7 @@ impl TableWorkload for Hybrid {
             precision: ctx.precision,
         };
         let timing = ctx.timing_with(params.repeats);
-        let (outcome, seconds) = time_runs::<B, _>(device, timing, || {
+        let (outcome, seconds, counts) = time_runs::<B, _>(device, timing, || {
             Ok(train_hybrid::<B>(
                 &data, &backbone, &config, &execution, device,
             )?)
@@ -273,6 +273,7 @@ impl TableWorkload for Hybrid {
         Ok(VariantOutcome {
             sharded: ctx.share(seeds, &accuracies),
             per_iteration: seconds.scaled(1.0 / per_run_of_64.max(1.0)),
+            counts: Some(counts.per(per_run_of_64.max(1.0))),
             iteration_unit: "batch of 64 (all seeds)".into(),
             iterations_per_run: per_run_of_64,
             items_per_iteration: (64 * seeds) as f64,

@@ -232,7 +232,7 @@ impl TableWorkload for LindbladMeta {
         // Under mpirun each rank adapts its block of a meta-batch of `ranks x tasks_per_batch`
         // tasks, and the meta-gradient is joined by one all-reduce.
         let shard = ctx.world.shard();
-        let (_, timed) = time_runs::<B, _>(device, ctx.timing, || {
+        let (_, timed, counts) = time_runs::<B, _>(device, ctx.timing, || {
             for _ in 0..iterations {
                 let batch = run.next_batch_of(shard)?;
                 if setting.batched {
@@ -273,6 +273,7 @@ impl TableWorkload for LindbladMeta {
         Ok(VariantOutcome {
             sharded: ctx.share(params.tasks_per_batch, &[fidelity]),
             per_iteration: timed.scaled(1.0 / iterations as f64),
+            counts: Some(counts.per(iterations as f64)),
             iteration_unit: "meta-iteration".into(),
             iterations_per_run: params.quality_iterations as f64,
             items_per_iteration: params.tasks_per_batch as f64,

@@ -229,6 +229,7 @@ impl TableWorkload for LoaderWorkload {
         Ok(VariantOutcome {
             sharded: None,
             per_iteration: timed.seconds,
+            counts: Some(timed.counts),
             iteration_unit: "epoch".into(),
             iterations_per_run: 1.0,
             items_per_iteration: data.train.len() as f64,

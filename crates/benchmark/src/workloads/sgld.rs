@@ -265,7 +265,7 @@ impl TableWorkload for SgldGrid {
             ..plan.execution
         };
         let shard = ctx.world.shard();
-        let (chains, seconds) = time_runs::<B, _>(device, ctx.timing, || {
+        let (chains, seconds, counts) = time_runs::<B, _>(device, ctx.timing, || {
             Ok(run_grid_shard::<B>(
                 &config, &data, &execution, shard, device,
             )?)
@@ -313,6 +313,7 @@ impl TableWorkload for SgldGrid {
         Ok(VariantOutcome {
             sharded,
             per_iteration: seconds.scaled(1.0 / epochs),
+            counts: Some(counts.per(epochs)),
             iteration_unit: "grid epoch".into(),
             iterations_per_run: epochs,
             items_per_iteration: chain_epochs as f64 / epochs,

@@ -396,7 +396,7 @@ impl<const MODEL: usize> TableWorkload for Temporal<MODEL> {
             precision: ctx.precision,
         };
         let timing = ctx.timing_with(params.repeats);
-        let (outcome, seconds) = time_runs::<B, _>(device, timing, || {
+        let (outcome, seconds, counts) = time_runs::<B, _>(device, timing, || {
             Ok(train_temporal::<B>(&data, &config, &execution, device)?)
         })?;
         let seeds = config.seeds.len();
@@ -451,6 +451,7 @@ impl<const MODEL: usize> TableWorkload for Temporal<MODEL> {
         Ok(VariantOutcome {
             sharded: ctx.share(seeds, &f1s),
             per_iteration: seconds.scaled(1.0 / epochs),
+            counts: Some(counts.per(epochs)),
             iteration_unit: "epoch (all seeds)".into(),
             iterations_per_run: epochs,
             items_per_iteration: (outcome.train_windows * seeds) as f64,

@@ -6,6 +6,7 @@ use burn::tensor::backend::Backend;
 use quench_circuit::{Circuit, Mode, Simulator, reference};
 use quench_device::Precision;
 use quench_device::readback::{float_tensor, to_host_f32};
+use quench_device::views::ReshapeTo;
 use serde::{Deserialize, Serialize};
 
 use crate::classify::dropout;
@@ -109,8 +110,8 @@ impl<B: Backend> HybridModel<B> {
     fn circuit(&self, angles: Tensor<B, 3>, weights: Tensor<B, 3>) -> Tensor<B, 3> {
         let [members, batch, qubits] = angles.dims();
         let rows = members * batch;
-        let x = angles.reshape([rows, qubits]);
-        let w: Tensor<B, 2> = weights.reshape([members, self.circuit.weights()]);
+        let x = angles.reshape_to([rows, qubits]);
+        let w: Tensor<B, 2> = weights.reshape_to([members, self.circuit.weights()]);
         let z = match &self.simulator {
             Some(simulator) => {
                 let state = simulator
@@ -120,7 +121,7 @@ impl<B: Backend> HybridModel<B> {
             }
             None => host_circuit(&self.circuit, x, w),
         };
-        z.reshape([members, batch, qubits])
+        z.reshape_to([members, batch, qubits])
     }
 }
 
@@ -162,12 +163,12 @@ fn host_circuit<B: Backend>(circuit: &Circuit, x: Tensor<B, 2>, w: Tensor<B, 2>)
     let z: Tensor<B, 3> = float_tensor(values, [rows, 1, qubits], &device);
     let jx: Tensor<B, 3> = float_tensor(jx, [rows, qubits, qubits], &device);
     let jw: Tensor<B, 3> = float_tensor(jw, [rows, n_weights, qubits], &device);
-    let dx = (x.clone() - x.detach()).reshape([rows, 1, qubits]);
+    let dx = (x.clone() - x.detach()).reshape_to([rows, 1, qubits]);
     let dw = (w.clone() - w.detach())
-        .reshape([members, 1, n_weights])
+        .reshape_to([members, 1, n_weights])
         .repeat_dim(1, per_member)
-        .reshape([rows, 1, n_weights]);
-    (z + dx.matmul(jx) + dw.matmul(jw)).reshape([rows, qubits])
+        .reshape_to([rows, 1, n_weights]);
+    (z + dx.matmul(jx) + dw.matmul(jw)).reshape_to([rows, qubits])
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! Training of the hybrid classifier: every seed a member of one batched program.
 
+use quench_device::views::ReshapeTo;
 use std::sync::Arc;
 
 use burn::tensor::backend::{AutodiffBackend, Backend};
@@ -272,8 +273,8 @@ pub fn train_hybrid<B: AutodiffBackend>(
             let features = match execution.features {
                 FeatureMode::Precomputed => batch.features,
                 FeatureMode::PerBatch => backbone
-                    .forward(batch.features.reshape([members * size, 1, 28, 28]))
-                    .reshape([members, size, 512]),
+                    .forward(batch.features.reshape_to([members * size, 1, 28, 28]))
+                    .reshape_to([members, size, 512]),
             };
             let p = require_grad::<B>(params.clone());
             let logits = model.forward(&p, Tensor::from_inner(features), config.dropout, precision);
@@ -371,8 +372,11 @@ fn accuracy<B: AutodiffBackend>(
     let [samples, width] = features.dims();
     let device = features.device();
     let params: Vec<Tensor<B, 3>> = params.iter().cloned().map(Tensor::from_inner).collect();
-    let features =
-        Tensor::<B, 3>::from_inner(features.reshape([1, samples, width]).repeat_dim(0, members));
+    let features = Tensor::<B, 3>::from_inner(
+        features
+            .reshape_to([1, samples, width])
+            .repeat_dim(0, members),
+    );
     let logits = model
         .forward(&params, features, 0.0, Precision::F32)
         .inner();
@@ -386,5 +390,5 @@ fn accuracy<B: AutodiffBackend>(
         .equal(labels)
         .float()
         .mean_dim(1)
-        .reshape([members])
+        .reshape_to([members])
 }

@@ -1,8 +1,8 @@
 //! First-order MAML and Reptile with every task's adapted policy on the member axis: the K
 //! inner steps of a whole meta-batch are K batched forward/backward passes, not tasks x K.
 
+use burn::tensor::Tensor;
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{ElementConversion, Tensor};
 use quench_device::readback::{float_tensor, to_host_f32};
 use quench_device::runs_on_host;
 use quench_scale::World;
@@ -334,7 +334,7 @@ impl<B: Backend> MetaLearner<B> {
     ) -> StepStats {
         let tasks = before.dims()[0];
         let keep = finite_members(&per_task);
-        let kept = keep.clone().int().sum().into_scalar().elem::<i64>() as usize;
+        let kept = quench_device::readback::to_host_i64(keep.clone().int().sum())[0] as usize;
         if world.shard().ranks == 1 {
             self.apply(masked_member_mean(per_task, keep));
             return StepStats {
@@ -409,7 +409,7 @@ impl<B: Backend> MetaLearner<B> {
 /// Mean and sample standard deviation of the finite entries, and how many were finite (NaN
 /// statistics when none is).
 pub fn finite_stats<B: Backend>(values: Tensor<B, 1>) -> (f64, f64, usize) {
-    let v = values.into_data().to_vec::<f32>().unwrap_or_default();
+    let v = to_host_f32(values);
     let finite: Vec<f64> = v
         .iter()
         .filter(|x| x.is_finite())

@@ -1,5 +1,6 @@
 //! The pulse policy: task features in, piecewise-constant control amplitudes out.
 
+use quench_device::views::ReshapeTo;
 use std::path::Path;
 
 use burn::module::{Module, Param};
@@ -85,7 +86,7 @@ impl PolicyShape {
         features: Tensor<B, 3>,
     ) -> Tensor<B, 3> {
         let tasks = features.dims()[0];
-        (policy.forward(features) * self.output_scale).reshape([
+        (policy.forward(features) * self.output_scale).reshape_to([
             tasks,
             self.segments,
             self.controls,

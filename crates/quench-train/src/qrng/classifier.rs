@@ -9,6 +9,7 @@
 //! reads one `[2 members]` vector (validation accuracy and mean training loss), which the
 //! schedule needs.
 
+use quench_device::views::ReshapeTo;
 use std::fmt;
 use std::sync::Arc;
 
@@ -529,7 +530,7 @@ impl<B: Backend> Part<B> {
             .equal(self.labels.clone())
             .float()
             .mean_dim(1)
-            .reshape([members])
+            .reshape_to([members])
     }
 }
 
@@ -588,7 +589,7 @@ impl<B: AutodiffBackend> Members for TensorMembers<'_, B> {
                 .map(|t| t.clone().abs().sum_dim(2).sum_dim(1))
                 .reduce(|a, b| a + b)
                 .unwrap_or_else(|| unreachable!("the network has parameters"))
-                .reshape([members]);
+                .reshape_to([members]);
             let labels = Tensor::<B, 2, Int>::from_inner(batch.labels);
             let loss = cross_entropy(logits, labels) + penalty * config.l1;
             loss_sum = loss_sum + loss.clone().inner();

@@ -3,6 +3,7 @@
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use quench_data::BitStrings;
+use quench_device::views::ReshapeTo;
 
 use super::QrngError;
 
@@ -77,15 +78,15 @@ impl<B: Backend> DeviceFeatures<B> {
                     .transpose()
                     .matmul(x)
                     .div_scalar(lines)
-                    .reshape([1, bits * bits])
+                    .reshape_to([1, bits * bits])
             })
             .collect();
         let frequencies = frequencies::<B>(sources, device);
         let sources = sources.len();
-        let differences = (frequencies.clone().reshape([sources, bits, 1])
-            - frequencies.clone().reshape([sources, 1, bits]))
+        let differences = (frequencies.clone().reshape_to([sources, bits, 1])
+            - frequencies.clone().reshape_to([sources, 1, bits]))
         .abs()
-        .reshape([sources, bits * bits]);
+        .reshape_to([sources, bits * bits]);
         Self {
             frequencies,
             cooccurrence: Tensor::cat(cooccurrence, 0),
@@ -127,7 +128,7 @@ pub fn symmetric_kl<B: Backend>(p: Tensor<B, 2>, q: Tensor<B, 2>, epsilon: f64) 
     let forward = (p * log_ratio.clone()).sum_dim(1);
     let backward = (q * log_ratio.neg()).sum_dim(1);
     let rows = forward.dims()[0];
-    ((forward + backward) / 2.0).reshape([rows])
+    ((forward + backward) / 2.0).reshape_to([rows])
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 //! `[members, ...]`, discriminators `[members, ...]`, one backward pass and one Adam step per
 //! epoch for all of them. The KL history stays on the device until the end.
 
+use quench_device::views::ReshapeTo;
 use std::fmt;
 
 use burn::tensor::activation::{sigmoid, softmax};
@@ -438,7 +439,7 @@ fn train_gan<B: AutodiffBackend>(
             EnsembleMlp::from_params(d_params.to_vec(), DISCRIMINATOR_ACTIVATION)
                 .forward(coords.clone()),
         )
-        .reshape([m, 1, points]);
+        .reshape_to([m, 1, points]);
         let log_real = d.clone().add_scalar(LOG_EPSILON).log();
         let log_fake = d.neg().add_scalar(1.0 + LOG_EPSILON).log();
         let real = Tensor::<B, 3>::from_inner(target.clone());
@@ -548,7 +549,7 @@ fn kl_metric<B: Backend>(p: Tensor<B, 3>, g: Tensor<B, 3>) -> Tensor<B, 1> {
     };
     let (p, g) = (normalise(p), normalise(g));
     let m = p.dims()[0];
-    (p.clone() * (p.log() - g.log())).sum_dim(2).reshape([m])
+    (p.clone() * (p.log() - g.log())).sum_dim(2).reshape_to([m])
 }
 
 /// The generator's noise, `[members, 1, points]` per draw.

@@ -279,8 +279,8 @@ pub fn evaluate<B: Backend>(
         error_sum = error_sum + zero_one_error(logits, y).sum_dim(1);
     }
     let mean = |sum: Tensor<B, 3>| -> Vec<f64> {
-        sum.into_data()
-            .iter::<f64>()
+        quench_device::readback::to_host_f64(sum)
+            .into_iter()
             .map(|s| s / len as f64)
             .collect()
     };

@@ -1,6 +1,7 @@
 //! The grid as one batched program of every `(beta, repetition)` chain, or, as the original
 //! ran it, one chain after another.
 
+use quench_device::views::ReshapeTo;
 use std::cmp::Reverse;
 
 use burn::tensor::Tensor;
@@ -247,7 +248,7 @@ fn run_chains<B: AutodiffBackend>(
         }
         let scales = batch.scales(epoch);
         for minibatch in loader.epoch(epoch as u64) {
-            let labels = minibatch.labels.float().unsqueeze_dim(2);
+            let labels = minibatch.labels.float().unsqueeze_to(2);
             batch.step(minibatch.features, labels, &scales);
         }
     }

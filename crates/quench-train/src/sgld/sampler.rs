@@ -5,7 +5,7 @@ use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
 use quench_device::readback::float_tensor;
 use quench_device::threefry::NormalStreams;
-use quench_device::views::columns_as;
+use quench_device::views::ReshapeTo;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::StandardNormal;
@@ -62,7 +62,7 @@ impl Noise {
                 let mut offset = 0;
                 dims.iter()
                     .map(|&d| {
-                        let part = columns_as(all.clone(), offset, d[1] * d[2], d);
+                        let part = all.clone().narrow(1, offset, d[1] * d[2]).reshape_to(d);
                         offset += d[1] * d[2];
                         part
                     })

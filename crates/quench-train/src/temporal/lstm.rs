@@ -17,6 +17,7 @@
 //! and every member: the backward direction reads its input reversed in time, so step `t`
 //! serves both. `burn::nn::Lstm` runs eight matmuls per step and direction, member by member.
 
+use quench_device::views::ReshapeTo;
 use std::ops::Range;
 
 use burn::module::{Param, ParamId};
@@ -89,7 +90,7 @@ pub fn initial_layer<B: Backend>(
 fn rows<B: Backend>(layer: &[Tensor<B, 3>]) -> [Tensor<B, 3>; LAYER_PARAMS] {
     std::array::from_fn(|k| {
         let [members, inner, gates] = layer[k].dims();
-        layer[k].clone().reshape([2 * members, inner / 2, gates])
+        layer[k].clone().reshape_to([2 * members, inner / 2, gates])
     })
 }
 
@@ -114,11 +115,11 @@ fn fused<B: Backend>(layer: &[Tensor<B, 3>], x: Tensor<B, 4>) -> Tensor<B, 4> {
     let device = x.device();
     // Both directions' inputs, the backward one reversed in time: [2 members, batch seq, in].
     let both =
-        Tensor::stack::<5>(vec![x.clone(), x.flip([2])], 1).reshape([rows, batch * seq, input]);
+        Tensor::stack::<5>(vec![x.clone(), x.flip([2])], 1).reshape_to([rows, batch * seq, input]);
     let bias = b_x + b_h;
     // Every step's input projection at once, time-major so that a step is one slice.
     let projected = (both.matmul(w_x.clone()) + bias)
-        .reshape([rows, batch, seq, gates])
+        .reshape_to([rows, batch, seq, gates])
         .permute([2, 0, 1, 3]);
     let mut h = Tensor::<B, 3>::zeros([rows, batch, hidden], &device);
     let mut c = h.clone();
@@ -127,7 +128,7 @@ fn fused<B: Backend>(layer: &[Tensor<B, 3>], x: Tensor<B, 4>) -> Tensor<B, 4> {
         let step = projected
             .clone()
             .narrow(0, t, 1)
-            .reshape([rows, batch, gates]);
+            .reshape_to([rows, batch, gates]);
         let z = step + h.matmul(w_h.clone());
         let s = sigmoid(z.clone());
         let i = s.clone().slice([0..rows, 0..batch, 0..hidden]);
@@ -138,7 +139,9 @@ fn fused<B: Backend>(layer: &[Tensor<B, 3>], x: Tensor<B, 4>) -> Tensor<B, 4> {
         h = o * c.clone().tanh();
         outputs.push(h.clone());
     }
-    directions_to_features(Tensor::stack::<4>(outputs, 2).reshape([members, 2, batch, seq, hidden]))
+    directions_to_features(
+        Tensor::stack::<4>(outputs, 2).reshape_to([members, 2, batch, seq, hidden]),
+    )
 }
 
 /// The same layer through `burn::nn::Lstm`: for every member, a forward and a reversed LSTM
@@ -150,14 +153,14 @@ fn with_burn<B: Backend>(layer: &[Tensor<B, 3>], x: Tensor<B, 4>) -> Tensor<B, 4
     let device = x.device();
     let outputs = (0..members)
         .map(|m| {
-            let xm = x.clone().narrow(0, m, 1).reshape([batch, seq, input]);
+            let xm = x.clone().narrow(0, m, 1).reshape_to([batch, seq, input]);
             let directions = (0..2)
                 .map(|d| {
                     let lstm = burn_lstm(&layer, 2 * m + d, d == 1, input, hidden, &device);
                     lstm.forward(xm.clone(), None).0
                 })
                 .collect();
-            Tensor::cat(directions, 2).reshape([1, batch, seq, 2 * hidden])
+            Tensor::cat(directions, 2).reshape_to([1, batch, seq, 2 * hidden])
         })
         .collect();
     Tensor::cat(outputs, 0)
@@ -181,13 +184,13 @@ fn burn_lstm<B: Backend>(
             weight
                 .clone()
                 .slice([row..row + 1, 0..fan_in, k * hidden..(k + 1) * hidden])
-                .reshape([fan_in, hidden]),
+                .reshape_to([fan_in, hidden]),
         ),
         bias: Some(Param::initialized(
             ParamId::new(),
             bias.clone()
                 .slice([row..row + 1, 0..1, k * hidden..(k + 1) * hidden])
-                .reshape([hidden]),
+                .reshape_to([hidden]),
         )),
     };
     for (k, controller) in [
@@ -294,7 +297,7 @@ pub fn forward_taped<B: Backend>(
     // Step-major rows per direction, the backward direction reversed in time.
     let inputs = Tensor::stack::<5>(vec![x.clone(), x.flip([2])], 1)
         .permute([0, 1, 3, 2, 4])
-        .reshape([rows, seq * batch, input]);
+        .reshape_to([rows, seq * batch, input]);
     let projected = inputs.clone().matmul(w_x) + (b_x + b_h) * scale;
     let lanes = per_range(lane_ranges(rows, lanes), |range| {
         let n = range.len();
@@ -341,7 +344,7 @@ pub fn forward_taped<B: Backend>(
             .collect(),
         0,
     )
-    .reshape([members, 2, batch, seq, hidden]);
+    .reshape_to([members, 2, batch, seq, hidden]);
     (directions_to_features(out), Tape { inputs, lanes })
 }
 
@@ -353,7 +356,7 @@ fn directions_to_features<B: Backend>(out: Tensor<B, 5>) -> Tensor<B, 4> {
     let backward = out.slice([0..members, 1..2]).flip([3]);
     Tensor::cat(vec![forward, backward], 4)
         .permute([0, 2, 3, 1, 4])
-        .reshape([members, batch, seq, 2 * hidden])
+        .reshape_to([members, batch, seq, 2 * hidden])
 }
 
 /// Back-propagation through time of a layer run by [`forward_taped`]: from the gradient of
@@ -375,11 +378,11 @@ pub fn backward<B: Backend>(
     let negative_derivative = derivative.clone().neg();
     // dy in the directions' own time order: [2 members, seq, batch, hidden], step-major.
     let dy = dy
-        .reshape([members, batch, seq, 2, hidden])
+        .reshape_to([members, batch, seq, 2, hidden])
         .permute([0, 3, 2, 1, 4]);
     let d_forward = dy.clone().slice([0..members, 0..1]);
     let d_backward = dy.slice([0..members, 1..2]).flip([2]);
-    let d_out = Tensor::cat(vec![d_forward, d_backward], 1).reshape([rows, seq, batch, hidden]);
+    let d_out = Tensor::cat(vec![d_forward, d_backward], 1).reshape_to([rows, seq, batch, hidden]);
     let w_h_t = w_h.clone().swap_dims(1, 2);
     let Tape { inputs, lanes } = tape;
     let ranges = lanes.iter().map(|lane| lane.rows.clone()).collect();
@@ -407,7 +410,7 @@ pub fn backward<B: Backend>(
             let dh = d_out
                 .clone()
                 .slice([0..n, t..t + 1])
-                .reshape([n, batch, hidden])
+                .reshape_to([n, batch, hidden])
                 + dh_next;
             let d_o = dh.clone() * tc.clone();
             let dc = dc_next + dh * o * (tc.clone() * tc).neg().add_scalar(1.0);
@@ -436,14 +439,14 @@ pub fn backward<B: Backend>(
     let d_b = dz.clone().sum_dim(1);
     let dx = dz
         .matmul(w_x.swap_dims(1, 2))
-        .reshape([members, 2, seq, batch, input]);
+        .reshape_to([members, 2, seq, batch, input]);
     let dx = dx.clone().slice([0..members, 0..1]) + dx.slice([0..members, 1..2]).flip([2]);
-    let dx = dx.reshape([members, seq, batch, input]).swap_dims(1, 2);
+    let dx = dx.reshape_to([members, seq, batch, input]).swap_dims(1, 2);
     let grads = vec![
-        d_w_x.reshape([members, 2 * input, gates]),
-        d_w_h.reshape([members, 2 * hidden, gates]),
-        d_b.clone().reshape([members, 2, gates]),
-        d_b.reshape([members, 2, gates]),
+        d_w_x.reshape_to([members, 2 * input, gates]),
+        d_w_h.reshape_to([members, 2 * hidden, gates]),
+        d_b.clone().reshape_to([members, 2, gates]),
+        d_b.reshape_to([members, 2, gates]),
     ];
     (grads, dx)
 }
@@ -560,7 +563,7 @@ mod tests {
             // BiLstm runs its `reverse` member backwards itself.
             reverse.reverse = false;
             bi.reverse = reverse;
-            let xm = x.clone().narrow(0, m, 1).reshape([batch, seq, input]);
+            let xm = x.clone().narrow(0, m, 1).reshape_to([batch, seq, input]);
             let want = to_host_f32(bi.forward(xm, None).0);
             let per = batch * seq * 2 * hidden;
             let got = &fused[m * per..(m + 1) * per];
@@ -572,7 +575,7 @@ mod tests {
         }
         // And a unidirectional nn::Lstm reproduces the forward half.
         let lstm = burn_lstm(&layer, 0, false, input, hidden, &device);
-        let x0 = x.narrow(0, 0, 1).reshape([batch, seq, input]);
+        let x0 = x.narrow(0, 0, 1).reshape_to([batch, seq, input]);
         let want = to_host_f32(lstm.forward(x0, None).0);
         let got: Vec<f32> = fused[..batch * seq * 2 * hidden]
             .chunks(2 * hidden)

@@ -26,6 +26,7 @@ use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig, generate_sinuso
 use burn::tensor::activation::{gelu, relu, sigmoid, softmax};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
+use quench_device::views::ReshapeTo;
 use quench_device::{Precision, SeededGenerator};
 use serde::{Deserialize, Serialize};
 
@@ -174,14 +175,14 @@ impl<B: Backend> TransformerNet<B> {
         let h = self.input_norm.forward(self.input.forward(x));
         let d = h.dims()[2];
         let positions =
-            generate_sinusoids::<B>(window, d, 10_000, &h.device()).reshape([1, window, d]);
+            generate_sinusoids::<B>(window, d, 10_000, &h.device()).reshape_to([1, window, d]);
         let h = self
             .encoder
             .forward(TransformerEncoderInput::new(h + positions));
         let pooled = self.final_norm.forward(h).mean_dim(1);
         self.output
             .forward(gelu(self.hidden.forward(pooled)))
-            .reshape([1, batch, CLASSES])
+            .reshape_to([1, batch, CLASSES])
     }
 }
 
@@ -192,7 +193,7 @@ impl<B: Backend> ModuleVisitor<B> for Flatten<B> {
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
         let value = param.val();
         let n = value.shape().num_elements();
-        self.0.push(value.reshape([1, 1, n]));
+        self.0.push(value.reshape_to([1, 1, n]));
     }
 }
 
@@ -211,7 +212,7 @@ impl<B: Backend> ModuleMapper<B> for Load<'_, B> {
         let value = self.params[self.next]
             .clone()
             .narrow(0, self.member, 1)
-            .reshape(old.shape());
+            .reshape_to(old.dims());
         self.next += 1;
         // `initialized` keeps the slice's history (`from_tensor` would cut it into a leaf).
         Param::initialized(id, self.precision.to_compute(value))
@@ -415,7 +416,7 @@ impl<B: Backend> TemporalNet<B> {
         let [members, batch, window, _] = x.dims();
         let drop4 = |h: Tensor<B, 4>| {
             let dims = h.dims();
-            drop(h.reshape([members, batch * window, dims[3]])).reshape(dims)
+            drop(h.reshape_to([members, batch * window, dims[3]])).reshape_to(dims)
         };
         let mut h = member_layer_norm(x, &p[0], &p[1], NORM_EPS);
         for (l, layer) in self.lstm_layer_ranges().enumerate() {
@@ -455,7 +456,7 @@ impl<B: Backend> TemporalNet<B> {
         let h = member_layer_norm(h, &p[0], &p[1], NORM_EPS);
         let scores = member_linear(member_linear(h.clone(), &p[2], &p[3]).tanh(), &p[4], &p[5]);
         let weights = softmax(scores, 2);
-        let pooled = (h * weights).sum_dim(2).reshape([members, batch, two_h]);
+        let pooled = (h * weights).sum_dim(2).reshape_to([members, batch, two_h]);
         let z = drop(member_layer_norm(pooled, &p[6], &p[7], NORM_EPS));
         let z = relu(member_linear(z, &p[8], &p[9]));
         let z = member_layer_norm(z, &p[10], &p[11], NORM_EPS);
@@ -481,7 +482,11 @@ impl<B: Backend> TemporalNet<B> {
                     next: 0,
                     precision,
                 });
-                net.forward(x.clone().narrow(0, m, 1).reshape([batch, window, features]))
+                net.forward(
+                    x.clone()
+                        .narrow(0, m, 1)
+                        .reshape_to([batch, window, features]),
+                )
             })
             .collect();
         Tensor::cat(logits, 0)
@@ -498,7 +503,7 @@ impl<B: Backend> TemporalNet<B> {
         let [members, batch, window, features] = x.dims();
         let mut h = x
             .slice([0..members, 0..batch, window - 1..window])
-            .reshape([members, batch, features]);
+            .reshape_to([members, batch, features]);
         let mut next_state = Vec::with_capacity(state.len());
         for l in 0..self.widths.mlp.len() {
             let q = &p[4 * l..4 * l + 4];

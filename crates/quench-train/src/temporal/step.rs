@@ -14,6 +14,7 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Distribution, Int, Tensor};
 use quench_device::readback::to_host_f32;
 use quench_device::stats::max_or_nan;
+use quench_device::views::ReshapeTo;
 use quench_device::{Precision, SeededGenerator};
 
 use super::lstm::{self, LstmCore};
@@ -129,13 +130,13 @@ fn fused_lstm<B: AutodiffBackend>(
     let dims = h.dims();
     let [members, batch, window, width] = dims;
     let output =
-        Tensor::<B, 3>::from_inner(h.reshape([members, batch * window, width])).require_grad();
+        Tensor::<B, 3>::from_inner(h.reshape_to([members, batch * window, width])).require_grad();
     let head_start = net.lstm_head_start();
     let head = require_grad::<B>(params[head_start..].to_vec());
     let drop = |t: Tensor<B, 3>| crate::classify::dropout(t, objective.dropout, precision);
     let logits = precision.to_master(net.lstm_head(
         &precision.to_compute_all(&head),
-        output.clone().reshape(dims),
+        output.clone().reshape_to(dims),
         drop,
     ));
     let loss = smoothed_cross_entropy(
@@ -152,7 +153,7 @@ fn fused_lstm<B: AutodiffBackend>(
             let mut d = head_grads
                 .pop()
                 .unwrap_or_else(|| unreachable!("the output leaf was pushed last"))
-                .reshape(dims);
+                .reshape_to(dims);
             // Back through the layers by hand, the last first.
             let mut layer_grads = vec![Vec::new(); layers.len()];
             for (l, layer) in layers.iter().enumerate().rev() {

@@ -2,6 +2,7 @@
 //! linear warm-up then cosine decay, label smoothing or class weights, per-member gradient
 //! clipping and early stopping on the validation loss.
 
+use quench_device::views::ReshapeTo;
 use std::sync::Arc;
 
 use burn::tensor::backend::{AutodiffBackend, Backend};
@@ -311,7 +312,7 @@ pub fn train_temporal<B: AutodiffBackend>(
         let mut loss_sum = Tensor::<B::InnerBackend, 1>::zeros([members], device);
         for batch in loader.epoch(epoch as u64) {
             let size = batch.features.dims()[1];
-            let x = batch.features.reshape([members, size, window, features]);
+            let x = batch.features.reshape_to([members, size, window, features]);
             let step =
                 step_gradients::<B>(&net, &params, &state, x, batch.labels, &objective, &mut amp);
             loss_sum = loss_sum + step.loss;
@@ -455,23 +456,19 @@ impl<B: Backend> EvaluationPart<B> {
                 .windows
                 .clone()
                 .narrow(0, start, size)
-                .reshape([1, size, window, features])
+                .reshape_to([1, size, window, features])
                 .repeat_dim(0, members);
             let labels = self
                 .labels
                 .clone()
                 .narrow(0, start, size)
-                .reshape([1, size])
+                .reshape_to([1, size])
                 .repeat_dim(0, members);
             let (logits, _) = net.forward(params, state, x, None, Precision::F32);
             loss = loss + smoothed_cross_entropy(logits.clone(), labels, 0.0, None) * (size as f64);
-            predictions.push(logits.argmax(2).reshape([members, size]));
+            predictions.push(logits.argmax(2).reshape_to([members, size]));
         }
-        let predicted: Vec<i64> = Tensor::cat(predictions, 1)
-            .into_data()
-            .convert::<i64>()
-            .to_vec::<i64>()
-            .unwrap_or_else(|e| unreachable!("converted to i64 above: {e:?}"));
+        let predicted = quench_device::readback::to_host_i64(Tensor::cat(predictions, 1));
         (loss / n as f64, predicted)
     }
 }

@@ -226,7 +226,7 @@ impl TableWorkload for QrngClassifier {
             precision,
             fused: setting.fused,
         };
-        let (outcome, seconds) = time_runs::<B, _>(device, ctx.timing, || {
+        let (outcome, seconds, counts) = time_runs::<B, _>(device, ctx.timing, || {
             Ok(train_classifier::<B>(&data, &config, &execution, device)?)
         })?;
         let seeds = config.seeds.len() as f64;
@@ -272,6 +272,7 @@ impl TableWorkload for QrngClassifier {
         Ok(VariantOutcome {
             sharded: ctx.share(outcome.seeds.len(), &accuracies),
             per_iteration: seconds.scaled(1.0 / iterations.max(1.0)),
+            counts: Some(counts.per(iterations.max(1.0))),
             iteration_unit: "epoch (all seeds)".into(),
             iterations_per_run: iterations,
             items_per_iteration: seeds * train_samples as f64,

@@ -56,7 +56,7 @@ impl TableWorkload for QrngDistinguish {
         device: &B::Device,
     ) -> anyhow::Result<VariantOutcome> {
         let (strings, source) = params.data.load()?;
-        let (table, seconds) = time_runs::<B, _>(device, ctx.timing, || {
+        let (table, seconds, counts) = time_runs::<B, _>(device, ctx.timing, || {
             Ok(distinguish::<B::InnerBackend>(
                 &strings,
                 &params.tournament,
@@ -83,6 +83,7 @@ impl TableWorkload for QrngDistinguish {
         Ok(VariantOutcome {
             sharded: None,
             per_iteration: seconds,
+            counts: Some(counts),
             iteration_unit: "tournament".into(),
             iterations_per_run: 1.0,
             items_per_iteration: table.pairs.len() as f64,

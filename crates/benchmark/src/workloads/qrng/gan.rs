@@ -143,7 +143,7 @@ impl TableWorkload for QrngGan {
             ..params.tournament
         };
         let shard = ctx.world.shard();
-        let (tournament, seconds) = time_runs::<B, _>(device, ctx.timing, || {
+        let (tournament, seconds, counts) = time_runs::<B, _>(device, ctx.timing, || {
             Ok(gan_tournament_shard::<B>(
                 &strings, &config, batching, shard, device,
             )?)
@@ -180,6 +180,7 @@ impl TableWorkload for QrngGan {
         Ok(VariantOutcome {
             sharded: ctx.share(finals.len(), &finals),
             per_iteration: seconds.scaled(1.0 / epochs),
+            counts: Some(counts.per(epochs)),
             iteration_unit: "epoch (all matches)".into(),
             iterations_per_run: epochs,
             items_per_iteration: tournament.matches.len() as f64,
