@@ -5,7 +5,7 @@
 
 mod common;
 
-use burn::backend::NdArray;
+use burn::tensor::backend::Backend;
 use common::{initial_states, tensor, values};
 use num_complex::Complex64;
 use quench_lindblad::{
@@ -13,31 +13,29 @@ use quench_lindblad::{
     presets,
 };
 
-type B = NdArray<f32>;
-
 const SEGMENTS: usize = 20;
 
 /// The final density matrix of one task with constant amplitudes over `t_total`.
-fn evolve(
+fn evolve<B: Backend>(
     system: &System,
     method: Method,
     t_total: f64,
     amplitudes: &[f64],
     rates: &[f64],
     rho0: &CMatrix,
+    device: &B::Device,
 ) -> CMatrix {
-    let device = Default::default();
     let basis = Basis::gell_mann(system.dim());
-    let generators = Generators::<B>::upload(system, &device);
+    let generators = Generators::<B>::upload(system, device);
     let batch = Batch {
         t_total,
         amplitudes: tensor(
             amplitudes.repeat(SEGMENTS),
             [1, SEGMENTS, amplitudes.len()],
-            &device,
+            device,
         ),
-        rates: tensor(rates.to_vec(), [1, rates.len()], &device),
-        initial: initial_states(&basis, rho0, 1, &device),
+        rates: tensor(rates.to_vec(), [1, rates.len()], device),
+        initial: initial_states(&basis, rho0, 1, device),
     };
     let solver = Solver {
         method,
@@ -86,119 +84,137 @@ fn plus_state() -> CMatrix {
     operators::pure_state(&[Complex64::new(h, 0.0), Complex64::new(h, 0.0)])
 }
 
-#[test]
-fn pure_dephasing_decays_coherence_at_twice_the_rate() {
-    let system = System::new(CMatrix::zeros(2), vec![], vec![operators::pauli_z()]).unwrap();
-    let gamma = 0.7;
-    for (method, tolerance) in METHODS {
-        let rho = evolve(&system, method, 1.0, &[], &[gamma], &plus_state());
-        let expected = 0.5 * propagated(method, 1.0, Complex64::new(-2.0 * gamma, 0.0)).re;
-        assert!(
-            (rho.get(0, 1).re - expected).abs() < tolerance,
-            "{method:?}: {} vs {expected}",
-            rho.get(0, 1)
-        );
-        assert!((rho.get(0, 0).re - 0.5).abs() < tolerance);
-    }
-    let exact = evolve(&system, Method::Exact, 1.0, &[], &[gamma], &plus_state());
-    assert!((exact.get(0, 1).re - 0.5 * (-2.0 * gamma).exp()).abs() < 2e-6);
-}
-
-#[test]
-fn amplitude_damping_empties_zero_at_the_rate() {
-    let system = System::new(CMatrix::zeros(2), vec![], vec![operators::sigma_minus()]).unwrap();
-    let gamma = 1.3;
-    let rho0 = operators::basis_state(2, 0);
-    for (method, tolerance) in METHODS {
-        let rho = evolve(&system, method, 1.0, &[], &[gamma], &rho0);
-        let expected = propagated(method, 1.0, Complex64::new(-gamma, 0.0)).re;
-        assert!(
-            (rho.get(0, 0).re - expected).abs() < tolerance,
-            "{method:?}: {} vs {expected}",
-            rho.get(0, 0)
-        );
-        assert!((rho.get(1, 1).re - (1.0 - expected)).abs() < tolerance);
-    }
-    let exact = evolve(&system, Method::Exact, 1.0, &[], &[gamma], &rho0);
-    assert!((exact.get(0, 0).re - (-gamma).exp()).abs() < 2e-6);
-}
-
-#[test]
-fn undamped_rabi_oscillation_follows_sin_squared() {
-    // H = u sx rotates the Bloch vector about x at 2u: z + i y evolves as exp(-2iu t).
-    let system = System::new(CMatrix::zeros(2), vec![operators::pauli_x()], vec![]).unwrap();
-    let rho0 = operators::basis_state(2, 0);
-    for u in [0.4, 1.9, 3.0] {
+quench_device::device_test! {
+    fn pure_dephasing_decays_coherence_at_twice_the_rate<B>(device) {
+        let system = System::new(CMatrix::zeros(2), vec![], vec![operators::pauli_z()]).unwrap();
+        let gamma = 0.7;
         for (method, tolerance) in METHODS {
-            let rho = evolve(&system, method, 1.0, &[u], &[], &rho0);
-            let w = propagated(method, 1.0, Complex64::new(0.0, -2.0 * u));
-            let (z, y) = (rho.get(0, 0).re - rho.get(1, 1).re, -2.0 * rho.get(0, 1).im);
+            let rho = evolve::<B::InnerBackend>(
+                &system,
+                method,
+                1.0,
+                &[],
+                &[gamma],
+                &plus_state(),
+                device,
+            );
+            let expected = 0.5 * propagated(method, 1.0, Complex64::new(-2.0 * gamma, 0.0)).re;
             assert!(
-                (z - w.re).abs() < 2.0 * tolerance && (y - w.im).abs() < 2.0 * tolerance,
-                "{method:?} u {u}: ({z}, {y}) vs {w}"
+                (rho.get(0, 1).re - expected).abs() < tolerance,
+                "{method:?}: {} vs {expected}",
+                rho.get(0, 1)
+            );
+            assert!((rho.get(0, 0).re - 0.5).abs() < tolerance);
+        }
+        let exact = evolve::<B::InnerBackend>(
+            &system,
+            Method::Exact,
+            1.0,
+            &[],
+            &[gamma],
+            &plus_state(),
+            device,
+        );
+        assert!((exact.get(0, 1).re - 0.5 * (-2.0 * gamma).exp()).abs() < 2e-6);
+    }
+
+    fn amplitude_damping_empties_zero_at_the_rate<B>(device) {
+        let system =
+            System::new(CMatrix::zeros(2), vec![], vec![operators::sigma_minus()]).unwrap();
+        let gamma = 1.3;
+        let rho0 = operators::basis_state(2, 0);
+        for (method, tolerance) in METHODS {
+            let rho = evolve::<B::InnerBackend>(&system, method, 1.0, &[], &[gamma], &rho0, device);
+            let expected = propagated(method, 1.0, Complex64::new(-gamma, 0.0)).re;
+            assert!(
+                (rho.get(0, 0).re - expected).abs() < tolerance,
+                "{method:?}: {} vs {expected}",
+                rho.get(0, 0)
+            );
+            assert!((rho.get(1, 1).re - (1.0 - expected)).abs() < tolerance);
+        }
+        let exact =
+            evolve::<B::InnerBackend>(&system, Method::Exact, 1.0, &[], &[gamma], &rho0, device);
+        assert!((exact.get(0, 0).re - (-gamma).exp()).abs() < 2e-6);
+    }
+
+    fn undamped_rabi_oscillation_follows_sin_squared<B>(device) {
+        // H = u sx rotates the Bloch vector about x at 2u: z + i y evolves as exp(-2iu t).
+        let system = System::new(CMatrix::zeros(2), vec![operators::pauli_x()], vec![]).unwrap();
+        let rho0 = operators::basis_state(2, 0);
+        for u in [0.4, 1.9, 3.0] {
+            for (method, tolerance) in METHODS {
+                let rho = evolve::<B::InnerBackend>(&system, method, 1.0, &[u], &[], &rho0, device);
+                let w = propagated(method, 1.0, Complex64::new(0.0, -2.0 * u));
+                let (z, y) = (rho.get(0, 0).re - rho.get(1, 1).re, -2.0 * rho.get(0, 1).im);
+                assert!(
+                    (z - w.re).abs() < 2.0 * tolerance && (y - w.im).abs() < 2.0 * tolerance,
+                    "{method:?} u {u}: ({z}, {y}) vs {w}"
+                );
+            }
+            let exact =
+                evolve::<B::InnerBackend>(&system, Method::Exact, 1.0, &[u], &[], &rho0, device);
+            assert!((exact.get(1, 1).re - u.sin().powi(2)).abs() < 2e-6, "u {u}");
+        }
+    }
+
+    fn driven_damped_qubit_reaches_its_steady_state<B>(device) {
+        // H = u sx (Rabi frequency 2u), decay s- at gamma from |0> to |1>: the steady state has
+        // rho_00 = W^2 / (gamma^2 + 2 W^2) and rho_01 = -i W gamma / (gamma^2 + 2 W^2), W = 2u.
+        let system = System::new(
+            CMatrix::zeros(2),
+            vec![operators::pauli_x()],
+            vec![operators::sigma_minus()],
+        )
+        .unwrap();
+        let (u, gamma) = (0.5, 1.0);
+        let w = 2.0 * u;
+        let denominator = gamma * gamma + 2.0 * w * w;
+        for (method, tolerance) in [(Method::Exact, 1e-5), (Method::Rk4 { dt: 0.01 }, 1e-5)] {
+            let rho = evolve::<B::InnerBackend>(
+                &system,
+                method,
+                40.0,
+                &[u],
+                &[gamma],
+                &operators::basis_state(2, 1),
+                device,
+            );
+            assert!(
+                (rho.get(0, 0).re - w * w / denominator).abs() < tolerance,
+                "{method:?} {}",
+                rho.get(0, 0)
+            );
+            assert!(
+                (rho.get(0, 1) - Complex64::new(0.0, -w * gamma / denominator)).norm() < tolerance,
+                "{method:?} {}",
+                rho.get(0, 1)
             );
         }
-        let exact = evolve(&system, Method::Exact, 1.0, &[u], &[], &rho0);
-        assert!((exact.get(1, 1).re - u.sin().powi(2)).abs() < 2e-6, "u {u}");
     }
-}
 
-#[test]
-fn driven_damped_qubit_reaches_its_steady_state() {
-    // H = u sx (Rabi frequency 2u), decay s- at gamma from |0> to |1>: the steady state has
-    // rho_00 = W^2 / (gamma^2 + 2 W^2) and rho_01 = -i W gamma / (gamma^2 + 2 W^2), W = 2u.
-    let system = System::new(
-        CMatrix::zeros(2),
-        vec![operators::pauli_x()],
-        vec![operators::sigma_minus()],
-    )
-    .unwrap();
-    let (u, gamma) = (0.5, 1.0);
-    let w = 2.0 * u;
-    let denominator = gamma * gamma + 2.0 * w * w;
-    for (method, tolerance) in [(Method::Exact, 1e-5), (Method::Rk4 { dt: 0.01 }, 1e-5)] {
-        let rho = evolve(
-            &system,
-            method,
-            40.0,
-            &[u],
-            &[gamma],
-            &operators::basis_state(2, 1),
+    fn relax_dephase_preset_decays_at_its_task_rates<B>(device) {
+        let task = RelaxDephaseTask {
+            g_relax: 0.08,
+            g_deph: 0.15,
+        };
+        let t = 3.0;
+        let rho = evolve::<B::InnerBackend>(
+            &presets::relax_dephase(),
+            Method::Exact,
+            t,
+            &[0.0, 0.0],
+            &task.rates().unwrap(),
+            &plus_state(),
+            device,
         );
+        // Longer segments take more squarings, each doubling the f32 rounding of the last.
+        assert!((rho.get(0, 0).re - 0.5 * (-task.g_relax * t).exp()).abs() < 1e-5);
+        let coherence = 0.5 * (-(task.g_relax / 2.0 + task.g_deph) * t).exp();
         assert!(
-            (rho.get(0, 0).re - w * w / denominator).abs() < tolerance,
-            "{method:?} {}",
-            rho.get(0, 0)
-        );
-        assert!(
-            (rho.get(0, 1) - Complex64::new(0.0, -w * gamma / denominator)).norm() < tolerance,
-            "{method:?} {}",
+            (rho.get(0, 1).norm() - coherence).abs() < 1e-5,
+            "{} vs {coherence}",
             rho.get(0, 1)
         );
     }
-}
-
-#[test]
-fn relax_dephase_preset_decays_at_its_task_rates() {
-    let task = RelaxDephaseTask {
-        g_relax: 0.08,
-        g_deph: 0.15,
-    };
-    let t = 3.0;
-    let rho = evolve(
-        &presets::relax_dephase(),
-        Method::Exact,
-        t,
-        &[0.0, 0.0],
-        &task.rates().unwrap(),
-        &plus_state(),
-    );
-    // Longer segments take more squarings, each doubling the f32 rounding of the last.
-    assert!((rho.get(0, 0).re - 0.5 * (-task.g_relax * t).exp()).abs() < 1e-5);
-    let coherence = 0.5 * (-(task.g_relax / 2.0 + task.g_deph) * t).exp();
-    assert!(
-        (rho.get(0, 1).norm() - coherence).abs() < 1e-5,
-        "{} vs {coherence}",
-        rho.get(0, 1)
-    );
 }

@@ -1,15 +1,15 @@
 //! The classifier: batched seeds against one-at-a-time runs, data placement, per-member
-//! early stopping with best weights, learning, and refusals.
+//! early stopping with best weights, learning, and refusals, on the tests' device
+//! (`quench_device::testing`).
 
-use burn::backend::{Autodiff, NdArray};
+use burn::tensor::DType;
 use quench_data::{Dataset, Mode, SourceModel, synthetic_qrng};
 use quench_device::Precision;
+use quench_device::testing::on_cpu;
 use quench_train::qrng::classifier::{
     ClassifierConfig, ClassifierOutcome, Execution, train_classifier,
 };
 use quench_train::qrng::{Batching, QrngError};
-
-type Train = Autodiff<NdArray<f32>>;
 
 /// Three sources whose probabilities of a one are 1/2 - `bias`, 1/2 and 1/2 + `bias`; with
 /// bias 0.25 a small network separates them well (the Bayes accuracy from the count of ones
@@ -52,44 +52,45 @@ const STREAMED: Mode = Mode::Streaming {
     staging: false,
 };
 
-#[test]
-fn batched_seeds_with_early_stopping_train_exactly_as_they_do_alone() {
-    let data = separable(100, 0.15);
-    // Without dropout the runs are deterministic, so a batched member must follow its lone
-    // run step for step, including learning-rate cuts and stopping at its own epoch. Batched
-    // and lone reductions round differently (1e-7), and training amplifies that over many
-    // epochs, so the runs are kept short by impatient schedules.
-    let config = ClassifierConfig {
-        seeds: vec![89, 90, 91, 92, 93, 94],
-        dropout: 0.0,
-        max_epochs: 12,
-        early_stopping_patience: 2,
-        plateau: quench_train::qrng::schedule::PlateauConfig {
-            patience: 0,
-            ..Default::default()
-        },
-        batch_size: 16,
-        ..ClassifierConfig::default()
-    };
-    let device = Default::default();
-    // The reference: the original's way, one seed at a time through autodiff. Batched, with
-    // autodiff and with the hand-derived step, each must follow it.
-    let alone = train_classifier::<Train>(
-        &data,
-        &config,
-        &execution(Batching::OneAtATime, STREAMED, false),
-        &device,
-    )
-    .unwrap();
-    for fused in [false, true] {
-        let batched = train_classifier::<Train>(
+quench_device::device_test! {
+    fn batched_seeds_with_early_stopping_train_exactly_as_they_do_alone<B>(device) {
+        let data = separable(100, 0.15);
+        // Without dropout the runs are deterministic, so a batched member must follow its lone
+        // run step for step, including learning-rate cuts and stopping at its own epoch.
+        // Batched and lone reductions round differently (1e-7), and training amplifies that
+        // over many epochs, so the runs are kept short by impatient schedules.
+        let config = ClassifierConfig {
+            seeds: vec![89, 90, 91, 92, 93, 94],
+            dropout: 0.0,
+            max_epochs: 12,
+            early_stopping_patience: 2,
+            plateau: quench_train::qrng::schedule::PlateauConfig {
+                patience: 0,
+                ..Default::default()
+            },
+            batch_size: 16,
+            ..ClassifierConfig::default()
+        };
+        // The reference: the original's way, one seed at a time through autodiff. Batched, with
+        // autodiff and with the hand-derived step (the CPU's; elsewhere `fused` falls back to
+        // autodiff), each must follow it.
+        let alone = train_classifier::<B>(
             &data,
             &config,
-            &execution(Batching::Members, Mode::Resident, fused),
-            &device,
+            &execution(Batching::OneAtATime, STREAMED, false),
+            device,
         )
         .unwrap();
-        follows(&batched, &alone, fused);
+        for fused in [false, true] {
+            let batched = train_classifier::<B>(
+                &data,
+                &config,
+                &execution(Batching::Members, Mode::Resident, fused),
+                device,
+            )
+            .unwrap();
+            follows(&batched, &alone, fused);
+        }
     }
 }
 
@@ -144,174 +145,174 @@ fn follows(batched: &ClassifierOutcome, alone: &ClassifierOutcome, fused: bool) 
     }
 }
 
-/// The autodiff form (the original's way, and the tensor path a GPU runs) repeats bit for bit
-/// wherever the heap puts its buffers. burn-ndarray's in-place SIMD reciprocal (in the
-/// gradient of the loss's logarithm) splits a buffer at vector boundaries into estimated and
-/// exact elements; before Quench's aligned allocator (`quench_device::allocator`) the split,
-/// and so the gradients, followed the buffers' addresses from one run to the next (issue 19).
-#[test]
-fn autodiff_runs_repeat_bit_for_bit_wherever_the_heap_puts_their_buffers() {
-    let data = separable(500, 0.1);
-    let config = ClassifierConfig {
-        seeds: vec![89, 90],
-        max_epochs: 2,
-        batch_size: 128,
-        ..ClassifierConfig::default()
-    };
-    let device = Default::default();
-    for batching in [Batching::OneAtATime, Batching::Members] {
-        let run = || {
-            train_classifier::<Train>(
+quench_device::device_test! {
+    /// The autodiff form (the original's way, and the tensor path a GPU runs) repeats bit for
+    /// bit wherever the heap puts its buffers. burn-ndarray's in-place SIMD reciprocal (in the
+    /// gradient of the loss's logarithm) splits a buffer at vector boundaries into estimated and
+    /// exact elements; before Quench's aligned allocator (`quench_device::allocator`) the split,
+    /// and so the gradients, followed the buffers' addresses from one run to the next (issue
+    /// 19). On other devices the buffers are the device's, and the runs must repeat all the
+    /// same.
+    fn autodiff_runs_repeat_bit_for_bit_wherever_the_heap_puts_their_buffers<B>(device) {
+        let data = separable(500, 0.1);
+        let config = ClassifierConfig {
+            seeds: vec![89, 90],
+            max_epochs: 2,
+            batch_size: 128,
+            ..ClassifierConfig::default()
+        };
+        for batching in [Batching::OneAtATime, Batching::Members] {
+            let run = || {
+                train_classifier::<B>(
+                    &data,
+                    &config,
+                    &execution(batching, STREAMED, false),
+                    device,
+                )
+                .unwrap()
+            };
+            let first = run();
+            // Blocks of odd sizes, held through the second run, move every later buffer.
+            let shift: Vec<Vec<u8>> = (1..48).map(|n| vec![n; 16 * n as usize + 8]).collect();
+            let second = run();
+            assert_eq!(first, second, "{batching:?}");
+            assert!(shift.iter().all(|b| b[0] > 0));
+        }
+    }
+
+    fn the_fused_step_with_dropout_is_the_same_batched_alone_and_run_after_run<B>(device) {
+        // The fused step is a host kernel, which only the CPU runs; elsewhere `fused` falls
+        // back to autodiff, whose masks come from the backend's one generator and so differ
+        // between batched and lone runs.
+        if !on_cpu() {
+            return;
+        }
+        let data = separable(60, 0.15);
+        let config = ClassifierConfig {
+            seeds: vec![89, 90, 91, 92],
+            max_epochs: 4,
+            batch_size: 8,
+            ..ClassifierConfig::default()
+        };
+        assert!(config.dropout > 0.0);
+        let run = |batching| {
+            train_classifier::<B>(
                 &data,
                 &config,
-                &execution(batching, STREAMED, false),
-                &device,
+                &execution(batching, Mode::Resident, true),
+                device,
             )
             .unwrap()
         };
-        let first = run();
-        // Blocks of odd sizes, held through the second run, move every later buffer.
-        let shift: Vec<Vec<u8>> = (1..48).map(|n| vec![n; 16 * n as usize + 8]).collect();
-        let second = run();
-        assert_eq!(first, second, "{batching:?}");
-        assert!(shift.iter().all(|b| b[0] > 0));
-    }
-}
-
-#[test]
-fn the_fused_step_with_dropout_is_the_same_batched_alone_and_run_after_run() {
-    let data = separable(60, 0.15);
-    let config = ClassifierConfig {
-        seeds: vec![89, 90, 91, 92],
-        max_epochs: 4,
-        batch_size: 8,
-        ..ClassifierConfig::default()
-    };
-    assert!(config.dropout > 0.0);
-    let device = Default::default();
-    let run = |batching| {
-        train_classifier::<Train>(
+        let first = run(Batching::Members);
+        // Each member's masks come from its own counter-based stream, and its arithmetic does
+        // not depend on the other members: bit for bit.
+        assert_eq!(first, run(Batching::Members), "run after run");
+        assert_eq!(
+            first.seeds,
+            run(Batching::OneAtATime).seeds,
+            "batched and alone"
+        );
+        let losses: Vec<f64> = first
+            .seeds
+            .iter()
+            .map(|s| s.history[0].train_loss)
+            .collect();
+        assert!(
+            losses.windows(2).any(|w| w[0] != w[1]),
+            "seeds differ: {losses:?}"
+        );
+        // Dropout is in effect: without it the same seeds train differently.
+        let plain = ClassifierConfig {
+            dropout: 0.0,
+            ..config.clone()
+        };
+        let without = train_classifier::<B>(
             &data,
-            &config,
-            &execution(batching, Mode::Resident, true),
-            &device,
+            &plain,
+            &execution(Batching::Members, Mode::Resident, true),
+            device,
         )
-        .unwrap()
-    };
-    let first = run(Batching::Members);
-    // Each member's masks come from its own counter-based stream, and its arithmetic does not
-    // depend on the other members: bit for bit.
-    assert_eq!(first, run(Batching::Members), "run after run");
-    assert_eq!(
-        first.seeds,
-        run(Batching::OneAtATime).seeds,
-        "batched and alone"
-    );
-    let losses: Vec<f64> = first
-        .seeds
-        .iter()
-        .map(|s| s.history[0].train_loss)
-        .collect();
-    assert!(
-        losses.windows(2).any(|w| w[0] != w[1]),
-        "seeds differ: {losses:?}"
-    );
-    // Dropout is in effect: without it the same seeds train differently.
-    let plain = ClassifierConfig {
-        dropout: 0.0,
-        ..config.clone()
-    };
-    let without = train_classifier::<Train>(
-        &data,
-        &plain,
-        &execution(Batching::Members, Mode::Resident, true),
-        &device,
-    )
-    .unwrap();
-    assert_ne!(first.seeds[0].history, without.seeds[0].history);
-}
+        .unwrap();
+        assert_ne!(first.seeds[0].history, without.seeds[0].history);
+    }
 
-#[test]
-fn keeps_the_best_validation_epoch_and_stops_after_its_patience() {
-    let data = separable(100, 0.25);
-    let config = ClassifierConfig {
-        seeds: vec![7, 8],
-        max_epochs: 60,
-        early_stopping_patience: 5,
-        batch_size: 32,
-        ..ClassifierConfig::default()
-    };
-    let result =
-        train_classifier::<Train>(&data, &config, &Execution::default(), &Default::default())
-            .unwrap();
-    for seed in &result.seeds {
-        let accuracies: Vec<f64> = seed.history.iter().map(|h| h.validation_accuracy).collect();
-        let best = accuracies.iter().copied().fold(0.0, f64::max);
-        let first_best = accuracies.iter().position(|&a| a == best);
-        assert_eq!(seed.best_validation_accuracy, best);
-        assert_eq!(seed.best_epoch, first_best);
-        if seed.epochs < 60 {
-            assert_eq!(seed.epochs, first_best.unwrap() + 1 + 5, "{accuracies:?}");
+    fn keeps_the_best_validation_epoch_and_stops_after_its_patience<B>(device) {
+        let data = separable(100, 0.25);
+        let config = ClassifierConfig {
+            seeds: vec![7, 8],
+            max_epochs: 60,
+            early_stopping_patience: 5,
+            batch_size: 32,
+            ..ClassifierConfig::default()
+        };
+        let result = train_classifier::<B>(&data, &config, &Execution::default(), device).unwrap();
+        for seed in &result.seeds {
+            let accuracies: Vec<f64> = seed.history.iter().map(|h| h.validation_accuracy).collect();
+            let best = accuracies.iter().copied().fold(0.0, f64::max);
+            let first_best = accuracies.iter().position(|&a| a == best);
+            assert_eq!(seed.best_validation_accuracy, best);
+            assert_eq!(seed.best_epoch, first_best);
+            if seed.epochs < 60 {
+                assert_eq!(seed.epochs, first_best.unwrap() + 1 + 5, "{accuracies:?}");
+            }
         }
     }
-}
 
-#[test]
-fn learns_to_name_the_source() {
-    let data = separable(300, 0.25);
-    let config = ClassifierConfig {
-        seeds: vec![89, 90],
-        max_epochs: 20,
-        ..ClassifierConfig::default()
-    };
-    let result =
-        train_classifier::<Train>(&data, &config, &Execution::default(), &Default::default())
-            .unwrap();
-    let (mean, _) = result.test_accuracy();
-    assert!(mean > 0.88, "{result}");
-    assert!(result.to_string().contains("test accuracy"));
-}
+    fn learns_to_name_the_source<B>(device) {
+        let data = separable(300, 0.25);
+        let config = ClassifierConfig {
+            seeds: vec![89, 90],
+            max_epochs: 20,
+            ..ClassifierConfig::default()
+        };
+        let result = train_classifier::<B>(&data, &config, &Execution::default(), device).unwrap();
+        let (mean, _) = result.test_accuracy();
+        assert!(mean > 0.88, "{result}");
+        assert!(result.to_string().contains("test accuracy"));
+    }
 
-#[test]
-fn refuses_what_it_cannot_do() {
-    let data = separable(20, 0.25);
-    let device = Default::default();
-    let bf16 = Execution {
-        precision: Precision::Bf16,
-        ..Execution::default()
-    };
-    assert!(matches!(
-        train_classifier::<Train>(&data, &ClassifierConfig::default(), &bf16, &device),
-        Err(QrngError::Device(_))
-    ));
-    let f16 = Execution {
-        precision: Precision::F16,
-        ..Execution::default()
-    };
-    // f16 trains through the loss scaler where the device has it; ndarray has not.
-    let err =
-        train_classifier::<Train>(&data, &ClassifierConfig::default(), &f16, &device).unwrap_err();
-    assert!(
-        matches!(err, QrngError::Device(_)) && err.to_string().contains("f16"),
-        "{err}"
-    );
-    for config in [
-        ClassifierConfig {
-            seeds: vec![],
+    fn refuses_what_it_cannot_do<B>(device) {
+        let data = separable(20, 0.25);
+        // One short run, should the device train the precision.
+        let short = ClassifierConfig {
+            seeds: vec![89],
+            max_epochs: 1,
             ..ClassifierConfig::default()
-        },
-        ClassifierConfig {
-            dropout: 1.0,
-            ..ClassifierConfig::default()
-        },
-        ClassifierConfig {
-            batch_size: 0,
-            ..ClassifierConfig::default()
-        },
-    ] {
-        assert!(
-            train_classifier::<Train>(&data, &config, &Execution::default(), &device).is_err(),
-            "{config:?}"
-        );
+        };
+        for (precision, dtype) in [(Precision::Bf16, DType::BF16), (Precision::F16, DType::F16)] {
+            let mixed = Execution {
+                precision,
+                ..Execution::default()
+            };
+            let result = train_classifier::<B>(&data, &short, &mixed, device);
+            // ndarray has neither; f16 trains through the loss scaler where the device has it.
+            if on_cpu() || !B::supports_dtype(device, dtype) {
+                let err = result.unwrap_err();
+                let named = err.to_string().contains(&precision.to_string());
+                assert!(matches!(err, QrngError::Device(_)) && named, "{err}");
+            } else {
+                result.unwrap_or_else(|err| panic!("{precision} on {device:?}: {err}"));
+            }
+        }
+        for config in [
+            ClassifierConfig {
+                seeds: vec![],
+                ..ClassifierConfig::default()
+            },
+            ClassifierConfig {
+                dropout: 1.0,
+                ..ClassifierConfig::default()
+            },
+            ClassifierConfig {
+                batch_size: 0,
+                ..ClassifierConfig::default()
+            },
+        ] {
+            assert!(
+                train_classifier::<B>(&data, &config, &Execution::default(), device).is_err(),
+                "{config:?}"
+            );
+        }
     }
 }

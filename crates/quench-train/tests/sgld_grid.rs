@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use burn::backend::{Autodiff, NdArray};
+use burn::tensor::backend::AutodiffBackend;
 use quench_device::Precision;
 use quench_scale::Shard;
 use quench_train::sgld::{
@@ -11,17 +11,19 @@ use quench_train::sgld::{
     run_grid, run_grid_shard, shard_chains,
 };
 
-type Ad = Autodiff<NdArray<f32>>;
-
 fn config_path(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../configs/sgld")
         .join(name)
 }
 
-fn run(config: &GridConfig, execution: Execution) -> GridResult {
+fn run<B: AutodiffBackend>(
+    config: &GridConfig,
+    execution: Execution,
+    device: &B::Device,
+) -> GridResult {
     let data = GridData::load(config).unwrap();
-    run_grid::<Ad>(config, &data, &execution, &Default::default()).unwrap()
+    run_grid::<B>(config, &data, &execution, device).unwrap()
 }
 
 #[test]
@@ -76,109 +78,104 @@ fn assert_same_chains(a: &GridResult, b: &GridResult, what: &str) {
     assert!(d < 1e-5, "{what}: chains differ by {d}\n{a}\n{b}");
 }
 
-#[test]
-fn every_execution_path_runs_the_same_chains() {
-    let grid = GridConfig::mixed_lengths();
-    // With host noise every chain draws from its own stream, so the paths must agree exactly
-    // (up to float reassociation): a masked chain must stop at its own epoch count, a
-    // compacted program must keep each chain's data, order and noise, and resident and
-    // streamed data must give the same batches.
-    let alone = run(&grid, Execution::ORIGINAL);
-    let host = Execution {
-        noise: NoiseSource::Host,
-        ..Execution::BATCHED
-    };
-    let masked = Execution {
-        compact: false,
-        resident_data: false,
-        ..host
-    };
-    assert_same_chains(&alone, &run(&grid, host), "batched, compacted, resident");
-    assert_same_chains(&alone, &run(&grid, masked), "batched, masked, streamed");
-    // Counter-based noise is per chain too: the fused step (the CPU's host kernel, which draws
-    // the noise itself) follows the autodiff step of each chain alone.
-    let counter_alone = Execution {
-        noise: NoiseSource::Device,
-        ..Execution::ORIGINAL
-    };
-    assert_same_chains(
-        &run(&grid, counter_alone),
-        &run(&grid, Execution::BATCHED),
-        "fused step, batched",
-    );
-    // The hot chains moved away from their initialisation; the cold ones barely.
-    let [cold, _, hot] = [0, 1, 2].map(|k| &alone.betas[k]);
-    assert!(hot.train_loss.mean < cold.train_loss.mean - 0.02, "{alone}");
-}
-
-#[test]
-fn hot_chains_learn_synth_and_the_bound_covers_the_gap() {
-    // The test-mode grid's hottest beta, 10, was hot on the loss in nats; on the unit loss
-    // (4x smaller at l_max = 4) the same chains need beta 40.
-    let grid = GridConfig {
-        repetitions: 4,
-        betas: vec![0.0, 1.0, 40.0],
-        ..GridConfig::load(&config_path("synth-test.toml")).unwrap()
-    };
-    let result = run(&grid, Execution::BATCHED);
-    assert_eq!(result.chains.len(), 12);
-    assert!(result.data.starts_with("SYNTH"), "{}", result.data);
-    let [cold, tepid, hot] = [0, 1, 2].map(|k| &result.betas[k]);
-    // beta 0 and 1 run at a0 = 1e-7: the network is its random initialisation, a coin flip
-    // on labels balanced by the teacher's symmetry.
-    for b in [cold, tepid] {
-        assert!(b.test_error.mean > 0.3, "{result}");
+quench_device::device_test! {
+    fn every_execution_path_runs_the_same_chains<B>(device) {
+        let grid = GridConfig::mixed_lengths();
+        let run_with = |execution| run::<B>(&grid, execution, device);
+        // With host noise every chain draws from its own stream, so the paths must agree
+        // exactly (up to float reassociation): a masked chain must stop at its own epoch
+        // count, a compacted program must keep each chain's data, order and noise, and
+        // resident and streamed data must give the same batches.
+        let alone = run_with(Execution::ORIGINAL);
+        let host = Execution {
+            noise: NoiseSource::Host,
+            ..Execution::BATCHED
+        };
+        let masked = Execution {
+            compact: false,
+            resident_data: false,
+            ..host
+        };
+        assert_same_chains(&alone, &run_with(host), "batched, compacted, resident");
+        assert_same_chains(&alone, &run_with(masked), "batched, masked, streamed");
+        // Counter-based noise is per chain too: the fused step (on the CPU the host kernel,
+        // which draws the noise itself; elsewhere the hand-derived gradients as tensor ops)
+        // follows the autodiff step of each chain alone.
+        let counter_alone = Execution {
+            noise: NoiseSource::Device,
+            ..Execution::ORIGINAL
+        };
+        assert_same_chains(
+            &run_with(counter_alone),
+            &run_with(Execution::BATCHED),
+            "fused step, batched",
+        );
+        // The hot chains moved away from their initialisation; the cold ones barely.
+        let [cold, _, hot] = [0, 1, 2].map(|k| &alone.betas[k]);
+        assert!(hot.train_loss.mean < cold.train_loss.mean - 0.02, "{alone}");
     }
-    // 50 epochs at beta 40 learn the separable teacher.
-    assert!(
-        hot.test_error.mean < 0.3 && hot.train_error.mean < 0.2,
-        "{result}"
-    );
-    assert_eq!(cold.bound.kl, 0.0);
-    assert!(hot.bound.kl > 0.0);
-    for b in &result.betas {
-        assert!(b.bound.gap > b.loss_gap.mean, "beta {}: {result}", b.beta);
-    }
-}
 
-#[test]
-fn a_precision_the_device_cannot_run_is_refused() {
-    let grid = GridConfig::mixed_lengths();
-    let data = GridData::load(&grid).unwrap();
-    let bf16 = Execution {
-        precision: Precision::Bf16,
-        ..Execution::BATCHED
-    };
-    let err = run_grid::<Ad>(&grid, &data, &bf16, &Default::default()).unwrap_err();
-    assert!(matches!(err, SgldError::Device(_)), "{err}");
-}
-
-#[test]
-fn the_shards_of_every_rank_together_are_the_grid_chain_for_chain() {
-    let grid = GridConfig::mixed_lengths();
-    let data = GridData::load(&grid).unwrap();
-    let whole = run(&grid, Execution::BATCHED);
-    for ranks in [2, 3, 7] {
-        let mut chains = Vec::new();
-        let mut dealt = Vec::new();
-        for rank in 0..ranks {
-            let shard = Shard { rank, ranks };
-            dealt.extend(shard_chains(&grid, shard));
-            chains.extend(
-                run_grid_shard::<Ad>(
-                    &grid,
-                    &data,
-                    &Execution::BATCHED,
-                    shard,
-                    &Default::default(),
-                )
-                .unwrap(),
-            );
+    fn hot_chains_learn_synth_and_the_bound_covers_the_gap<B>(device) {
+        // The test-mode grid's hottest beta, 10, was hot on the loss in nats; on the unit loss
+        // (4x smaller at l_max = 4) the same chains need beta 40.
+        let grid = GridConfig {
+            repetitions: 4,
+            betas: vec![0.0, 1.0, 40.0],
+            ..GridConfig::load(&config_path("synth-test.toml")).unwrap()
+        };
+        let result = run::<B>(&grid, Execution::BATCHED, device);
+        assert_eq!(result.chains.len(), 12);
+        assert!(result.data.starts_with("SYNTH"), "{}", result.data);
+        let [cold, tepid, hot] = [0, 1, 2].map(|k| &result.betas[k]);
+        // beta 0 and 1 run at a0 = 1e-7: the network is its random initialisation, a coin
+        // flip on labels balanced by the teacher's symmetry.
+        for b in [cold, tepid] {
+            assert!(b.test_error.mean > 0.3, "{result}");
         }
-        assert_eq!(dealt.len(), grid.chains(), "{ranks} ranks");
-        let sharded = GridResult::new(&grid, &data, chains);
-        // Each chain's seeds, data order and noise are its own, and the host kernels compute
-        // each member alone: bit for bit, not merely close.
-        assert_eq!(sharded.chains, whole.chains, "{ranks} ranks");
+        // 50 epochs at beta 40 learn the separable teacher.
+        assert!(
+            hot.test_error.mean < 0.3 && hot.train_error.mean < 0.2,
+            "{result}"
+        );
+        assert_eq!(cold.bound.kl, 0.0);
+        assert!(hot.bound.kl > 0.0);
+        for b in &result.betas {
+            assert!(b.bound.gap > b.loss_gap.mean, "beta {}: {result}", b.beta);
+        }
+    }
+
+    fn a_precision_the_device_cannot_run_is_refused<B>(device) {
+        let grid = GridConfig::mixed_lengths();
+        let data = GridData::load(&grid).unwrap();
+        let bf16 = Execution {
+            precision: Precision::Bf16,
+            ..Execution::BATCHED
+        };
+        let err = run_grid::<B>(&grid, &data, &bf16, device).unwrap_err();
+        assert!(matches!(err, SgldError::Device(_)), "{err}");
+    }
+
+    fn the_shards_of_every_rank_together_are_the_grid_chain_for_chain<B>(device) {
+        let grid = GridConfig::mixed_lengths();
+        let data = GridData::load(&grid).unwrap();
+        let whole = run::<B>(&grid, Execution::BATCHED, device);
+        for ranks in [2, 3, 7] {
+            let mut chains = Vec::new();
+            let mut dealt = Vec::new();
+            for rank in 0..ranks {
+                let shard = Shard { rank, ranks };
+                dealt.extend(shard_chains(&grid, shard));
+                chains.extend(
+                    run_grid_shard::<B>(&grid, &data, &Execution::BATCHED, shard, device)
+                        .unwrap(),
+                );
+            }
+            assert_eq!(dealt.len(), grid.chains(), "{ranks} ranks");
+            let sharded = GridResult::new(&grid, &data, chains);
+            // Each chain's seeds, data order and noise are its own, and each member is computed
+            // alone (by the host kernels on the CPU, by batched tensor ops whose kernels do
+            // not mix members elsewhere): bit for bit, not merely close.
+            assert_eq!(sharded.chains, whole.chains, "{ranks} ranks");
+        }
     }
 }

@@ -9,9 +9,9 @@ use quench_lindblad::CMatrix;
 #[allow(unused_imports)]
 pub use quench_lindblad::conformance::{Pulses, initial_states, max_density_error, tensor};
 
-/// The values of a tensor as f64.
+/// The values of a tensor as f64, read back from whichever device holds it.
 pub fn values<B: Backend, const D: usize>(t: Tensor<B, D>) -> Vec<f64> {
-    t.into_data().convert::<f64>().to_vec::<f64>().unwrap()
+    quench_device::readback::to_host_f64(t)
 }
 
 /// The smallest eigenvalue of a Hermitian matrix: cyclic Jacobi rotations on its real
