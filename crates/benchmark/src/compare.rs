@@ -112,7 +112,8 @@ pub fn disagreements(a: &Report, b: &Report, within: f64) -> Vec<String> {
                 (Some(qa), Some(qb)) => {
                     let bound = within * qa.value.abs().max(1.0);
                     let gap = (qa.value - qb.value).abs();
-                    if !(gap <= bound) {
+                    // A NaN gap (a NaN quality on either side) is a disagreement too.
+                    if gap.is_nan() || gap > bound {
                         out.push(format!(
                             "{name}: {} {} in A, {} in B (differ by {}, more than {})",
                             qa.metric,

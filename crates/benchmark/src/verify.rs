@@ -23,8 +23,8 @@ use quench_lindblad::{Method, OperatorCache, Solver, presets};
 use quench_train::amp::MixedPrecision;
 use quench_train::ensemble::{Activation, EnsembleMlp};
 use quench_train::init::Init;
-use quench_train::meta::{Algorithm, InnerLoop, MetaConfig, MetaRun};
-use quench_train::params::{max_abs_difference, require_grad};
+use quench_train::meta::{Algorithm, InnerLoop, MetaConfig, MetaRun, Target};
+use quench_train::params::{max_abs_difference, max_relative_difference, require_grad};
 use quench_train::qrng::classifier::{ClassifierConfig, Execution as ClassifierExecution};
 use quench_train::qrng::{Batching, synthetic_recording};
 use quench_train::sgld::{Execution as SgldExecution, GridConfig, GridData, NoiseSource};
@@ -142,13 +142,17 @@ fn solver_accuracy<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Vec
     .collect()
 }
 
-/// One FOMAML meta-step with 4 tasks batched against the same step one task at a time.
+/// One FOMAML meta-step with 4 tasks batched against the same step one task at a time: the
+/// per-task meta-gradients, relative to their size.
 fn meta_step<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> {
+    // Towards H the losses start near 0.5 with gradients of a readable size (towards X they
+    // start at 1 to f32 precision, with gradients of about 1e-9).
     let config = MetaConfig {
         algorithm: Algorithm::Fomaml,
         tasks_per_batch: 4,
         inner_steps: 2,
         val_tasks: 2,
+        target: Target::H,
         seed: 11,
         ..MetaConfig::default()
     };
@@ -156,38 +160,32 @@ fn meta_step<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> {
     let batch = run.next_batch()?;
     let shape = run.config.policy.clone();
     // The product's step (hand-derived policy gradients on the CPU) against the original's
-    // way, autodiff throughout.
+    // way, autodiff throughout. Compared before Adam, whose first step is about the learning
+    // rate times each entry's sign.
     let original = InnerLoop {
         steps: 2,
         lr: 0.05,
         fused: false,
     };
-    let mut alone = run.learner.clone();
-    let before = run.learner.policy.params();
     let product = InnerLoop {
         fused: true,
         ..original
     };
-    run.learner.step(&run.problem, &shape, &batch, product)?;
-    alone.step_one_task_at_a_time(
-        &quench_scale::World::alone(),
-        &run.problem,
-        &shape,
-        &batch,
-        original,
-    )?;
-    let after = run.learner.policy.params();
-    // Equal policies prove nothing unless the step moved them.
-    let moved = max_abs_difference(&before, &after) > 0.0;
-    let error = if moved {
-        max_abs_difference(&after, &alone.policy.params())
+    let learner = &run.learner;
+    let batched = learner.meta_gradients(&run.problem, &shape, &batch, product)?;
+    let alone =
+        learner.meta_gradients_one_task_at_a_time(&run.problem, &shape, &batch, original)?;
+    // Equal gradients prove nothing if they are all zero.
+    let zero: Vec<_> = alone.per_task.iter().map(|g| g.zeros_like()).collect();
+    let error = if max_abs_difference(&alone.per_task, &zero) > 0.0 {
+        max_relative_difference(&batched.per_task, &alone.per_task)
     } else {
         f64::INFINITY
     };
     Ok(Check::measured(
-        "meta step: batched, hand-derived policy gradients = one task at a time, autodiff",
+        "meta step: batched, hand-derived policy gradients = one task at a time, autodiff (relative)",
         error,
-        1e-5,
+        1e-4,
     ))
 }
 

@@ -88,11 +88,13 @@ const IN_F64: Tolerances = Tolerances {
     difference: 1e-6,
 };
 
-/// The simulation in f32: MEASURED.
+/// The simulation in f32. Measured on lavapipe over the 2 saved and 48 random circuits of each
+/// test: amplitudes within 2.0e-7, `<Z>` within 4.3e-7, gradients within 1.6e-6 of the
+/// parameter shift and 1.1e-6 of the finite differences.
 const IN_F32: Tolerances = Tolerances {
-    state: 1e-5,
-    shift: 1e-4,
-    difference: 1e-4,
+    state: 2e-6,
+    shift: 1e-5,
+    difference: 1e-5,
 };
 
 fn spec_strategy() -> impl Strategy<Value = (usize, Vec<GateSpec>)> {
@@ -133,13 +135,11 @@ fn states_match_the_reference<P: Backend>(device: &P::Device, tolerance: Toleran
             for (row, x) in inputs.iter().enumerate() {
                 let expected = reference::state(&circuit, x, &weights).unwrap();
                 for (k, amplitude) in expected.iter().enumerate() {
-                    eprintln!("MEASURE state {:.3e} {:.3e}", (re[row * dim + k] - amplitude.re).abs(), (im[row * dim + k] - amplitude.im).abs());
                     prop_assert!((re[row * dim + k] - amplitude.re).abs() < tolerance.state);
                     prop_assert!((im[row * dim + k] - amplitude.im).abs() < tolerance.state);
                 }
                 let expected_z = reference::z_expectations(qubits, &expected);
                 for (i, e) in expected_z.iter().enumerate() {
-                    eprintln!("MEASURE z {:.3e}", (z[row * qubits + i] - e).abs());
                     prop_assert!((z[row * qubits + i] - e).abs() < tolerance.state);
                 }
             }
@@ -186,7 +186,6 @@ fn gradients_match<D: AutodiffBackend>(device: &D::Device, tolerance: Tolerances
                         down[j] -= h;
                         let by_difference = (reference_loss(&up, &weights) - reference_loss(&down, &weights)) / (2.0 * h);
                         let found = g[row * circuit.inputs() + j];
-                        eprintln!("MEASURE input shift {:.3e} difference {:.3e}", (found - by_shift).abs(), (found - by_difference).abs());
                         prop_assert!((found - by_shift).abs() < tolerance.shift, "input {j}: {found} vs shift {by_shift}");
                         prop_assert!((found - by_difference).abs() < tolerance.difference, "input {j}: {found} vs difference {by_difference}");
                     }
@@ -202,7 +201,6 @@ fn gradients_match<D: AutodiffBackend>(device: &D::Device, tolerance: Tolerances
                             shift.weights[j].iter().zip(&coefficients).map(|(d, c)| d * c).sum::<f64>()
                         })
                         .sum();
-                    eprintln!("MEASURE weight shift {:.3e}", (found - by_shift).abs());
                     prop_assert!((found - by_shift).abs() < tolerance.shift, "weight {j}: {found} vs shift {by_shift}");
                 }
             }
@@ -210,9 +208,12 @@ fn gradients_match<D: AutodiffBackend>(device: &D::Device, tolerance: Tolerances
     });
 }
 
-/// Random circuits per test on the CPU, and on a slower device: CASES_ON_DEVICE.
+/// Random circuits per test on the CPU.
 const CASES: u32 = 48;
-const CASES_ON_DEVICE: u32 = 48;
+
+/// Random circuits per test on another device: fewer, as lavapipe takes about 5 s a circuit
+/// (48 took 230 s for the states and 290 s for the gradients).
+const CASES_ON_DEVICE: u32 = 8;
 
 quench_device::device_test! {
     fn device_states_match_the_reference<B>(device) {

@@ -7,9 +7,16 @@
 //! `t[0, i..i + rows]` instead of column `i` (SGLD's output-bias noise came from the wrong
 //! place), and `x.transpose().reshape([n, 1, tasks])` of one task's `[1, n]` state read the
 //! wrong elements (the meta step's one-task-at-a-time loss). The CPU backend is not
-//! affected. [`ReshapeTo::reshape_to`] is the reshape Quench uses everywhere (clippy's
-//! `disallowed-methods` refuses Burn's own): a reshape that adds dimensions first flattens,
-//! which Burn computes right (a view when the tensor is contiguous, a copy when it is not).
+//! affected. Under autodiff the same fault hides in the backward pass: the gradient of a
+//! reshape that *removes* dimensions is reshaped back, adding them, and a transpose or permute
+//! after it hands that reshape a strided gradient. `x.reshape([n, 1]).transpose()` of one
+//! task's `[n, 1, 1]` state gave the right loss and a gradient that was zero past its first
+//! row on lavapipe (the one-task-at-a-time meta step took no inner step).
+//! [`ReshapeTo::reshape_to`] is the reshape Quench uses everywhere (clippy's
+//! `disallowed-methods` refuses Burn's own): a reshape that changes the rank goes through the
+//! flat tensor, so that neither it nor its backward pass adds dimensions to anything but a
+//! flat tensor, which Burn computes right (a view when the tensor is contiguous, a copy when
+//! it is not).
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{BasicOps, Tensor, TensorKind};
@@ -31,9 +38,9 @@ impl<B: Backend, const D: usize, K: TensorKind<B> + BasicOps<B>> ReshapeTo<B, K>
 {
     #[allow(clippy::disallowed_methods)]
     fn reshape_to<const D2: usize>(self, shape: [usize; D2]) -> Tensor<B, D2, K> {
-        if D2 > D && D > 1 {
-            // Adding dimensions is the faulty case; a flat tensor has no size-one dimension
-            // for burn-std to stop at.
+        if D2 != D && D > 1 && D2 > 1 {
+            // Adding dimensions is the faulty case, forward or, for a reshape that removes
+            // them, backward; a flat tensor has no size-one dimension for burn-std to stop at.
             let elements = self.shape().num_elements();
             self.reshape([elements]).reshape(shape)
         } else {
@@ -78,6 +85,19 @@ mod tests {
             let state = all.narrow(1, 0, 4).narrow(0, 1, 1);
             let column = state.transpose().reshape_to([4, 1, 1]);
             assert_eq!(to_host_f32(column), vec![145.0, 146.0, 147.0, 148.0]);
+        }
+
+        /// The backward pass of a reshape that removes a size-one dimension, fed a strided
+        /// gradient by a transpose: the solver's `[n, 1, tasks]` to `[tasks, n]` with one task.
+        fn gradients_through_size_one_views_reach_every_element<B>(device) {
+            let values = Tensor::<B, 1>::from_floats([0.5, -1.0, 2.0], device)
+                .reshape_to([3, 1, 1])
+                .require_grad();
+            let weights = Tensor::<B, 2>::from_floats([[1.0, -1.0, 0.5]], device);
+            let state = values.clone().reshape_to([3, 1]).transpose();
+            let grads = (state * weights).sum().backward();
+            let grad = values.grad(&grads).expect("the values take part in the sum");
+            assert_eq!(to_host_f32(grad), vec![1.0, -1.0, 0.5]);
         }
     }
 

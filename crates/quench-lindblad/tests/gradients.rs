@@ -86,16 +86,18 @@ const F64: Close = Close {
     relative: 1e-6,
 };
 
-/// Autodiff in f32, on a device other than the CPU: MEASURED.
+/// Autodiff in f32, on a device other than the CPU. Measured: the largest error was 4.4e-6 on
+/// lavapipe and 3.5e-6 with the CPU's f32 backend (with the exact solver; 1.2e-6 with RK4 and
+/// Euler), at most a fifth of this bound.
 const F32: Close = Close {
-    absolute: 1e-4,
-    relative: 1e-4,
+    absolute: 2e-5,
+    relative: 1e-5,
 };
 
-/// Checks `method`'s autodiff gradients on `system`: on the CPU in f64, on another device in
-/// its f32 (the CPU backend of these tests computes f64, the devices f32).
+/// Checks `method`'s autodiff gradients on `system`: on the CPU in f64, the precision of the
+/// finite differences; on another device in its f32, to the tolerance of f32.
 fn check_on<B: AutodiffBackend>(system: &System, method: Method, device: &B::Device) {
-    if on_cpu() && std::env::var_os("FORCE32").is_none() {
+    if on_cpu() {
         check::<Autodiff<Plain>>(system, method, &Default::default(), F64);
     } else {
         check::<B>(system, method, device, F32);
@@ -103,7 +105,7 @@ fn check_on<B: AutodiffBackend>(system: &System, method: Method, device: &B::Dev
 }
 
 /// `method`'s autodiff gradients on backend `D` against central finite differences in f64.
-fn check<D: AutodiffBackend>(system: &System, method: Method, device: &D::Device, close: Close) {
+fn check<D: AutodiffBackend>(system: &System, method: Method, device: &D::Device, bound: Close) {
     let cpu = Default::default();
     let pulses = Pulses::random(system, TASKS, SEGMENTS, 1.5, 0.3, 11);
     let solver = Solver {
@@ -141,15 +143,7 @@ fn check<D: AutodiffBackend>(system: &System, method: Method, device: &D::Device
         "{method:?}: rates matter"
     );
     let close = |autodiff: f64, numeric: f64| {
-        eprintln!(
-            "MEASURE {method:?} abs {:.3e} rel {:.3e}",
-            (autodiff - numeric).abs(),
-            (autodiff - numeric).abs() / numeric.abs().max(1e-3)
-        );
-        if std::env::var_os("MEASURE").is_some() {
-            return true;
-        }
-        (autodiff - numeric).abs() <= close.absolute + close.relative * numeric.abs()
+        (autodiff - numeric).abs() <= bound.absolute + bound.relative * numeric.abs()
     };
     for index in (0..amplitudes.len()).step_by(3) {
         let numeric = difference(&amplitudes, index, &|a| at(a, &rates));

@@ -144,6 +144,26 @@ pub fn max_abs_difference<B: Backend>(a: &[Tensor<B, 3>], b: &[Tensor<B, 3>]) ->
     )
 }
 
+/// The largest `|a - b|` of each tensor of `a` and `b` relative to that tensor's largest
+/// `|a|`, the worst over the list: how far two computations of the same gradients part,
+/// whatever their scale. Infinite when the lists do not pair up or a tensor of `a` is all zero
+/// while its partner is not; NaN when any entry is.
+pub fn max_relative_difference<B: Backend>(a: &[Tensor<B, 3>], b: &[Tensor<B, 3>]) -> f64 {
+    if a.len() != b.len() || a.iter().zip(b).any(|(x, y)| x.dims() != y.dims()) {
+        return f64::INFINITY;
+    }
+    max_or_nan(a.iter().zip(b).map(|(x, y)| {
+        let (x, y) = (to_host_f32(x.clone()), to_host_f32(y.clone()));
+        let difference = stats::max_abs_difference(&x, &y);
+        let scale = max_or_nan(x.iter().map(|v| f64::from(v.abs())));
+        if difference == 0.0 {
+            0.0
+        } else {
+            difference / scale
+        }
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,5 +221,21 @@ mod tests {
             vec![2.0, 4.0]
         );
         assert_eq!(g[1].clone().into_data().to_vec::<f32>().unwrap(), vec![0.0]);
+    }
+
+    #[test]
+    fn relative_differences_are_per_tensor_and_scale_free() {
+        let big = t(&[100.0, -50.0], [1, 1, 2]);
+        let small = t(&[1e-6, 2e-6], [1, 2, 1]);
+        let a = [big.clone(), small.clone()];
+        assert_eq!(max_relative_difference(&a, &a), 0.0);
+        let b = [big, t(&[1e-6, 1e-6], [1, 2, 1])];
+        let d = max_relative_difference(&a, &b);
+        assert!((d - 0.5).abs() < 1e-6, "{d}");
+        let zero = [t(&[0.0, 0.0], [1, 1, 2])];
+        let one = [t(&[0.0, 1.0], [1, 1, 2])];
+        assert_eq!(max_relative_difference(&zero, &one), f64::INFINITY);
+        assert_eq!(max_relative_difference(&zero, &zero), 0.0);
+        assert_eq!(max_relative_difference(&zero, &one[..0]), f64::INFINITY);
     }
 }

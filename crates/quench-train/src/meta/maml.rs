@@ -192,6 +192,20 @@ pub struct StepStats {
     pub wait_seconds: f64,
 }
 
+/// One meta-iteration's work before the update: every task's losses and its contribution to
+/// the meta-gradient.
+#[derive(Debug, Clone)]
+pub struct TaskGradients<B: Backend> {
+    /// Each task's loss before adaptation, `[tasks]`.
+    pub before: Tensor<B, 1>,
+    /// Each task's loss after adaptation, `[tasks]`.
+    pub after: Tensor<B, 1>,
+    /// Each task's contribution to the meta-gradient in the policy's layout, one member per
+    /// task (`[tasks, in, out]` weights, `[tasks, 1, out]` biases): for first-order MAML the
+    /// loss gradient at the adapted weights, for Reptile `theta - phi`.
+    pub per_task: Vec<Tensor<B, 3>>,
+}
+
 /// The meta-learner: the shared policy and its Adam state.
 #[derive(Debug, Clone)]
 pub struct MetaLearner<B: Backend> {
@@ -224,7 +238,7 @@ impl<B: Backend> MetaLearner<B> {
 
     /// The per-task contribution to the meta-gradient at adapted parameters `phi`, and the
     /// losses after adaptation.
-    fn task_gradients<A: AutodiffBackend<InnerBackend = B>>(
+    fn gradients_at<A: AutodiffBackend<InnerBackend = B>>(
         &self,
         problem: &ControlProblem<A>,
         shape: &PolicyShape,
@@ -287,9 +301,8 @@ impl<B: Backend> MetaLearner<B> {
         batch: &ControlBatch<A>,
         inner: InnerLoop,
     ) -> Result<StepStats, MetaError> {
-        let (before, phi) = adapt(problem, shape, &self.policy, batch, inner)?;
-        let (after, per_task) = self.task_gradients(problem, shape, phi, batch, inner)?;
-        Ok(self.finish(before, after, per_task, world))
+        let gradients = self.meta_gradients(problem, shape, batch, inner)?;
+        Ok(self.finish(gradients, world))
     }
 
     /// The same meta-iteration done the original's way, one task after another, each adapted
@@ -303,11 +316,43 @@ impl<B: Backend> MetaLearner<B> {
         batch: &ControlBatch<A>,
         inner: InnerLoop,
     ) -> Result<StepStats, MetaError> {
+        let gradients = self.meta_gradients_one_task_at_a_time(problem, shape, batch, inner)?;
+        Ok(self.finish(gradients, world))
+    }
+
+    /// What [`step`](Self::step) computes before it averages and steps: every task of `batch`
+    /// adapted at once, its losses and its contribution to the meta-gradient.
+    pub fn meta_gradients<A: AutodiffBackend<InnerBackend = B>>(
+        &self,
+        problem: &ControlProblem<A>,
+        shape: &PolicyShape,
+        batch: &ControlBatch<A>,
+        inner: InnerLoop,
+    ) -> Result<TaskGradients<B>, MetaError> {
+        let (before, phi) = adapt(problem, shape, &self.policy, batch, inner)?;
+        let (after, per_task) = self.gradients_at(problem, shape, phi, batch, inner)?;
+        Ok(TaskGradients {
+            before,
+            after,
+            per_task,
+        })
+    }
+
+    /// [`meta_gradients`](Self::meta_gradients) the original's way, one task after another,
+    /// each adapted alone (what
+    /// [`step_one_task_at_a_time`](Self::step_one_task_at_a_time) averages).
+    pub fn meta_gradients_one_task_at_a_time<A: AutodiffBackend<InnerBackend = B>>(
+        &self,
+        problem: &ControlProblem<A>,
+        shape: &PolicyShape,
+        batch: &ControlBatch<A>,
+        inner: InnerLoop,
+    ) -> Result<TaskGradients<B>, MetaError> {
         let (mut before, mut after, mut grads) = (Vec::new(), Vec::new(), Vec::new());
         for t in 0..batch.len() {
             let one = batch.task(t);
             let (b, phi) = adapt(problem, shape, &self.policy, &one, inner)?;
-            let (a, g) = self.task_gradients(problem, shape, phi, &one, inner)?;
+            let (a, g) = self.gradients_at(problem, shape, phi, &one, inner)?;
             before.push(b);
             after.push(a);
             grads.push(g);
@@ -315,23 +360,21 @@ impl<B: Backend> MetaLearner<B> {
         let per_task: Vec<Tensor<B, 3>> = (0..grads.first().map_or(0, Vec::len))
             .map(|i| Tensor::cat(grads.iter().map(|g| g[i].clone()).collect(), 0))
             .collect();
-        Ok(self.finish(
-            Tensor::cat(before, 0),
-            Tensor::cat(after, 0),
+        Ok(TaskGradients {
+            before: Tensor::cat(before, 0),
+            after: Tensor::cat(after, 0),
             per_task,
-            world,
-        ))
+        })
     }
 
     /// Averages the per-task meta-gradients `[tasks, ..]` over the finite tasks of every rank
     /// of `world`, steps, and summarises the losses `[tasks]` of every rank.
-    fn finish(
-        &mut self,
-        before: Tensor<B, 1>,
-        after: Tensor<B, 1>,
-        per_task: Vec<Tensor<B, 3>>,
-        world: &World,
-    ) -> StepStats {
+    fn finish(&mut self, gradients: TaskGradients<B>, world: &World) -> StepStats {
+        let TaskGradients {
+            before,
+            after,
+            per_task,
+        } = gradients;
         let tasks = before.dims()[0];
         let keep = finite_members(&per_task);
         let kept = quench_device::readback::to_host_i64(keep.clone().int().sum())[0] as usize;

@@ -17,7 +17,7 @@ pub mod train;
 
 pub use config::{LossKind, MetaConfig, SystemChoice, Target};
 pub use error::MetaError;
-pub use maml::{Algorithm, InnerLoop, MetaLearner, StepStats};
+pub use maml::{Algorithm, InnerLoop, MetaLearner, StepStats, TaskGradients};
 pub use policy::{PolicyShape, load_policy, save_policy};
 pub use problem::{ControlBatch, ControlProblem, Operators};
 pub use tasks::{Features, TaskFamily, TaskStream};
