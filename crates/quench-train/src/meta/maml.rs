@@ -350,12 +350,10 @@ impl<B: Backend> MetaLearner<B> {
     ) -> Result<TaskGradients<B>, MetaError> {
         let (mut before, mut after, mut grads) = (Vec::new(), Vec::new(), Vec::new());
         for t in 0..batch.len() {
-            let one = batch.task(t);
-            let (b, phi) = adapt(problem, shape, &self.policy, &one, inner)?;
-            let (a, g) = self.gradients_at(problem, shape, phi, &one, inner)?;
-            before.push(b);
-            after.push(a);
-            grads.push(g);
+            let alone = self.meta_gradients(problem, shape, &batch.task(t), inner)?;
+            before.push(alone.before);
+            after.push(alone.after);
+            grads.push(alone.per_task);
         }
         let per_task: Vec<Tensor<B, 3>> = (0..grads.first().map_or(0, Vec::len))
             .map(|i| Tensor::cat(grads.iter().map(|g| g[i].clone()).collect(), 0))
