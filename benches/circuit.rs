@@ -6,6 +6,7 @@
 // criterion_group! defines a public function that cannot carry a doc comment.
 #![allow(missing_docs)]
 
+use quench_device::reductions::Reduce;
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -49,7 +50,7 @@ fn circuit(c: &mut Criterion) {
                         let state = training
                             .run(batch, Some(xd.clone()), Some(wd.clone()))
                             .expect("shapes match");
-                        let grads = training.z_expectations(&state).sum().backward();
+                        let grads = training.z_expectations(&state).sum_all().backward();
                         let gx = xd.grad(&grads).map(|g| g.into_data());
                         black_box((gx, wd.grad(&grads).map(|g| g.into_data())))
                     })

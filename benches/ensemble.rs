@@ -6,6 +6,7 @@
 // criterion_group! defines a public function that cannot carry a doc comment.
 #![allow(missing_docs)]
 
+use quench_device::reductions::Reduce;
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -35,7 +36,7 @@ fn step(
     let loss = model
         .forward(Tensor::from_inner(x.clone()))
         .powi_scalar(2)
-        .mean();
+        .mean_all();
     let grads = loss.backward();
     let updated = adam.step(values(&p), gradients(&p, &grads), lr.clone(), None);
     mlp.with_params(updated)

@@ -7,6 +7,7 @@
 // criterion_group! defines a public function that cannot carry a doc comment.
 #![allow(missing_docs)]
 
+use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
 use std::hint::black_box;
 use std::time::Duration;
@@ -39,7 +40,7 @@ fn step(
 ) -> Vec<Tensor<Cpu, 3>> {
     let p = require_grad::<Diff>(params.clone());
     let logits = model.forward(&p, Tensor::from_inner(features), 0.2, Precision::F32);
-    let loss = cross_entropy(logits, Tensor::from_inner(labels)).sum();
+    let loss = cross_entropy(logits, Tensor::from_inner(labels)).sum_all();
     let grads = clip_member_norms(gradients(&p, &loss.backward()), 1.0);
     adam.step(params, grads, lr.clone(), None)
 }

@@ -6,6 +6,7 @@
 // criterion_group! defines a public function that cannot carry a doc comment.
 #![allow(missing_docs)]
 
+use quench_device::reductions::Reduce;
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -78,7 +79,7 @@ fn loss<B: Backend>(
     fidelity::squared_overlap(states, inputs.target)
         .neg()
         .add_scalar(1.0)
-        .sum()
+        .sum_all()
 }
 
 fn lindblad(c: &mut Criterion) {

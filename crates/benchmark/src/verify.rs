@@ -7,6 +7,7 @@
 //! the run's `--precision` where the device has a low precision, and are skipped, with the
 //! reason, where it has none.
 
+use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
 use std::fmt;
 use std::sync::Arc;
@@ -402,7 +403,7 @@ fn circuit_checks<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Vec<
             .require_grad();
             let state = simulator.run(batch, Some(x.clone()), Some(w.clone()))?;
             let z = simulator.z_expectations(&state);
-            let grads = z.clone().sum().backward();
+            let grads = z.clone().sum_all().backward();
             let z = to_host_f32(z.inner());
             let gx = x.grad(&grads).map(to_host_f32).unwrap_or_default();
             let gw = w.grad(&grads).map(to_host_f32).unwrap_or_default();
@@ -463,7 +464,7 @@ fn fused_lstm<B: AutodiffBackend>(device: &B::Device) -> Check {
 fn loss_scaler<B: AutodiffBackend>(device: &B::Device) -> Check {
     let step = |amp: &mut MixedPrecision, factor: f32| {
         let w = require_grad::<B>(vec![Tensor::ones([1, 1, 1], device)]);
-        amp.gradients((w[0].clone() * factor).sum(), &w)
+        amp.gradients((w[0].clone() * factor).sum_all(), &w)
             .map(|g| f64::from(to_host_f32(g[0].clone())[0]))
     };
     let mut amp = MixedPrecision::new(Precision::F16);
@@ -538,7 +539,7 @@ fn low_precision_forward<B: AutodiffBackend>(precision: RunPrecision, device: &B
     let network = EnsembleMlp::from_params(low.to_compute_all(&leaves), mlp.activation);
     let out = low.to_master(network.forward(low.to_compute(Tensor::<B, 3>::from_inner(x))));
     let masters_f32 = amp
-        .gradients(out.powi_scalar(2).mean(), &leaves)
+        .gradients(out.powi_scalar(2).mean_all(), &leaves)
         .is_some_and(|grads| {
             mlp.params()
                 .into_iter()

@@ -23,6 +23,7 @@
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
 use quench_device::readback::float_tensor;
+use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
 
 use crate::circuit::Circuit;
@@ -321,7 +322,7 @@ impl<B: Backend> Simulator<B> {
                             2,
                             dim >> (wire + 1),
                         ]);
-                        let halves = split.sum_dim(3).sum_dim(1).reshape_to([batch, 2]);
+                        let halves = split.sum_along(3).sum_along(1).reshape_to([batch, 2]);
                         halves.clone().narrow(1, 0, 1) - halves.narrow(1, 1, 1)
                     })
                     .collect();

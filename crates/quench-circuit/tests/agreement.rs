@@ -12,6 +12,7 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use proptest::prelude::*;
 use quench_circuit::{Angle, Circuit, Gate, GateKind, Mode, Simulator, reference};
 use quench_device::readback::{float_tensor, to_host_f64};
+use quench_device::reductions::Reduce;
 use quench_device::testing::on_cpu;
 
 /// The CPU backend of these tests.
@@ -172,7 +173,7 @@ fn gradients_match<D: AutodiffBackend>(device: &D::Device, tolerance: Tolerances
                 .map(Tensor::require_grad);
             let state = simulator.run(batch, x.clone(), w.clone()).unwrap();
             let c = float_tensor::<D, _, 2>(coefficients.clone(), [1, qubits], device);
-            let loss = (simulator.z_expectations(&state) * c).sum();
+            let loss = (simulator.z_expectations(&state) * c).sum_all();
             let grads = loss.backward();
             if let Some(x) = &x {
                 let g = x.grad(&grads).map_or(vec![0.0; batch * circuit.inputs()], to_host_f64);

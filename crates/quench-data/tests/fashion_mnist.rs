@@ -2,6 +2,7 @@
 //! dataset-fashion-mnist`, which CI does). Where it is not installed, each test says so and
 //! checks nothing.
 
+use quench_device::reductions::Reduce;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -92,7 +93,7 @@ fn an_epoch_through_two_workers_serves_the_whole_test_split() {
     let mut sum = 0.0f64;
     for batch in loader.epoch(0) {
         assert_eq!(batch.features.dims(), [1, 1000, 784]);
-        sum += f64::from(batch.features.sum().into_scalar());
+        sum += f64::from(batch.features.sum_all().into_scalar());
         labels.extend(batch.labels.into_data().to_vec::<i64>().unwrap());
     }
     assert_eq!(class_counts(labels), [1000; 10]);

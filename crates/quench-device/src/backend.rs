@@ -274,6 +274,7 @@ fn probe_wgpu(spec: DeviceSpec, _index: Option<usize>) -> Result<WgpuAdapter, De
 /// what to install or which adapters there are.
 #[cfg(feature = "wgpu")]
 fn probe_wgpu(spec: DeviceSpec, index: Option<usize>) -> Result<WgpuAdapter, DeviceError> {
+    use crate::reductions::Reduce;
     use burn::tensor::{ElementConversion, Tensor};
     type Probe = burn::backend::Wgpu<f32, i32>;
 
@@ -312,7 +313,7 @@ fn probe_wgpu(spec: DeviceSpec, index: Option<usize>) -> Result<WgpuAdapter, Dev
     }
     let outcome = silently(|| {
         let x = Tensor::<Probe, 1>::from_floats([1.0, 2.0, 3.0], &adapter.burn_device());
-        (x + 1.0).sum().into_scalar().elem::<f32>()
+        (x + 1.0).sum_all().into_scalar().elem::<f32>()
     });
     match outcome {
         Ok(sum) if (sum - 9.0).abs() < 1e-6 => Ok(adapter),
@@ -338,6 +339,7 @@ fn probe_cuda(spec: DeviceSpec, _index: usize) -> Result<(), DeviceError> {
 /// fix.
 #[cfg(feature = "cuda")]
 fn probe_cuda(_spec: DeviceSpec, index: usize) -> Result<(), DeviceError> {
+    use crate::reductions::Reduce;
     use burn::cubecl::Runtime;
     use burn::cubecl::cuda::CudaRuntime;
     use burn::tensor::{ElementConversion, Tensor};
@@ -346,7 +348,7 @@ fn probe_cuda(_spec: DeviceSpec, index: usize) -> Result<(), DeviceError> {
     let outcome = silently(|| {
         let device = burn::backend::cuda::CudaDevice::new(index);
         let x = Tensor::<Probe, 1>::from_floats([1.0, 2.0, 3.0], &device);
-        (x + 1.0).sum().into_scalar().elem::<f32>()
+        (x + 1.0).sum_all().into_scalar().elem::<f32>()
     });
     match outcome {
         Ok(sum) if (sum - 9.0).abs() < 1e-6 => Ok(()),
@@ -503,6 +505,7 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reductions::Reduce;
     use burn::tensor::{ElementConversion, Tensor};
 
     struct SumOnDevice(Vec<f32>);
@@ -511,7 +514,7 @@ mod tests {
         type Output = f32;
         fn run<B: AutodiffBackend>(self, device: &B::Device) -> f32 {
             Tensor::<B, 1>::from_floats(self.0.as_slice(), device)
-                .sum()
+                .sum_all()
                 .into_scalar()
                 .elem()
         }

@@ -19,6 +19,7 @@ pub mod machine;
 pub mod memory;
 pub mod precision;
 pub mod readback;
+pub mod reductions;
 pub mod simd;
 pub mod spec;
 pub mod stats;

@@ -8,6 +8,7 @@ use burn::tensor::{DType, FloatDType, Tensor};
 use serde::{Deserialize, Serialize};
 
 use crate::error::DeviceError;
+use crate::reductions::Reduce;
 
 /// The arithmetic of the forward pass. Weights and optimiser state always stay f32.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -252,9 +253,13 @@ impl LossScaler {
     }
 }
 
-/// Whether every element of `tensor` is finite; reads one boolean back from the device.
+/// Whether every element of `tensor` is finite; reads one number back from the device.
+///
+/// Counts the non-finite elements with [`Reduce::sum_all`] rather than Burn's `all`, which
+/// skips elements of long tensors on its CubeCL backends (see [`crate::reductions`]).
 pub fn all_finite<B: Backend, const D: usize>(tensor: Tensor<B, D>) -> bool {
-    crate::readback::to_host_bool(tensor.is_finite().all())[0]
+    let non_finite = tensor.is_finite().bool_not().float().sum_all();
+    crate::readback::to_host_f32(non_finite)[0] == 0.0
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use std::any::Any;
 
 use burn::tensor::backend::Backend;
-use burn::tensor::{Bool, Element, Int, Tensor, TensorData, TensorPrimitive};
+use burn::tensor::{Element, Int, Tensor, TensorData, TensorPrimitive};
 use burn_ndarray::NdArrayTensor;
 
 /// A float tensor of `values` (row-major, `shape`) in the backend's float type: data of
@@ -83,22 +83,6 @@ pub fn to_host_i64<B: Backend, const D: usize>(tensor: Tensor<B, D, Int>) -> Vec
         .convert::<i64>()
         .to_vec()
         .unwrap_or_else(|_| unreachable!("converted to i64 just above"))
-}
-
-/// The values of a boolean tensor, row-major; one device-to-host copy, counted like
-/// [`to_host_f32`]'s.
-pub fn to_host_bool<B: Backend, const D: usize>(tensor: Tensor<B, D, Bool>) -> Vec<bool> {
-    crate::counters::count_readback();
-    // Backends store booleans as u8 or u32: read them as integers, whatever the width.
-    tensor
-        .int()
-        .into_data()
-        .convert::<i64>()
-        .to_vec::<i64>()
-        .unwrap_or_else(|_| unreachable!("converted to i64 just above"))
-        .into_iter()
-        .map(|v| v != 0)
-        .collect()
 }
 
 #[cfg(test)]

@@ -103,8 +103,9 @@ mod tests {
 
         fn several_tests_fit_in_one_macro<B>(device) {
             use burn::tensor::Tensor;
+            use crate::reductions::Reduce;
             let x = Tensor::<B, 1>::from_floats([3.0], device).require_grad();
-            let grads = (x.clone() * x.clone()).sum().backward();
+            let grads = (x.clone() * x.clone()).sum_all().backward();
             let grad = x.grad(&grads).expect("x takes part in the sum");
             assert_eq!(crate::readback::to_host_f32(grad), vec![6.0]);
         }

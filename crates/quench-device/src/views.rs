@@ -68,6 +68,7 @@ mod tests {
     use burn::tensor::Int;
 
     use crate::readback::to_host_f32;
+    use crate::reductions::Reduce;
 
     crate::device_test! {
         /// The cases Burn 0.21's CubeCL reshape gets wrong, on the tests' device.
@@ -95,7 +96,7 @@ mod tests {
                 .require_grad();
             let weights = Tensor::<B, 2>::from_floats([[1.0, -1.0, 0.5]], device);
             let state = values.clone().reshape_to([3, 1]).transpose();
-            let grads = (state * weights).sum().backward();
+            let grads = (state * weights).sum_all().backward();
             let grad = values.grad(&grads).expect("the values take part in the sum");
             assert_eq!(to_host_f32(grad), vec![1.0, -1.0, 0.5]);
         }

@@ -5,6 +5,7 @@
 //! the CPU backend than a batched matrix product, which calls a tiny GEMM per matrix.
 
 use burn::tensor::{Tensor, TensorData, backend::Backend};
+use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
 
 /// Largest `rows x inner x cols` multiplied by broadcasting; above it the product goes through
@@ -18,7 +19,7 @@ pub(crate) fn matmul<B: Backend>(a: Tensor<B, 3>, b: Tensor<B, 3>) -> Tensor<B, 
     let m = b.dims()[1];
     if n * k * m <= BROADCAST_LIMIT {
         let products = a.reshape_to([n, k, 1, batch]) * b.reshape_to([1, k, m, batch]);
-        products.sum_dim(1).reshape_to([n, m, batch])
+        products.sum_along(1).reshape_to([n, m, batch])
     } else {
         a.permute([2, 0, 1])
             .matmul(b.permute([2, 0, 1]))
@@ -32,7 +33,7 @@ pub(crate) fn matmul<B: Backend>(a: Tensor<B, 3>, b: Tensor<B, 3>) -> Tensor<B, 
 /// which would copy a strided view.
 pub(crate) fn apply<B: Backend>(factors: Tensor<B, 3>, vectors: Tensor<B, 3>) -> Tensor<B, 3> {
     let [_, k, batch] = factors.dims();
-    (factors * vectors.reshape_to([1, k, batch])).sum_dim(1)
+    (factors * vectors.reshape_to([1, k, batch])).sum_along(1)
 }
 
 /// The identity `[n, n, batch]` in the dtype and on the device of `like`, contiguous: one
@@ -201,7 +202,7 @@ mod tests {
         let gemm = entries(matmul(a.clone(), b.clone()));
         let broadcast = entries(
             (a.reshape_to([16, 16, 1, 3]) * b.reshape_to([1, 16, 16, 3]))
-                .sum_dim(1)
+                .sum_along(1)
                 .reshape_to([16, 16, 3]),
         );
         let worst = max_abs_difference(&gemm, &broadcast);

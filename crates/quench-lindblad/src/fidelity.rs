@@ -5,6 +5,7 @@
 //! `Tr(S_U^T S) / d^2`.
 
 use burn::tensor::{Tensor, backend::Backend};
+use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
 
 /// The state fidelity `Tr(rho sigma)` of states `[tasks, d^2]` with pure targets `[tasks, d^2]`
@@ -12,7 +13,7 @@ use quench_device::views::ReshapeTo;
 /// `<psi| rho |psi>`, the fidelity.
 pub fn state_fidelity<B: Backend>(states: Tensor<B, 2>, targets: Tensor<B, 2>) -> Tensor<B, 1> {
     let tasks = states.dims()[0];
-    (states * targets).sum_dim(1).reshape_to([tasks])
+    (states * targets).sum_along(1).reshape_to([tasks])
 }
 
 /// The guide's training signal `|Tr(rho sigma)|^2` clamped to `[0, 1]`, `[tasks]`: the
@@ -37,7 +38,7 @@ pub fn average_gate_fidelity<B: Backend>(
     let d = (n as f64).sqrt();
     let process = (propagators * target)
         .reshape_to([tasks, n * n])
-        .sum_dim(1)
+        .sum_along(1)
         .reshape_to([tasks])
         .div_scalar(n as f64);
     process

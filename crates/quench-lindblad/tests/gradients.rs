@@ -9,6 +9,7 @@ use burn::backend::{Autodiff, NdArray};
 use burn::tensor::Tensor;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use common::{Pulses, initial_states, tensor, values};
+use quench_device::reductions::Reduce;
 use quench_device::testing::on_cpu;
 use quench_lindblad::{
     Basis, Batch, Generators, Method, Output, Solver, System, fidelity, operators, presets,
@@ -64,12 +65,12 @@ fn loss<B: Backend>(
     ]));
     let gate = tensor(gate, [1, n, n], &device);
     let states = evolution.states;
-    (states.clone() * weights).sum()
-        + fidelity::squared_overlap(states.clone(), target.clone()).sum()
+    (states.clone() * weights).sum_all()
+        + fidelity::squared_overlap(states.clone(), target.clone()).sum_all()
         + fidelity::state_fidelity(states, target)
-            .sum()
+            .sum_all()
             .mul_scalar(0.5)
-        + fidelity::average_gate_fidelity(evolution.propagators.unwrap(), gate).sum()
+        + fidelity::average_gate_fidelity(evolution.propagators.unwrap(), gate).sum_all()
 }
 
 /// How close an autodiff gradient must come to the finite difference: `absolute + relative

@@ -6,6 +6,7 @@
 use burn::tensor::Tensor;
 use burn::tensor::backend::AutodiffBackend;
 use quench_device::precision::all_finite;
+use quench_device::reductions::Reduce;
 use quench_device::{LossScaler, LossScalerConfig, Precision, StepDecision};
 
 use crate::params::gradients;
@@ -66,7 +67,7 @@ impl MixedPrecision {
         // A sum is finite exactly when its terms are (or when finite terms overflow it, a
         // step worth skipping too), so one read-back of the sums decides the step.
         let sums: Vec<Tensor<B::InnerBackend, 1>> =
-            scaled.iter().map(|g| g.clone().sum()).collect();
+            scaled.iter().map(|g| g.clone().sum_all()).collect();
         let finite = sums.is_empty() || all_finite(Tensor::cat(sums, 0));
         match self.scaler.update(finite) {
             StepDecision::Apply { unscale } => {
@@ -93,7 +94,7 @@ mod tests {
         let leaves = require_grad::<Train>(vec![w]);
         let f =
             Tensor::<Train, 3>::from_data(TensorData::new(factors.to_vec(), [1, 1, 2]), &device);
-        ((leaves[0].clone() * f).sum(), leaves)
+        ((leaves[0].clone() * f).sum_all(), leaves)
     }
 
     /// The first gradient's values.

@@ -6,6 +6,7 @@ use burn::tensor::activation::sigmoid;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor};
 use quench_data::Batch;
+use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
 
 use crate::amp::MixedPrecision;
@@ -20,7 +21,7 @@ pub fn binary_cross_entropy<B: Backend>(
 ) -> Tensor<B, 1> {
     (logits.clone().clamp_min(0.0) - logits.clone() * labels
         + (logits.abs().neg().exp() + 1.0).log())
-    .mean()
+    .mean_all()
 }
 
 /// One epoch of SGD with learning rate `lr` over `batches` (features `[members, batch, in]`,

@@ -5,6 +5,7 @@ use burn::tensor::activation::log_softmax;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Distribution, Int, Tensor, TensorData};
 use quench_device::Precision;
+use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
 
 /// Mean cross-entropy of each member's batch: logits `[members, batch, classes]`, labels
@@ -13,7 +14,7 @@ pub fn cross_entropy<B: Backend>(logits: Tensor<B, 3>, labels: Tensor<B, 2, Int>
     let [members, batch, _] = logits.dims();
     log_softmax(logits, 2)
         .gather(2, labels.reshape_to([members, batch, 1]))
-        .mean_dim(1)
+        .mean_along(1)
         .reshape_to([members])
         .neg()
 }
@@ -47,9 +48,9 @@ pub fn smoothed_cross_entropy<B: Backend>(
         .repeat_dim(1, batch)
         .gather(2, labels.clone());
     let on_label = log_p.clone().gather(2, labels) * sample_weight.clone();
-    let spread = (log_p * per_class).sum_dim(2) / classes as f64;
+    let spread = (log_p * per_class).sum_along(2) / classes as f64;
     let per_sample = on_label * (1.0 - smoothing) + spread * smoothing;
-    (per_sample.sum_dim(1) / sample_weight.sum_dim(1))
+    (per_sample.sum_along(1) / sample_weight.sum_along(1))
         .reshape_to([members])
         .neg()
 }

@@ -4,6 +4,7 @@
 use burn::tensor::activation::{leaky_relu, relu};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
+use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
 
 use crate::init::{Init, LayerValues, draw_mlp};
@@ -44,7 +45,7 @@ impl<B: Backend> EnsembleLinear<B> {
     pub fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
         let [members, rows, fan_in] = x.dims();
         if rows == 1 {
-            return (x.reshape_to([members, fan_in, 1]) * self.weight.clone()).sum_dim(1)
+            return (x.reshape_to([members, fan_in, 1]) * self.weight.clone()).sum_along(1)
                 + self.bias.clone();
         }
         x.matmul(self.weight.clone()) + self.bias.clone()
@@ -80,8 +81,8 @@ pub fn member_layer_norm<B: Backend, const D: usize>(
     let [members, _, width] = gamma.dims();
     let rows = dims[1..D - 1].iter().product();
     let x = x.reshape_to([members, rows, width]);
-    let centred = x.clone() - x.mean_dim(2);
-    let variance = centred.clone().powi_scalar(2).mean_dim(2);
+    let centred = x.clone() - x.mean_along(2);
+    let variance = centred.clone().powi_scalar(2).mean_along(2);
     let normed = centred / variance.add_scalar(eps).sqrt();
     (normed * gamma.clone() + beta.clone()).reshape_to(dims)
 }
@@ -303,7 +304,7 @@ mod tests {
             } else {
                 input.clone().matmul(weight.clone()) + layer.bias.clone()
             };
-            let grads = (y.clone() * y.clone()).sum().backward();
+            let grads = (y.clone() * y.clone()).sum_all().backward();
             [
                 y.inner(),
                 weight.grad(&grads).unwrap().reshape_to([4, 1, 18]),

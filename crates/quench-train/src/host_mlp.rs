@@ -605,6 +605,7 @@ mod tests {
     use crate::init::Init;
     use burn::backend::{Autodiff, NdArray};
     use burn::tensor::TensorData;
+    use quench_device::reductions::Reduce;
     use quench_device::stats::max_abs_difference;
 
     type Diff = Autodiff<NdArray<f32>>;
@@ -639,7 +640,7 @@ mod tests {
             let y = tracked.forward(input);
             let weights =
                 Tensor::<Diff, 3>::from_data(TensorData::new(upstream, [3, rows, 4]), &device);
-            let grads = (y.clone() * weights).sum().backward();
+            let grads = (y.clone() * weights).sum_all().backward();
             let close = |a: &[f32], b: Vec<f32>, what: &str| {
                 let worst = max_abs_difference(a, &b);
                 assert!(worst < 1e-5, "{activation:?} {what}: {worst}");

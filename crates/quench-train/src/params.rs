@@ -4,6 +4,7 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Bool, Tensor};
 use quench_device::Precision;
 use quench_device::readback::to_host_f32;
+use quench_device::reductions::Reduce;
 use quench_device::stats::{self, max_or_nan};
 use quench_device::views::ReshapeTo;
 
@@ -40,7 +41,7 @@ pub fn values<B: AutodiffBackend>(params: &[Tensor<B, 3>]) -> Vec<Tensor<B::Inne
 pub fn member_norms<B: Backend>(grads: &[Tensor<B, 3>]) -> Tensor<B, 3> {
     grads
         .iter()
-        .map(|g| g.clone().powi_scalar(2).sum_dim(2).sum_dim(1))
+        .map(|g| g.clone().powi_scalar(2).sum_along(2).sum_along(1))
         .reduce(|a, b| a + b)
         .map(|s| s.sqrt())
         .unwrap_or_else(|| unreachable!("a parameter list is never empty"))
@@ -60,7 +61,7 @@ pub fn clip_member_norms<B: Backend>(grads: Vec<Tensor<B, 3>>, max_norm: f64) ->
 pub fn finite_members<B: Backend>(grads: &[Tensor<B, 3>]) -> Tensor<B, 3, Bool> {
     grads
         .iter()
-        .map(|g| g.clone().sum_dim(2).sum_dim(1))
+        .map(|g| g.clone().sum_along(2).sum_along(1))
         .reduce(|a, b| a + b)
         .map(|s| s.is_finite())
         .unwrap_or_else(|| unreachable!("a parameter list is never empty"))
@@ -106,7 +107,7 @@ pub fn masked_member_mean<B: Backend>(
     let count = keep
         .clone()
         .float()
-        .sum()
+        .sum_all()
         .clamp_min(1.0)
         .reshape_to([1, 1, 1]);
     masked_member_sum(grads, keep)
@@ -126,7 +127,7 @@ pub fn masked_member_sum<B: Backend>(
         .map(|g| {
             let dims = g.dims();
             g.mask_fill(keep.clone().bool_not().expand(dims), 0.0)
-                .sum_dim(0)
+                .sum_along(0)
         })
         .collect()
 }
@@ -213,7 +214,7 @@ mod tests {
     fn gradients_flow_to_leaves() {
         type Ad = burn::backend::Autodiff<Cpu>;
         let p = require_grad::<Ad>(vec![t(&[1.0, 2.0], [1, 1, 2]), t(&[5.0], [1, 1, 1])]);
-        let loss = (p[0].clone() * p[0].clone()).sum();
+        let loss = (p[0].clone() * p[0].clone()).sum_all();
         let grads = loss.backward();
         let g = gradients(&p, &grads);
         assert_eq!(

@@ -20,6 +20,7 @@
 //! BatchNorm running statistics (PyTorch's `eval()` mode) whatever the backend, and every
 //! parameter is marked as not requiring gradients.
 
+use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
 use std::fs::File;
 use std::io::Read;
@@ -392,8 +393,8 @@ fn normalise<B: Backend>(
 /// and positions: the statistics PyTorch's BatchNorm normalises with in training mode.
 fn batch_statistics<B: Backend>(x: Tensor<B, 3>) -> (Tensor<B, 1>, Tensor<B, 1>) {
     let channels = x.dims()[2];
-    let mean = x.clone().mean_dim(0).mean_dim(1);
-    let var = (x - mean.clone()).square().mean_dim(0).mean_dim(1);
+    let mean = x.clone().mean_along(0).mean_along(1);
+    let var = (x - mean.clone()).square().mean_along(0).mean_along(1);
     (mean.reshape_to([channels]), var.reshape_to([channels]))
 }
 
@@ -1093,8 +1094,8 @@ mod tests {
         let x = images(64, 3);
         // The standard deviation of each feature over the batch, averaged over the features.
         let spread = |features: Tensor<Cpu, 2>| -> f32 {
-            let var = features.clone() - features.mean_dim(0);
-            values(var.square().mean_dim(0).sqrt().mean())[0]
+            let var = features.clone() - features.mean_along(0);
+            values(var.square().mean_along(0).sqrt().mean_all())[0]
         };
         let raw = ResNet18::<Cpu>::random(&Default::default(), 4);
         let raw_spread = spread(raw.forward(x.clone()));

@@ -15,6 +15,7 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData};
 use quench_data::{Dataset, Loader, LoaderConfig, Mode, TwoModeMixture};
 use quench_device::readback::to_host_f32;
+use quench_device::reductions::Reduce;
 use quench_train::params::{gradients, require_grad};
 use quench_train::sgld::{ChainSchedule, Noise, Sgld};
 use rand::rngs::StdRng;
@@ -79,7 +80,7 @@ impl Run<'_> {
             let scales = schedule.scales::<B::InnerBackend>(epoch, device);
             for batch in loader.epoch(epoch as u64) {
                 let leaf = require_grad::<B>(vec![theta.clone()]);
-                let total = loss(leaf[0].clone(), Tensor::from_inner(batch.features)).sum();
+                let total = loss(leaf[0].clone(), Tensor::from_inner(batch.features)).sum_all();
                 let grads = gradients(&leaf, &total.backward());
                 theta = sgld.step(vec![theta], grads, &scales).remove(0);
             }
@@ -177,10 +178,10 @@ quench_device::device_test! {
             // more in per-matrix overhead than the whole test's arithmetic.
             let x = rows.clone().narrow(2, 0, 2);
             let y = rows.narrow(2, 2, 1);
-            let prediction = (x * theta.swap_dims(1, 2)).sum_dim(2);
+            let prediction = (x * theta.swap_dims(1, 2)).sum_along(2);
             (prediction - y)
                 .powi_scalar(2)
-                .sum_dim(1)
+                .sum_along(1)
                 .mul_scalar(scale / 2.0)
         });
 
@@ -275,7 +276,7 @@ quench_device::device_test! {
             let log_lik = a + b_minus_a.exp().log1p();
             let log_prior = t1.powi_scalar(2).div_scalar(-2.0 * prior[0])
                 + t2.powi_scalar(2).div_scalar(-2.0 * prior[1]);
-            (log_lik.sum_dim(1).mul_scalar(scale) + log_prior).neg()
+            (log_lik.sum_along(1).mul_scalar(scale) + log_prior).neg()
         });
 
         // Tolerances: 4.5 standard errors plus two biases. Chains start in the upper mode, and
@@ -368,8 +369,8 @@ quench_device::device_test! {
             let rows = Tensor::<B, 3>::from_inner(r.clone());
             let x = rows.clone().narrow(2, 0, 2);
             let y = rows.narrow(2, 2, 1);
-            let prediction = (x * leaf[0].clone().swap_dims(1, 2)).sum_dim(2);
-            let total = (prediction - y).powi_scalar(2).sum_dim(1).mul_scalar(1.0).sum();
+            let prediction = (x * leaf[0].clone().swap_dims(1, 2)).sum_along(2);
+            let total = (prediction - y).powi_scalar(2).sum_along(1).mul_scalar(1.0).sum_all();
             let grads = gradients(&leaf, &total.backward());
             theta = theta + grads[0].clone().mul_scalar(0.0);
         }

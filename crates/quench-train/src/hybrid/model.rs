@@ -176,6 +176,7 @@ mod tests {
     use super::*;
     use burn::backend::{Autodiff, NdArray};
     use burn::tensor::Distribution;
+    use quench_device::reductions::Reduce;
 
     type Train = Autodiff<NdArray<f32>>;
 
@@ -206,7 +207,7 @@ mod tests {
         let params: Vec<_> = params.into_iter().map(|p| p.require_grad()).collect();
         let features = draw([members, 5, 512], 1.0, 30);
         let logits = model.forward(&params, features, 0.0, Precision::F32);
-        let grads = logits.clone().sum().backward();
+        let grads = logits.clone().sum_all().backward();
         let gradients = params
             .iter()
             .map(|p| to_host_f32(p.grad(&grads).unwrap()))

@@ -1,5 +1,6 @@
 //! Training of the hybrid classifier: every seed a member of one batched program.
 
+use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
 use std::sync::Arc;
 
@@ -280,7 +281,7 @@ pub fn train_hybrid<B: AutodiffBackend>(
             let logits = model.forward(&p, Tensor::from_inner(features), config.dropout, precision);
             let loss = cross_entropy(logits, Tensor::<B, 2, Int>::from_inner(batch.labels));
             loss_sum = loss_sum + loss.clone().inner();
-            let Some(grads) = amp.gradients(loss.sum(), &p) else {
+            let Some(grads) = amp.gradients(loss.sum_all(), &p) else {
                 continue;
             };
             let grads = clip_member_norms(grads, config.clip_norm);
@@ -389,6 +390,6 @@ fn accuracy<B: AutodiffBackend>(
         .argmax(2)
         .equal(labels)
         .float()
-        .mean_dim(1)
+        .mean_along(1)
         .reshape_to([members])
 }

@@ -4,6 +4,7 @@
 use burn::tensor::Tensor;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use quench_device::readback::{float_tensor, to_host_f32};
+use quench_device::reductions::Reduce;
 use quench_device::runs_on_host;
 use quench_scale::World;
 use serde::{Deserialize, Serialize};
@@ -76,7 +77,7 @@ fn loss_and_gradients<B: AutodiffBackend>(
     let p = require_grad::<B>(params);
     let policy = EnsembleMlp::from_params(p.clone(), activation);
     let losses = problem.losses(shape.amplitudes(&policy, batch.features.clone()), batch)?;
-    let grads = losses.clone().sum().backward();
+    let grads = losses.clone().sum_all().backward();
     Ok((losses.inner(), gradients(&p, &grads)))
 }
 
@@ -101,7 +102,7 @@ fn host_loss_and_gradients<B: AutodiffBackend>(
     )
     .require_grad();
     let losses = problem.losses(amplitudes.clone(), batch)?;
-    let grads = losses.clone().sum().backward();
+    let grads = losses.clone().sum_all().backward();
     let upstream: Vec<f32> = match amplitudes.grad(&grads) {
         Some(g) => to_host_f32(g).into_iter().map(|g| g * scale).collect(),
         None => vec![0.0; trace.output.len()],
@@ -375,7 +376,7 @@ impl<B: Backend> MetaLearner<B> {
         } = gradients;
         let tasks = before.dims()[0];
         let keep = finite_members(&per_task);
-        let kept = quench_device::readback::to_host_i64(keep.clone().int().sum())[0] as usize;
+        let kept = quench_device::readback::to_host_i64(keep.clone().int().sum_all())[0] as usize;
         if world.shard().ranks == 1 {
             self.apply(masked_member_mean(per_task, keep));
             return StepStats {

@@ -9,6 +9,7 @@
 //! reads one `[2 members]` vector (validation accuracy and mean training loss), which the
 //! schedule needs.
 
+use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
 use std::fmt;
 use std::sync::Arc;
@@ -529,7 +530,7 @@ impl<B: Backend> Part<B> {
             .argmax(2)
             .equal(self.labels.clone())
             .float()
-            .mean_dim(1)
+            .mean_along(1)
             .reshape_to([members])
     }
 }
@@ -586,14 +587,14 @@ impl<B: AutodiffBackend> Members for TensorMembers<'_, B> {
                 .to_master(network.forward_with(x, |h| dropout(h, config.dropout, precision)));
             let penalty = p
                 .iter()
-                .map(|t| t.clone().abs().sum_dim(2).sum_dim(1))
+                .map(|t| t.clone().abs().sum_along(2).sum_along(1))
                 .reduce(|a, b| a + b)
                 .unwrap_or_else(|| unreachable!("the network has parameters"))
                 .reshape_to([members]);
             let labels = Tensor::<B, 2, Int>::from_inner(batch.labels);
             let loss = cross_entropy(logits, labels) + penalty * config.l1;
             loss_sum = loss_sum + loss.clone().inner();
-            let Some(grads) = self.amp.gradients(loss.sum(), &p) else {
+            let Some(grads) = self.amp.gradients(loss.sum_all(), &p) else {
                 continue;
             };
             let grads = clip_member_norms(grads, config.clip_norm);

@@ -3,6 +3,7 @@
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use quench_data::BitStrings;
+use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
 
 use super::QrngError;
@@ -109,7 +110,7 @@ pub fn frequencies<B: Backend>(sources: &[DeviceBits], device: &B::Device) -> Te
     Tensor::cat(
         sources
             .iter()
-            .map(|source| bit_matrix::<B>(source, device).mean_dim(0))
+            .map(|source| bit_matrix::<B>(source, device).mean_along(0))
             .collect(),
         0,
     )
@@ -121,12 +122,12 @@ pub fn frequencies<B: Backend>(sources: &[DeviceBits], device: &B::Device) -> Te
 pub fn symmetric_kl<B: Backend>(p: Tensor<B, 2>, q: Tensor<B, 2>, epsilon: f64) -> Tensor<B, 1> {
     let normalise = |x: Tensor<B, 2>| {
         let x = x.abs().add_scalar(epsilon);
-        x.clone() / x.sum_dim(1)
+        x.clone() / x.sum_along(1)
     };
     let (p, q) = (normalise(p), normalise(q));
     let log_ratio = p.clone().log() - q.clone().log();
-    let forward = (p * log_ratio.clone()).sum_dim(1);
-    let backward = (q * log_ratio.neg()).sum_dim(1);
+    let forward = (p * log_ratio.clone()).sum_along(1);
+    let backward = (q * log_ratio.neg()).sum_along(1);
     let rows = forward.dims()[0];
     ((forward + backward) / 2.0).reshape_to([rows])
 }

@@ -6,6 +6,7 @@
 //! `[members, ...]`, discriminators `[members, ...]`, one backward pass and one Adam step per
 //! epoch for all of them. The KL history stays on the device until the end.
 
+use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
 use std::fmt;
 
@@ -446,9 +447,9 @@ fn train_gan<B: AutodiffBackend>(
         // Generator step L(D, 1, g) with D held fixed; discriminator step
         // (L(D, 1, p_real) + L(D, 0, g)) / 2 with g held fixed. Each loss reaches only its own
         // player's parameters, so one backward pass of the sum serves both steps.
-        let generator_loss = (g.clone() * log_real.clone().detach()).sum().neg();
+        let generator_loss = (g.clone() * log_real.clone().detach()).sum_all().neg();
         let discriminator_loss =
-            ((real * log_real).sum() + (g.clone().detach() * log_fake).sum()).neg() / 2.0;
+            ((real * log_real).sum_all() + (g.clone().detach() * log_fake).sum_all()).neg() / 2.0;
         let grads = (generator_loss + discriminator_loss).backward();
         history.push(kl_metric(target.clone(), g.inner()));
         params = adam.step(params, gradients(&p, &grads), lr.clone(), None);
@@ -545,11 +546,13 @@ fn sigmoid_host(x: f32) -> f32 {
 fn kl_metric<B: Backend>(p: Tensor<B, 3>, g: Tensor<B, 3>) -> Tensor<B, 1> {
     let normalise = |x: Tensor<B, 3>| {
         let x = x.clamp(KL_FLOOR, 1.0);
-        x.clone() / x.sum_dim(2)
+        x.clone() / x.sum_along(2)
     };
     let (p, g) = (normalise(p), normalise(g));
     let m = p.dims()[0];
-    (p.clone() * (p.log() - g.log())).sum_dim(2).reshape_to([m])
+    (p.clone() * (p.log() - g.log()))
+        .sum_along(2)
+        .reshape_to([m])
 }
 
 /// The generator's noise, `[members, 1, points]` per draw.

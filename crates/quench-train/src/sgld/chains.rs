@@ -1,6 +1,7 @@
 //! A batch of SGLD chains of the workload's network (`in -> hidden -> 1`, ReLU, PyTorch
 //! default initialisation): its training step, and its evaluation on whole data splits.
 
+use quench_device::reductions::Reduce;
 use std::sync::Arc;
 
 use burn::tensor::backend::{AutodiffBackend, Backend};
@@ -155,8 +156,8 @@ impl<B: AutodiffBackend> ChainBatch<B> {
         let objective = self
             .loss
             .per_sample(logits, Tensor::from_inner(labels))
-            .mean_dim(1)
-            .sum()
+            .mean_along(1)
+            .sum_all()
             .mul_scalar(self.factor);
         // A step whose scaled f16 gradients overflowed is skipped, as by PyTorch's GradScaler.
         let Some(grads) = self.amp.gradients(objective, &leaves) else {
@@ -275,8 +276,8 @@ pub fn evaluate<B: Backend>(
         );
         let y = Tensor::<B, 3>::from_data(TensorData::new(labels, [sets.len(), rows, 1]), &device);
         let logits = model.forward(x);
-        loss_sum = loss_sum + loss.per_sample(logits.clone(), y.clone()).sum_dim(1);
-        error_sum = error_sum + zero_one_error(logits, y).sum_dim(1);
+        loss_sum = loss_sum + loss.per_sample(logits.clone(), y.clone()).sum_along(1);
+        error_sum = error_sum + zero_one_error(logits, y).sum_along(1);
     }
     let mean = |sum: Tensor<B, 3>| -> Vec<f64> {
         quench_device::readback::to_host_f64(sum)

@@ -18,6 +18,7 @@ use burn::tensor::backend::Backend;
 use quench_device::host_lanes;
 use quench_device::lanes::in_lanes;
 use quench_device::readback::{float_tensor, to_host_f32};
+use quench_device::reductions::Reduce;
 use quench_device::threefry::{NormalStreams, StreamKey, fill_normals};
 
 use super::{BoundedLoss, HostScales};
@@ -42,12 +43,12 @@ pub fn mlp_gradients<B: Backend>(
         .logit_gradient(logits, labels)
         .mul_scalar(factor / batch as f64);
     let dw2 = hidden.swap_dims(1, 2).matmul(dz.clone());
-    let db2 = dz.clone().sum_dim(1);
+    let db2 = dz.clone().sum_along(1);
     let dpre = dz
         .matmul(w2.swap_dims(1, 2))
         .mask_fill(active.bool_not(), 0.0);
     let dw1 = features.swap_dims(1, 2).matmul(dpre.clone());
-    let db1 = dpre.sum_dim(1);
+    let db1 = dpre.sum_along(1);
     vec![dw1, db1, dw2, db2]
 }
 
@@ -350,8 +351,8 @@ mod tests {
             let logits = model.forward(Tensor::from_inner(x.clone()));
             let objective = loss
                 .per_sample(logits, Tensor::from_inner(y.clone()))
-                .mean_dim(1)
-                .sum()
+                .mean_along(1)
+                .sum_all()
                 .mul_scalar(factor);
             let want = gradients(&leaves, &objective.backward());
             let got = mlp_gradients(&params, x, y, &loss, factor);

@@ -107,6 +107,7 @@ mod tests {
     use burn::backend::NdArray;
     use burn::tensor::TensorData;
     use quench_device::readback::to_host_f32;
+    use quench_device::reductions::Reduce;
 
     type Cpu = NdArray<f32>;
 
@@ -148,7 +149,7 @@ mod tests {
         for label in [0.0f32, 1.0] {
             let z = Tensor::<Autodiff<Cpu>, 3>::from_inner(column(&logits)).require_grad();
             let y = Tensor::from_inner(column(&[label; 7]));
-            let grads = loss.per_sample(z.clone(), y).sum().backward();
+            let grads = loss.per_sample(z.clone(), y).sum_all().backward();
             let want = to_host_f32(z.grad(&grads).unwrap());
             let got = to_host_f32(loss.logit_gradient(column(&logits), column(&[label; 7])));
             for (g, w) in got.iter().zip(&want) {

@@ -17,6 +17,7 @@
 //! and every member: the backward direction reads its input reversed in time, so step `t`
 //! serves both. `burn::nn::Lstm` runs eight matmuls per step and direction, member by member.
 
+use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
 use std::ops::Range;
 
@@ -436,7 +437,7 @@ pub fn backward<B: Backend>(
     let (dz, previous) = (Tensor::cat(dz, 0), Tensor::cat(previous, 0));
     let d_w_h = previous.swap_dims(1, 2).matmul(dz.clone());
     let d_w_x = inputs.swap_dims(1, 2).matmul(dz.clone());
-    let d_b = dz.clone().sum_dim(1);
+    let d_b = dz.clone().sum_along(1);
     let dx = dz
         .matmul(w_x.swap_dims(1, 2))
         .reshape_to([members, 2, seq, batch, input]);
@@ -497,7 +498,7 @@ mod tests {
         let x = x.require_grad();
         let run = |core| {
             let y = bidirectional(core, &layer, x.clone());
-            let grads = (y.clone() * weights.clone()).sum().backward();
+            let grads = (y.clone() * weights.clone()).sum_all().backward();
             let mut g: Vec<Vec<f32>> = layer
                 .iter()
                 .map(|p| to_host_f32(p.grad(&grads).unwrap()))
@@ -526,7 +527,7 @@ mod tests {
         let (layer, x, weights) = random_case([2, 3, 5, 4, 6], 3);
         let x = x.require_grad();
         let y = bidirectional(LstmCore::Fused, &layer, x.clone());
-        let grads = (y.clone() * weights.clone()).sum().backward();
+        let grads = (y.clone() * weights.clone()).sum_all().backward();
         let inner: Vec<_> = layer.iter().map(|p| p.clone().inner()).collect();
         // One lane, one per row, and lanes of uneven size give the same result.
         for lanes in [1, 4, 3] {

@@ -26,6 +26,7 @@ use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig, generate_sinuso
 use burn::tensor::activation::{gelu, relu, sigmoid, softmax};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
+use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
 use quench_device::{Precision, SeededGenerator};
 use serde::{Deserialize, Serialize};
@@ -179,7 +180,7 @@ impl<B: Backend> TransformerNet<B> {
         let h = self
             .encoder
             .forward(TransformerEncoderInput::new(h + positions));
-        let pooled = self.final_norm.forward(h).mean_dim(1);
+        let pooled = self.final_norm.forward(h).mean_along(1);
         self.output
             .forward(gelu(self.hidden.forward(pooled)))
             .reshape_to([1, batch, CLASSES])
@@ -456,7 +457,9 @@ impl<B: Backend> TemporalNet<B> {
         let h = member_layer_norm(h, &p[0], &p[1], NORM_EPS);
         let scores = member_linear(member_linear(h.clone(), &p[2], &p[3]).tanh(), &p[4], &p[5]);
         let weights = softmax(scores, 2);
-        let pooled = (h * weights).sum_dim(2).reshape_to([members, batch, two_h]);
+        let pooled = (h * weights)
+            .sum_along(2)
+            .reshape_to([members, batch, two_h]);
         let z = drop(member_layer_norm(pooled, &p[6], &p[7], NORM_EPS));
         let z = relu(member_linear(z, &p[8], &p[9]));
         let z = member_layer_norm(z, &p[10], &p[11], NORM_EPS);
@@ -510,8 +513,8 @@ impl<B: Backend> TemporalNet<B> {
             let z = member_linear(h, &q[0], &q[1]);
             let (running_mean, running_var) = (&state[2 * l], &state[2 * l + 1]);
             let (mean, var) = if training {
-                let mean = z.clone().mean_dim(1);
-                let var = (z.clone() - mean.clone()).powi_scalar(2).mean_dim(1);
+                let mean = z.clone().mean_along(1);
+                let var = (z.clone() - mean.clone()).powi_scalar(2).mean_along(1);
                 // PyTorch folds the unbiased batch variance into the running one.
                 let unbiased = var.clone().detach() * (batch as f64 / (batch.max(2) - 1) as f64);
                 next_state.push(
@@ -600,7 +603,7 @@ mod tests {
             (y, params)
         };
         let (y, params) = logits(seeds, true);
-        let grads = y.clone().sum().backward();
+        let grads = y.clone().sum_all().backward();
         let gradients = params
             .iter()
             .map(|p| to_host_f32(p.grad(&grads).unwrap()))

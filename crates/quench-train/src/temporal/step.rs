@@ -13,6 +13,7 @@
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Distribution, Int, Tensor};
 use quench_device::readback::to_host_f32;
+use quench_device::reductions::Reduce;
 use quench_device::stats::max_or_nan;
 use quench_device::views::ReshapeTo;
 use quench_device::{Precision, SeededGenerator};
@@ -80,7 +81,7 @@ pub fn step_gradients<B: AutodiffBackend>(
     );
     StepGradients {
         loss: loss.clone().inner(),
-        gradients: amp.gradients(loss.sum(), &p),
+        gradients: amp.gradients(loss.sum_all(), &p),
         state: next_state.into_iter().map(|t| t.inner()).collect(),
     }
 }
@@ -148,7 +149,7 @@ fn fused_lstm<B: AutodiffBackend>(
     let mut leaves = head.clone();
     leaves.push(output);
     let gradients = amp
-        .gradients(loss.clone().sum(), &leaves)
+        .gradients(loss.clone().sum_all(), &leaves)
         .map(|mut head_grads| {
             let mut d = head_grads
                 .pop()
@@ -168,7 +169,7 @@ fn fused_lstm<B: AutodiffBackend>(
                 };
             }
             // The input norm's gradient: autodiff of <normed, d>, whose gradient is d's pull-back.
-            let surrogate = (normed * Tensor::from_inner(d)).sum();
+            let surrogate = (normed * Tensor::from_inner(d)).sum_all();
             let mut all = gradients(&norm, &surrogate.backward());
             all.extend(layer_grads.into_iter().flatten());
             all.extend(head_grads);
