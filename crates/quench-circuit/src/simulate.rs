@@ -23,7 +23,7 @@
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
 use quench_device::readback::float_tensor;
-use quench_device::reductions::Reduce;
+use quench_device::reductions::{MAX_REDUCED_AXIS, Reduce};
 use quench_device::views::ReshapeTo;
 
 use crate::circuit::Circuit;
@@ -353,6 +353,15 @@ impl<B: Backend> Simulator<B> {
                 }
             }
         }
+        if dim > MAX_REDUCED_AXIS {
+            return Ok(Tensor::cat(
+                pairs
+                    .iter()
+                    .map(|&(i, j)| Self::zz_by_axes(state, i.min(j), i.max(j)))
+                    .collect(),
+                1,
+            ));
+        }
         // Row-major [dim, pairs].
         for k in 0..dim {
             for &(i, j) in pairs {
@@ -362,6 +371,28 @@ impl<B: Backend> Simulator<B> {
         }
         let signs = float_tensor(signs, [dim, pairs.len()], &self.device);
         Ok(state.probabilities().matmul(signs))
+    }
+
+    /// `<Z_i Z_j>` for one pair of wires `i <= j`, `[batch, 1]`, from sums over the axes around
+    /// them: for states too large for a sign matrix, whose product would run over an inner
+    /// dimension of `2^qubits` (on lavapipe, a `[1, 2^20] x [2^20, 1]` product skipped elements
+    /// as Burn's long reductions do; see `quench_device::reductions`).
+    fn zz_by_axes(state: &State<B>, i: usize, j: usize) -> Tensor<B, 2> {
+        let probabilities = state.probabilities();
+        let [batch, dim] = probabilities.dims();
+        if i == j {
+            return probabilities.sum_along(1);
+        }
+        let split: Tensor<B, 6> =
+            probabilities.reshape_to([batch, 1 << i, 2, 1 << (j - i - 1), 2, dim >> (j + 1)]);
+        let corners = split
+            .sum_along(5)
+            .sum_along(3)
+            .sum_along(1)
+            .reshape_to([batch, 4]);
+        // Bits (b_i, b_j) = 00 and 11 agree, 01 and 10 differ.
+        let same = corners.clone().narrow(1, 0, 1) + corners.clone().narrow(1, 3, 1);
+        same - corners.clone().narrow(1, 1, 1) - corners.narrow(1, 2, 1)
     }
 }
 

@@ -203,14 +203,17 @@ mod checks {
         let n = 20;
         let mut gates = vec![gate(GateKind::H, &[0])];
         gates.extend((1..n).map(|i| gate(GateKind::Cnot, &[i - 1, i])));
-        gates.push(fixed(GateKind::Ry, n - 1, 0.0));
+        // Ry(pi) on the last wire flips it: (|0...01> + |1...10>) / sqrt(2), so the last wire
+        // is anti-correlated with every other one.
+        gates.push(fixed(GateKind::Ry, n - 1, std::f64::consts::PI));
         let simulator = Simulator::<P>::new(Circuit::new(n, gates).unwrap(), Mode::Fused, device);
         let state = simulator.run(1, None, None).unwrap();
         let z = to_host_f64(simulator.z_expectations(&state));
         assert_eq!(z.len(), n);
         assert!(z.iter().all(|v| v.abs() < tolerance), "{z:?}");
-        let zz = to_host_f64(simulator.zz_expectations(&state, &[(0, n - 1)]).unwrap());
-        assert!((zz[0] - 1.0).abs() < tolerance);
+        let pairs = [(0, n - 1), (5, 12), (n - 1, 3), (7, 7)];
+        let zz = to_host_f64(simulator.zz_expectations(&state, &pairs).unwrap());
+        assert_close(&zz, &[-1.0, 1.0, -1.0, 1.0], tolerance);
     }
 
     pub fn per_sample_angles_give_each_row_its_own_state<P: Backend>(
