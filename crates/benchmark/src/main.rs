@@ -117,7 +117,7 @@ struct PythonArgs {
 
 #[derive(Args, Debug, Clone)]
 struct DeviceArgs {
-    /// auto, cpu, cuda or cuda:N.
+    /// auto, cpu, cuda, cuda:N, wgpu or wgpu:N (`benchmark doctor` lists the wgpu adapters).
     #[arg(long, default_value = "auto")]
     device: String,
 }

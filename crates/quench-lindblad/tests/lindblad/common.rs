@@ -1,12 +1,8 @@
 //! Shared helpers of the integration tests: random pulses, tensors in the backend's own
 //! float type, and the f64 reference for a whole batch.
 
-#![allow(dead_code)]
-
 use burn::tensor::{Tensor, backend::Backend};
 use quench_lindblad::CMatrix;
-// Each test binary uses its own subset of these.
-#[allow(unused_imports)]
 pub use quench_lindblad::conformance::{Pulses, initial_states, max_density_error, tensor};
 
 /// The values of a tensor as f64, read back from whichever device holds it.

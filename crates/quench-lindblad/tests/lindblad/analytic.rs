@@ -3,10 +3,8 @@
 //! RK4 against the closed form of their own step (`g(z)^N` with `g(z) = 1 + z` or the
 //! degree-4 Taylor polynomial), which pins down their step count and size.
 
-mod common;
-
+use crate::common::{initial_states, tensor, values};
 use burn::tensor::backend::Backend;
-use common::{initial_states, tensor, values};
 use num_complex::Complex64;
 use quench_lindblad::{
     Basis, Batch, CMatrix, Generators, Method, Output, RelaxDephaseTask, Solver, System, operators,

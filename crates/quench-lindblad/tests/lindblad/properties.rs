@@ -1,11 +1,9 @@
 //! Invariants over random pulses (proptest, few cases to stay quick): the trace is conserved,
 //! states are Hermitian and positive within tolerance, and permuting tasks permutes results.
 
-mod common;
-
+use crate::common::{Pulses, initial_states, min_eigenvalue, values};
 use burn::backend::NdArray;
 use burn::tensor::{Int, Tensor, TensorData};
-use common::{Pulses, initial_states, min_eigenvalue, values};
 use proptest::prelude::*;
 use quench_lindblad::{
     Basis, Batch, CMatrix, Generators, Method, Output, Solver, System, operators, presets,

@@ -2,10 +2,8 @@
 //! matrices, and the average gate fidelity from its definition, averaged exactly over a
 //! qubit 2-design, and from Nielsen's formula over the Pauli basis for two qubits.
 
-mod common;
-
+use crate::common::{Pulses, initial_states, tensor, values};
 use burn::backend::NdArray;
-use common::{Pulses, initial_states, tensor, values};
 use num_complex::Complex64;
 use quench_lindblad::reference::ReferenceChannel;
 use quench_lindblad::{

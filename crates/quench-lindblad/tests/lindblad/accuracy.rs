@@ -1,10 +1,8 @@
 //! The three solvers in f32 against the f64 reference, with random pulses on the guide's
 //! systems; the printed errors are the numbers of the accuracy table.
 
-mod common;
-
+use crate::common::{Pulses, initial_states, max_density_error, values};
 use burn::tensor::backend::Backend;
-use common::{Pulses, initial_states, max_density_error, values};
 use quench_lindblad::{
     Basis, Batch, Generators, Method, Output, Solver, System, operators, presets,
 };

@@ -1,0 +1,9 @@
+//! quench-circuit's integration tests: the simulator against known states and the f64
+//! reference, and its JSON interface.
+//!
+//! One binary for the crate's integration tests (each file a module): the generic code is
+//! compiled and linked once for all of them rather than once per file.
+
+mod agreement;
+mod analytic;
+mod json;
