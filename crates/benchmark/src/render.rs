@@ -29,6 +29,12 @@ impl Report {
             RunStatus::Interrupted => {
                 let _ = writeln!(md, "- status: interrupted; the variants finished before it");
             }
+            RunStatus::Failed => {
+                let _ = writeln!(
+                    md,
+                    "- status: failed (see the run's error); the variants finished before it"
+                );
+            }
         }
         let _ = writeln!(
             md,

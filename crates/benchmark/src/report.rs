@@ -59,6 +59,9 @@ pub enum RunStatus {
     Complete,
     /// Stopped by Ctrl-C: the report holds the variants finished before it.
     Interrupted,
+    /// Stopped by an error that is not one variant's (a rank lost, the output folder no
+    /// longer writable): the report holds the variants finished before it.
+    Failed,
 }
 
 /// The variants of one workload.

@@ -1,5 +1,6 @@
 //! Running a suite: select the device, run every variant, compare with the baseline, report.
 
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -143,6 +144,32 @@ pub fn run_suite(
     if shard.is_root() {
         keep(&report)?;
     }
+    if let Err(err) = run_planned(plan, request, &ctx, &mut report, keep, &progress) {
+        // What finished is kept; the status says the run did not end normally.
+        report.status = RunStatus::Failed;
+        if shard.is_root()
+            && let Err(also) = keep(&report)
+        {
+            anyhow::bail!("{err:#}; the report could not be marked failed either: {also:#}");
+        }
+        return Err(err);
+    }
+    progress.finish_and_clear();
+    report.status = RunStatus::Complete;
+    Ok(report)
+}
+
+/// The workloads of `plan`, variant after variant, into `report` (see [`run_suite`]).
+fn run_planned(
+    plan: Vec<(&dyn Workload, toml::Table, Vec<VariantInfo>)>,
+    request: &RunRequest<'_>,
+    ctx: &RunContext<'_>,
+    report: &mut Report,
+    keep: &mut dyn FnMut(&Report) -> anyhow::Result<()>,
+    progress: &ProgressBar,
+) -> anyhow::Result<()> {
+    let shard = request.world.shard();
+    let timing = ctx.timing;
     for (workload, params, variants) in plan {
         report.workloads.push(WorkloadReport {
             name: workload.name().to_string(),
@@ -158,7 +185,7 @@ pub fn run_suite(
             reset_peak_rss();
             // A workload whose members do not split runs on rank 0 alone.
             let own = (shard.is_root() || workload.shards())
-                .then(|| workload.run(&variant, &params, &ctx));
+                .then(|| run_caught(workload, &variant, &params, ctx));
             progress.inc(1);
             let Some((run, rank_timings)) = ranks::gather(request.world, own)? else {
                 continue;
@@ -179,7 +206,7 @@ pub fn run_suite(
                         });
                     } else {
                         let mut measured =
-                            measured(&variant, outcome, precision, &entry.variants, &ctx);
+                            measured(&variant, outcome, precision, &entry.variants, ctx);
                         measured.ranks = rank_timings;
                         entry.variants.push(measured);
                     }
@@ -201,7 +228,7 @@ pub fn run_suite(
                     });
                 }
             }
-            keep(&report)?;
+            keep(report)?;
         }
         if !shard.is_root() {
             continue;
@@ -225,12 +252,29 @@ pub fn run_suite(
                 }
                 Err(why) => entry.peer_missing = Some(why),
             }
-            keep(&report)?;
+            keep(report)?;
         }
     }
-    progress.finish_and_clear();
-    report.status = RunStatus::Complete;
-    Ok(report)
+    Ok(())
+}
+
+/// Runs one variant; a panic inside it (a bug, or an assertion in a library) becomes that
+/// variant's error, so that the report records it and the suite goes on.
+fn run_caught(
+    workload: &dyn Workload,
+    variant: &VariantInfo,
+    params: &toml::Table,
+    ctx: &RunContext<'_>,
+) -> anyhow::Result<VariantRun> {
+    std::panic::catch_unwind(AssertUnwindSafe(|| workload.run(variant, params, ctx)))
+        .unwrap_or_else(|payload| {
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|text| (*text).to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".into());
+            Err(anyhow::anyhow!("panicked: {message}"))
+        })
 }
 
 /// A workload of a suite with its selected variants (`None`: all) and its checked parameters.
@@ -437,6 +481,100 @@ mod tests {
         assert_eq!(
             (calls, err.to_string()),
             (1, "read-only folder".to_string())
+        );
+    }
+
+    #[test]
+    fn a_run_stopped_by_an_error_leaves_its_report_marked_failed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = suite(dir.path());
+        // The folder becomes unwritable after the first variant, then writable again.
+        let mut kept: Vec<Report> = Vec::new();
+        let mut calls = 0;
+        let err = run_suite(&request(&path, RunPrecision::Auto), &mut |r| {
+            calls += 1;
+            if calls == 2 {
+                anyhow::bail!("disk full");
+            }
+            kept.push(r.clone());
+            Ok(())
+        })
+        .unwrap_err();
+        assert_eq!(err.to_string(), "disk full");
+        let last = kept.last().unwrap();
+        assert_eq!(last.status, RunStatus::Failed);
+        assert_eq!(last.workloads[0].variants.len(), 1, "what finished is kept");
+        // When even that write fails, the error says so.
+        let mut calls = 0;
+        let err = run_suite(&request(&path, RunPrecision::Auto), &mut |_| {
+            calls += 1;
+            if calls > 1 {
+                anyhow::bail!("disk full");
+            }
+            Ok(())
+        })
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "disk full; the report could not be marked failed either: disk full"
+        );
+    }
+
+    /// A workload whose every variant panics, as a library bug would.
+    struct Panicking;
+
+    impl Workload for Panicking {
+        fn name(&self) -> &'static str {
+            "panicking"
+        }
+        fn summary(&self) -> &'static str {
+            "panics"
+        }
+        fn variants(&self) -> Vec<VariantInfo> {
+            Vec::new()
+        }
+        fn check_params(&self, _: &toml::Table) -> anyhow::Result<()> {
+            Ok(())
+        }
+        fn run(
+            &self,
+            _: &VariantInfo,
+            _: &toml::Table,
+            _: &RunContext,
+        ) -> anyhow::Result<VariantRun> {
+            let widths: Vec<usize> = Vec::new();
+            panic!(
+                "index out of bounds: the len is {} but the index is 0",
+                widths.len()
+            )
+        }
+        fn peer(&self, _: &toml::Table, _: &Path) -> anyhow::Result<Option<crate::peers::Peer>> {
+            Ok(None)
+        }
+        fn shards(&self) -> bool {
+            false
+        }
+    }
+
+    #[test]
+    fn a_panicking_variant_becomes_its_error() {
+        let variant = VariantInfo {
+            name: "all",
+            description: "panics",
+            baseline: false,
+            claim: None,
+            precision: crate::workload::PrecisionRole::F32,
+        };
+        let err = run_caught(
+            &Panicking,
+            &variant,
+            &toml::Table::new(),
+            &RunContext::quick_cpu(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "panicked: index out of bounds: the len is 0 but the index is 0"
         );
     }
 

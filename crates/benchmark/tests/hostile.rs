@@ -121,6 +121,48 @@ fn every_workload_checks_its_parameters_and_files_before_any_work() {
             &["lindblad-meta", "tasks_per_batch"][..],
         ),
         (
+            "[workloads.hybrid]\ntraining = { seeds = [1], epochs = 1, layers = 0 }\n",
+            &["hybrid", "layers = 0"][..],
+        ),
+        (
+            "[workloads.hybrid]\ntraining = { patience = 0 }\n",
+            &["hybrid", "patience = 0"][..],
+        ),
+        (
+            "[workloads.hybrid]\ntraining = { batch_size = 32 }\n",
+            &["hybrid", "batch_size = 32", "each variant sets"][..],
+        ),
+        // Sizes no host holds: refused with the estimate, before anything is allocated.
+        (
+            "[workloads.hybrid]\ntraining = { layers = 1000000 }\n",
+            &["hybrid", "layers = 1000000", "needs about"][..],
+        ),
+        (
+            "[workloads.temporal-mlp]\ntraining = { widths = { mlp = [1000000, 1000000] } }\n",
+            &["temporal-mlp", "1000000", "needs about"][..],
+        ),
+        (
+            "[workloads.temporal-lstm]\ntraining = { widths = { lstm_hidden = 1000000 } }\n",
+            &["temporal-lstm", "lstm_hidden: 1000000", "needs about"][..],
+        ),
+        (
+            "[workloads.temporal-transformer]\n\
+             training = { widths = { feed_forward = 1000000000 } }\n",
+            &[
+                "temporal-transformer",
+                "feed_forward: 1000000000",
+                "needs about",
+            ][..],
+        ),
+        (
+            "[workloads.temporal-lstm]\nmarket = { symbols = 1000000, bars = 1000000 }\n",
+            &[
+                "temporal-lstm",
+                "1000000 symbols x 1000000 bars",
+                "needs about",
+            ][..],
+        ),
+        (
             "[workloads.loader]\nlearning_rate = nan\n",
             &["loader", "learning_rate = NaN"][..],
         ),

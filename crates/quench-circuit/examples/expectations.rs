@@ -8,14 +8,6 @@ use std::process::ExitCode;
 use burn::backend::NdArray;
 use quench_circuit::json::{Document, render};
 
-/// Memory the simulation may use: `MemAvailable` of `/proc/meminfo`, where there is one.
-fn available_bytes() -> Option<u128> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u128 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
-
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
     let (Some(path), None) = (args.next(), args.next()) else {
@@ -30,7 +22,9 @@ fn main() -> ExitCode {
         }
     };
     let result = Document::parse(&text).and_then(|document| {
-        document.expectations::<NdArray<f64>>(&Default::default(), available_bytes())
+        // Memory the simulation may use: the host's limit (available memory, `ulimit -v`).
+        let limit = quench_device::budget::host_limit().map(|limit| u128::from(limit.bytes));
+        document.expectations::<NdArray<f64>>(&Default::default(), limit)
     });
     match result {
         Ok(rows) => {

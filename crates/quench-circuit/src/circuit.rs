@@ -95,11 +95,16 @@ impl Circuit {
 
     /// Bytes of memory a batch of `batch` states takes at `bytes_per_value` bytes per real
     /// number, counting (re, im) for complex circuits and four such buffers for the gate
-    /// being applied, its inputs and the autodiff record: an estimate, used to refuse runs
-    /// that cannot fit.
+    /// being applied, its inputs and the autodiff record; and the simulator's tables of
+    /// `2^qubits` 8-byte entries: an X permutation per wire, a permutation and its signs per
+    /// gate, and three host copies while one is built. An estimate, used to refuse runs that
+    /// cannot fit.
     pub fn simulation_bytes(&self, batch: usize, bytes_per_value: usize) -> u128 {
         let parts = if self.is_real() { 1 } else { 2 };
-        4 * parts * (batch as u128) * (self.dimension() as u128) * bytes_per_value as u128
+        let dimension = self.dimension() as u128;
+        let states = 4 * parts * (batch as u128) * dimension * bytes_per_value as u128;
+        let tables = (self.qubits() + 2 * self.gates().len() + 3) as u128 * dimension * 8;
+        states + tables
     }
 }
 

@@ -11,8 +11,8 @@ pub enum CircuitError {
     QubitCount(usize),
     /// More qubits than the simulation can hold.
     #[error(
-        "qubits = {qubits}: a batch of {batch} states needs about {needed_mib} MiB, \
-         more than the {available_mib} MiB available"
+        "qubits = {qubits}: a batch of {batch} states and the simulator's tables need about \
+         {needed_mib} MiB, more than the {available_mib} MiB available"
     )]
     TooLarge {
         /// Qubits asked for.

@@ -69,8 +69,25 @@ pub struct Document {
 impl Document {
     /// Parses and checks `text`.
     pub fn parse(text: &str) -> Result<Self, JsonError> {
+        // Editors on Windows write UTF-8 with a byte-order mark; JSON has none.
+        let text = text.strip_prefix('\u{FEFF}').unwrap_or(text);
         let value: Value =
             serde_json::from_str(text).map_err(|e| JsonError::Syntax(e.to_string()))?;
+        let Some(fields) = value.as_object() else {
+            return Err(JsonError::Document {
+                field: "document",
+                reason: "not an object {\"qubits\": n, \"circuits\": [...]}".into(),
+            });
+        };
+        if let Some(unknown) = fields
+            .keys()
+            .find(|k| !["qubits", "circuits"].contains(&k.as_str()))
+        {
+            return Err(JsonError::Document {
+                field: "document",
+                reason: format!("unknown key {unknown:?} (the keys are qubits and circuits)"),
+            });
+        }
         let qubits =
             value
                 .get("qubits")
@@ -87,6 +104,12 @@ impl Document {
                 field: "circuits",
                 reason: "missing or not an array of circuits".into(),
             })?;
+        if circuits.is_empty() {
+            return Err(JsonError::Document {
+                field: "circuits",
+                reason: "empty: there is nothing to simulate".into(),
+            });
+        }
         let circuits = circuits
             .iter()
             .enumerate()

@@ -289,6 +289,26 @@ pub enum DataError {
         /// Why it is impossible.
         reason: String,
     },
+    /// A feature of a bar is not a finite f32 (before or after normalisation): prices or a
+    /// spread beyond f32's range, which would train on NaN.
+    #[error(
+        "bars of {symbol}: bar {bar} (time {time}): feature {feature} is {value}{stage}; \
+         prices, spread or volume beyond f32's range?"
+    )]
+    NonFiniteFeature {
+        /// The symbol (the file stem for a file that was read).
+        symbol: String,
+        /// The bar's index, from 0.
+        bar: usize,
+        /// The bar's opening time, unix seconds.
+        time: i64,
+        /// The feature's name ([`crate::FEATURES`]).
+        feature: &'static str,
+        /// The value computed.
+        value: f32,
+        /// Empty, or where it was found (" after normalisation").
+        stage: &'static str,
+    },
     /// A part of the direction-classifier data has no window: the symbols are too short for
     /// the window, the horizon, the feature history and the split fractions.
     #[error(
@@ -315,9 +335,27 @@ pub enum DataError {
         /// What it must be.
         reason: &'static str,
     },
+    /// A data set would need more memory than the host has.
+    #[error(transparent)]
+    TooLarge(#[from] quench_device::budget::TooLarge),
     /// The operating system refused a loader thread.
     #[error("cannot start a loader thread: {0}")]
     Spawn(#[source] std::io::Error),
+}
+
+/// Most bytes of a file's field quoted in a message.
+const EXCERPT_BYTES: usize = 60;
+
+/// A field of a file as a message quotes it: lossily decoded, cut after [`EXCERPT_BYTES`]
+/// bytes with the field's length said, so that a one-line file of 50 MB is not echoed whole.
+pub(crate) fn excerpt(field: &[u8]) -> String {
+    if field.len() <= EXCERPT_BYTES {
+        return String::from_utf8_lossy(field).into_owned();
+    }
+    let text = String::from_utf8_lossy(&field[..EXCERPT_BYTES]);
+    // A character cut in two decodes to U+FFFD at the end: drop it.
+    let text = text.trim_end_matches('\u{FFFD}');
+    format!("{text}... ({} bytes)", field.len())
 }
 
 impl DataError {

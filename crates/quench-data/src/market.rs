@@ -127,10 +127,23 @@ const GARCH_ALPHA: f64 = 0.06;
 /// GARCH(1,1) weight of the last variance.
 const GARCH_BETA: f64 = 0.92;
 
+/// Host bytes of one bar of [`Bars`]: the time and eight f64 columns.
+pub(crate) const BYTES_PER_BAR: u128 = 9 * 8;
+
 /// The synthetic market of the module documentation: `config.symbols` symbols named
 /// `SYN00`, `SYN01`, ... of `config.bars` bars each, every bar passing [`Bars::validate`].
 pub fn synthetic_market(config: &MarketConfig) -> Result<Vec<Bars>, DataError> {
     config.validate()?;
+    let bars = (config.symbols as u128).saturating_mul(config.bars as u128);
+    quench_device::budget::check_fits(
+        || {
+            format!(
+                "a synthetic market of {} symbols x {} bars",
+                config.symbols, config.bars
+            )
+        },
+        u64::try_from(bars.saturating_mul(BYTES_PER_BAR)).unwrap_or(u64::MAX),
+    )?;
     Ok((0..config.symbols)
         .map(|k| synthetic_symbol(config, k))
         .collect())

@@ -69,6 +69,14 @@ impl Default for WindowConfig {
 }
 
 impl WindowConfig {
+    /// Host bytes that cutting `bars` bars into windows takes at its peak: every bar's
+    /// feature row twice (as computed and normalised, f32) and, as every bar ends about one
+    /// window, `window` rows per bar in the windows themselves.
+    pub fn bytes_for(&self, bars: u128) -> u128 {
+        let row = (FEATURES.len() * 4) as u128;
+        bars.saturating_mul(row.saturating_mul(2 + self.window as u128))
+    }
+
     /// Refuses a configuration outside the ranges documented on its fields, naming the field.
     pub fn validate(&self) -> Result<(), DataError> {
         if self.window == 0 {
@@ -195,7 +203,21 @@ pub fn market_windows(symbols: &[Bars], config: &WindowConfig) -> Result<MarketD
     for bars in symbols {
         bars.validate()?;
     }
+    let bars: u128 = symbols.iter().map(|bars| bars.len() as u128).sum();
+    quench_device::budget::check_fits(
+        || {
+            format!(
+                "the windows of {} symbol(s), {bars} bars, {} bars per window",
+                symbols.len(),
+                config.window
+            )
+        },
+        u64::try_from(config.bytes_for(bars)).unwrap_or(u64::MAX),
+    )?;
     let tables: Vec<FeatureTable> = symbols.iter().map(bar_features).collect();
+    for (bars, table) in symbols.iter().zip(&tables) {
+        finite_features(bars, &table.values, "")?;
+    }
     let splits: Vec<[Range<usize>; 3]> = symbols
         .iter()
         .zip(&tables)
@@ -224,6 +246,9 @@ pub fn market_windows(symbols: &[Bars], config: &WindowConfig) -> Result<MarketD
                 .collect()
         })
         .collect();
+    for (bars, values) in symbols.iter().zip(&normalised) {
+        finite_features(bars, values, " after normalisation")?;
+    }
     let [train, validation, test] = [0, 1, 2].map(|part| {
         let ends = splits.iter().map(|split| split[part].clone());
         cut_part(symbols, &normalised, ends, config)
@@ -236,6 +261,26 @@ pub fn market_windows(symbols: &[Bars], config: &WindowConfig) -> Result<MarketD
         std,
         symbols: symbols.iter().map(|bars| bars.symbol.clone()).collect(),
     })
+}
+
+/// Refuses the first non-finite value of a `[bars, FEATURES.len()]` table of `bars`, naming
+/// the bar, its time and the feature: one would make the normalisation, and every window
+/// after it, NaN.
+fn finite_features(bars: &Bars, values: &[f32], stage: &'static str) -> Result<(), DataError> {
+    match values.iter().position(|v| !v.is_finite()) {
+        None => Ok(()),
+        Some(at) => {
+            let bar = at / FEATURES.len();
+            Err(DataError::NonFiniteFeature {
+                symbol: bars.symbol.clone(),
+                bar,
+                time: bars.time.get(bar).copied().unwrap_or_default(),
+                feature: FEATURES[at % FEATURES.len()],
+                value: values[at],
+                stage,
+            })
+        }
+    }
 }
 
 /// Mean and floored deviation of each feature over the rows the training windows cover.
@@ -573,5 +618,29 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn features_beyond_f32_are_refused_by_bar_time_and_name() {
+        let mut market = market(2, 600);
+        // A spread of 1e39 points: finite in f64, infinite as the f32 feature spread / close.
+        market[1].spread[321] = 1e39;
+        let err = market_windows(&market, &WindowConfig::default()).unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                DataError::NonFiniteFeature { bar: 321, feature: "spread_close", value, stage: "", .. }
+                    if value.is_infinite()
+            ),
+            "{err}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains(&market[1].symbol) && text.contains(&market[1].time[321].to_string()),
+            "{text}"
+        );
+        // The same bars with an ordinary spread there are accepted: the refusal is that value's.
+        market[1].spread[321] = market[1].spread[320];
+        assert!(market_windows(&market, &WindowConfig::default()).is_ok());
     }
 }

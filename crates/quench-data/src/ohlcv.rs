@@ -265,10 +265,33 @@ impl Bars {
     /// Reads and validates the OHLCV file at `path` (format in the module documentation);
     /// the symbol is the file stem.
     pub fn read(path: &Path) -> Result<OhlcvFile, DataError> {
-        let bytes = fs::read(path).map_err(|source| DataError::Io {
+        let io = |source| DataError::Io {
             path: path.to_path_buf(),
             source,
-        })?;
+        };
+        let size = fs::metadata(path).map_err(io)?;
+        if !size.is_file() {
+            // A device or a pipe would be read without end.
+            return Err(io(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a regular file",
+            )));
+        }
+        // The file, and its bars (72 bytes each from lines of at least about 16).
+        quench_device::budget::check_fits(
+            || format!("reading {}", path.display()),
+            size.len().saturating_mul(6),
+        )?;
+        let bytes = fs::read(path).map_err(io)?;
+        if bytes.starts_with(b"\xFF\xFE") || bytes.starts_with(b"\xFE\xFF") {
+            return Err(DataError::OhlcvHeader {
+                path: path.to_path_buf(),
+                line: 1,
+                detail: "the file is UTF-16 (it starts with a UTF-16 byte-order mark); save it \
+                         as UTF-8"
+                    .into(),
+            });
+        }
         let bytes = bytes.strip_prefix(UTF8_BOM).unwrap_or(&bytes);
         let mut lines = bytes
             .split(|&b| b == b'\n')
@@ -280,6 +303,15 @@ impl Bars {
         };
         let (first_line, first) = lines.next().ok_or_else(empty)?;
         let separator = if first.contains(&b'\t') { b'\t' } else { b',' };
+        if !first.contains(&b',') && first.contains(&b';') {
+            return Err(DataError::OhlcvHeader {
+                path: path.to_path_buf(),
+                line: first_line,
+                detail: "fields are separated by ';': Quench reads commas or tabs (replace the \
+                         semicolons, and decimal commas by points)"
+                    .into(),
+            });
+        }
         let head = split(first, separator);
         let is_header = !head.iter().any(|field| parse_number(field).is_some());
         let symbol = path.file_stem().map_or_else(
@@ -402,7 +434,7 @@ impl Layout {
                         "column {}: unknown name {:?} (known: time, date, open, high, low, \
                          close, tick_volume or tickvol, spread, real_volume or vol)",
                         position + 1,
-                        String::from_utf8_lossy(raw)
+                        crate::error::excerpt(raw)
                     )));
                 }
             };
@@ -460,7 +492,7 @@ impl Reader<'_> {
                 line,
                 column: column + 1,
                 field,
-                text: String::from_utf8_lossy(fields[column]).into_owned(),
+                text: crate::error::excerpt(fields[column]),
                 expected,
             };
         let time = match self.layout.time {
@@ -468,7 +500,8 @@ impl Reader<'_> {
                 syntax(
                     column,
                     "time",
-                    "unix seconds or a date like 2024-01-31 13:45[:00]",
+                    "unix seconds of the years 1900-9999 (not milliseconds) or a date like \
+                     2024-01-31 13:45[:00]",
                 )
             })?,
             TimeColumns::Split { date, clock } => {
@@ -518,11 +551,20 @@ impl Reader<'_> {
     }
 }
 
+/// Unix seconds of 1900-01-01 00:00:00 UTC.
+const UNIX_1900: i64 = -2_208_988_800;
+/// Unix seconds of 9999-12-31 23:59:59 UTC.
+const UNIX_9999_END: i64 = 253_402_300_799;
+
 /// Unix seconds: an integer, or a date with an optional clock after a space or `T`.
 fn parse_time(field: &[u8]) -> Option<i64> {
     let text = std::str::from_utf8(field).ok()?;
     if let Ok(seconds) = text.parse::<i64>() {
-        return Some(seconds);
+        // Years 1900 to 9999, as dates are: milliseconds or a corrupted field fall outside,
+        // and differences of any two times stay far from i64's limits.
+        return (UNIX_1900..=UNIX_9999_END)
+            .contains(&seconds)
+            .then_some(seconds);
     }
     match text.split_once([' ', 'T']) {
         Some((date, clock)) => {
@@ -789,6 +831,59 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn encodings_separators_and_non_files_get_a_hint() {
+        let err = read("semi.csv", "time;open;high;low;close\n1704067200;1;1;1;1\n").unwrap_err();
+        assert!(err.to_string().contains("separated by ';'"), "{err}");
+        let scratch = Scratch::new();
+        let utf16: Vec<u8> = [0xFF, 0xFE]
+            .into_iter()
+            .chain("time,open\n".encode_utf16().flat_map(u16::to_le_bytes))
+            .collect();
+        let err = Bars::read(&scratch.write("wide.csv", &utf16)).unwrap_err();
+        assert!(err.to_string().contains("UTF-16"), "{err}");
+        if Path::new("/dev/zero").exists() {
+            let err = Bars::read(Path::new("/dev/zero")).unwrap_err();
+            assert!(err.to_string().contains("not a regular file"), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_long_field_is_quoted_in_part() {
+        let long = "9".repeat(100_000);
+        let err = second_line_error(&format!("{T0}x{long},1,1,1,1,0,0,0"));
+        let text = err.to_string();
+        assert!(
+            text.contains("... (100011 bytes)") && text.len() < 300,
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn times_outside_the_years_of_dates_are_refused() {
+        // Milliseconds, the second after 9999, i64's extremes.
+        for t in [
+            "1704067200000",
+            "253402300800",
+            "-9223372036854775808",
+            "9223372036854775807",
+        ] {
+            let err = second_line_error(&format!("{t},1,1,1,1,0,0,0"));
+            assert!(
+                matches!(
+                    &err,
+                    DataError::OhlcvSyntax {
+                        line: 3,
+                        field: "time",
+                        ..
+                    }
+                ),
+                "{err}"
+            );
+            assert!(err.to_string().contains("not milliseconds"), "{err}");
+        }
     }
 
     #[test]

@@ -116,7 +116,7 @@ impl BitStrings {
             .ok_or_else(|| DataError::QrngLabel {
                 path: path.to_path_buf(),
                 line,
-                label: String::from_utf8_lossy(label).into_owned(),
+                label: crate::error::excerpt(label),
                 allowed: self.classes.clone(),
             })?;
         self.bits.extend(bits.iter().map(|b| b - b'0'));

@@ -8,6 +8,7 @@
 pub mod adapters;
 pub mod allocator;
 pub mod backend;
+pub mod budget;
 pub mod config;
 pub mod counters;
 pub mod diagnostics;

@@ -775,19 +775,19 @@ fn skipped(key: &str) -> bool {
     key.starts_with("fc.") || key.ends_with(".num_batches_tracked")
 }
 
-/// The tensors of the file at `path`, keys remapped to this module's names, skipped keys
-/// dropped. A safetensors file starts with an 8-byte header length and then the JSON header's
-/// `{`; anything else is handed to the PyTorch reader.
 /// The one-channel first convolution of the original, `[64, 1, 7, 7]`.
 const CONV1_SHAPE: [usize; 4] = [64, 1, 7, 7];
 
-/// Checks a weight file on the host, before any backend is chosen: it reads as safetensors or
-/// as a PyTorch file and holds the one-channel `conv1.weight` `[64, 1, 7, 7]` (stock ImageNet
-/// weights, `[64, 3, 7, 7]`, are refused here). [`ResNet18::load`] checks every other tensor.
+/// Checks a weight file whole on the host, before any backend is chosen and any workload
+/// runs: it reads as safetensors or as a PyTorch file, holds the one-channel `conv1.weight`
+/// `[64, 1, 7, 7]` (stock ImageNet weights, `[64, 3, 7, 7]`, are refused first, by name), every
+/// float tensor is finite, and every tensor's name and shape are the backbone's (as
+/// [`ResNet18::load`] finds them, loaded once on the CPU).
 ///
 /// # Errors
-/// [`ResNetError`] naming the file: unreadable, in neither format, without `conv1.weight`, or
-/// with another shape.
+/// [`ResNetError`] naming the file: empty, unreadable, in neither format, without
+/// `conv1.weight` or with another shape, a tensor holding NaN or infinity, missing or foreign
+/// tensors.
 pub fn check_weights(path: &Path) -> Result<(), ResNetError> {
     let snapshots = read_snapshots(path)?;
     let conv1 = snapshots
@@ -806,9 +806,28 @@ pub fn check_weights(path: &Path) -> Result<(), ResNetError> {
             found,
         });
     }
-    Ok(())
+    for snapshot in &snapshots {
+        let key = torchvision_key(&snapshot.full_path());
+        let tensor = |message: String| ResNetError::Tensor {
+            path: path.to_path_buf(),
+            key: key.clone(),
+            message,
+        };
+        let data = snapshot.to_data().map_err(|e| tensor(e.to_string()))?;
+        if data.dtype.is_float() {
+            let values = data.iter::<f64>();
+            if let Some(bad) = values.into_iter().find(|v| !v.is_finite()) {
+                return Err(tensor(format!("holds {bad}: every weight must be finite")));
+            }
+        }
+    }
+    // Every other tensor's name and shape, as the workload would load them.
+    ResNet18::<burn::backend::NdArray<f32>>::load(path, &Default::default()).map(drop)
 }
 
+/// The tensors of the file at `path`, keys remapped to this module's names, skipped keys
+/// dropped. A safetensors file starts with an 8-byte header length and then the JSON header's
+/// `{`; anything else is handed to the PyTorch reader.
 fn read_snapshots(path: &Path) -> Result<Vec<TensorSnapshot>, ResNetError> {
     let io = |source| ResNetError::Io {
         path: path.to_path_buf(),
@@ -825,6 +844,12 @@ fn read_snapshots(path: &Path) -> Result<Vec<TensorSnapshot>, ResNetError> {
         format,
         message,
     };
+    if head.is_empty() {
+        return Err(format_error(
+            "safetensors or PyTorch",
+            "the file is empty".into(),
+        ));
+    }
     let snapshots = if head.get(8) == Some(&b'{') {
         SafetensorsStore::from_file(path)
             .get_all_snapshots()
@@ -1203,6 +1228,43 @@ mod tests {
         std::fs::write(&path, b"not a weight file at all").unwrap();
         let unreadable = check_weights(&path).unwrap_err().to_string();
         assert!(unreadable.contains("weights.safetensors"), "{unreadable}");
+        std::fs::write(&path, b"").unwrap();
+        let empty = check_weights(&path).unwrap_err().to_string();
+        assert!(empty.ends_with("the file is empty"), "{empty}");
+    }
+
+    #[test]
+    fn the_host_check_reads_the_whole_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("weights.safetensors");
+        let good = state_dict(&ResNet18::random(&Default::default(), 1));
+        // A NaN deep in the file, a tensor of another shape past conv1, a foreign tensor.
+        let mut nan = good.clone();
+        let (key, _, values) = nan
+            .iter_mut()
+            .find(|(k, _, _)| k == "layer4.1.conv2.weight")
+            .unwrap();
+        values[7] = f32::NAN;
+        let key = key.clone();
+        write_safetensors(&path, &nan, Dtype::F32);
+        let err = check_weights(&path).unwrap_err().to_string();
+        assert!(err.contains(&key) && err.contains("NaN"), "{err}");
+        let mut shape = good.clone();
+        let bn = shape
+            .iter_mut()
+            .find(|(k, _, _)| k == "layer2.0.bn1.weight")
+            .unwrap();
+        *bn = (bn.0.clone(), vec![64], vec![1.0; 64]);
+        write_safetensors(&path, &shape, Dtype::F32);
+        assert!(matches!(
+            check_weights(&path).unwrap_err(),
+            ResNetError::Shape { key, .. } if key == "layer2.0.bn1.weight"
+        ));
+        let mut extra = good;
+        extra.push(("head.weight".into(), vec![2], vec![0.0; 2]));
+        write_safetensors(&path, &extra, Dtype::F32);
+        let err = check_weights(&path).unwrap_err().to_string();
+        assert!(err.contains("head.weight"), "{err}");
     }
 
     #[test]

@@ -167,11 +167,26 @@ impl TableWorkload for Hybrid {
     /// The training settings, the images (read and split as a run does) and the backbone:
     /// the weight file readable with a one-channel `conv1`, or images to calibrate on.
     fn check(&self, params: &Params) -> anyhow::Result<()> {
-        params.training.validate()?;
+        let training = &params.training;
+        training.validate().context("training")?;
+        let default_batch = HybridConfig::default().batch_size;
+        anyhow::ensure!(
+            training.batch_size == default_batch,
+            "training.batch_size = {}: each variant sets its own batch ({default_batch}, or 256 \
+             for batch-256 and all); remove it from the suite",
+            training.batch_size
+        );
+        // The states at the largest batch a variant takes, before any data is made.
+        let largest = VARIANTS.iter().map(|v| v.setting.batch_size).max();
+        HybridConfig {
+            batch_size: largest.unwrap_or(default_batch),
+            ..training.clone()
+        }
+        .check_memory()
+        .context("training")?;
         let (data, _) = images(params)?;
         match &params.backbone_weights {
-            Some(path) => check_weights(path)
-                .with_context(|| format!("backbone_weights = {}", path.display()))?,
+            Some(path) => check_weights(path).context("backbone_weights")?,
             None => calibration_count(params, &data).map(drop)?,
         }
         Ok(())
@@ -204,8 +219,7 @@ impl TableWorkload for Hybrid {
         let (data, source) = images(&params)?;
         let (backbone, backbone_note) = match &params.backbone_weights {
             Some(path) => (
-                ResNet18::<B::InnerBackend>::load(path, device)
-                    .with_context(|| format!("backbone_weights = {}", path.display()))?,
+                ResNet18::<B::InnerBackend>::load(path, device).context("backbone_weights")?,
                 format!("backbone: ResNet18 weights from {}", path.display()),
             ),
             None => {

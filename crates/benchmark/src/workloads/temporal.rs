@@ -211,7 +211,37 @@ fn market(params: &Params) -> anyhow::Result<(MarketData, String)> {
             format!("data: {} ({gaps} gaps reported)", names.join(", ")),
         )
     };
-    Ok((market_windows(&symbols, &params.windows)?, note))
+    let data = market_windows(&symbols, &params.windows)?;
+    // A symbol too short for a window in some part still adds its windows to the others; one
+    // with no window at all is said, not dropped silently.
+    let unused: Vec<String> = symbols
+        .iter()
+        .enumerate()
+        .filter(|&(s, _)| {
+            [&data.train, &data.validation, &data.test]
+                .iter()
+                .all(|part| part.ends.iter().all(|&(symbol, _)| symbol != s))
+        })
+        .map(|(_, bars)| format!("{} ({} bars)", bars.symbol, bars.len()))
+        .collect();
+    let note = if unused.is_empty() {
+        note
+    } else {
+        format!(
+            "{note}; not used, too short for any window (one in every part needs {} bars): {}",
+            params.windows.bars_needed(),
+            unused.join(", ")
+        )
+    };
+    Ok((data, note))
+}
+
+/// The batch a variant's `(LSTM and Transformer, MLP)` batch sizes give `model`.
+fn batch_of(model: ModelKind, (recurrent_or_attention, mlp): (usize, usize)) -> usize {
+    match model {
+        ModelKind::Mlp => mlp,
+        _ => recurrent_or_attention,
+    }
 }
 
 /// The model's training settings with the suite's overrides; `model` cannot be overridden.
@@ -356,7 +386,21 @@ impl<const MODEL: usize> TableWorkload for Temporal<MODEL> {
     /// The training settings, and the bars: the files read and windowed (or the synthetic
     /// market drawn), as a run will.
     fn check(&self, params: &Params) -> anyhow::Result<()> {
-        training(MODELS[MODEL], &params.training)?;
+        let model = MODELS[MODEL];
+        let config = training(model, &params.training)?;
+        // The widths at the largest batch a variant takes, before any data is made.
+        let largest = self
+            .table()
+            .iter()
+            .map(|v| batch_of(model, v.setting.batch))
+            .max()
+            .unwrap_or(config.batch_size);
+        TemporalConfig {
+            batch_size: largest,
+            ..config
+        }
+        .check_memory(params.windows.window, quench_data::FEATURES.len())
+        .context("training")?;
         market(params).map(drop)
     }
 
@@ -385,10 +429,7 @@ impl<const MODEL: usize> TableWorkload for Temporal<MODEL> {
         let setting = &variant.setting;
         let mut config = training(model, &params.training)?;
         config.seeds = ctx.my_members("seeds", &config.seeds)?;
-        config.batch_size = match model {
-            ModelKind::Mlp => setting.batch.1,
-            _ => setting.batch.0,
-        };
+        config.batch_size = batch_of(model, setting.batch);
         let (data, data_note) = market(&params)?;
         let execution = Execution {
             core: setting.core,
@@ -516,6 +557,57 @@ mod tests {
                 .iter()
                 .any(|v| v.name == "fused-lstm")
         );
+    }
+
+    #[test]
+    fn a_symbol_too_short_for_any_window_is_named_in_the_note() {
+        let dir = tempfile::tempdir().unwrap();
+        let bars = synthetic_market(&quench_data::MarketConfig {
+            symbols: 1,
+            bars: 600,
+            ..Default::default()
+        })
+        .unwrap()
+        .remove(0);
+        let csv = |name: &str, count: usize| {
+            let mut text =
+                String::from("time,open,high,low,close,tick_volume,spread,real_volume\n");
+            for t in 0..count {
+                text += &format!(
+                    "{},{},{},{},{},{},{},{}\n",
+                    bars.time[t],
+                    bars.open[t],
+                    bars.high[t],
+                    bars.low[t],
+                    bars.close[t],
+                    bars.tick_volume[t],
+                    bars.spread[t],
+                    bars.real_volume[t]
+                );
+            }
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        let params = Params {
+            files: vec![csv("LONG.csv", 600), csv("SHORT.csv", 5)],
+            ..toml::from_str(SMALL).unwrap()
+        };
+        let (data, note) = market(&params).unwrap();
+        assert_eq!(data.symbols, ["LONG", "SHORT"]);
+        let needed = params.windows.bars_needed();
+        assert!(
+            note.ends_with(&format!(
+                "not used, too short for any window (one in every part needs {needed} bars): \
+                 SHORT (5 bars)"
+            )),
+            "{note}"
+        );
+        let params = Params {
+            files: vec![csv("LONG.csv", 600)],
+            ..params
+        };
+        assert!(!market(&params).unwrap().1.contains("not used"));
     }
 
     #[test]

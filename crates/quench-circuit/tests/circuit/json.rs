@@ -83,6 +83,15 @@ fn every_bad_input_names_circuit_and_gate() {
             "circuit 0: qubits = 31: must be between 1 and 30",
         ),
         (r#"{"circuits": []}"#, "qubits: missing"),
+        (r#"{"qubits": 1, "circuits": []}"#, "circuits: empty"),
+        (
+            r#"{"qubits": 1, "circuit": [[{"gate": "x", "wires": [0]}]]}"#,
+            "document: unknown key \"circuit\"",
+        ),
+        (
+            r#"[{"gate": "x", "wires": [0]}]"#,
+            "document: not an object",
+        ),
         (
             r#"{"qubits": 1, "circuits": [[{"gate": "x", "wires": [0]}]"#,
             "not valid JSON",
@@ -110,6 +119,12 @@ fn an_angle_beyond_f64_is_refused() {
 }
 
 #[test]
+fn a_byte_order_mark_is_read_past() {
+    let text = "\u{FEFF}{\"qubits\": 1, \"circuits\": [[{\"gate\": \"x\", \"wires\": [0]}]]}";
+    assert_eq!(run(text).unwrap(), run(&text[3..]).unwrap());
+}
+
+#[test]
 fn more_qubits_than_memory_allows_is_refused_before_allocating() {
     let text = r#"{"qubits": 30, "circuits": [[{"gate": "h", "wires": [29]}]]}"#;
     let error = Document::parse(text)
@@ -117,5 +132,13 @@ fn more_qubits_than_memory_allows_is_refused_before_allocating() {
         .expectations::<B>(&Default::default(), Some(1 << 30))
         .unwrap_err()
         .to_string();
-    assert!(error.starts_with("circuit 0: qubits = 30: a batch of 1 states needs about 32768 MiB, more than the 1024 MiB available"), "{error}");
+    // 4 state buffers of 2^30 f64 (32 GiB) and 35 tables of 2^30 8-byte entries (280 GiB):
+    // the 30 wires' X permutations, the gate's permutation and signs, three while building.
+    assert!(
+        error.starts_with(
+            "circuit 0: qubits = 30: a batch of 1 states and the simulator's tables need about \
+             319488 MiB, more than the 1024 MiB available"
+        ),
+        "{error}"
+    );
 }

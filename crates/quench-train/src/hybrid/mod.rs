@@ -45,6 +45,9 @@ pub enum HybridError {
     /// The circuit's settings are refused.
     #[error(transparent)]
     Circuit(#[from] CircuitError),
+    /// The settings need more memory than the host has.
+    #[error(transparent)]
+    TooLarge(#[from] quench_device::budget::TooLarge),
 }
 
 impl From<crate::settings::Refusal> for HybridError {

@@ -94,6 +94,8 @@ impl HybridConfig {
             ("epochs", self.epochs),
             ("batch_size", self.batch_size),
             ("step_size", self.step_size),
+            ("patience", self.patience),
+            ("layers", self.layers),
         ])?;
         settings::positive(&[
             ("learning_rate", self.learning_rate),
@@ -105,6 +107,30 @@ impl HybridConfig {
             ("weight_std", self.weight_std),
         ])?;
         settings::rate(&[("dropout", self.dropout)])?;
+        Ok(())
+    }
+
+    /// Refuses circuit depths and batches whose states cannot fit in host memory, before
+    /// anything is allocated ([`quench_device::budget`]): autodiff keeps each gate's output,
+    /// 16 complex f32 amplitudes per sample and member, and its gradient; a layer is 8 gates
+    /// (an RY per qubit and the CNOT ring).
+    pub fn check_memory(&self) -> Result<(), HybridError> {
+        let values = (self.seeds.len() as u128)
+            .saturating_mul(self.batch_size as u128)
+            .saturating_mul(self.layers as u128)
+            .saturating_mul(8 * 16 * 2 * 2);
+        let bytes = u64::try_from(values.saturating_mul(4)).unwrap_or(u64::MAX);
+        quench_device::budget::check_fits(
+            || {
+                format!(
+                    "the circuit's states for layers = {}, {} seed(s) at batch {}",
+                    self.layers,
+                    self.seeds.len(),
+                    self.batch_size
+                )
+            },
+            bytes,
+        )?;
         Ok(())
     }
 }
@@ -181,6 +207,7 @@ pub fn train_hybrid<B: AutodiffBackend>(
     device: &B::Device,
 ) -> Result<HybridOutcome, HybridError> {
     config.validate()?;
+    config.check_memory()?;
     execution.precision.check::<B>(device)?;
     let parts = match execution.features {
         FeatureMode::PerBatch => data.clone(),

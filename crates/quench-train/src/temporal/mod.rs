@@ -43,6 +43,9 @@ pub enum TemporalError {
     /// The device cannot run the precision asked for.
     #[error(transparent)]
     Device(#[from] DeviceError),
+    /// The settings need more memory than the host has.
+    #[error(transparent)]
+    TooLarge(#[from] quench_device::budget::TooLarge),
 }
 
 impl From<crate::settings::Refusal> for TemporalError {

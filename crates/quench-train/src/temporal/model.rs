@@ -135,6 +135,95 @@ impl Widths {
         }
         Ok(())
     }
+
+    /// Parameters of one member of `kind` on bars of `features` features (the counts of
+    /// [`TemporalNet::initial_params`]; the Transformer's Burn modules counted the same way).
+    /// Saturates rather than overflowing, so that absurd widths give a number to refuse.
+    pub fn parameters(&self, kind: ModelKind, features: usize) -> u128 {
+        let [f, h, head, d, ff] = [
+            features,
+            self.lstm_hidden,
+            self.lstm_head,
+            self.d_model,
+            self.feed_forward,
+        ]
+        .map(|n| n as u128);
+        let linear = |fan_in: u128, fan_out: u128| fan_in.saturating_mul(fan_out) + fan_out;
+        match kind {
+            ModelKind::Lstm => {
+                let layers = (0..self.lstm_layers as u128).map(|layer| {
+                    let input = if layer == 0 { f } else { 2 * h };
+                    // Both directions: w_x [input, 4h], w_h [h, 4h], b_x and b_h [4h].
+                    2 * (4 * h).saturating_mul(input.saturating_add(h).saturating_add(2))
+                });
+                let body: u128 = layers.fold(0, u128::saturating_add);
+                body.saturating_add(2 * f + 4 * (2 * h) + 2 * head)
+                    .saturating_add(linear(2 * h, head))
+                    .saturating_add(linear(head, 1))
+                    .saturating_add(linear(2 * h, head))
+                    .saturating_add(linear(head, CLASSES as u128))
+            }
+            ModelKind::Transformer => {
+                // Attention: four d x d projections with biases; feed-forward d -> ff -> d;
+                // two LayerNorms per encoder layer.
+                let layer = (4 * linear(d, d))
+                    .saturating_add(linear(d, ff))
+                    .saturating_add(linear(ff, d))
+                    .saturating_add(4 * d);
+                linear(f, d)
+                    .saturating_add(2 * d)
+                    .saturating_add(layer.saturating_mul(self.encoder_layers as u128))
+                    .saturating_add(2 * d)
+                    .saturating_add(linear(d, d / 2))
+                    .saturating_add(linear(d / 2, CLASSES as u128))
+            }
+            ModelKind::Mlp => {
+                let mut fan_in = f;
+                let mut total: u128 = 0;
+                for &width in &self.mlp {
+                    let width = width as u128;
+                    total = total
+                        .saturating_add(linear(fan_in, width))
+                        .saturating_add(2 * width);
+                    fan_in = width;
+                }
+                total
+                    .saturating_add(linear(fan_in, fan_in))
+                    .saturating_add(linear(fan_in, CLASSES as u128))
+            }
+        }
+    }
+
+    /// Activations of one member's forward pass over a batch of `batch` windows `[window,
+    /// features]`, in values: each layer's outputs, kept for the backward pass (the LSTM's
+    /// four gates and two states per step and direction, the Transformer's projections,
+    /// feed-forward and attention scores). An estimate within a small factor, for refusing
+    /// sizes no host holds, not an account of Burn's allocations.
+    pub fn activations(&self, kind: ModelKind, batch: usize, window: usize) -> u128 {
+        let rows = (batch as u128).saturating_mul(window as u128);
+        match kind {
+            ModelKind::Lstm => {
+                let per_step = 2 * 6 * self.lstm_hidden as u128;
+                rows.saturating_mul(per_step)
+                    .saturating_mul(self.lstm_layers as u128)
+            }
+            ModelKind::Transformer => {
+                let d = self.d_model as u128;
+                let per_row = (8 * d).saturating_add(2 * self.feed_forward as u128);
+                let scores = (batch as u128)
+                    .saturating_mul(self.heads as u128)
+                    .saturating_mul((window as u128).pow(2));
+                rows.saturating_mul(per_row)
+                    .saturating_add(scores)
+                    .saturating_mul(self.encoder_layers as u128)
+            }
+            ModelKind::Mlp => {
+                // The MLP reads the window's last bar only.
+                let widths: u128 = self.mlp.iter().map(|&w| 3 * w as u128).sum();
+                (batch as u128).saturating_mul(widths)
+            }
+        }
+    }
 }
 
 /// The Transformer as Burn modules; one instance is a template whose parameters are replaced

@@ -109,6 +109,35 @@ impl TemporalConfig {
         }
     }
 
+    /// Refuses widths and seeds whose training cannot fit in host memory, before anything is
+    /// allocated, with the estimate and the limit in the message
+    /// ([`quench_device::budget`]): per member, the parameters with their gradients, Adam's
+    /// two moments and the best weights kept (five f32 copies), and the activations of a
+    /// batch of windows `[window, features]`.
+    pub fn check_memory(&self, window: usize, features: usize) -> Result<(), TemporalError> {
+        let w = &self.widths;
+        let per_member = self
+            .widths
+            .parameters(self.model, features)
+            .saturating_mul(5)
+            .saturating_add(w.activations(self.model, self.batch_size, window));
+        let values = per_member.saturating_mul(self.seeds.len() as u128);
+        let bytes = u64::try_from(values.saturating_mul(4)).unwrap_or(u64::MAX);
+        quench_device::budget::check_fits(
+            || {
+                format!(
+                    "the {} network with widths {w:?} for {} seed(s) at batch {} on windows of \
+                     {window} bars",
+                    self.model.name(),
+                    self.seeds.len(),
+                    self.batch_size,
+                )
+            },
+            bytes,
+        )?;
+        Ok(())
+    }
+
     /// Refuses settings no run can use, naming the first.
     pub fn validate(&self) -> Result<(), TemporalError> {
         settings::seeds(&self.seeds)?;
@@ -213,6 +242,7 @@ pub fn train_temporal<B: AutodiffBackend>(
     config.validate()?;
     execution.precision.check::<B>(device)?;
     let [window, features] = window_shape(&data.train.windows)?;
+    config.check_memory(window, features)?;
     for (name, part) in [
         ("train", &data.train),
         ("validation", &data.validation),

@@ -1,0 +1,156 @@
+//! Memory budgets: a size-driven allocation (layer widths, a market, its windows) is estimated
+//! before any work and refused when the host cannot hold it, so that a run ends with one clear
+//! line naming the setting and the numbers instead of an abort (an allocation that fails in
+//! Rust aborts the process, and a panic cannot catch it).
+//!
+//! The limit is the smaller of the memory the kernel says is available now (`MemAvailable` in
+//! `/proc/meminfo`) and what is left of the process's address-space limit (`ulimit -v`, less
+//! the process's `VmSize`). Where neither can be read (outside Linux) nothing is refused here.
+
+use std::fmt;
+
+/// The most bytes a new allocation of this process can take, and what set the limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostLimit {
+    /// Bytes.
+    pub bytes: u64,
+    /// What the figure is: the available memory or the rest of the address-space limit.
+    pub source: LimitSource,
+}
+
+/// What set a [`HostLimit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitSource {
+    /// The kernel's estimate of memory available without swapping (`MemAvailable`).
+    Available,
+    /// The address-space limit (`ulimit -v`) less what the process has mapped already.
+    AddressSpace,
+}
+
+impl fmt::Display for LimitSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Available => "available memory",
+            Self::AddressSpace => "what is left of the address-space limit (ulimit -v)",
+        })
+    }
+}
+
+/// An estimate that does not fit in the [`HostLimit`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what} needs about {} in host memory, more than the {} of {}", bytes(*.estimate), bytes(.limit.bytes), .limit.source)]
+pub struct TooLarge {
+    /// What was estimated, with the settings that drive it.
+    pub what: String,
+    /// The estimate, in bytes.
+    pub estimate: u64,
+    /// The limit it exceeds.
+    pub limit: HostLimit,
+}
+
+/// The host's limit now; `None` where neither figure can be read.
+pub fn host_limit() -> Option<HostLimit> {
+    let available = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| kib_field(&text, "MemAvailable:"))
+        .map(|bytes| HostLimit {
+            bytes,
+            source: LimitSource::Available,
+        });
+    let address_space = address_space_left().map(|bytes| HostLimit {
+        bytes,
+        source: LimitSource::AddressSpace,
+    });
+    match (available, address_space) {
+        (Some(a), Some(b)) => Some(if b.bytes < a.bytes { b } else { a }),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Refuses `estimate` bytes for `what` when they exceed [`host_limit`]; accepts them where the
+/// limit cannot be read.
+pub fn check_fits(what: impl FnOnce() -> String, estimate: u64) -> Result<(), TooLarge> {
+    match host_limit() {
+        Some(limit) if estimate > limit.bytes => Err(TooLarge {
+            what: what(),
+            estimate,
+            limit,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// `n` bytes in the largest binary unit that keeps a number of at least 1, one decimal.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["bytes", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut value = n as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} bytes")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// The soft address-space limit less the process's mapped size, when there is a limit.
+fn address_space_left() -> Option<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one `rlimit` through a valid pointer and reads nothing else.
+    let status = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) };
+    if status != 0 || limit.rlim_cur == libc::RLIM_INFINITY {
+        return None;
+    }
+    let mapped = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|text| kib_field(&text, "VmSize:"))
+        .unwrap_or(0);
+    Some(limit.rlim_cur.saturating_sub(mapped))
+}
+
+/// The value of a `Name:   123 kB` line, in bytes.
+fn kib_field(text: &str, name: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with(name))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_in_binary_units() {
+        assert_eq!(bytes(512), "512 bytes");
+        assert_eq!(bytes(1536), "1.5 KiB");
+        assert_eq!(bytes(3 << 30), "3.0 GiB");
+        assert_eq!(bytes(u64::MAX), "16384.0 PiB");
+    }
+
+    #[test]
+    fn kernel_fields_are_read_in_kib() {
+        let text = "MemTotal:       24683620 kB\nMemAvailable:   20000000 kB\n";
+        assert_eq!(kib_field(text, "MemAvailable:"), Some(20_000_000 * 1024));
+        assert_eq!(kib_field(text, "VmSize:"), None);
+    }
+
+    #[test]
+    fn an_estimate_beyond_any_host_is_refused_with_its_numbers() {
+        if host_limit().is_none() {
+            return; // no figure to compare with on this platform
+        }
+        let err = check_fits(|| "widths.mlp = [1000000, 1000000]".into(), u64::MAX).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.starts_with("widths.mlp = [1000000, 1000000] needs about 16384.0 PiB"),
+            "{text}"
+        );
+        assert!(check_fits(|| unreachable!("fits"), 1).is_ok());
+    }
+}
