@@ -177,6 +177,24 @@ fn every_workload_checks_its_parameters_and_files_before_any_work() {
 }
 
 #[test]
+fn a_recording_without_one_of_its_sources_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    // Lines of sources 1 and 2 only: a classifier would tell two sources apart and look good.
+    let line = |label: u32| format!("{} {label}\n", "01".repeat(50));
+    let text: String = (0..20).map(|i| line(1 + i % 2)).collect();
+    std::fs::write(dir.path().join("two-sources.txt"), text).unwrap();
+    std::fs::write(
+        dir.path().join("suite.toml"),
+        "[workloads.qrng-classifier]\ndata = { path = \"two-sources.txt\" }\n",
+    )
+    .unwrap();
+    refused(
+        &run_suite(dir.path()),
+        &["two-sources.txt", "no line has label 3"],
+    );
+}
+
+#[test]
 fn an_output_folder_in_use_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");

@@ -70,6 +70,18 @@ impl DataParams {
             Source::Recorded => {
                 let path = in_working_folder_or_source_tree(&self.path);
                 let strings = BitStrings::read(&path, &QRNG_LABELS)?;
+                // Every workload here compares the sources: one without lines would make a
+                // classifier of the others look perfect, or leave a GAN nothing to learn.
+                let found: std::collections::BTreeSet<u32> =
+                    strings.labels().iter().copied().collect();
+                if let Some(missing) = strings.classes().iter().find(|c| !found.contains(c)) {
+                    anyhow::bail!(
+                        "{}: no line has label {missing} (labels found: {found:?}); every source \
+                         {:?} needs lines",
+                        path.display(),
+                        strings.classes()
+                    );
+                }
                 Ok((strings, format!("data: {}", self.path.display())))
             }
             Source::Synthetic => Ok((
