@@ -142,7 +142,7 @@ pub fn synthetic_market(config: &MarketConfig) -> Result<Vec<Bars>, DataError> {
                 config.symbols, config.bars
             )
         },
-        u64::try_from(bars.saturating_mul(BYTES_PER_BAR)).unwrap_or(u64::MAX),
+        bars.saturating_mul(BYTES_PER_BAR),
     )?;
     Ok((0..config.symbols)
         .map(|k| synthetic_symbol(config, k))

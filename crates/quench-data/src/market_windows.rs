@@ -212,7 +212,7 @@ pub fn market_windows(symbols: &[Bars], config: &WindowConfig) -> Result<MarketD
                 config.window
             )
         },
-        u64::try_from(config.bytes_for(bars)).unwrap_or(u64::MAX),
+        config.bytes_for(bars),
     )?;
     let tables: Vec<FeatureTable> = symbols.iter().map(bar_features).collect();
     for (bars, table) in symbols.iter().zip(&tables) {

@@ -280,7 +280,7 @@ impl Bars {
         // The file, and its bars (72 bytes each from lines of at least about 16).
         quench_device::budget::check_fits(
             || format!("reading {}", path.display()),
-            size.len().saturating_mul(6),
+            u128::from(size.len()) * 6,
         )?;
         let bytes = fs::read(path).map_err(io)?;
         if bytes.starts_with(b"\xFF\xFE") || bytes.starts_with(b"\xFE\xFF") {

@@ -68,12 +68,13 @@ pub fn host_limit() -> Option<HostLimit> {
 }
 
 /// Refuses `estimate` bytes for `what` when they exceed [`host_limit`]; accepts them where the
-/// limit cannot be read.
-pub fn check_fits(what: impl FnOnce() -> String, estimate: u64) -> Result<(), TooLarge> {
+/// limit cannot be read. The estimate is a `u128` so that callers multiply sizes with
+/// `saturating_mul` and pass the product as it is; beyond `u64` it is reported as `u64::MAX`.
+pub fn check_fits(what: impl FnOnce() -> String, estimate: u128) -> Result<(), TooLarge> {
     match host_limit() {
-        Some(limit) if estimate > limit.bytes => Err(TooLarge {
+        Some(limit) if estimate > u128::from(limit.bytes) => Err(TooLarge {
             what: what(),
-            estimate,
+            estimate: u64::try_from(estimate).unwrap_or(u64::MAX),
             limit,
         }),
         _ => Ok(()),
@@ -145,7 +146,7 @@ mod tests {
         if host_limit().is_none() {
             return; // no figure to compare with on this platform
         }
-        let err = check_fits(|| "widths.mlp = [1000000, 1000000]".into(), u64::MAX).unwrap_err();
+        let err = check_fits(|| "widths.mlp = [1000000, 1000000]".into(), u128::MAX).unwrap_err();
         let text = err.to_string();
         assert!(
             text.starts_with("widths.mlp = [1000000, 1000000] needs about 16384.0 PiB"),

@@ -119,7 +119,6 @@ impl HybridConfig {
             .saturating_mul(self.batch_size as u128)
             .saturating_mul(self.layers as u128)
             .saturating_mul(8 * 16 * 2 * 2);
-        let bytes = u64::try_from(values.saturating_mul(4)).unwrap_or(u64::MAX);
         quench_device::budget::check_fits(
             || {
                 format!(
@@ -129,7 +128,7 @@ impl HybridConfig {
                     self.batch_size
                 )
             },
-            bytes,
+            values.saturating_mul(4),
         )?;
         Ok(())
     }

@@ -122,7 +122,6 @@ impl TemporalConfig {
             .saturating_mul(5)
             .saturating_add(w.activations(self.model, self.batch_size, window));
         let values = per_member.saturating_mul(self.seeds.len() as u128);
-        let bytes = u64::try_from(values.saturating_mul(4)).unwrap_or(u64::MAX);
         quench_device::budget::check_fits(
             || {
                 format!(
@@ -133,7 +132,7 @@ impl TemporalConfig {
                     self.batch_size,
                 )
             },
-            bytes,
+            values.saturating_mul(4),
         )?;
         Ok(())
     }
