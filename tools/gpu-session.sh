@@ -56,14 +56,14 @@ for s in $steps; do
         "$QUENCH_PYTHON" -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name(0))"
         step doctor 60 "$B" doctor --device cuda ;;
     verify)
-        step verify-f32 120 "$B" verify --device cuda --precision f32
-        step verify-bf16 60 "$B" verify --device cuda --precision bf16
-        step verify-f16 60 "$B" verify --device cuda --precision f16 ;;
+        step verify-f32 100 "$B" verify --device cuda --precision f32
+        step verify-bf16 50 "$B" verify --device cuda --precision bf16
+        step verify-f16 50 "$B" verify --device cuda --precision f16 ;;
     quick)
-        step quick 240 "$B" run --device cuda --peers --out /tmp/quick
+        step quick 220 "$B" run --device cuda --peers --out /tmp/quick
         keep quick /tmp/quick ;;
     devices)
-        step devices 90 "$B" run --suite configs/devices.toml --device cuda --count-launches --out /tmp/devices
+        step devices 70 "$B" run --suite configs/devices.toml --device cuda --count-launches --out /tmp/devices
         keep devices /tmp/devices
         [ -f /tmp/devices/kernel-launches.log ] && wc -l /tmp/devices/kernel-launches.log ;;
     meta1024)
