@@ -6,7 +6,8 @@
 #   cp -r /usr/share/datasets/fashion-mnist .gpu/   # optional: the hybrid's real images
 # then run `bash tools/gpu-session.sh STEP...` with `.gpu` carried. Every step has its own time
 # limit, so one hang costs only its share; logs go to $OUT/log.txt as they are written, and
-# each suite's report.json/report.md are copied to $OUT/<step>-report.{json,md} when it ends.
+# each suite's report.json is copied to $OUT/<step>-report.json when it ends,
+# and the kernel cache to $OUT/cubecl-cache.tgz after every step (at most 8 files come back).
 # Steps: doctor verify quick devices meta1024 sgldfull (default: the first four).
 set -u
 OUT=${OUT:-/tmp/gpu-out}
@@ -31,6 +32,21 @@ for lib in libnvrtc.so libcuda.so; do
     [ -n "$found" ] && export LD_LIBRARY_PATH=$(dirname "$found")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 done
 [ -d .gpu/fashion-mnist ] && export QUENCH_MNIST_DIR=$PWD/.gpu/fashion-mnist
+# A cold run spends most of its time compiling kernels with NVRTC and autotuning matmuls (the
+# H200's first call: doctor 46 s, verify 240 s, GPU 1 % busy). CubeCL keeps both on disk when
+# cubecl.toml names a folder; the folder comes back as $OUT/cubecl-cache.tgz, and a later
+# session that carries it as .gpu/cubecl-cache.tgz starts warm (kernels whose source changed
+# are compiled again).
+CACHE=/tmp/quench/cubecl-cache
+mkdir -p "$CACHE"
+[ -f .gpu/cubecl-cache.tgz ] && tar xzf .gpu/cubecl-cache.tgz -C /tmp/quench
+cat > cubecl.toml <<TOML
+[compilation]
+cache = { file = "$CACHE" }
+[autotune]
+cache = { file = "$CACHE" }
+TOML
+save_cache() { tar czf "$OUT/cubecl-cache.tgz" -C /tmp/quench cubecl-cache && ls -la "$OUT/cubecl-cache.tgz"; }
 export QUENCH_PYTHON=${QUENCH_PYTHON:-python3}
 
 step() { # step NAME LIMIT_S COMMAND...
@@ -40,10 +56,8 @@ step() { # step NAME LIMIT_S COMMAND...
     local rc=$?
     stamp "$name: exit $rc"
 }
-keep() { # keep NAME FOLDER: the suite's report beside the log
-    for f in report.json report.md; do
-        [ -f "$2/$f" ] && cp "$2/$f" "$OUT/$1-$f"
-    done
+keep() { # keep NAME FOLDER: the suite's report beside the log (the JSON: 8 files come back)
+    [ -f "$2/report.json" ] && cp "$2/report.json" "$OUT/$1-report.json"
 }
 
 steps=${*:-doctor verify quick devices}
@@ -74,5 +88,6 @@ for s in $steps; do
         keep sgldfull /tmp/sgldfull ;;
     *) echo "unknown step $s" ;;
     esac
+    save_cache
 done
 stamp "done"

@@ -132,6 +132,10 @@ fn adapter_lines(adapters: &[quench_device::adapters::AdapterInfo]) -> Vec<Strin
         .collect()
 }
 
+/// The largest relative error of a sampled f32 matmul entry against f64 that f32 arithmetic
+/// explains (the shapes' inner dimensions reach 1,024; the CPU measures at most 1.4e-7).
+const F32_MATMUL_ERROR: f64 = 1e-5;
+
 /// Which optimisations pay on this device, read off the measured figures.
 fn advice(d: &Diagnostics, support: &[(Precision, Result<(), String>)]) -> Vec<String> {
     let mut lines = Vec::new();
@@ -147,6 +151,18 @@ fn advice(d: &Diagnostics, support: &[(Precision, Result<(), String>)]) -> Vec<S
             significant(large.gflops),
             large.shape.n,
             large.shape.n
+        ));
+    }
+    // f32 products are within about 1e-7 of an f64 reference (the CPU measures 3e-8 to 1.4e-7);
+    // CubeCL's autotuned matmul on NVIDIA tensor cores stages f32 operands as tf32 (10
+    // mantissa bits), which the H200 measured at 2e-5 to 4e-4.
+    if let Some(worst) = d.matmul.iter().map(|m| m.max_rel_error).reduce(f64::max)
+        && worst > F32_MATMUL_ERROR
+    {
+        lines.push(format!(
+            "f32 matmuls round their operands here (max rel err {worst:.1e} against f64, where f32 \
+             arithmetic gives about 1e-7; tf32 tensor cores give about 5e-4): results agree with \
+             f64 to that, not to f32's precision, and checks with f32 tolerances fail"
         ));
     }
     let h2d = d.copy.gbs(CopyDirection::HostToDevice);
@@ -174,4 +190,53 @@ fn advice(d: &Diagnostics, support: &[(Precision, Result<(), String>)]) -> Vec<S
         )
     });
     lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quench_device::diagnostics::{CopyFigures, MatmulFigure, MatmulShape, TinyOpLatency};
+    use quench_device::stats::Stats;
+
+    /// Figures as a device measures them, with the sampled matmul errors given.
+    fn figures(errors: &[f64]) -> Diagnostics {
+        let stats = |v| Stats::from_samples(&[v]).expect("one finite sample");
+        Diagnostics {
+            backend: "test".into(),
+            tiny_op: TinyOpLatency {
+                queued_us: stats(6.0),
+                round_trip_us: stats(40.0),
+            },
+            matmul: errors
+                .iter()
+                .map(|&max_rel_error| MatmulFigure {
+                    shape: MatmulShape { batch: 16, n: 256 },
+                    seconds: stats(1e-4),
+                    gflops: 1e4,
+                    max_rel_error,
+                })
+                .collect(),
+            copy: CopyFigures {
+                bytes: 1 << 26,
+                host_to_device: stats(0.1),
+                device_to_host: stats(0.001),
+                device_to_device: stats(6e-5),
+            },
+        }
+    }
+
+    fn names_rounded_operands(lines: &[String]) -> bool {
+        lines.iter().any(|l| l.contains("round their operands"))
+    }
+
+    #[test]
+    fn matmuls_below_f32_precision_are_named() {
+        // The H200's figures (tf32 tensor cores): 4.1e-4 at 4x4, 2.4e-5 at 1024x1024.
+        let tf32 = advice(&figures(&[4.1e-4, 2.4e-5]), &[]);
+        assert!(names_rounded_operands(&tf32), "{tf32:?}");
+        assert!(tf32.iter().any(|l| l.contains("4.1e-4")), "{tf32:?}");
+        // The CPU's figures stay quiet.
+        let cpu = advice(&figures(&[8.1e-8, 1.4e-7]), &[]);
+        assert!(!names_rounded_operands(&cpu), "{cpu:?}");
+    }
 }

@@ -32,17 +32,19 @@ pub fn readbacks() -> u64 {
 }
 
 /// Turns on CubeCL's log of every kernel launch, written to `path` (replaced). It must come
-/// before the first CubeCL device is used: CubeCL reads its configuration once.
+/// before the first CubeCL device is used: CubeCL reads its configuration once. The rest of
+/// the configuration is CubeCL's own (a `cubecl.toml` in the working folder or above, then
+/// `CUBECL_*` variables), so kernel and autotune caches set there stay on.
 ///
 /// # Errors
 /// In a build without a CubeCL backend (`wgpu`, `cuda`), and when CubeCL's configuration was
-/// already read (a device was used first, or a `cubecl.toml` was loaded).
+/// already read (a device was used first).
 pub fn log_launches(path: &Path) -> Result<(), DeviceError> {
     #[cfg(any(feature = "wgpu", feature = "cuda"))]
     {
         use burn::cubecl::config::profiling::ProfilingLogLevel;
         use burn::cubecl::config::{CubeClRuntimeConfig, RuntimeConfig};
-        let mut config = CubeClRuntimeConfig::default();
+        let mut config = CubeClRuntimeConfig::from_current_dir().override_from_env();
         config.profiling.logger.level = ProfilingLogLevel::Minimal;
         config.profiling.logger.file = Some(path.to_path_buf());
         config.profiling.logger.append = false;

@@ -364,8 +364,9 @@ impl<B: Backend> TemporalNet<B> {
     ///
     /// Linear layers use PyTorch's default initialisation (Xavier-uniform for the LSTM's input
     /// weights, orthogonal for its recurrent ones), norms start at gain 1 and shift 0. The
-    /// Transformer's modules are drawn by Burn's initialisers from the seeded backend
-    /// generator (so they match across runs on one backend, not across backends).
+    /// Transformer's modules are drawn by Burn's initialisers from the CPU backend's seeded
+    /// generator on the host and uploaded, so a seed starts from the same weights on every
+    /// device.
     pub fn initial_params(
         &self,
         seeds: &[u64],
@@ -425,11 +426,17 @@ impl<B: Backend> TemporalNet<B> {
                     .template
                     .as_ref()
                     .unwrap_or_else(|| unreachable!("built with the kind"));
-                let per_member: Vec<Vec<Tensor<B, 3>>> = streams
+                // Burn's initialisers draw from the backend's own generator, so the same seed
+                // would start from other weights on each device (lavapipe's Transformer
+                // disagreed with the CPU's by 0.22 macro-F1 for that alone): every member is
+                // drawn on the host, by the CPU backend's generator, and uploaded.
+                type Host = burn::backend::NdArray<f32>;
+                let host = Default::default();
+                let per_member: Vec<Vec<Tensor<Host, 3>>> = streams
                     .iter()
                     .map(|&s| {
-                        let _generator = SeededGenerator::acquire::<B>(device, s);
-                        let fresh = TransformerNet::new(self.features, w, 0.0, device);
+                        let _generator = SeededGenerator::acquire::<Host>(&host, s);
+                        let fresh = TransformerNet::<Host>::new(self.features, w, 0.0, &host);
                         let mut flat = Flatten(Vec::new());
                         fresh.visit(&mut flat);
                         flat.0
@@ -438,10 +445,8 @@ impl<B: Backend> TemporalNet<B> {
                 let mut count = Flatten(Vec::new());
                 template.visit(&mut count);
                 for k in 0..count.0.len() {
-                    params.push(Tensor::cat(
-                        per_member.iter().map(|p| p[k].clone()).collect(),
-                        0,
-                    ));
+                    let members = Tensor::cat(per_member.iter().map(|p| p[k].clone()).collect(), 0);
+                    params.push(Tensor::from_data(members.into_data(), device));
                 }
             }
             ModelKind::Mlp => {
