@@ -97,14 +97,26 @@ impl Circuit {
     /// number, counting (re, im) for complex circuits and four such buffers for the gate
     /// being applied, its inputs and the autodiff record; and the simulator's tables of
     /// `2^qubits` 8-byte entries: an X permutation per wire, a permutation and its signs per
-    /// gate, and three host copies while one is built. An estimate, used to refuse runs that
-    /// cannot fit.
+    /// gate, and three host copies while one is built; and where [`Mode::Fused`] may fuse
+    /// (at most [`MAX_FUSED_QUBITS`] qubits), a `2^n x 2^n` matrix per run of shared gates
+    /// (runs are at least two gates long and end at each per-sample gate). An estimate, used
+    /// to refuse runs that cannot fit.
+    ///
+    /// [`Mode::Fused`]: crate::Mode::Fused
+    /// [`MAX_FUSED_QUBITS`]: crate::MAX_FUSED_QUBITS
     pub fn simulation_bytes(&self, batch: usize, bytes_per_value: usize) -> u128 {
         let parts = if self.is_real() { 1 } else { 2 };
         let dimension = self.dimension() as u128;
         let states = 4 * parts * (batch as u128) * dimension * bytes_per_value as u128;
         let tables = (self.qubits() + 2 * self.gates().len() + 3) as u128 * dimension * 8;
-        states + tables
+        let fused = if self.qubits() <= crate::MAX_FUSED_QUBITS {
+            let per_sample = self.gates().iter().filter(|g| !g.is_shared()).count();
+            let runs = (self.gates().len() / 2).min(per_sample + 1) as u128;
+            runs * parts * dimension * dimension * bytes_per_value as u128
+        } else {
+            0
+        };
+        states + tables + fused
     }
 }
 

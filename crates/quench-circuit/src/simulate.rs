@@ -7,7 +7,8 @@
 //!   weights; the state is then viewed as `[members, rows per member * 2^w, 2, ...]`);
 //! - runs of X, Z, CNOT, CZ and SWAP compose on the host into one signed permutation, applied
 //!   as one `select` and one sign multiply;
-//! - in [`Mode::Fused`], every run of two or more shared operations (no per-sample angle)
+//! - in [`Mode::Fused`], in calls with at least `2^n` rows per member (where it pays, see
+//!   [`MAX_FUSED_QUBITS`]), every run of two or more shared operations (no per-sample angle)
 //!   becomes one `2^n x 2^n` matrix per member, built once per call by simulating the run on
 //!   the identity (the batch of all basis states) and applied to the batch as one (batched)
 //!   matmul; a run without weights is constant and built once, when the simulator is.
@@ -35,15 +36,19 @@ use crate::gate::{Angle, Gate, GateKind};
 pub enum Mode {
     /// Every gate (or run of signed permutations) is one operation on the batch.
     GateByGate,
-    /// Runs of shared gates become one matrix, applied as one matmul (for circuits of at most
-    /// [`MAX_FUSED_QUBITS`] qubits; larger ones run gate by gate).
+    /// Runs of shared gates become one matrix, applied as one matmul, in the calls where that
+    /// pays: circuits of at most [`MAX_FUSED_QUBITS`] qubits, run on at least `2^n` rows per
+    /// member. Other calls, and larger circuits, run gate by gate.
     #[default]
     Fused,
 }
 
-/// The most qubits for which [`Mode::Fused`] builds `2^n x 2^n` matrices: 4,096 x 4,096 is
-/// 64 MiB in f32, and beyond it a matmul costs more than the gates it replaces.
-pub const MAX_FUSED_QUBITS: usize = 12;
+/// The most qubits for which [`Mode::Fused`] builds `2^n x 2^n` matrices. Measured on the CPU
+/// (2 cores, guide 003's circuit with 4 layers, 2026-11-26): a fused call costs about as much
+/// as gate by gate at `2^n` rows per member, for every `n` from 6 to 10 (fused pays 1.9-5.3x
+/// above it, loses up to 100x below it), and from 9 qubits on the matrices alone take 0.2 to
+/// 1.5 s per call to build; at 8 qubits fused pays 4.3x at 1,024 rows.
+pub const MAX_FUSED_QUBITS: usize = 8;
 
 /// A batch of states, amplitudes `[batch, 2^qubits]`: real parts, and imaginary parts once a
 /// complex gate has acted.
@@ -188,6 +193,10 @@ pub struct Simulator<B: Backend> {
     circuit: Circuit,
     mode: Mode,
     plan: Vec<Op<B>>,
+    /// The plan without fused runs, for calls with fewer than `2^n` rows per member (where
+    /// building the matrices costs more than the gates they replace); `None` when the
+    /// simulator does not fuse.
+    unfused: Option<Vec<Op<B>>>,
     /// `[2^n, n]`: entry `(k, i)` is `<k|Z_i|k>`, for circuits of at most
     /// [`MAX_FUSED_QUBITS`] qubits (larger ones reduce over axes instead).
     z_signs: Option<Tensor<B, 2>>,
@@ -207,6 +216,7 @@ impl<B: Backend> Simulator<B> {
             .collect();
         let steps = compile::<B>(&circuit, device);
         let fuse = mode == Mode::Fused && qubits <= MAX_FUSED_QUBITS;
+        let unfused = fuse.then(|| steps.iter().map(|(op, _, _)| op.clone()).collect());
         let mut plan = Vec::new();
         let mut run: Vec<(Op<B>, bool)> = Vec::new();
         for (op, shared, weighted) in steps {
@@ -223,6 +233,7 @@ impl<B: Backend> Simulator<B> {
             circuit,
             mode,
             plan,
+            unfused,
             z_signs,
             flips,
             device: device.clone(),
@@ -298,12 +309,11 @@ impl<B: Backend> Simulator<B> {
                 })
             }),
         };
-        Ok(apply_plan(
-            state,
-            &self.plan,
-            self.circuit.qubits(),
-            &angles,
-        ))
+        let plan = match &self.unfused {
+            Some(unfused) if batch / members < self.circuit.dimension() => unfused,
+            _ => &self.plan,
+        };
+        Ok(apply_plan(state, plan, self.circuit.qubits(), &angles))
     }
 
     /// `<Z_i>` of `state` for every qubit, `[batch, qubits]`.

@@ -196,6 +196,18 @@ pub enum DataError {
         /// What is wrong, naming the column.
         detail: String,
     },
+    /// An OHLCV file beyond what the reader takes: a line longer than
+    /// [`MAX_OHLCV_LINE`](crate::ohlcv::MAX_OHLCV_LINE) bytes, or more than
+    /// [`MAX_BARS`](crate::ohlcv::MAX_BARS) bars.
+    #[error("{}: line {line}: {detail}", path.display())]
+    OhlcvLimit {
+        /// The file.
+        path: PathBuf,
+        /// The line where the limit was passed.
+        line: usize,
+        /// Which limit, with its number.
+        detail: String,
+    },
     /// A line of an OHLCV file has another number of fields than the header or the first line.
     #[error("{}: line {line}: {found} fields, expected {expected}", path.display())]
     OhlcvFieldCount {

@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use burn::tensor::backend::AutodiffBackend;
 use quench_data::{
-    Bars, MarketConfig, MarketData, Mode, WindowConfig, market_windows, synthetic_market,
+    Bars, DOWN, FLAT, MarketConfig, MarketData, Mode, UP, WindowConfig, market_windows,
+    synthetic_market,
 };
 use quench_train::stats::MeanStd;
 use quench_train::temporal::{Execution, LstmCore, ModelKind, TemporalConfig, train_temporal};
@@ -224,7 +225,7 @@ fn market(params: &Params) -> anyhow::Result<(MarketData, String)> {
         })
         .map(|(_, bars)| format!("{} ({} bars)", bars.symbol, bars.len()))
         .collect();
-    let note = if unused.is_empty() {
+    let mut note = if unused.is_empty() {
         note
     } else {
         format!(
@@ -233,7 +234,30 @@ fn market(params: &Params) -> anyhow::Result<(MarketData, String)> {
             unused.join(", ")
         )
     };
+    // Bars that never move past the threshold (or always do) label every window alike: a
+    // model that learns the constant scores perfectly and the scores say nothing.
+    if let Some(class) = one_class(data.train.windows.labels()) {
+        note = format!(
+            "{note}; WARNING: every training window is labelled {class} (threshold {}): the \
+             scores cannot tell a model from a constant",
+            params.windows.threshold
+        );
+    }
     Ok((data, note))
+}
+
+/// The name of the one class every label in `labels` has, if there is one.
+fn one_class(labels: &[i64]) -> Option<&'static str> {
+    let first = *labels.first()?;
+    if labels.iter().any(|&l| l != first) {
+        return None;
+    }
+    Some(match first {
+        DOWN => "down",
+        FLAT => "flat",
+        UP => "up",
+        _ => "unknown",
+    })
 }
 
 /// The batch a variant's `(LSTM and Transformer, MLP)` batch sizes give `model`.
@@ -513,6 +537,14 @@ mod tests {
     use super::*;
     use crate::workload::{RunContext, VariantRun, Workload};
     use quench_data::FEATURES;
+
+    #[test]
+    fn labels_of_one_class_are_named() {
+        assert_eq!(one_class(&[FLAT, FLAT, FLAT]), Some("flat"));
+        assert_eq!(one_class(&[UP]), Some("up"));
+        assert_eq!(one_class(&[FLAT, DOWN, FLAT]), None);
+        assert_eq!(one_class(&[]), None);
+    }
 
     const SMALL: &str = "market = { symbols = 2, bars = 900, seed = 3 }\nrepeats = 1\n\
                          training = { seeds = [1, 2], epochs = 1, widths = { lstm_hidden = 8, \
