@@ -268,11 +268,8 @@ fn run_caught(
 ) -> anyhow::Result<VariantRun> {
     std::panic::catch_unwind(AssertUnwindSafe(|| workload.run(variant, params, ctx)))
         .unwrap_or_else(|payload| {
-            let message = payload
-                .downcast_ref::<&str>()
-                .map(|text| (*text).to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "no message".into());
+            let message =
+                quench_device::error::panic_text(payload.as_ref()).unwrap_or("no message");
             Err(anyhow::anyhow!("panicked: {message}"))
         })
 }

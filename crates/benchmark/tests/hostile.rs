@@ -76,6 +76,43 @@ fn bad_data_files_are_refused_by_what_is_wrong() {
 }
 
 #[test]
+fn market_files_that_would_train_on_nan_or_fill_memory_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let header = "time,open,high,low,close,tick_volume,spread,real_volume\n";
+    let bar = |i: usize, spread: &str| {
+        format!(
+            "{},1.1,1.2,1.0,1.1,10,{spread},0\n",
+            1_577_836_800 + 900 * i
+        )
+    };
+    // A spread beyond f32's range: its feature is infinite, and normalised it would be NaN.
+    let bars: String = (0..600)
+        .map(|i| bar(i, if i == 300 { "1e39" } else { "2" }))
+        .collect();
+    std::fs::write(dir.path().join("SPREAD.csv"), format!("{header}{bars}")).unwrap();
+    std::fs::write(
+        dir.path().join("suite.toml"),
+        "[workloads.temporal-lstm]\nfiles = [\"SPREAD.csv\"]\n",
+    )
+    .unwrap();
+    refused(
+        &run_suite(dir.path()),
+        &["temporal-lstm", "bar 300", "spread_close is inf"],
+    );
+    assert!(!dir.path().join("out/report.json").exists(), "nothing ran");
+    // One 100 kB line: refused at the line, not read whole and echoed.
+    let line = format!("{header}{}\n", "9".repeat(100_000));
+    std::fs::write(dir.path().join("LONG.csv"), line).unwrap();
+    let out = benchmark(&["data", "LONG.csv", "--format", "ohlcv"], dir.path());
+    refused(&out, &["LONG.csv", "line 2", "longer than 4096 bytes"]);
+    assert!(
+        out.stderr.len() < 400,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
 fn a_suite_with_a_missing_file_fails_before_any_work() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(

@@ -490,11 +490,7 @@ pub(crate) fn silently<R>(work: impl FnOnce() -> R) -> Result<R, String> {
 
 #[cfg(any(feature = "cuda", feature = "wgpu", test))]
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    let text = payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "the GPU runtime failed to initialise".to_string());
+    let text = crate::error::panic_text(payload).unwrap_or("the GPU runtime failed to initialise");
     text.lines()
         .find(|line| !line.trim().is_empty())
         .unwrap_or("the GPU runtime failed to initialise")

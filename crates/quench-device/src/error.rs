@@ -73,3 +73,27 @@ pub enum DeviceError {
     #[error("a measurement needs at least one repeat")]
     NoRepeats,
 }
+
+/// The text of a caught panic's payload (`panic!` with a literal or a formatted message), or
+/// `None` for a payload of another type.
+pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> Option<&str> {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::panic_text;
+
+    #[test]
+    fn panic_payloads_give_their_text() {
+        let literal = std::panic::catch_unwind(|| panic!("a literal")).unwrap_err();
+        assert_eq!(panic_text(literal.as_ref()), Some("a literal"));
+        let formatted = std::panic::catch_unwind(|| panic!("{} and {}", 1, 2)).unwrap_err();
+        assert_eq!(panic_text(formatted.as_ref()), Some("1 and 2"));
+        let other = std::panic::catch_unwind(|| std::panic::panic_any(7_u8)).unwrap_err();
+        assert_eq!(panic_text(other.as_ref()), None);
+    }
+}
