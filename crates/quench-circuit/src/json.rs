@@ -21,7 +21,7 @@ use thiserror::Error;
 use crate::circuit::Circuit;
 use crate::error::CircuitError;
 use crate::gate::{Angle, Gate, GateKind};
-use crate::simulate::{Mode, Simulator};
+use crate::simulate::{Mode, Simulator, fusion_pays};
 
 /// What is wrong with a JSON document, naming where.
 #[derive(Debug, Clone, PartialEq, Error)]
@@ -248,9 +248,9 @@ impl Document {
             let columns = batched.inputs();
             let inputs =
                 (columns > 0).then(|| float_tensor(angles, [members.len(), columns], device));
-            // A fused run's matrix costs as much to build as simulating the run on all 2^n
-            // basis states: for one call it pays only with at least that many circuits.
-            let mode = if members.len() >= batched.dimension() {
+            // A constant run's matrix is built with the simulator: for this one call, only
+            // where fusion pays at this batch.
+            let mode = if fusion_pays(self.qubits, members.len()) {
                 Mode::Fused
             } else {
                 Mode::GateByGate

@@ -38,4 +38,4 @@ pub mod simulate;
 pub use circuit::Circuit;
 pub use error::CircuitError;
 pub use gate::{Angle, Gate, GateKind};
-pub use simulate::{MAX_FUSED_QUBITS, Mode, Simulator, State};
+pub use simulate::{MAX_FUSED_QUBITS, Mode, Simulator, State, fusion_pays};

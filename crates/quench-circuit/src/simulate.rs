@@ -50,6 +50,14 @@ pub enum Mode {
 /// 1.5 s per call to build; at 8 qubits fused pays 4.3x at 1,024 rows.
 pub const MAX_FUSED_QUBITS: usize = 8;
 
+/// Whether fusing the shared runs of an `n`-qubit circuit pays in a call with
+/// `rows_per_member` rows per member: building a run's matrix costs as much as simulating the
+/// run on all `2^n` basis states, so it pays from `2^n` rows on (measured: see
+/// [`MAX_FUSED_QUBITS`]).
+pub fn fusion_pays(qubits: usize, rows_per_member: usize) -> bool {
+    qubits <= MAX_FUSED_QUBITS && rows_per_member >= 1 << qubits
+}
+
 /// A batch of states, amplitudes `[batch, 2^qubits]`: real parts, and imaginary parts once a
 /// complex gate has acted.
 #[derive(Debug, Clone)]
@@ -310,7 +318,7 @@ impl<B: Backend> Simulator<B> {
             }),
         };
         let plan = match &self.unfused {
-            Some(unfused) if batch / members < self.circuit.dimension() => unfused,
+            Some(unfused) if !fusion_pays(self.circuit.qubits(), batch / members) => unfused,
             _ => &self.plan,
         };
         Ok(apply_plan(state, plan, self.circuit.qubits(), &angles))

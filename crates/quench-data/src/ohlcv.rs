@@ -296,7 +296,6 @@ impl Bars {
             path: path.to_path_buf(),
         };
         let (first_line, first) = lines.next_line()?.ok_or_else(empty)?;
-        let first = first.as_slice();
         let separator = if first.contains(&b'\t') { b'\t' } else { b',' };
         if !first.contains(&b',') && first.contains(&b';') {
             return Err(DataError::OhlcvHeader {
@@ -337,7 +336,7 @@ impl Bars {
                     ),
                 });
             }
-            reader.push(line, &text)?;
+            reader.push(line, text)?;
         }
         if reader.bars.is_empty() {
             return Err(empty());
@@ -379,11 +378,13 @@ struct Lines<'a> {
 }
 
 impl Lines<'_> {
-    fn next_line(&mut self) -> Result<Option<(usize, Vec<u8>)>, DataError> {
+    /// The next non-blank line and its number, borrowed until the next call.
+    fn next_line(&mut self) -> Result<Option<(usize, &[u8])>, DataError> {
         use std::io::{BufRead as _, Read as _};
-        loop {
+        let limit = MAX_OHLCV_LINE as u64 + 2;
+        // The line's place in the buffer: found in the loop, borrowed after it.
+        let (start, end) = loop {
             self.buffer.clear();
-            let limit = MAX_OHLCV_LINE as u64 + 2;
             let read = (&mut self.reader)
                 .take(limit)
                 .read_until(b'\n', &mut self.buffer)
@@ -395,9 +396,9 @@ impl Lines<'_> {
                 return Ok(None);
             }
             self.number += 1;
-            let mut text = self.buffer.as_slice();
+            let mut start = 0;
             if self.number == 1 {
-                if text.starts_with(b"\xFF\xFE") || text.starts_with(b"\xFE\xFF") {
+                if self.buffer.starts_with(b"\xFF\xFE") || self.buffer.starts_with(b"\xFE\xFF") {
                     return Err(DataError::OhlcvHeader {
                         path: self.path.to_path_buf(),
                         line: 1,
@@ -406,9 +407,12 @@ impl Lines<'_> {
                             .into(),
                     });
                 }
-                text = text.strip_prefix(UTF8_BOM).unwrap_or(text);
+                if self.buffer.starts_with(UTF8_BOM) {
+                    start = UTF8_BOM.len();
+                }
             }
-            let ended = text.last() == Some(&b'\n');
+            let ended = self.buffer.last() == Some(&b'\n');
+            let text = &self.buffer[start..];
             let text = text.strip_suffix(b"\n").unwrap_or(text);
             let text = text.strip_suffix(b"\r").unwrap_or(text);
             if text.len() > MAX_OHLCV_LINE || (!ended && read as u64 == limit) {
@@ -422,9 +426,10 @@ impl Lines<'_> {
                 });
             }
             if !text.trim_ascii().is_empty() {
-                return Ok(Some((self.number, text.to_vec())));
+                break (start, start + text.len());
             }
-        }
+        };
+        Ok(Some((self.number, &self.buffer[start..end])))
     }
 }
 
