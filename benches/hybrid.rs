@@ -17,14 +17,14 @@ use burn::tensor::{Distribution, Int, Tensor};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use quench_circuit::Circuit;
 use quench_device::Precision;
+use quench_hybrid::model::{ENCODER, HEAD};
+use quench_hybrid::resnet::ResNet18;
+use quench_hybrid::{CircuitMode, HybridModel};
 use quench_train::classify::cross_entropy;
 use quench_train::ensemble::{Activation, seeded_ensemble};
-use quench_train::hybrid::model::{ENCODER, HEAD};
-use quench_train::hybrid::{CircuitMode, HybridModel};
 use quench_train::init::Init;
 use quench_train::optim::{AdamConfig, MemberAdam};
 use quench_train::params::{clip_member_norms, gradients, require_grad};
-use quench_train::resnet::ResNet18;
 
 type Cpu = NdArray<f32>;
 type Diff = Autodiff<Cpu>;

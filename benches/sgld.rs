@@ -13,7 +13,7 @@ use burn::backend::{Autodiff, NdArray};
 use burn::tensor::{Distribution, Tensor};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use quench_device::Precision;
-use quench_train::sgld::{
+use quench_sgld::{
     BoundedLoss, ChainBatch, ChainSchedule, LossScale, Noise, NoiseSource, Sgld, StepOptions,
 };
 

@@ -14,9 +14,9 @@ use burn::backend::{Autodiff, NdArray};
 use burn::tensor::{Distribution, Int, Tensor};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use quench_device::Precision;
+use quench_temporal::step::{Objective, step_gradients};
+use quench_temporal::{LstmCore, ModelKind, TemporalNet, Widths};
 use quench_train::amp::MixedPrecision;
-use quench_train::temporal::step::{Objective, step_gradients};
-use quench_train::temporal::{LstmCore, ModelKind, TemporalNet, Widths};
 
 type Cpu = NdArray<f32>;
 type Diff = Autodiff<Cpu>;

@@ -1,5 +1,5 @@
 """PyTorch peer of Quench's `hybrid` workload (guide 003), written from shared/WORKLOADS.md and
-Quench's `quench-train` hybrid module: the hybrid quantum-classical MNIST classifier trained the
+Quench's `quench-hybrid` crate: the hybrid quantum-classical MNIST classifier trained the
 original's way, one seed at a time in eager PyTorch at batch 64.
 
 The network: a frozen ResNet18 (BasicBlock [2, 2, 2, 2], a random 1-channel 7x7 stride-2 conv1,

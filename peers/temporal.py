@@ -1,5 +1,5 @@
 """PyTorch peer of Quench's `temporal-lstm`, `temporal-transformer` and `temporal-mlp` workloads
-(guide 004), written from shared/WORKLOADS.md and Quench's `quench-train` temporal module: the
+(guide 004), written from shared/WORKLOADS.md and Quench's `quench-temporal` crate: the
 3-class direction classifiers on 20-bar windows of 29 market features, trained the original's
 way, one seed at a time in eager PyTorch, each batch assembled sample by sample by a
 `DataLoader` without workers.

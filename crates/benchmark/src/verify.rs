@@ -21,15 +21,15 @@ use quench_device::threefry::{StreamKey, normals_host, normals_tensor};
 use quench_device::{OnDevice, Precision, SelectedDevice, run_on};
 use quench_lindblad::conformance::{Pulses, state_error};
 use quench_lindblad::{Method, OperatorCache, Solver, presets};
+use quench_meta::{Algorithm, InnerLoop, MetaConfig, MetaRun, Target};
+use quench_qrng::classifier::{ClassifierConfig, Execution as ClassifierExecution};
+use quench_qrng::{Batching, synthetic_recording};
+use quench_sgld::{Execution as SgldExecution, GridConfig, GridData, NoiseSource};
+use quench_temporal::step::fused_lstm_gap;
 use quench_train::amp::MixedPrecision;
 use quench_train::ensemble::{Activation, EnsembleMlp};
 use quench_train::init::Init;
-use quench_train::meta::{Algorithm, InnerLoop, MetaConfig, MetaRun, Target};
 use quench_train::params::{max_abs_difference, max_relative_difference, require_grad};
-use quench_train::qrng::classifier::{ClassifierConfig, Execution as ClassifierExecution};
-use quench_train::qrng::{Batching, synthetic_recording};
-use quench_train::sgld::{Execution as SgldExecution, GridConfig, GridData, NoiseSource};
-use quench_train::temporal::step::fused_lstm_gap;
 
 use crate::workload::RunPrecision;
 
@@ -195,9 +195,8 @@ fn meta_step<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> {
 fn sgld_chains<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> {
     let config = GridConfig::mixed_lengths();
     let data = GridData::load(&config)?;
-    let run = |execution: SgldExecution| {
-        quench_train::sgld::run_grid::<B>(&config, &data, &execution, device)
-    };
+    let run =
+        |execution: SgldExecution| quench_sgld::run_grid::<B>(&config, &data, &execution, device);
     let alone = run(SgldExecution::ORIGINAL)?;
     let batched = run(SgldExecution {
         noise: NoiseSource::Host,
@@ -217,9 +216,8 @@ fn sgld_chains<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> 
 fn sgld_fused<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> {
     let config = GridConfig::mixed_lengths();
     let data = GridData::load(&config)?;
-    let run = |execution: SgldExecution| {
-        quench_train::sgld::run_grid::<B>(&config, &data, &execution, device)
-    };
+    let run =
+        |execution: SgldExecution| quench_sgld::run_grid::<B>(&config, &data, &execution, device);
     let alone = run(SgldExecution {
         noise: NoiseSource::Device,
         ..SgldExecution::ORIGINAL
@@ -278,7 +276,7 @@ fn classifier_seeds<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Ch
             precision: Precision::F32,
             fused,
         };
-        quench_train::qrng::classifier::train_classifier::<B>(&data, &config, &execution, device)
+        quench_qrng::classifier::train_classifier::<B>(&data, &config, &execution, device)
     };
     // The product's path (the hand-derived step on the CPU) against the original's.
     let batched = run(Batching::Members, Mode::Resident, true)?;

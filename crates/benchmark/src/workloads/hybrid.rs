@@ -12,10 +12,10 @@ use anyhow::Context;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData};
 use quench_data::{MNIST_MEAN, MNIST_STD, Mnist, MnistSource, Split};
-use quench_train::hybrid::{
+use quench_hybrid::resnet::{ResNet18, check_weights};
+use quench_hybrid::{
     CircuitMode, Execution, FeatureMode, HybridConfig, HybridData, Sizes, train_hybrid,
 };
-use quench_train::resnet::{ResNet18, check_weights};
 use serde::Deserialize;
 
 use crate::peers::Peer;

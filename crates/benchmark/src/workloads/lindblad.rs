@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use anyhow::Context;
 use burn::tensor::backend::AutodiffBackend;
 use quench_lindblad::{Method, OperatorCache, Solver};
-use quench_train::meta::{MetaConfig, MetaRun, Operators};
+use quench_meta::{MetaConfig, MetaRun, Operators};
 use serde::Deserialize;
 
 use crate::npy;
@@ -224,7 +224,7 @@ impl TableWorkload for LindbladMeta {
                 .with_operators(Operators::RebuiltPerCall);
         }
         let shape = config.policy.clone();
-        let inner = quench_train::meta::InnerLoop {
+        let inner = quench_meta::InnerLoop {
             steps: config.inner_steps,
             lr: config.inner_lr,
             fused: setting.fused(),
@@ -288,7 +288,7 @@ impl TableWorkload for LindbladMeta {
                 Vec::new()
             } else {
                 vec![format!(
-                    "quality from the product's schedule (batched, cached, hand-derived policy gradients) with this variant's solver: neither changes an iterate beyond 1e-5 (quench-train tests/train/meta.rs)"
+                    "quality from the product's schedule (batched, cached, hand-derived policy gradients) with this variant's solver: neither changes an iterate beyond 1e-5 (quench-meta tests/meta.rs)"
                 )]
             },
         })
@@ -365,8 +365,8 @@ fn export_draws(config: &MetaConfig, params: &Params, dir: &Path) -> anyhow::Res
 }
 
 /// Variants that share a solver reach the same iterates whatever their schedule and operator
-/// source (the batched and one-task-at-a-time steps agree to 1e-5 in quench-train's
-/// `tests/train/meta.rs`), so the quality run is shared between them.
+/// source (the batched and one-task-at-a-time steps agree to 1e-5 in quench-meta's
+/// `tests/meta.rs`), so the quality run is shared between them.
 fn quality_key(setting: &Setting) -> String {
     format!("{:?}", setting.method)
 }

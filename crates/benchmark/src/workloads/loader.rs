@@ -14,7 +14,6 @@ use quench_data::{
 };
 use quench_device::measure_on;
 use quench_train::amp::MixedPrecision;
-use quench_train::binary::{accuracy, sgd_epoch};
 use quench_train::ensemble::{Activation, EnsembleMlp};
 use quench_train::init::Init;
 use serde::Deserialize;
@@ -24,6 +23,10 @@ use crate::workload::{
     Claim, PrecisionRole, Quality, TableWorkload, Tolerance, Variant, VariantContext,
     VariantOutcome, claimed,
 };
+
+mod binary;
+
+use binary::{accuracy, sgd_epoch};
 
 /// The `loader` workload.
 pub struct LoaderWorkload;

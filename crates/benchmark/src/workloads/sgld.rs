@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use burn::tensor::backend::AutodiffBackend;
 use quench_data::MnistSource;
 use quench_device::files::in_working_folder_or_source_tree;
-use quench_train::sgld::{
+use quench_sgld::{
     BoundedLoss, DatasetKind, Execution, GridConfig, GridData, GridResult, LossScale, NoiseSource,
     run_grid_shard,
 };

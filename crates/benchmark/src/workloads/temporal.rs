@@ -19,8 +19,8 @@ use quench_data::{
     Bars, DOWN, FLAT, MarketConfig, MarketData, Mode, UP, WindowConfig, market_windows,
     synthetic_market,
 };
+use quench_temporal::{Execution, LstmCore, ModelKind, TemporalConfig, train_temporal};
 use quench_train::stats::MeanStd;
-use quench_train::temporal::{Execution, LstmCore, ModelKind, TemporalConfig, train_temporal};
 use serde::Deserialize;
 
 use crate::npy;
@@ -466,7 +466,7 @@ impl<const MODEL: usize> TableWorkload for Temporal<MODEL> {
         })?;
         let seeds = config.seeds.len();
         let epochs = outcome.epochs.max(1) as f64;
-        let mean = |f: &dyn Fn(&quench_train::temporal::SeedOutcome) -> f64| {
+        let mean = |f: &dyn Fn(&quench_temporal::SeedOutcome) -> f64| {
             MeanStd::of(&outcome.seeds.iter().map(f).collect::<Vec<_>>())
         };
         let test_f1 = mean(&|s| s.test.macro_f1);

@@ -6,9 +6,9 @@ use std::path::Path;
 
 use burn::tensor::backend::AutodiffBackend;
 use quench_data::Mode;
-use quench_train::qrng::Batching;
-use quench_train::qrng::classifier::{ClassifierConfig, Execution, train_classifier};
-use quench_train::qrng::split::Split;
+use quench_qrng::Batching;
+use quench_qrng::classifier::{ClassifierConfig, Execution, train_classifier};
+use quench_qrng::split::Split;
 use serde::Deserialize;
 
 use super::DataParams;

@@ -1,7 +1,7 @@
 //! Workload `qrng-distinguish`: the distinguishability tournament of every pair of sources.
 
 use burn::tensor::backend::AutodiffBackend;
-use quench_train::qrng::distinguish::{DistinguishConfig, distinguish};
+use quench_qrng::distinguish::{DistinguishConfig, distinguish};
 use serde::Deserialize;
 
 use super::DataParams;

@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use burn::tensor::backend::AutodiffBackend;
-use quench_train::qrng::Batching;
-use quench_train::qrng::gan::{GanConfig, Noise, gan_tournament_shard};
+use quench_qrng::Batching;
+use quench_qrng::gan::{GanConfig, Noise, gan_tournament_shard};
 use serde::Deserialize;
 
 use super::DataParams;

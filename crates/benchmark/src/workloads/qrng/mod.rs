@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use quench_data::{BitStrings, QRNG_LABELS};
 use quench_device::files::in_working_folder_or_source_tree;
-use quench_train::qrng::synthetic_recording;
+use quench_qrng::synthetic_recording;
 use serde::Deserialize;
 
 pub use classifier::QrngClassifier;

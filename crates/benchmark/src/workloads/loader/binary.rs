@@ -1,0 +1,73 @@
+//! Binary classification by plain SGD with an MLP whose output is one logit: the model of the
+//! `loader` workload (guide 002's 784-500-1 network on two MNIST classes), trained one epoch at
+//! a time from the loader's batches.
+
+use burn::tensor::activation::sigmoid;
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{Int, Tensor};
+use quench_data::Batch;
+use quench_device::reductions::Reduce;
+use quench_device::views::ReshapeTo;
+
+use quench_train::amp::MixedPrecision;
+use quench_train::ensemble::EnsembleMlp;
+use quench_train::params::require_grad;
+
+/// Mean binary cross-entropy of logits `[members, batch, 1]` against labels 0/1 of the same
+/// shape, in the form that stays finite for large logits.
+pub fn binary_cross_entropy<B: Backend>(
+    logits: Tensor<B, 3>,
+    labels: Tensor<B, 3>,
+) -> Tensor<B, 1> {
+    (logits.clone().clamp_min(0.0) - logits.clone() * labels
+        + (logits.abs().neg().exp() + 1.0).log())
+    .mean_all()
+}
+
+/// One epoch of SGD with learning rate `lr` over `batches` (features `[members, batch, in]`,
+/// labels `[members, batch]`), starting from `params` (the layers of `model`, weight then bias
+/// each); the forward pass runs in `amp`'s precision. Returns the trained parameters.
+pub fn sgd_epoch<B: AutodiffBackend>(
+    model: &EnsembleMlp<B::InnerBackend>,
+    mut params: Vec<Tensor<B::InnerBackend, 3>>,
+    batches: impl Iterator<Item = Batch<B>>,
+    lr: f64,
+    amp: &mut MixedPrecision,
+) -> Vec<Tensor<B::InnerBackend, 3>> {
+    let precision = amp.precision();
+    for batch in batches {
+        let leaves = require_grad::<B>(params.clone());
+        let compute = precision.to_compute_all(&leaves);
+        let network = EnsembleMlp::from_params(compute, model.activation);
+        let logits = precision.to_master(network.forward(precision.to_compute(batch.features)));
+        let labels = batch.labels.float().unsqueeze_to::<3>(2);
+        let loss = binary_cross_entropy(logits, labels);
+        if let Some(grads) = amp.gradients(loss, &leaves) {
+            params = params
+                .into_iter()
+                .zip(grads)
+                .map(|(w, g)| w - g * lr)
+                .collect();
+        }
+    }
+    params
+}
+
+/// The fraction of `labels` (0/1, `[samples]`) that `model` with `params` predicts for
+/// `features` `[1, samples, in]` (logit > 0); reads the predictions back once.
+pub fn accuracy<B: Backend>(
+    model: &EnsembleMlp<B>,
+    params: Vec<Tensor<B, 3>>,
+    features: Tensor<B, 3>,
+    labels: &[i64],
+) -> f64 {
+    let predicted: Tensor<B, 3, Int> = sigmoid(model.with_params(params).forward(features))
+        .greater_elem(0.5)
+        .int();
+    let correct = quench_device::readback::to_host_i64(predicted)
+        .into_iter()
+        .zip(labels)
+        .filter(|(p, y)| p == *y)
+        .count();
+    correct as f64 / labels.len().max(1) as f64
+}

@@ -1,0 +1,421 @@
+//! Training of the hybrid classifier: every seed a member of one batched program.
+
+use quench_device::reductions::Reduce;
+use quench_device::views::ReshapeTo;
+use std::sync::Arc;
+
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{Int, Tensor, TensorData};
+use quench_circuit::Circuit;
+use quench_data::{Dataset, Loader, LoaderConfig, Mode};
+use quench_device::readback::{float_tensor, to_host_f32};
+use quench_device::{Precision, SeededGenerator};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rand_distr::{Distribution, Normal};
+use serde::{Deserialize, Serialize};
+
+use super::HybridError;
+use super::data::{HybridData, backbone_features, check_images};
+use super::model::{CircuitMode, ENCODER, HEAD, HybridModel};
+use crate::resnet::ResNet18;
+use quench_train::amp::MixedPrecision;
+use quench_train::classify::{cross_entropy, member_mask};
+use quench_train::ensemble::{Activation, seeded_ensemble};
+use quench_train::init::{Init, sub_seed};
+use quench_train::optim::{AdamConfig, MemberAdam};
+use quench_train::params::{clip_member_norms, replace_members, require_grad, stepping_members};
+use quench_train::settings;
+use quench_train::stats::MeanStd;
+use quench_train::stopping::{Better, EarlyStopping};
+
+/// Purpose tags of a seed's random streams (see [`sub_seed`]).
+const ENCODER_STREAM: u64 = 11;
+const HEAD_STREAM: u64 = 12;
+const CIRCUIT_STREAM: u64 = 13;
+const SHUFFLE_STREAM: u64 = 14;
+const DROPOUT_STREAM: u64 = 15;
+
+/// Settings of the hybrid classifier; the defaults are the original's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HybridConfig {
+    /// One member per seed: initialisation, circuit weights, dropout and shuffle.
+    pub seeds: Vec<u64>,
+    /// Most epochs (the original: 50).
+    pub epochs: usize,
+    /// Samples per batch (the original: 64); the last partial batch is dropped.
+    pub batch_size: usize,
+    /// Adam's learning rate at the start.
+    pub learning_rate: f64,
+    /// Adam's (coupled, PyTorch) weight decay.
+    pub weight_decay: f64,
+    /// StepLR: the rate is multiplied by `gamma` every `step_size` epochs.
+    pub step_size: usize,
+    /// StepLR's factor.
+    pub gamma: f64,
+    /// Early stopping: a member stops after this many epochs without a better validation
+    /// accuracy; its best weights are the ones tested.
+    pub patience: usize,
+    /// Gradient-norm clip per member.
+    pub clip_norm: f64,
+    /// Dropout rate after every hidden ReLU.
+    pub dropout: f64,
+    /// Variational layers of the circuit (RY on every qubit and a CNOT ring each).
+    pub layers: usize,
+    /// Standard deviation of the circuit weights' normal initialisation.
+    pub weight_std: f64,
+}
+
+impl Default for HybridConfig {
+    fn default() -> Self {
+        Self {
+            seeds: vec![42],
+            epochs: 50,
+            batch_size: 64,
+            learning_rate: 1e-3,
+            weight_decay: 1e-4,
+            step_size: 10,
+            gamma: 0.1,
+            patience: 10,
+            clip_norm: 1.0,
+            dropout: 0.2,
+            layers: 3,
+            weight_std: 0.01,
+        }
+    }
+}
+
+impl HybridConfig {
+    /// Refuses settings no run can use, naming the first.
+    pub fn validate(&self) -> Result<(), HybridError> {
+        settings::seeds(&self.seeds)?;
+        settings::at_least_one(&[
+            ("epochs", self.epochs),
+            ("batch_size", self.batch_size),
+            ("step_size", self.step_size),
+            ("patience", self.patience),
+            ("layers", self.layers),
+        ])?;
+        settings::positive(&[
+            ("learning_rate", self.learning_rate),
+            ("clip_norm", self.clip_norm),
+        ])?;
+        settings::non_negative(&[
+            ("weight_decay", self.weight_decay),
+            ("gamma", self.gamma),
+            ("weight_std", self.weight_std),
+        ])?;
+        settings::rate(&[("dropout", self.dropout)])?;
+        Ok(())
+    }
+
+    /// Refuses circuit depths and batches whose states cannot fit in host memory, before
+    /// anything is allocated ([`quench_device::budget`]): autodiff keeps each gate's output,
+    /// 16 complex f32 amplitudes per sample and member, and its gradient; a layer is 8 gates
+    /// (an RY per qubit and the CNOT ring).
+    pub fn check_memory(&self) -> Result<(), HybridError> {
+        let values = (self.seeds.len() as u128)
+            .saturating_mul(self.batch_size as u128)
+            .saturating_mul(self.layers as u128)
+            .saturating_mul(8 * 16 * 2 * 2);
+        quench_device::budget::check_fits(
+            || {
+                format!(
+                    "the circuit's states for layers = {}, {} seed(s) at batch {}",
+                    self.layers,
+                    self.seeds.len(),
+                    self.batch_size
+                )
+            },
+            values.saturating_mul(4),
+        )?;
+        Ok(())
+    }
+}
+
+/// Where the frozen backbone runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FeatureMode {
+    /// On every batch, as the original does.
+    PerBatch,
+    /// Once per image before training; the features stay on the device.
+    Precomputed,
+}
+
+/// How a run computes: the circuit, the backbone and the precision of the classical layers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Execution {
+    /// How the circuit runs (or the identity, for the ablation).
+    pub circuit: CircuitMode,
+    /// Where the backbone runs.
+    pub features: FeatureMode,
+    /// Precision of the encoder and head (the circuit stays in f32).
+    pub precision: Precision,
+}
+
+/// One seed's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeedOutcome {
+    /// The seed.
+    pub seed: u64,
+    /// Test accuracy of the best-validation weights.
+    pub test_accuracy: f64,
+    /// Best validation accuracy and the epoch (from 0) it was reached.
+    pub best_validation_accuracy: f64,
+    /// Epoch of the best validation accuracy.
+    pub best_epoch: usize,
+    /// Mean training loss of every epoch it trained.
+    pub train_loss: Vec<f64>,
+}
+
+/// The result of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HybridOutcome {
+    /// Every seed's result, in the order of the configuration.
+    pub seeds: Vec<SeedOutcome>,
+    /// Epochs the program ran (until every member stopped or the limit).
+    pub epochs: usize,
+    /// Training batches of one epoch.
+    pub batches_per_epoch: usize,
+    /// Steps skipped by f16 loss scaling.
+    pub skipped_steps: u64,
+}
+
+impl HybridOutcome {
+    /// Mean and spread of the test accuracy over seeds.
+    pub fn test_accuracy(&self) -> MeanStd {
+        MeanStd::of(
+            &self
+                .seeds
+                .iter()
+                .map(|s| s.test_accuracy)
+                .collect::<Vec<_>>(),
+        )
+    }
+}
+
+/// Trains the hybrid classifier on `data` (images `[784]`, normalised) with the frozen
+/// `backbone`, one member per seed of `config`, as `execution` says.
+pub fn train_hybrid<B: AutodiffBackend>(
+    data: &HybridData,
+    backbone: &ResNet18<B::InnerBackend>,
+    config: &HybridConfig,
+    execution: &Execution,
+    device: &B::Device,
+) -> Result<HybridOutcome, HybridError> {
+    config.validate()?;
+    config.check_memory()?;
+    execution.precision.check::<B>(device)?;
+    let parts = match execution.features {
+        FeatureMode::PerBatch => data.clone(),
+        FeatureMode::Precomputed => data.features(backbone, device)?,
+    };
+    for (name, part) in [("validation", &parts.validation), ("test", &parts.test)] {
+        if part.is_empty() {
+            return Err(HybridError::InvalidValue {
+                name,
+                value: "0 samples".into(),
+                reason: "needs at least one sample",
+            });
+        }
+    }
+    if parts.train.len() < config.batch_size {
+        return Err(HybridError::InvalidValue {
+            name: "batch_size",
+            value: config.batch_size.to_string(),
+            reason: "larger than the training part (the last partial batch is dropped)",
+        });
+    }
+    let circuit = Circuit::angle_encoded_ring(ENCODER[3], config.layers)?;
+    let model = HybridModel::<B>::new(circuit, execution.circuit, device);
+    let members = config.seeds.len();
+    // The validation and test parts' features: uploaded once when pre-computed; through the
+    // backbone at every use otherwise, as the original evaluates its whole model.
+    let encode = |dataset: &Dataset| -> Result<Tensor<B::InnerBackend, 2>, HybridError> {
+        Ok(match execution.features {
+            FeatureMode::Precomputed => {
+                float_tensor(dataset.features().to_vec(), [dataset.len(), 512], device)
+            }
+            FeatureMode::PerBatch => backbone_features(dataset, backbone, device)?,
+        })
+    };
+    let resident_validation = match execution.features {
+        FeatureMode::Precomputed => Some(encode(&parts.validation)?),
+        FeatureMode::PerBatch => {
+            check_images(&parts.train)?;
+            None
+        }
+    };
+    let shuffles: Vec<u64> = config
+        .seeds
+        .iter()
+        .map(|&s| sub_seed(s, SHUFFLE_STREAM))
+        .collect();
+    let train = Arc::new(parts.train.clone());
+    let mut loader = Loader::<B::InnerBackend>::new(
+        vec![train; members],
+        &shuffles,
+        &LoaderConfig {
+            batch_size: config.batch_size,
+            shuffle: true,
+            drop_last: true,
+            mode: Mode::Resident,
+        },
+        device,
+    )?;
+    let mut params = initial_params::<B::InnerBackend, B>(&model, config, device);
+    let mut best = params.clone();
+    let mut adam = MemberAdam::<B::InnerBackend>::new(
+        AdamConfig {
+            weight_decay: config.weight_decay,
+            ..AdamConfig::default()
+        },
+        members,
+        device,
+    );
+    let mut amp = MixedPrecision::new(execution.precision);
+    let precision = execution.precision;
+    let mut stopping = EarlyStopping::new(members, config.patience, Better::Higher);
+    let mut losses: Vec<Vec<f64>> = vec![Vec::new(); members];
+    let batches = loader.batches();
+    let _dropout_generator = SeededGenerator::acquire::<B>(
+        device,
+        config
+            .seeds
+            .iter()
+            .fold(0, |acc, &s| sub_seed(acc ^ s, DROPOUT_STREAM)),
+    );
+    let mut epoch = 0;
+    while epoch < config.epochs && stopping.running() {
+        let lr = config.learning_rate * config.gamma.powi((epoch / config.step_size) as i32);
+        let lr = Tensor::<B::InnerBackend, 3>::full([1, 1, 1], lr, device);
+        let active = stopping
+            .active()
+            .map(|flags| member_mask::<B::InnerBackend>(flags.into_iter(), device));
+        let mut loss_sum = Tensor::<B::InnerBackend, 1>::zeros([members], device);
+        for batch in loader.epoch(epoch as u64) {
+            let size = batch.features.dims()[1];
+            let features = match execution.features {
+                FeatureMode::Precomputed => batch.features,
+                FeatureMode::PerBatch => backbone
+                    .forward(batch.features.reshape_to([members * size, 1, 28, 28]))
+                    .reshape_to([members, size, 512]),
+            };
+            let p = require_grad::<B>(params.clone());
+            let logits = model.forward(&p, Tensor::from_inner(features), config.dropout, precision);
+            let loss = cross_entropy(logits, Tensor::<B, 2, Int>::from_inner(batch.labels));
+            loss_sum = loss_sum + loss.clone().inner();
+            let Some(grads) = amp.gradients(loss.sum_all(), &p) else {
+                continue;
+            };
+            let grads = clip_member_norms(grads, config.clip_norm);
+            let step = stepping_members(active.clone(), &grads, precision);
+            params = adam.step(params, grads, lr.clone(), step);
+        }
+        // One read-back per epoch: validation accuracy and mean loss of every member.
+        let validation_features = match &resident_validation {
+            Some(features) => features.clone(),
+            None => encode(&parts.validation)?,
+        };
+        let validation = accuracy(&model, &params, validation_features, &parts.validation);
+        let read = to_host_f32(Tensor::cat(vec![validation, loss_sum], 0));
+        for m in (0..members).filter(|&m| !stopping.stopped(m)) {
+            losses[m].push(f64::from(read[members + m]) / batches as f64);
+        }
+        let values: Vec<f64> = read[..members].iter().map(|&v| f64::from(v)).collect();
+        let improved = stopping.observe(epoch, &values);
+        if improved.iter().any(|&i| i) {
+            let mask = member_mask::<B::InnerBackend>(improved.into_iter(), device);
+            best = replace_members(best, &params, mask);
+        }
+        epoch += 1;
+    }
+    let test = to_host_f32(accuracy(&model, &best, encode(&parts.test)?, &parts.test));
+    Ok(HybridOutcome {
+        seeds: config
+            .seeds
+            .iter()
+            .enumerate()
+            .map(|(m, &seed)| SeedOutcome {
+                seed,
+                test_accuracy: f64::from(test[m]),
+                best_validation_accuracy: stopping.best(m),
+                best_epoch: stopping.best_epoch(m),
+                train_loss: losses[m].clone(),
+            })
+            .collect(),
+        epochs: epoch,
+        batches_per_epoch: batches,
+        skipped_steps: amp.skipped_steps(),
+    })
+}
+
+/// Encoder, circuit weights and head of every member, each drawn from its seed alone:
+/// PyTorch's default `nn.Linear` initialisation and circuit weights `N(0, weight_std^2)`.
+fn initial_params<B: Backend, M: Backend>(
+    model: &HybridModel<M>,
+    config: &HybridConfig,
+    device: &B::Device,
+) -> Vec<Tensor<B, 3>> {
+    let streams =
+        |purpose| -> Vec<u64> { config.seeds.iter().map(|&s| sub_seed(s, purpose)).collect() };
+    let ensemble = |widths: &[usize], purpose| {
+        seeded_ensemble::<B>(
+            Init::TorchDefault,
+            Activation::Relu,
+            widths,
+            &streams(purpose),
+            device,
+        )
+        .params()
+    };
+    let mut params = ensemble(&ENCODER, ENCODER_STREAM);
+    if model.has_circuit() {
+        let n = model.circuit.weights();
+        let mut weights = Vec::with_capacity(config.seeds.len() * n);
+        for stream in streams(CIRCUIT_STREAM) {
+            let mut rng = StdRng::seed_from_u64(stream);
+            match Normal::new(0.0, config.weight_std) {
+                Ok(normal) => weights.extend((0..n).map(|_| normal.sample(&mut rng) as f32)),
+                Err(_) => weights.extend(std::iter::repeat_n(0.0, n)),
+            }
+        }
+        params.push(float_tensor(weights, [config.seeds.len(), 1, n], device));
+    }
+    params.extend(ensemble(&HEAD, HEAD_STREAM));
+    params
+}
+
+/// Accuracy of every member on `features` `[samples, 512]` with labels of `part`: `[members]`.
+fn accuracy<B: AutodiffBackend>(
+    model: &HybridModel<B>,
+    params: &[Tensor<B::InnerBackend, 3>],
+    features: Tensor<B::InnerBackend, 2>,
+    part: &Dataset,
+) -> Tensor<B::InnerBackend, 1> {
+    let members = params[0].dims()[0];
+    let [samples, width] = features.dims();
+    let device = features.device();
+    let params: Vec<Tensor<B, 3>> = params.iter().cloned().map(Tensor::from_inner).collect();
+    let features = Tensor::<B, 3>::from_inner(
+        features
+            .reshape_to([1, samples, width])
+            .repeat_dim(0, members),
+    );
+    let logits = model
+        .forward(&params, features, 0.0, Precision::F32)
+        .inner();
+    let labels = Tensor::<B::InnerBackend, 3, Int>::from_data(
+        TensorData::new(part.labels().to_vec(), [1, samples, 1]),
+        &device,
+    )
+    .repeat_dim(0, members);
+    logits
+        .argmax(2)
+        .equal(labels)
+        .float()
+        .mean_along(1)
+        .reshape_to([members])
+}

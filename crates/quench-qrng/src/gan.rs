@@ -1,0 +1,616 @@
+//! The GAN tournament: for each pair of sources `(a, b)` a generator learns the distribution
+//! `grid[i, j] ∝ f_b[j] - f_a[i] - min` over a `bits x bits` grid of points in `[0, 1]^2`,
+//! against a discriminator on those points; the final `KL(p_real || g)` scores the pair.
+//!
+//! Every pair and seed is one member of a single batched program: generators
+//! `[members, ...]`, discriminators `[members, ...]`, one backward pass and one Adam step per
+//! epoch for all of them. The KL history stays on the device until the end.
+
+use quench_device::reductions::Reduce;
+use quench_device::views::ReshapeTo;
+use std::fmt;
+
+use burn::tensor::activation::{sigmoid, softmax};
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{Tensor, TensorData};
+use quench_data::BitStrings;
+use quench_device::readback::{float_tensor, to_host_f32};
+use quench_device::runs_on_host;
+use quench_device::threefry::NormalStreams;
+use quench_scale::Shard;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rand_distr::{Distribution as _, StandardNormal};
+use serde::{Deserialize, Serialize};
+
+use super::features::{frequencies, source_bits};
+use super::{Batching, QrngError, pairs, seeded_ensemble, sub_seed};
+use quench_train::ensemble::{Activation, EnsembleMlp};
+use quench_train::host_mlp::{HostAdam, HostMlp};
+use quench_train::init::Init;
+use quench_train::optim::{AdamConfig, MemberAdam};
+use quench_train::params::{gradients, require_grad};
+use quench_train::stats::MeanStd;
+
+/// Hidden widths of the generator, between its `bits^2` noise inputs and `bits^2` outputs.
+const GENERATOR_HIDDEN: [usize; 2] = [128, 256];
+/// Hidden width of the discriminator on 2-d points.
+const DISCRIMINATOR_HIDDEN: usize = 20;
+/// The generator's hidden nonlinearity.
+const GENERATOR_ACTIVATION: Activation = Activation::Relu;
+/// The discriminator's hidden nonlinearity, LeakyReLU with slope 0.2.
+const DISCRIMINATOR_ACTIVATION: Activation = Activation::LeakyRelu(0.2);
+/// Added inside the logarithms of the weighted binary cross-entropy.
+const LOG_EPSILON: f64 = 1e-8;
+/// Floor of both distributions before the KL metric renormalises them.
+const KL_FLOOR: f64 = 1e-10;
+/// Purposes of a member's random streams (see [`GanMember::stream`]).
+const GENERATOR_STREAM: u64 = 0;
+const DISCRIMINATOR_STREAM: u64 = 1;
+const NOISE_STREAM: u64 = 2;
+
+/// Where the generator's fresh noise `z ~ N(0, I)` comes from each epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Noise {
+    /// Drawn where the step runs from counter-based streams (`quench_device::threefry`), one
+    /// per member: no transfer, and a member's run is the same alone or batched.
+    #[default]
+    Device,
+    /// Drawn on the host from each member's own seed and uploaded every epoch (the original
+    /// draws `torch.randn` on the CPU): a member's run is the same alone or batched.
+    Host,
+}
+
+/// Settings of the GAN tournament; the defaults are the original's (100 epochs, its "quick"
+/// setting; the full one has 1,000).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GanConfig {
+    /// Epochs; each takes one generator step and one discriminator step.
+    pub epochs: usize,
+    /// Seeds; every pair is trained once per seed (each a member).
+    pub seeds: Vec<u64>,
+    /// Leading bits whose frequencies span the grid; the grid has `bits^2` points.
+    pub bits: usize,
+    /// Learning rate of both players.
+    pub lr: f64,
+    /// Adam constants of both players (PyTorch's coupled weight decay).
+    pub adam: AdamConfig,
+    /// Where the generator's noise is drawn.
+    pub noise: Noise,
+    /// On the CPU backend, take both players' gradients by hand and fuse each backward pass
+    /// with its Adam step ([`HostMlp::adam_step`]); elsewhere, or when false (the original's
+    /// way), autodiff and a separate Adam pass. Same initialisation, noise and formulas.
+    pub fused: bool,
+}
+
+impl Default for GanConfig {
+    fn default() -> Self {
+        Self {
+            epochs: 100,
+            seeds: vec![42],
+            bits: 64,
+            lr: 0.01,
+            adam: AdamConfig {
+                beta1: 0.7,
+                beta2: 0.999,
+                eps: 1e-8,
+                weight_decay: 0.005,
+                decoupled: false,
+            },
+            noise: Noise::Device,
+            fused: true,
+        }
+    }
+}
+
+impl GanConfig {
+    fn validate(&self) -> Result<(), QrngError> {
+        if self.epochs == 0 {
+            return Err(QrngError::config("epochs", 0, "must be at least 1"));
+        }
+        if self.seeds.is_empty() {
+            return Err(QrngError::config("seeds", "[]", "needs at least one seed"));
+        }
+        if !(self.lr > 0.0 && self.lr.is_finite()) {
+            return Err(QrngError::config(
+                "lr",
+                self.lr,
+                "must be positive and finite",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One member of the tournament: a pair of sources (indices into the recording's classes)
+/// and a seed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GanMember {
+    /// Indices `(a, b)` of the two sources.
+    pub pair: (usize, usize),
+    /// The seed of its initialisation (and of its noise under [`Noise::Host`]).
+    pub seed: u64,
+}
+
+impl GanMember {
+    /// The member's own seed for `purpose`, derived from its seed and pair.
+    fn stream(&self, purpose: u64) -> u64 {
+        let pair = sub_seed(sub_seed(self.seed, self.pair.0 as u64), self.pair.1 as u64);
+        sub_seed(pair, purpose)
+    }
+}
+
+/// One trained match.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GanMatch {
+    /// Labels of the two sources.
+    pub sources: (u32, u32),
+    /// The seed.
+    pub seed: u64,
+    /// `KL(p_real || g)` in nats at every epoch, of the generator that epoch started with.
+    pub kl_history: Vec<f64>,
+    /// `KL(p_real || uniform)`: the score of a generator that puts equal mass everywhere, the
+    /// reference that tells learning from no learning.
+    pub uniform_kl: f64,
+}
+
+impl GanMatch {
+    /// The last epoch's KL, the match's score.
+    pub fn final_kl(&self) -> f64 {
+        self.kl_history.last().copied().unwrap_or(f64::NAN)
+    }
+}
+
+/// Final KL of one pair over the seeds.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PairKl {
+    /// Labels of the two sources.
+    pub sources: (u32, u32),
+    /// Final KL per seed, in the order of [`GanConfig::seeds`].
+    pub final_kl: Vec<f64>,
+    /// `KL(p_real || uniform)` of the pair.
+    pub uniform_kl: f64,
+    /// Their mean.
+    pub mean: f64,
+    /// Their population standard deviation.
+    pub std: f64,
+}
+
+/// The tournament's outcome: every match with its KL history.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GanTournament {
+    /// The matches, pair-major: for each pair of [`pairs`], each seed.
+    pub matches: Vec<GanMatch>,
+}
+
+impl GanTournament {
+    /// One row per pair, final KL over the seeds.
+    pub fn table(&self) -> Vec<PairKl> {
+        let mut rows: Vec<PairKl> = Vec::new();
+        for m in &self.matches {
+            match rows.iter_mut().find(|r| r.sources == m.sources) {
+                Some(row) => row.final_kl.push(m.final_kl()),
+                None => rows.push(PairKl {
+                    sources: m.sources,
+                    final_kl: vec![m.final_kl()],
+                    uniform_kl: m.uniform_kl,
+                    mean: 0.0,
+                    std: 0.0,
+                }),
+            }
+        }
+        for row in &mut rows {
+            let s = MeanStd::of(&row.final_kl);
+            (row.mean, row.std) = (s.mean, s.std);
+        }
+        rows
+    }
+
+    /// Mean final KL over every match.
+    pub fn mean_final_kl(&self) -> f64 {
+        let finals: Vec<f64> = self.matches.iter().map(GanMatch::final_kl).collect();
+        MeanStd::of(&finals).mean
+    }
+}
+
+impl fmt::Display for GanTournament {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{:<8} {:>12} {:>10} {:>12}  final KL per seed",
+            "pair", "mean KL", "std", "uniform KL"
+        )?;
+        for row in self.table() {
+            let seeds: Vec<String> = row.final_kl.iter().map(|k| format!("{k:.4}")).collect();
+            writeln!(
+                f,
+                "{:<8} {:>12.4} {:>10.4} {:>12.4}  {}",
+                format!("{}v{}", row.sources.0, row.sources.1),
+                row.mean,
+                row.std,
+                row.uniform_kl,
+                seeds.join(" ")
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs the tournament on every pair of `strings`' sources, once per seed, as one batched
+/// program or one member at a time.
+pub fn gan_tournament<B: AutodiffBackend>(
+    strings: &BitStrings,
+    config: &GanConfig,
+    batching: Batching,
+    device: &B::Device,
+) -> Result<GanTournament, QrngError> {
+    gan_tournament_shard::<B>(strings, config, batching, Shard::ALONE, device)
+}
+
+/// The matches of the tournament that rank `shard` plays: the matches in
+/// [`GanTournament::matches`]' order (pair-major, then seed), dealt round-robin
+/// ([`Shard::members`]). Each match's initialisation and noise come from its own pair and
+/// seed, so every rank's matches together are the whole tournament's.
+pub fn gan_tournament_shard<B: AutodiffBackend>(
+    strings: &BitStrings,
+    config: &GanConfig,
+    batching: Batching,
+    shard: Shard,
+    device: &B::Device,
+) -> Result<GanTournament, QrngError> {
+    config.validate()?;
+    let sources = source_bits(strings, config.bits)?;
+    if sources.len() < 2 {
+        return Err(QrngError::TooFewDevices {
+            found: sources.len(),
+        });
+    }
+    let freqs: Vec<f32> = to_host_f32(frequencies::<B::InnerBackend>(&sources, device));
+    let bits = config.bits;
+    let members: Vec<GanMember> = pairs(sources.len())
+        .into_iter()
+        .flat_map(|pair| {
+            config
+                .seeds
+                .iter()
+                .map(move |&seed| GanMember { pair, seed })
+        })
+        .collect();
+    let members: Vec<GanMember> = shard
+        .members(members.len())
+        .into_iter()
+        .map(|i| members[i])
+        .collect();
+    let targets = members
+        .iter()
+        .map(|m| {
+            let row = |s: usize| &freqs[s * bits..(s + 1) * bits];
+            pair_target(row(m.pair.0), row(m.pair.1)).ok_or(QrngError::FlatGrid {
+                sources: (sources[m.pair.0].label, sources[m.pair.1].label),
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let histories = match batching {
+        Batching::Members => train_gan::<B>(&members, &targets, config, device),
+        Batching::OneAtATime => members
+            .iter()
+            .zip(&targets)
+            .flat_map(|(member, target)| {
+                train_gan::<B>(
+                    std::slice::from_ref(member),
+                    std::slice::from_ref(target),
+                    config,
+                    device,
+                )
+            })
+            .collect(),
+    };
+    let matches = members
+        .iter()
+        .zip(histories)
+        .zip(&targets)
+        .map(|((m, kl_history), target)| GanMatch {
+            sources: (sources[m.pair.0].label, sources[m.pair.1].label),
+            seed: m.seed,
+            kl_history,
+            uniform_kl: kl_to_uniform(target),
+        })
+        .collect();
+    Ok(GanTournament { matches })
+}
+
+/// The target distribution of a pair, `[bits^2]` row-major over `(i, j)`:
+/// `f_b[j] - f_a[i]`, shifted by its minimum and normalised to sum 1. `None` when the grid is
+/// flat (all of `f_a` equal and all of `f_b` equal), where it has no distribution.
+pub fn pair_target(f_a: &[f32], f_b: &[f32]) -> Option<Vec<f32>> {
+    let grid: Vec<f64> = f_a
+        .iter()
+        .flat_map(|&a| f_b.iter().map(move |&b| f64::from(b) - f64::from(a)))
+        .collect();
+    let min = grid.iter().copied().fold(f64::INFINITY, f64::min);
+    let sum: f64 = grid.iter().map(|g| g - min).sum();
+    (sum > 0.0).then(|| grid.iter().map(|g| ((g - min) / sum) as f32).collect())
+}
+
+/// `KL(p || uniform)` in nats of a target, floored and renormalised as the KL metric does.
+pub fn kl_to_uniform(target: &[f32]) -> f64 {
+    let floored: Vec<f64> = target.iter().map(|&p| f64::from(p).max(KL_FLOOR)).collect();
+    let (sum, k) = (floored.iter().sum::<f64>(), floored.len() as f64);
+    floored.iter().map(|p| p / sum * (p / sum * k).ln()).sum()
+}
+
+/// The grid's points: point `i bits + j` sits at `(x_j, y_i)` with `x, y` evenly spaced over
+/// `[0, 1]` (the original's `tile`/`repeat` of `linspace(0, 1, bits)`): `[bits^2, 2]`
+/// row-major.
+fn grid_coordinates(bits: usize) -> Vec<f32> {
+    let step = 1.0 / (bits.max(2) - 1) as f32;
+    (0..bits)
+        .flat_map(|i| (0..bits).flat_map(move |j| [j as f32 * step, i as f32 * step]))
+        .collect()
+}
+
+/// Freshly initialised players of `members`: the generator and the discriminator.
+fn players<B: Backend>(
+    members: &[GanMember],
+    bits: usize,
+    device: &B::Device,
+) -> (EnsembleMlp<B>, EnsembleMlp<B>) {
+    let points = bits * bits;
+    let streams = |purpose| {
+        members
+            .iter()
+            .map(|x| x.stream(purpose))
+            .collect::<Vec<_>>()
+    };
+    let generator = seeded_ensemble::<B>(
+        Init::TorchDefault,
+        GENERATOR_ACTIVATION,
+        &[points, GENERATOR_HIDDEN[0], GENERATOR_HIDDEN[1], points],
+        &streams(GENERATOR_STREAM),
+        device,
+    );
+    let discriminator = seeded_ensemble::<B>(
+        Init::TorchDefault,
+        DISCRIMINATOR_ACTIVATION,
+        &[2, DISCRIMINATOR_HIDDEN, 1],
+        &streams(DISCRIMINATOR_STREAM),
+        device,
+    );
+    (generator, discriminator)
+}
+
+/// The targets as one tensor, `[members, 1, points]`.
+fn target_tensor<B: Backend>(targets: &[Vec<f32>], device: &B::Device) -> Tensor<B, 3> {
+    let points = targets.first().map_or(0, Vec::len);
+    let flat: Vec<f32> = targets.iter().flatten().copied().collect();
+    float_tensor(flat, [targets.len(), 1, points], device)
+}
+
+/// Each member's KL history from the per-epoch tensors `[members]`, `[members][epochs]`.
+fn kl_histories<B: Backend>(history: Vec<Tensor<B, 1>>, members: usize) -> Vec<Vec<f64>> {
+    let epochs = history.len();
+    let kl: Vec<f32> = to_host_f32(Tensor::stack::<2>(history, 0));
+    (0..members)
+        .map(|member| {
+            (0..epochs)
+                .map(|e| f64::from(kl[e * members + member]))
+                .collect()
+        })
+        .collect()
+}
+
+/// Trains `members` (each with its target `[bits^2]`) as one batched program and returns each
+/// member's KL history, `[members][epochs]`.
+fn train_gan<B: AutodiffBackend>(
+    members: &[GanMember],
+    targets: &[Vec<f32>],
+    config: &GanConfig,
+    device: &B::Device,
+) -> Vec<Vec<f64>> {
+    if config.fused && runs_on_host::<B>() {
+        return train_gan_host::<B::InnerBackend>(members, targets, config, device);
+    }
+    type Inner<B> = <B as AutodiffBackend>::InnerBackend;
+    let m = members.len();
+    let points = config.bits * config.bits;
+    let (generator, discriminator) = players::<Inner<B>>(members, config.bits, device);
+    let generator_params = generator.params().len();
+    let mut params = [generator.params(), discriminator.params()].concat();
+    let mut adam = MemberAdam::<Inner<B>>::new(config.adam, m, device);
+    let lr = Tensor::<Inner<B>, 3>::full([1, 1, 1], config.lr, device);
+    let target = target_tensor::<Inner<B>>(targets, device);
+    let coords = Tensor::<B, 3>::from_data(
+        TensorData::new(grid_coordinates(config.bits), [1, points, 2]),
+        device,
+    )
+    .expand([m, points, 2]);
+    let mut noise = NoiseSource::new(config.noise, members, points);
+    let mut history = Vec::with_capacity(config.epochs);
+    for _ in 0..config.epochs {
+        let z = Tensor::<B, 3>::from_inner(noise.draw::<Inner<B>>(device));
+        let p = require_grad::<B>(params.clone());
+        let (g_params, d_params) = p.split_at(generator_params);
+        let g = softmax(
+            EnsembleMlp::from_params(g_params.to_vec(), GENERATOR_ACTIVATION).forward(z),
+            2,
+        );
+        let d = sigmoid(
+            EnsembleMlp::from_params(d_params.to_vec(), DISCRIMINATOR_ACTIVATION)
+                .forward(coords.clone()),
+        )
+        .reshape_to([m, 1, points]);
+        let log_real = d.clone().add_scalar(LOG_EPSILON).log();
+        let log_fake = d.neg().add_scalar(1.0 + LOG_EPSILON).log();
+        let real = Tensor::<B, 3>::from_inner(target.clone());
+        // Generator step L(D, 1, g) with D held fixed; discriminator step
+        // (L(D, 1, p_real) + L(D, 0, g)) / 2 with g held fixed. Each loss reaches only its own
+        // player's parameters, so one backward pass of the sum serves both steps.
+        let generator_loss = (g.clone() * log_real.clone().detach()).sum_all().neg();
+        let discriminator_loss =
+            ((real * log_real).sum_all() + (g.clone().detach() * log_fake).sum_all()).neg() / 2.0;
+        let grads = (generator_loss + discriminator_loss).backward();
+        history.push(kl_metric(target.clone(), g.inner()));
+        params = adam.step(params, gradients(&p, &grads), lr.clone(), None);
+    }
+    kl_histories(history, m)
+}
+
+/// [`train_gan`] on the CPU backend with [`GanConfig::fused`]: both players in host memory,
+/// the losses' gradients derived by hand (below), each player's backward pass fused with its
+/// Adam step. The generator's step is memory-bound (its 1.6M weights and their moments are
+/// read and written once), which the op-by-op form made nine streams and a graph of copies.
+fn train_gan_host<B: Backend>(
+    members: &[GanMember],
+    targets: &[Vec<f32>],
+    config: &GanConfig,
+    device: &B::Device,
+) -> Vec<Vec<f64>> {
+    let m = members.len();
+    let points = config.bits * config.bits;
+    let (generator, discriminator) = players::<B>(members, config.bits, device);
+    let (mut generator, mut discriminator) = (
+        HostMlp::from_ensemble(&generator),
+        HostMlp::from_ensemble(&discriminator),
+    );
+    let mut generator_adam = HostAdam::new(config.adam, &generator);
+    let mut discriminator_adam = HostAdam::new(config.adam, &discriminator);
+    let target = target_tensor::<B>(targets, device);
+    let coords = grid_coordinates(config.bits).repeat(m);
+    let mut noise = NoiseSource::new(config.noise, members, points);
+    // The autodiff form's `1 + 1e-8` is a scalar of the f32 backend.
+    let (log_epsilon, one_plus) = (LOG_EPSILON as f32, (1.0 + LOG_EPSILON) as f32);
+    let mut history = Vec::with_capacity(config.epochs);
+    for _ in 0..config.epochs {
+        let mut g_trace = generator.forward(&noise.draw_host(), 1);
+        let d_trace = discriminator.forward(&coords, points);
+        // The fused step reads the trace's inputs, not its output: the logits become g.
+        let mut g = std::mem::take(&mut g_trace.output);
+        g.chunks_exact_mut(points).for_each(softmax_in_place);
+        history.push(kl_metric(
+            target.clone(),
+            float_tensor(g.clone(), [m, 1, points], device),
+        ));
+        let mut generator_grad = vec![0.0f32; m * points];
+        let mut discriminator_grad = vec![0.0f32; m * points];
+        for (member, target) in targets.iter().enumerate() {
+            let span = member * points..(member + 1) * points;
+            let (g, s) = (&g[span.clone()], &d_trace.output[span.clone()]);
+            let d: Vec<f32> = s.iter().map(|&s| sigmoid_host(s)).collect();
+            // Generator: L = -sum g_k log(d_k + eps) through the softmax,
+            // dL/do_j = g_j (sum_k g_k r_k - r_j) with r = log(d + eps).
+            let r: Vec<f32> = d.iter().map(|&d| (d + log_epsilon).ln()).collect();
+            let mean: f32 = g.iter().zip(&r).map(|(&g, &r)| g * r).sum();
+            for ((out, &g), &r) in generator_grad[span.clone()].iter_mut().zip(g).zip(&r) {
+                *out = g * (mean - r);
+            }
+            // Discriminator: L = -(sum p_k log(d_k + eps) + sum g_k log(1 + eps - d_k)) / 2,
+            // through the sigmoid d = s(x), ds/dx = d (1 - d).
+            for (((out, &d), &p), &g) in discriminator_grad[span]
+                .iter_mut()
+                .zip(&d)
+                .zip(target)
+                .zip(g)
+            {
+                let by_d = -(p / (d + log_epsilon) - g / (one_plus - d)) / 2.0;
+                *out = by_d * (d * (1.0 - d));
+            }
+        }
+        generator.adam_step(&g_trace, &generator_grad, &mut generator_adam, config.lr);
+        discriminator.adam_step(
+            &d_trace,
+            &discriminator_grad,
+            &mut discriminator_adam,
+            config.lr,
+        );
+    }
+    kl_histories(history, m)
+}
+
+/// Softmax of one member's logits, in place (the maximum subtracted first, as Burn does).
+fn softmax_in_place(x: &mut [f32]) {
+    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    x.iter_mut().for_each(|v| *v = (*v - max).exp());
+    let sum: f32 = x.iter().sum();
+    x.iter_mut().for_each(|v| *v /= sum);
+}
+
+/// The logistic function `1 / (1 + e^-x)`.
+fn sigmoid_host(x: f32) -> f32 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// `KL(p || g)` per member after flooring both at 1e-10 and renormalising (the original's
+/// `scipy.stats.entropy(p_real, g)`): `p`, `g` `[members, 1, k]` to `[members]`.
+fn kl_metric<B: Backend>(p: Tensor<B, 3>, g: Tensor<B, 3>) -> Tensor<B, 1> {
+    let normalise = |x: Tensor<B, 3>| {
+        let x = x.clamp(KL_FLOOR, 1.0);
+        x.clone() / x.sum_along(2)
+    };
+    let (p, g) = (normalise(p), normalise(g));
+    let m = p.dims()[0];
+    (p.clone() * (p.log() - g.log()))
+        .sum_along(2)
+        .reshape_to([m])
+}
+
+/// The generator's noise, `[members, 1, points]` per draw.
+enum NoiseSource {
+    /// Counter-based streams, one per member, drawn where the step runs: a member's noise is
+    /// the same whichever members share its program.
+    Device {
+        streams: NormalStreams,
+        points: usize,
+    },
+    Host {
+        rngs: Vec<StdRng>,
+        points: usize,
+    },
+}
+
+impl NoiseSource {
+    fn new(noise: Noise, members: &[GanMember], points: usize) -> Self {
+        let seeds: Vec<u64> = members.iter().map(|m| m.stream(NOISE_STREAM)).collect();
+        match noise {
+            Noise::Device => Self::Device {
+                streams: NormalStreams::new(&seeds),
+                points,
+            },
+            Noise::Host => Self::Host {
+                rngs: seeds.iter().map(|&s| StdRng::seed_from_u64(s)).collect(),
+                points,
+            },
+        }
+    }
+
+    /// The next draw as a tensor on `device`.
+    fn draw<B: Backend>(&mut self, device: &B::Device) -> Tensor<B, 3> {
+        match self {
+            Self::Device { streams, points } => {
+                let shape = [streams.members(), 1, *points];
+                streams.next(shape, device)
+            }
+            Self::Host { rngs, points } => {
+                let shape = [rngs.len(), 1, *points];
+                float_tensor(self.draw_host(), shape, device)
+            }
+        }
+    }
+
+    /// The next draw in host memory, `[members, points]` row-major: the same values as
+    /// [`draw`](Self::draw).
+    fn draw_host(&mut self) -> Vec<f32> {
+        match self {
+            Self::Device { streams, points } => streams.next_host(*points),
+            Self::Host { rngs, points } => rngs
+                .iter_mut()
+                .flat_map(|rng| {
+                    (0..*points)
+                        .map(|_| StandardNormal.sample(rng))
+                        .collect::<Vec<f32>>()
+                })
+                .collect(),
+        }
+    }
+}

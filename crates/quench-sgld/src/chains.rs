@@ -1,0 +1,292 @@
+//! A batch of SGLD chains of the workload's network (`in -> hidden -> 1`, ReLU, PyTorch
+//! default initialisation): its training step, and its evaluation on whole data splits.
+
+use quench_device::reductions::Reduce;
+use std::sync::Arc;
+
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{Tensor, TensorData};
+use quench_data::Dataset;
+use quench_device::readback::to_host_f32;
+use quench_device::{Precision, runs_on_host};
+
+use super::fused::{HostChains, mlp_gradients};
+use super::loss::zero_one_error;
+use super::{BoundedLoss, ChainSchedule, LossScale, Noise, Sgld, StepScales};
+use quench_train::amp::MixedPrecision;
+use quench_train::ensemble::{Activation, EnsembleLinear, EnsembleMlp};
+use quench_train::init::Init;
+use quench_train::params::require_grad;
+
+/// Values per evaluation chunk (`chains x samples x hidden`): keeps the hidden activations of
+/// an MNIST evaluation near 64 MiB instead of gigabytes.
+const EVAL_CHUNK_VALUES: usize = 1 << 24;
+
+/// How a batch of chains takes its steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepOptions {
+    /// The loss the posterior is of.
+    pub scale: LossScale,
+    /// Hand-derived gradients with the update fused in ([`super::fused`]); else an autodiff
+    /// graph per step (the original's way, and the one mixed precision needs).
+    pub fused: bool,
+    /// Arithmetic of the forward pass; the fused step is f32 only, so a lower precision takes
+    /// the autodiff step.
+    pub precision: Precision,
+}
+
+/// Where the parameters live between steps.
+#[derive(Debug, Clone)]
+enum State<B: Backend> {
+    /// Tensors `[chains, ...]`, weight then bias of each layer.
+    Tensors(Vec<Tensor<B, 3>>),
+    /// Host memory, for the CPU backend's fused step.
+    Host(HostChains),
+}
+
+/// The state of `chains` chains sampled together: parameters `[chains, in, out]` and
+/// `[chains, 1, out]` on the inner (non-autodiff) backend, schedule and sampler.
+#[derive(Debug, Clone)]
+pub struct ChainBatch<B: AutodiffBackend> {
+    state: State<B::InnerBackend>,
+    schedule: ChainSchedule,
+    sgld: Sgld,
+    loss: BoundedLoss,
+    /// Nats to the training loss ([`BoundedLoss::training_factor`]).
+    factor: f64,
+    fused: bool,
+    /// Arithmetic of the forward pass (parameters and the update stay f32) and, under f16,
+    /// its loss scaler.
+    amp: MixedPrecision,
+    device: B::Device,
+}
+
+impl<B: AutodiffBackend> ChainBatch<B> {
+    /// Chains with layer widths `widths` (input first), chain `c` initialised from
+    /// `init_seeds[c]` alone, so that its start does not depend on the other chains. There is
+    /// one chain per seed (at least one), and `schedule` and `sgld`'s noise must cover them.
+    /// The fused step keeps the parameters in host memory on the CPU backend when the noise
+    /// is counter-based (the host kernel draws it itself).
+    pub fn new(
+        widths: &[usize],
+        init_seeds: &[u64],
+        schedule: ChainSchedule,
+        sgld: Sgld,
+        loss: BoundedLoss,
+        options: StepOptions,
+        device: &B::Device,
+    ) -> Self {
+        let per_chain: Vec<Vec<Tensor<B::InnerBackend, 3>>> = init_seeds
+            .iter()
+            .map(|&seed| {
+                EnsembleMlp::<B::InnerBackend>::new(
+                    Init::TorchDefault,
+                    Activation::Relu,
+                    1,
+                    widths,
+                    seed,
+                    device,
+                )
+                .params()
+            })
+            .collect();
+        let params: Vec<_> = (0..per_chain[0].len())
+            .map(|i| Tensor::cat(per_chain.iter().map(|p| p[i].clone()).collect(), 0))
+            .collect();
+        let fused = options.fused && options.precision == Precision::F32;
+        let on_host = fused
+            && widths.len() == 3
+            && runs_on_host::<B::InnerBackend>()
+            && matches!(sgld.noise, Noise::Counter(_));
+        Self {
+            state: if on_host {
+                State::Host(HostChains::from_tensors(&params))
+            } else {
+                State::Tensors(params)
+            },
+            schedule,
+            sgld,
+            factor: loss.training_factor(options.scale),
+            loss,
+            fused,
+            amp: MixedPrecision::new(options.precision),
+            device: device.clone(),
+        }
+    }
+
+    /// Chains in the batch.
+    pub fn chains(&self) -> usize {
+        self.schedule.chains()
+    }
+
+    /// The parameters, weight then bias of each layer, `[chains, ...]`.
+    pub fn params(&self) -> Vec<Tensor<B::InnerBackend, 3>> {
+        match &self.state {
+            State::Tensors(params) => params.clone(),
+            State::Host(host) => host.to_tensors(0..host.chains(), &self.device),
+        }
+    }
+
+    /// The step coefficients of epoch `epoch` (zero for chains that are done).
+    pub fn scales(&self, epoch: usize) -> StepScales<B::InnerBackend> {
+        self.schedule.scales(epoch, &self.device)
+    }
+
+    /// One SGLD step of every chain on its own minibatch: features `[chains, batch, in]` and
+    /// labels 0/1 `[chains, batch, 1]`. The objective of a chain is its minibatch mean of the
+    /// training loss; the chains' objectives are independent, so one backward pass (or the
+    /// hand-derived gradients) gives every chain its own gradient.
+    pub fn step(
+        &mut self,
+        features: Tensor<B::InnerBackend, 3>,
+        labels: Tensor<B::InnerBackend, 3>,
+        scales: &StepScales<B::InnerBackend>,
+    ) {
+        if self.fused {
+            return self.fused_step(features, labels, scales);
+        }
+        let State::Tensors(params) = &mut self.state else {
+            return self.fused_step(features, labels, scales);
+        };
+        let precision = self.amp.precision();
+        let leaves = require_grad::<B>(params.clone());
+        let compute = precision.to_compute_all(&leaves);
+        let x = precision.to_compute(Tensor::<B, 3>::from_inner(features));
+        let logits = precision.to_master(network(compute).forward(x));
+        let objective = self
+            .loss
+            .per_sample(logits, Tensor::from_inner(labels))
+            .mean_along(1)
+            .sum_all()
+            .mul_scalar(self.factor);
+        // A step whose scaled f16 gradients overflowed is skipped, as by PyTorch's GradScaler.
+        let Some(grads) = self.amp.gradients(objective, &leaves) else {
+            return;
+        };
+        *params = self.sgld.step(std::mem::take(params), grads, scales);
+    }
+
+    fn fused_step(
+        &mut self,
+        features: Tensor<B::InnerBackend, 3>,
+        labels: Tensor<B::InnerBackend, 3>,
+        scales: &StepScales<B::InnerBackend>,
+    ) {
+        match &mut self.state {
+            State::Tensors(params) => {
+                let grads = mlp_gradients(params, features, labels, &self.loss, self.factor);
+                *params = self.sgld.step(std::mem::take(params), grads, scales);
+            }
+            State::Host(host) => {
+                let Noise::Counter(streams) = &mut self.sgld.noise else {
+                    unreachable!("host state is only chosen with counter noise")
+                };
+                host.step(
+                    &to_host_f32(features),
+                    &to_host_f32(labels),
+                    &scales.host,
+                    &self.loss,
+                    self.factor,
+                    self.sgld.prior_sigma,
+                    streams,
+                );
+            }
+        }
+    }
+
+    /// Keeps the first `chains` chains and returns the parameters of the others, which have
+    /// finished.
+    pub fn retain(&mut self, chains: usize) -> Vec<Tensor<B::InnerBackend, 3>> {
+        let total = self.chains();
+        let tail = match &mut self.state {
+            State::Tensors(params) => {
+                let tail = params
+                    .iter()
+                    .map(|p| p.clone().narrow(0, chains, total - chains))
+                    .collect();
+                for p in params.iter_mut() {
+                    *p = p.clone().narrow(0, 0, chains);
+                }
+                tail
+            }
+            State::Host(host) => {
+                let tail = host.to_tensors(chains..total, &self.device);
+                host.retain(chains);
+                tail
+            }
+        };
+        self.schedule.retain(chains);
+        self.sgld.noise.retain(chains);
+        tail
+    }
+}
+
+/// The network whose layers are `params` (weight then bias of each layer).
+fn network<B: Backend>(params: Vec<Tensor<B, 3>>) -> EnsembleMlp<B> {
+    let mut it = params.into_iter();
+    let mut layers = Vec::new();
+    while let (Some(weight), Some(bias)) = (it.next(), it.next()) {
+        layers.push(EnsembleLinear { weight, bias });
+    }
+    EnsembleMlp {
+        layers,
+        activation: Activation::Relu,
+    }
+}
+
+/// Mean loss and 0-1 error of every chain on a whole split.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SplitScores {
+    /// Mean bounded cross-entropy of each chain, nats.
+    pub loss: Vec<f64>,
+    /// Fraction of misclassified samples of each chain.
+    pub error: Vec<f64>,
+}
+
+/// Scores chains with parameters `params` (`[chains, ...]`, at least one layer) on `sets`: one
+/// data set per chain or one shared by all, all of the same length. The split is processed in chunks of samples,
+/// and the two sums are read back once at the end.
+pub fn evaluate<B: Backend>(
+    params: &[Tensor<B, 3>],
+    sets: &[Arc<Dataset>],
+    loss: &BoundedLoss,
+) -> SplitScores {
+    let device = params[0].device();
+    let chains = params[0].dims()[0];
+    let hidden = params[0].dims()[2];
+    let (len, width) = (sets[0].len(), sets[0].sample_len());
+    let chunk = (EVAL_CHUNK_VALUES / (chains * hidden).max(1)).clamp(1, len.max(1));
+    let model = network(params.to_vec());
+    let mut loss_sum = Tensor::<B, 3>::zeros([chains, 1, 1], &device);
+    let mut error_sum = Tensor::<B, 3>::zeros([chains, 1, 1], &device);
+    for start in (0..len).step_by(chunk) {
+        let end = (start + chunk).min(len);
+        let rows = end - start;
+        let features: Vec<f32> = sets
+            .iter()
+            .flat_map(|s| s.features()[start * width..end * width].iter().copied())
+            .collect();
+        let labels: Vec<f32> = sets
+            .iter()
+            .flat_map(|s| s.labels()[start..end].iter().map(|&y| y as f32))
+            .collect();
+        let x = Tensor::from_data(
+            TensorData::new(features, [sets.len(), rows, width]),
+            &device,
+        );
+        let y = Tensor::<B, 3>::from_data(TensorData::new(labels, [sets.len(), rows, 1]), &device);
+        let logits = model.forward(x);
+        loss_sum = loss_sum + loss.per_sample(logits.clone(), y.clone()).sum_along(1);
+        error_sum = error_sum + zero_one_error(logits, y).sum_along(1);
+    }
+    let mean = |sum: Tensor<B, 3>| -> Vec<f64> {
+        quench_device::readback::to_host_f64(sum)
+            .into_iter()
+            .map(|s| s / len as f64)
+            .collect()
+    };
+    SplitScores {
+        loss: mean(loss_sum),
+        error: mean(error_sum),
+    }
+}

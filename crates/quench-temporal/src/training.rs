@@ -1,0 +1,536 @@
+//! Training of the temporal classifiers: every seed a member of one batched program, AdamW,
+//! linear warm-up then cosine decay, label smoothing or class weights, per-member gradient
+//! clipping and early stopping on the validation loss.
+
+use quench_device::views::ReshapeTo;
+use std::sync::Arc;
+
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{Int, Tensor, TensorData};
+use quench_data::{Dataset, Loader, LoaderConfig, MarketData, MarketPart, Mode};
+use quench_device::readback::{float_tensor, to_host_f32};
+use quench_device::{Precision, SeededGenerator};
+use serde::{Deserialize, Serialize};
+
+use super::TemporalError;
+use super::lstm::LstmCore;
+use super::metrics::{Baselines, Scores, baselines};
+use super::model::{CLASSES, ModelKind, TemporalNet, Widths};
+use super::step::{Objective, step_gradients};
+use quench_train::amp::MixedPrecision;
+use quench_train::classify::{member_mask, smoothed_cross_entropy};
+use quench_train::init::sub_seed;
+use quench_train::optim::{AdamConfig, MemberAdam};
+use quench_train::params::{clip_member_norms, replace_members, stepping_members};
+use quench_train::settings;
+use quench_train::stopping::{Better, EarlyStopping};
+
+/// Purpose tags of a seed's random streams (see [`sub_seed`]).
+const SHUFFLE_STREAM: u64 = 42;
+const DROPOUT_STREAM: u64 = 43;
+/// Windows evaluated per pass, bounding the evaluation's memory.
+const EVALUATION_CHUNK: usize = 2048;
+
+/// Settings of one model's training; [`TemporalConfig::for_model`] gives the original's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TemporalConfig {
+    /// Which network.
+    pub model: ModelKind,
+    /// One member per seed: initialisation, dropout and shuffle.
+    pub seeds: Vec<u64>,
+    /// Most epochs.
+    pub epochs: usize,
+    /// Windows per batch; the last partial batch is kept, as PyTorch's `DataLoader` does.
+    pub batch_size: usize,
+    /// Peak learning rate.
+    pub learning_rate: f64,
+    /// AdamW's decoupled weight decay (0: Adam).
+    pub weight_decay: f64,
+    /// Epochs of linear warm-up from `learning_rate / warmup_epochs`.
+    pub warmup_epochs: usize,
+    /// Cosine decay to zero over the epochs after the warm-up; constant rate otherwise.
+    pub cosine: bool,
+    /// Label smoothing of the cross-entropy.
+    pub label_smoothing: f64,
+    /// Class weights `n / (3 n_c)` from the training labels (sklearn's "balanced").
+    pub class_weighted: bool,
+    /// Gradient-norm clip per member (0: none).
+    pub clip_norm: f64,
+    /// Early stopping: a member stops after this many epochs without a lower validation loss;
+    /// its best weights are the ones tested.
+    pub patience: usize,
+    /// Dropout rate.
+    pub dropout: f64,
+    /// Network sizes.
+    #[serde(default)]
+    pub widths: Widths,
+}
+
+impl TemporalConfig {
+    /// The original's settings for `model`.
+    pub fn for_model(model: ModelKind) -> Self {
+        let recurrent = Self {
+            model,
+            seeds: vec![42],
+            epochs: 50,
+            batch_size: 256,
+            learning_rate: 5e-4,
+            weight_decay: 5e-4,
+            warmup_epochs: 5,
+            cosine: true,
+            label_smoothing: 0.1,
+            class_weighted: false,
+            clip_norm: 0.5,
+            patience: 15,
+            dropout: 0.4,
+            widths: Widths::default(),
+        };
+        match model {
+            ModelKind::Lstm => recurrent,
+            ModelKind::Transformer => Self {
+                learning_rate: 3e-4,
+                dropout: 0.2,
+                ..recurrent
+            },
+            ModelKind::Mlp => Self {
+                epochs: 60,
+                batch_size: 512,
+                learning_rate: 1e-3,
+                weight_decay: 0.0,
+                warmup_epochs: 0,
+                cosine: false,
+                label_smoothing: 0.0,
+                class_weighted: true,
+                clip_norm: 0.0,
+                dropout: 0.3,
+                ..recurrent
+            },
+        }
+    }
+
+    /// Refuses widths and seeds whose training cannot fit in host memory, before anything is
+    /// allocated, with the estimate and the limit in the message
+    /// ([`quench_device::budget`]): per member, the parameters with their gradients, Adam's
+    /// two moments and the best weights kept (five f32 copies), and the activations of a
+    /// batch of windows `[window, features]`.
+    pub fn check_memory(&self, window: usize, features: usize) -> Result<(), TemporalError> {
+        let w = &self.widths;
+        let per_member = self
+            .widths
+            .parameters(self.model, features)
+            .saturating_mul(5)
+            .saturating_add(w.activations(self.model, self.batch_size, window));
+        let values = per_member.saturating_mul(self.seeds.len() as u128);
+        quench_device::budget::check_fits(
+            || {
+                format!(
+                    "the {} network with widths {w:?} for {} seed(s) at batch {} on windows of \
+                     {window} bars",
+                    self.model.name(),
+                    self.seeds.len(),
+                    self.batch_size,
+                )
+            },
+            values.saturating_mul(4),
+        )?;
+        Ok(())
+    }
+
+    /// Refuses settings no run can use, naming the first.
+    pub fn validate(&self) -> Result<(), TemporalError> {
+        settings::seeds(&self.seeds)?;
+        settings::at_least_one(&[
+            ("epochs", self.epochs),
+            ("batch_size", self.batch_size),
+            ("patience", self.patience),
+        ])?;
+        settings::positive(&[("learning_rate", self.learning_rate)])?;
+        settings::non_negative(&[
+            ("weight_decay", self.weight_decay),
+            ("clip_norm", self.clip_norm),
+        ])?;
+        settings::rate(&[
+            ("label_smoothing", self.label_smoothing),
+            ("dropout", self.dropout),
+        ])?;
+        self.widths.check()?;
+        Ok(())
+    }
+
+    /// The learning rate of `epoch` (from 0): linear warm-up over `warmup_epochs`, then a
+    /// cosine from the peak to zero at `epochs` (PyTorch's `LambdaLR` of the original).
+    pub fn learning_rate_at(&self, epoch: usize) -> f64 {
+        if epoch < self.warmup_epochs {
+            return self.learning_rate * (epoch + 1) as f64 / self.warmup_epochs as f64;
+        }
+        if !self.cosine {
+            return self.learning_rate;
+        }
+        let span = self.epochs.saturating_sub(self.warmup_epochs).max(1) as f64;
+        let progress = (epoch - self.warmup_epochs) as f64 / span;
+        0.5 * self.learning_rate * (1.0 + (std::f64::consts::PI * progress).cos())
+    }
+}
+
+/// How a run computes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Execution {
+    /// The LSTM's recurrence (ignored by the other models).
+    pub core: LstmCore,
+    /// Where the training windows live: resident on the device, gathered per batch, or
+    /// assembled on the host per sample (the original's `DataLoader`).
+    pub data: Mode,
+    /// Precision of the network's arithmetic.
+    pub precision: Precision,
+}
+
+impl Default for Execution {
+    fn default() -> Self {
+        Self {
+            core: LstmCore::Fused,
+            data: Mode::Resident,
+            precision: Precision::F32,
+        }
+    }
+}
+
+/// One seed's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeedOutcome {
+    /// The seed.
+    pub seed: u64,
+    /// Validation scores of the best weights.
+    pub validation: Scores,
+    /// Test scores of the best weights.
+    pub test: Scores,
+    /// Epoch (from 0) of the lowest validation loss.
+    pub best_epoch: usize,
+    /// Mean training loss of every epoch it trained.
+    pub train_loss: Vec<f64>,
+    /// Validation loss (unsmoothed, unweighted cross-entropy) of every epoch it trained.
+    pub validation_loss: Vec<f64>,
+}
+
+/// The result of one model's run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TemporalOutcome {
+    /// The model.
+    pub model: ModelKind,
+    /// Every seed's result, in the order of the configuration.
+    pub seeds: Vec<SeedOutcome>,
+    /// Epochs the program ran (until every member stopped or the limit).
+    pub epochs: usize,
+    /// Training batches of one epoch.
+    pub batches_per_epoch: usize,
+    /// Training windows.
+    pub train_windows: usize,
+    /// What predicting without a model scores on the same parts.
+    pub baselines: Baselines,
+    /// Steps skipped by f16 loss scaling.
+    pub skipped_steps: u64,
+}
+
+/// Trains `config.model` on `data`, one member per seed, as `execution` says.
+pub fn train_temporal<B: AutodiffBackend>(
+    data: &MarketData,
+    config: &TemporalConfig,
+    execution: &Execution,
+    device: &B::Device,
+) -> Result<TemporalOutcome, TemporalError> {
+    config.validate()?;
+    execution.precision.check::<B>(device)?;
+    let [window, features] = window_shape(&data.train.windows)?;
+    config.check_memory(window, features)?;
+    for (name, part) in [
+        ("train", &data.train),
+        ("validation", &data.validation),
+        ("test", &data.test),
+    ] {
+        if part.windows.is_empty() {
+            return Err(TemporalError::InvalidValue {
+                name,
+                value: "0 windows".into(),
+                reason: "every part needs at least one window",
+            });
+        }
+        if part.windows.sample_shape() != [window, features] {
+            return Err(TemporalError::InvalidValue {
+                name,
+                value: format!("windows of shape {:?}", part.windows.sample_shape()),
+                reason: "must match the training part's windows",
+            });
+        }
+    }
+    let members = config.seeds.len();
+    let class_weights = config
+        .class_weighted
+        .then(|| balanced_weights(data.train.windows.labels()));
+    let net = TemporalNet::<B>::new(
+        config.model,
+        config.widths.clone(),
+        features,
+        execution.core,
+        config.dropout,
+        device,
+    );
+    let eval_net = TemporalNet::<B::InnerBackend>::new(
+        config.model,
+        config.widths.clone(),
+        features,
+        execution.core,
+        0.0,
+        device,
+    );
+    let (mut params, mut state) = eval_net.initial_params(&config.seeds, device);
+    let mut best = (params.clone(), state.clone());
+    let shuffles: Vec<u64> = config
+        .seeds
+        .iter()
+        .map(|&s| sub_seed(s, SHUFFLE_STREAM))
+        .collect();
+    let train = Arc::new(data.train.windows.clone());
+    let mut loader = Loader::<B::InnerBackend>::new(
+        vec![train; members],
+        &shuffles,
+        &LoaderConfig {
+            batch_size: config.batch_size,
+            shuffle: true,
+            drop_last: false,
+            mode: execution.data,
+        },
+        device,
+    )?;
+    let batches = loader.batches();
+    let validation = EvaluationPart::<B::InnerBackend>::upload(&data.validation, device);
+    let mut adam = MemberAdam::<B::InnerBackend>::new(
+        AdamConfig {
+            weight_decay: config.weight_decay,
+            decoupled: true,
+            ..AdamConfig::default()
+        },
+        members,
+        device,
+    );
+    let mut amp = MixedPrecision::new(execution.precision);
+    let precision = execution.precision;
+    let objective = Objective {
+        smoothing: config.label_smoothing,
+        class_weights: class_weights.as_deref(),
+        dropout: config.dropout,
+        precision,
+        lanes: quench_device::host_lanes::<B>(),
+    };
+    let mut stopping = EarlyStopping::new(members, config.patience, Better::Lower);
+    let mut train_losses: Vec<Vec<f64>> = vec![Vec::new(); members];
+    let mut validation_losses: Vec<Vec<f64>> = vec![Vec::new(); members];
+    let _dropout_generator = SeededGenerator::acquire::<B>(
+        device,
+        config
+            .seeds
+            .iter()
+            .fold(0, |acc, &s| sub_seed(acc ^ s, DROPOUT_STREAM)),
+    );
+    let mut epoch = 0;
+    while epoch < config.epochs && stopping.running() {
+        let lr =
+            Tensor::<B::InnerBackend, 3>::full([1, 1, 1], config.learning_rate_at(epoch), device);
+        let active = stopping
+            .active()
+            .map(|flags| member_mask::<B::InnerBackend>(flags.into_iter(), device));
+        let mut loss_sum = Tensor::<B::InnerBackend, 1>::zeros([members], device);
+        for batch in loader.epoch(epoch as u64) {
+            let size = batch.features.dims()[1];
+            let x = batch.features.reshape_to([members, size, window, features]);
+            let step =
+                step_gradients::<B>(&net, &params, &state, x, batch.labels, &objective, &mut amp);
+            loss_sum = loss_sum + step.loss;
+            let Some(grads) = step.gradients else {
+                continue;
+            };
+            let grads = if config.clip_norm > 0.0 {
+                clip_member_norms(grads, config.clip_norm)
+            } else {
+                grads
+            };
+            let stepping = stepping_members(active.clone(), &grads, precision);
+            params = adam.step(params, grads, lr.clone(), stepping.clone());
+            state = match stepping {
+                Some(mask) => replace_members(state, &step.state, mask),
+                None => step.state,
+            };
+        }
+        // One read-back per epoch: validation loss and mean training loss of every member.
+        let (validation_loss, _) = validation.evaluate(&eval_net, &params, &state, members);
+        let read = to_host_f32(Tensor::cat(vec![validation_loss, loss_sum], 0));
+        for m in (0..members).filter(|&m| !stopping.stopped(m)) {
+            train_losses[m].push(f64::from(read[members + m]) / batches as f64);
+            validation_losses[m].push(f64::from(read[m]));
+        }
+        let values: Vec<f64> = read[..members].iter().map(|&v| f64::from(v)).collect();
+        let improved = stopping.observe(epoch, &values);
+        if improved.iter().any(|&i| i) {
+            let mask = member_mask::<B::InnerBackend>(improved.into_iter(), device);
+            best = (
+                replace_members(best.0, &params, mask.clone()),
+                replace_members(best.1, &state, mask),
+            );
+        }
+        epoch += 1;
+    }
+    let score = |part: &MarketPart| -> Vec<Scores> {
+        let resident = EvaluationPart::<B::InnerBackend>::upload(part, device);
+        let (_, predictions) = resident.evaluate(&eval_net, &best.0, &best.1, members);
+        predictions
+            .chunks(part.windows.len())
+            .map(|p| Scores::of(p, part.windows.labels()))
+            .collect()
+    };
+    let (validation_scores, test_scores) = (score(&data.validation), score(&data.test));
+    Ok(TemporalOutcome {
+        model: config.model,
+        seeds: config
+            .seeds
+            .iter()
+            .enumerate()
+            .map(|(m, &seed)| SeedOutcome {
+                seed,
+                validation: validation_scores[m],
+                test: test_scores[m],
+                best_epoch: stopping.best_epoch(m),
+                train_loss: train_losses[m].clone(),
+                validation_loss: validation_losses[m].clone(),
+            })
+            .collect(),
+        epochs: epoch,
+        batches_per_epoch: batches,
+        train_windows: data.train.windows.len(),
+        baselines: baselines(data),
+        skipped_steps: amp.skipped_steps(),
+    })
+}
+
+/// `[window, features]` of a part's windows.
+fn window_shape(windows: &Dataset) -> Result<[usize; 2], TemporalError> {
+    match windows.sample_shape() {
+        &[window, features] => Ok([window, features]),
+        shape => Err(TemporalError::InvalidValue {
+            name: "train",
+            value: format!("windows of shape {shape:?}"),
+            reason: "must be [window, features]",
+        }),
+    }
+}
+
+/// `n / (classes n_c)` per class from `labels`, 0 for an absent class.
+fn balanced_weights(labels: &[i64]) -> Vec<f32> {
+    let mut counts = [0usize; CLASSES];
+    for &l in labels {
+        if let Some(c) = usize::try_from(l).ok().and_then(|l| counts.get_mut(l)) {
+            *c += 1;
+        }
+    }
+    counts
+        .iter()
+        .map(|&c| {
+            if c == 0 {
+                0.0
+            } else {
+                labels.len() as f32 / (CLASSES * c) as f32
+            }
+        })
+        .collect()
+}
+
+/// An evaluation part uploaded once: windows `[n, window, features]` and labels `[n]`.
+struct EvaluationPart<B: Backend> {
+    windows: Tensor<B, 3>,
+    labels: Tensor<B, 1, Int>,
+}
+
+impl<B: Backend> EvaluationPart<B> {
+    fn upload(part: &MarketPart, device: &B::Device) -> Self {
+        let windows = &part.windows;
+        let [window, features] = [windows.sample_shape()[0], windows.sample_shape()[1]];
+        Self {
+            windows: float_tensor(
+                windows.features().to_vec(),
+                [windows.len(), window, features],
+                device,
+            ),
+            labels: Tensor::from_data(
+                TensorData::new(windows.labels().to_vec(), [windows.len()]),
+                device,
+            ),
+        }
+    }
+
+    /// Every member's mean cross-entropy `[members]` (on the device) and predicted classes
+    /// (on the host, member-major), in chunks of [`EVALUATION_CHUNK`] windows.
+    fn evaluate(
+        &self,
+        net: &TemporalNet<B>,
+        params: &[Tensor<B, 3>],
+        state: &[Tensor<B, 3>],
+        members: usize,
+    ) -> (Tensor<B, 1>, Vec<i64>) {
+        let [n, window, features] = self.windows.dims();
+        let device = self.windows.device();
+        let mut loss = Tensor::<B, 1>::zeros([members], &device);
+        let mut predictions = Vec::with_capacity(members);
+        for start in (0..n).step_by(EVALUATION_CHUNK) {
+            let end = (start + EVALUATION_CHUNK).min(n);
+            let size = end - start;
+            let x = self
+                .windows
+                .clone()
+                .narrow(0, start, size)
+                .reshape_to([1, size, window, features])
+                .repeat_dim(0, members);
+            let labels = self
+                .labels
+                .clone()
+                .narrow(0, start, size)
+                .reshape_to([1, size])
+                .repeat_dim(0, members);
+            let (logits, _) = net.forward(params, state, x, None, Precision::F32);
+            loss = loss + smoothed_cross_entropy(logits.clone(), labels, 0.0, None) * (size as f64);
+            predictions.push(logits.argmax(2).reshape_to([members, size]));
+        }
+        let predicted = quench_device::readback::to_host_i64(Tensor::cat(predictions, 1));
+        (loss / n as f64, predicted)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rate_warms_up_linearly_then_follows_a_cosine_to_zero() {
+        let config = TemporalConfig {
+            epochs: 15,
+            warmup_epochs: 5,
+            learning_rate: 1.0,
+            ..TemporalConfig::for_model(ModelKind::Lstm)
+        };
+        let rates: Vec<f64> = (0..15).map(|e| config.learning_rate_at(e)).collect();
+        for (e, want) in [0.2, 0.4, 0.6, 0.8, 1.0].into_iter().enumerate() {
+            assert!(
+                (rates[e] - want).abs() < 1e-12,
+                "warm-up epoch {e}: {}",
+                rates[e]
+            );
+        }
+        // Cosine over the 10 epochs after the warm-up: half way at epoch 10.
+        assert!((rates[10] - 0.5).abs() < 1e-12, "{}", rates[10]);
+        assert!(rates[5..].windows(2).all(|w| w[1] < w[0]));
+        assert!(rates[14] > 0.0 && rates[14] < 0.03);
+        let constant = TemporalConfig {
+            cosine: false,
+            warmup_epochs: 0,
+            ..config
+        };
+        assert!((0..15).all(|e| constant.learning_rate_at(e) == 1.0));
+    }
+}
