@@ -3,6 +3,7 @@
 
 mod compare;
 mod doctor;
+mod error_line;
 mod npy;
 mod output;
 mod peers;
@@ -16,29 +17,49 @@ mod verify;
 mod workload;
 mod workloads;
 
-use std::path::PathBuf;
+use std::io::IsTerminal as _;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use quench_device::diagnostics::DiagnosticsConfig;
-use quench_device::{DeviceError, select_announced};
+use quench_device::{DeviceError, DeviceSpec, select_announced};
+
+use crate::error_line::one_line;
+use crate::workload::RunPrecision;
 
 /// Exit status for a device or precision that cannot be used.
 const EXIT_DEVICE: u8 = 2;
+/// Exit status for a command line that cannot be read (as clap's own).
+const EXIT_USAGE: u8 = 2;
 
 #[derive(Parser, Debug)]
-#[command(
-    name = "benchmark",
-    version,
-    about,
-    args_conflicts_with_subcommands = true
-)]
+#[command(name = "benchmark", version, about)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// `run`'s options, for a run without the word `run`.
     #[command(flatten)]
     run: RunArgs,
+    #[command(flatten)]
+    global: GlobalArgs,
+}
+
+/// Options every command takes, before or after its name.
+#[derive(Args, Debug, Clone)]
+struct GlobalArgs {
+    /// auto, cpu, cuda, cuda:N, wgpu or wgpu:N (`benchmark doctor` lists the wgpu adapters).
+    #[arg(long, global = true, default_value = "auto")]
+    device: DeviceSpec,
+    /// The arithmetic of the variants that follow it (`benchmark list` marks them), and of
+    /// `verify`'s mixed-precision check: auto (bf16 where the device has it, else none), f32
+    /// (no mixed precision), tf32, bf16 or f16.
+    #[arg(long, global = true, default_value = "auto")]
+    precision: RunPrecision,
+    /// Output folder of `run` (report.json, report.md).
+    #[arg(long, global = true, default_value = "bench-out")]
+    out: PathBuf,
 }
 
 #[derive(Subcommand, Debug)]
@@ -46,13 +67,13 @@ enum Command {
     /// Run a suite (the default): time every variant, compare with baselines, write reports.
     Run(RunArgs),
     /// Describe the device and measure its tiny-op latency, matmul throughput and bandwidth.
-    Doctor(DeviceArgs),
+    Doctor,
     /// List the registered workloads and their variants.
     List,
     /// Run the numerical checks on this machine's device: solvers against the f64 reference,
     /// batched equals one at a time, loader determinism, the mixed-precision policy; exit 1 if
     /// any fails.
-    Verify(VerifyArgs),
+    Verify,
     /// Validate a data file (IDX, qRNG bit strings or OHLCV bars) and summarise it; a bad file
     /// exits 1.
     Data {
@@ -80,7 +101,7 @@ enum Command {
     },
 }
 
-#[derive(Args, Debug, Clone)]
+#[derive(Args, Debug, Clone, Default, PartialEq)]
 struct SuiteArgs {
     /// The suite file (default: configs/quick.toml).
     #[arg(long)]
@@ -102,12 +123,10 @@ struct PeersArgs {
     #[command(flatten)]
     suite_args: SuiteArgs,
     #[command(flatten)]
-    device: DeviceArgs,
-    #[command(flatten)]
     python: PythonArgs,
 }
 
-#[derive(Args, Debug, Clone)]
+#[derive(Args, Debug, Clone, Default, PartialEq)]
 struct PythonArgs {
     /// The Python that runs the PyTorch peers (default: $QUENCH_PYTHON, then python3, then
     /// python; the first that imports torch).
@@ -115,38 +134,13 @@ struct PythonArgs {
     python: Option<PathBuf>,
 }
 
-#[derive(Args, Debug, Clone)]
-struct DeviceArgs {
-    /// auto, cpu, cuda, cuda:N, wgpu or wgpu:N (`benchmark doctor` lists the wgpu adapters).
-    #[arg(long, default_value = "auto")]
-    device: String,
-}
-
-#[derive(Args, Debug, Clone)]
-struct VerifyArgs {
-    #[command(flatten)]
-    device: DeviceArgs,
-    /// The precision of the mixed-precision checks: auto, f32 (none), tf32, bf16 or f16.
-    #[arg(long, default_value = "auto")]
-    precision: String,
-}
-
-#[derive(Args, Debug, Clone)]
+#[derive(Args, Debug, Clone, Default, PartialEq)]
 struct RunArgs {
     #[command(flatten)]
     suite_args: SuiteArgs,
-    #[command(flatten)]
-    device: DeviceArgs,
-    /// The arithmetic of the variants that follow it (`benchmark list` marks them): auto (bf16
-    /// where the device has it, else none), f32 (no mixed precision), tf32, bf16 or f16.
-    #[arg(long, default_value = "auto")]
-    precision: String,
     /// Timed repeats of every variant (overrides the suite).
     #[arg(long)]
     repeats: Option<usize>,
-    /// Output folder for report.json and report.md.
-    #[arg(long, default_value = "bench-out")]
-    out: PathBuf,
     /// Also run each workload's PyTorch peer (`peers/`) on the same device and add its row and
     /// every variant's ratio against it; without a Python with torch the run says so and goes
     /// on.
@@ -168,44 +162,44 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                // CubeCL logs a warning from its device thread when a probe of an absent GPU
+                // panics there; the probe turns that panic into Quench's own one-line note.
+                .unwrap_or_else(|_| {
+                    tracing_subscriber::EnvFilter::new(
+                        "warn,cubecl_common::device::handle::channel::task=error",
+                    )
+                }),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let cli = Cli::parse();
-    let outcome = match cli.command {
-        Some(Command::Run(args)) => run(&args),
-        None => run(&cli.run),
-        Some(Command::Doctor(args)) => doctor(&args),
-        Some(Command::Verify(args)) => verify(&args),
+    if let Some(command) = &cli.command
+        && cli.run != RunArgs::default()
+    {
+        eprintln!(
+            "error: options of `run` (--suite, --only, --repeats, --peers, --python, \
+             --count-launches) were given before the command `{}`: put them after `run`, or \
+             leave the command out",
+            command.name()
+        );
+        return ExitCode::from(EXIT_USAGE);
+    }
+    let global = &cli.global;
+    let outcome = match &cli.command {
+        Some(Command::Run(args)) => run(args, global),
+        None => run(&cli.run, global),
+        Some(Command::Doctor) => doctor(global),
+        Some(Command::Verify) => verify(global),
         Some(Command::List) => {
             list();
             Ok(())
         }
-        Some(Command::Data { file, format }) => quench_data::summary(&file, format)
+        Some(Command::Data { file, format }) => quench_data::summary(file, *format)
             .map(|summary| println!("{summary}"))
             .map_err(anyhow::Error::from),
-        Some(Command::Peers(args)) => run_peers(&args),
-        Some(Command::Compare { a, b, agree }) => report::Report::read(&a)
-            .and_then(|a_report| Ok((a_report, report::Report::read(&b)?)))
-            .and_then(|(a_report, b_report)| {
-                print!("{}", compare::compare(&a_report, &b_report));
-                let Some(within) = agree else { return Ok(()) };
-                let found = compare::disagreements(&a_report, &b_report, within);
-                if found.is_empty() {
-                    println!("\nagree: every variant of A ran in B within {within} of its quality");
-                    return Ok(());
-                }
-                for line in &found {
-                    println!("disagree: {line}");
-                }
-                anyhow::bail!(
-                    "{} variant(s) of {} disagree with {} (within {within})",
-                    found.len(),
-                    b.display(),
-                    a.display()
-                )
-            }),
+        Some(Command::Peers(args)) => run_peers(args, global),
+        Some(Command::Compare { a, b, agree }) => compare(a, b, *agree),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -221,6 +215,43 @@ fn main() -> ExitCode {
     }
 }
 
+impl Command {
+    /// The command's name on the command line.
+    fn name(&self) -> &'static str {
+        match self {
+            Self::Run(_) => "run",
+            Self::Doctor => "doctor",
+            Self::List => "list",
+            Self::Verify => "verify",
+            Self::Data { .. } => "data",
+            Self::Peers(_) => "peers",
+            Self::Compare { .. } => "compare",
+        }
+    }
+}
+
+/// `benchmark compare A B [--agree F]`.
+fn compare(a: &Path, b: &Path, agree: Option<f64>) -> anyhow::Result<()> {
+    let a_report = report::Report::read(a)?;
+    let b_report = report::Report::read(b)?;
+    print!("{}", compare::compare(&a_report, &b_report));
+    let Some(within) = agree else { return Ok(()) };
+    let found = compare::disagreements(&a_report, &b_report, within);
+    if found.is_empty() {
+        println!("\nagree: every variant of A ran in B within {within} of its quality");
+        return Ok(());
+    }
+    for line in &found {
+        println!("disagree: {line}");
+    }
+    anyhow::bail!(
+        "{} variant(s) of {} disagree with {} (within {within})",
+        found.len(),
+        b.display(),
+        a.display()
+    )
+}
+
 /// `--agree`'s fraction: finite and not negative.
 fn agreement_fraction(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
@@ -229,26 +260,10 @@ fn agreement_fraction(text: &str) -> Result<f64, String> {
     }
 }
 
-/// The error and its causes on one line, leaving out a cause that its parent's message
-/// already quotes (library errors often print their source themselves).
-fn one_line(err: &anyhow::Error) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    for cause in err.chain() {
-        let text = cause.to_string();
-        if !parts
-            .last()
-            .is_some_and(|previous| previous.contains(&text))
-        {
-            parts.push(text);
-        }
-    }
-    parts.join(": ")
-}
-
-fn run(args: &RunArgs) -> anyhow::Result<()> {
+fn run(args: &RunArgs, global: &GlobalArgs) -> anyhow::Result<()> {
     let world = quench_scale::World::init()?;
     let shard = world.shard();
-    let outcome = run_ranked(args, &world);
+    let outcome = run_ranked(args, global, &world);
     match outcome {
         // The other ranks may be waiting for this one in a collective: stop them all.
         Err(err) if shard.ranks > 1 => world.stop_all(&one_line(&err)),
@@ -258,9 +273,13 @@ fn run(args: &RunArgs) -> anyhow::Result<()> {
 
 /// `benchmark run` as one rank of `world` (the only one, outside an MPI launch): every rank
 /// measures; rank 0 writes the reports and prints.
-fn run_ranked(args: &RunArgs, world: &quench_scale::World) -> anyhow::Result<()> {
+fn run_ranked(
+    args: &RunArgs,
+    global: &GlobalArgs,
+    world: &quench_scale::World,
+) -> anyhow::Result<()> {
     let root = world.shard().is_root();
-    let precision: workload::RunPrecision = args.precision.parse()?;
+    let out = &global.out;
     if args.count_launches {
         // CubeCL reads its configuration once, when a device is first used: before selecting.
         let shard = world.shard();
@@ -269,20 +288,20 @@ fn run_ranked(args: &RunArgs, world: &quench_scale::World) -> anyhow::Result<()>
         } else {
             "kernel-launches.log".into()
         };
-        std::fs::create_dir_all(&args.out)
-            .with_context(|| format!("creating the output folder {}", args.out.display()))?;
-        quench_device::counters::log_launches(&args.out.join(log))?;
+        std::fs::create_dir_all(out)
+            .with_context(|| format!("creating the output folder {}", out.display()))?;
+        quench_device::counters::log_launches(&out.join(log))?;
     }
-    let selection = select_announced(&quench_scale::rank_device(&args.device.device))?;
+    let selection = select_announced(global.device.for_local_rank(quench_scale::local_rank()))?;
     if args.count_launches && selection.device == quench_device::SelectedDevice::Cpu {
         return Err(DeviceError::LaunchCount(
             "the CPU backend launches no kernels; count them on --device wgpu or cuda".into(),
         )
         .into());
     }
-    run::check_precision(&selection, precision)?;
+    let precision = global.precision.check_on(selection.device)?;
     let suite_path = args.suite_args.path();
-    let output = root.then(|| output::Output::new(&args.out)).transpose()?;
+    let output = root.then(|| output::Output::new(out)).transpose()?;
     if let Some(output) = &output {
         output.keep_on_interrupt()?;
     }
@@ -294,7 +313,7 @@ fn run_ranked(args: &RunArgs, world: &quench_scale::World) -> anyhow::Result<()>
             precision,
             repeats: args.repeats,
             peers: (args.peers && root).then(|| announced_python(&args.python)),
-            peer_inputs: args.out.join("peer-inputs"),
+            peer_inputs: out.join("peer-inputs"),
             world,
         },
         &mut |report| output.as_ref().map_or(Ok(()), |o| o.keep(report)),
@@ -306,8 +325,8 @@ fn run_ranked(args: &RunArgs, world: &quench_scale::World) -> anyhow::Result<()>
     print!("{}", report.table());
     println!(
         "\nreports: {} and {}",
-        args.out.join("report.json").display(),
-        args.out.join("report.md").display()
+        out.join("report.json").display(),
+        out.join("report.md").display()
     );
     let failures = report.failures();
     if !failures.is_empty() {
@@ -320,12 +339,15 @@ fn run_ranked(args: &RunArgs, world: &quench_scale::World) -> anyhow::Result<()>
     Ok(())
 }
 
-fn verify(args: &VerifyArgs) -> anyhow::Result<()> {
-    let precision: workload::RunPrecision = args.precision.parse()?;
-    let selection = select_announced(&args.device.device)?;
-    run::check_precision(&selection, precision)?;
-    println!("verify on {} (--precision {precision})", selection.device);
-    let checks = verify::verify(selection.device, precision)?;
+fn verify(global: &GlobalArgs) -> anyhow::Result<()> {
+    let selection = select_announced(global.device)?;
+    let precision = global.precision.check_on(selection.device)?;
+    println!(
+        "verify on {} (--precision {})",
+        selection.device,
+        precision.asked()
+    );
+    let checks = verify::verify(selection.device, &precision)?;
     for check in &checks {
         println!("{check}");
     }
@@ -340,8 +362,8 @@ fn verify(args: &VerifyArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn doctor(args: &DeviceArgs) -> anyhow::Result<()> {
-    let selection = select_announced(&args.device)?;
+fn doctor(global: &GlobalArgs) -> anyhow::Result<()> {
+    let selection = select_announced(global.device)?;
     print!(
         "{}",
         doctor::doctor(&selection, DiagnosticsConfig::default())?
@@ -389,9 +411,9 @@ fn announced_python(args: &PythonArgs) -> Result<peers::Python, String> {
 }
 
 /// `benchmark peers`: every suite workload's peer, one line each.
-fn run_peers(args: &PeersArgs) -> anyhow::Result<()> {
-    let selection = select_announced(&args.device.device)?;
-    let device = peers::peer_device(&selection.device.to_string());
+fn run_peers(args: &PeersArgs, global: &GlobalArgs) -> anyhow::Result<()> {
+    let selection = select_announced(global.device)?;
+    let device = peers::peer_device(selection.device);
     let suite_path = args.suite_args.path();
     let suite = suite::Suite::load(&suite_path)?;
     let python = announced_python(&args.python);

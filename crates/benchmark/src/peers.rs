@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::Context as _;
-use quench_device::TimingConfig;
 use quench_device::files::in_working_folder_or_source_tree;
+use quench_device::{SelectedDevice, TimingConfig};
 use serde::{Deserialize, Serialize};
 
 /// Where the peers live, relative to the working folder or the source tree.
@@ -156,11 +156,10 @@ pub fn parse_line(stdout: &str) -> anyhow::Result<PeerReport> {
 
 /// The device name a peer understands for Quench's device (`cpu`, `cuda:N`): PyTorch has
 /// no wgpu device, so a wgpu run's peer runs on the CPU (and the report says so).
-pub fn peer_device(machine_device: &str) -> String {
-    if machine_device.starts_with("cuda") {
-        machine_device.to_string()
-    } else {
-        "cpu".into()
+pub fn peer_device(device: SelectedDevice) -> String {
+    match device {
+        SelectedDevice::Cuda(index) => format!("cuda:{index}"),
+        SelectedDevice::Cpu | SelectedDevice::Wgpu(_) => "cpu".into(),
     }
 }
 
@@ -177,9 +176,9 @@ pub fn measure(
 ) -> Result<PeerReport, String> {
     let python = python?;
     let peer = peer()
-        .map_err(|e| crate::one_line(&e))?
+        .map_err(|e| crate::error_line::one_line(&e))?
         .ok_or("no PyTorch peer for this workload or its data")?;
-    run_peer(python, &peer, device, timing).map_err(|e| crate::one_line(&e))
+    run_peer(python, &peer, device, timing).map_err(|e| crate::error_line::one_line(&e))
 }
 
 #[cfg(test)]

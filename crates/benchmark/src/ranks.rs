@@ -38,7 +38,7 @@ impl RankRun {
         match run {
             None => Self::NotRun,
             Some(Err(err)) if err.downcast_ref::<NoMembers>().is_some() => Self::Idle,
-            Some(Err(err)) => Self::Failed(crate::one_line(err)),
+            Some(Err(err)) => Self::Failed(crate::error_line::one_line(err)),
             Some(Ok(VariantRun::Unsupported(why))) => Self::Unsupported(why.clone()),
             Some(Ok(VariantRun::Measured(outcome, _))) => Self::Measured {
                 per_iteration: outcome.per_iteration,

@@ -4,11 +4,10 @@ use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use burn::tensor::backend::AutodiffBackend;
 use indicatif::{ProgressBar, ProgressStyle};
 use quench_device::machine::MachineInfo;
 use quench_device::memory::{peak_memory, reset_peak_rss};
-use quench_device::{DeviceError, OnDevice, Precision, Selection, TimingConfig, run_on};
+use quench_device::{Precision, Selection, TimingConfig};
 use quench_scale::World;
 
 use crate::peers::{self, Python};
@@ -18,7 +17,9 @@ use crate::report::{
     WorkloadReport,
 };
 use crate::suite::{Suite, split_variants};
-use crate::workload::{RunContext, RunPrecision, VariantInfo, VariantRun, Workload};
+use crate::workload::{
+    CheckedPrecision, RunContext, RunPrecision, VariantInfo, VariantRun, Workload,
+};
 use crate::workloads::registry;
 
 /// What the command line asked of a run.
@@ -30,8 +31,8 @@ pub struct RunRequest<'a> {
     pub only: Option<Vec<String>>,
     /// The selected device.
     pub selection: Selection,
-    /// The run's `--precision`.
-    pub precision: RunPrecision,
+    /// The run's `--precision`, checked on the selected device.
+    pub precision: CheckedPrecision,
     /// Overrides the suite's repeats.
     pub repeats: Option<usize>,
     /// Run each workload's PyTorch peer too: with the Python found, or `Err` saying why
@@ -43,22 +44,6 @@ pub struct RunRequest<'a> {
     /// The processes of the run: one, or the ranks of an MPI launch. Only rank 0 keeps the
     /// report and runs the peers.
     pub world: &'a World,
-}
-
-/// Refuses an explicit precision the device cannot run before any work starts (`auto` always
-/// runs: it picks bf16 only where the device has it).
-pub fn check_precision(selection: &Selection, precision: RunPrecision) -> Result<(), DeviceError> {
-    struct Check(Precision);
-    impl OnDevice for Check {
-        type Output = Result<(), DeviceError>;
-        fn run<B: AutodiffBackend>(self, device: &B::Device) -> Self::Output {
-            self.0.check::<B>(device)
-        }
-    }
-    match precision {
-        RunPrecision::Auto => Ok(()),
-        RunPrecision::Fixed(precision) => run_on(selection.device, Check(precision))?,
-    }
 }
 
 /// Runs the suite and returns its report. `keep` gets the report as it stands before the first
@@ -86,7 +71,7 @@ pub fn run_suite(
     }
     let ctx = RunContext {
         device: request.selection.device,
-        precision: request.precision,
+        precision: request.precision.clone(),
         timing,
         world: request.world,
     };
@@ -98,7 +83,7 @@ pub fn run_suite(
         plan.push((workload, params, variants));
     }
 
-    if let RunPrecision::Fixed(precision) = request.precision
+    if let RunPrecision::Fixed(precision) = request.precision.asked()
         && precision != Precision::F32
         && !plan
             .iter()
@@ -136,7 +121,7 @@ pub fn run_suite(
         suite: request.suite_path.display().to_string(),
         machine: MachineInfo::read(ctx.device),
         fallback: request.selection.fallback.clone(),
-        precision: ctx.precision,
+        precision: ctx.precision.asked(),
         timing,
         status: RunStatus::Running,
         workloads: Vec::new(),
@@ -216,7 +201,7 @@ fn run_planned(
                     reason,
                 }),
                 Err(err) => {
-                    let error = crate::one_line(&err);
+                    let error = crate::error_line::one_line(&err);
                     progress.println(format!(
                         "{}/{} failed: {error}",
                         workload.name(),
@@ -239,7 +224,7 @@ fn run_planned(
                 .workloads
                 .last_mut()
                 .unwrap_or_else(|| unreachable!("pushed above"));
-            let device = peers::peer_device(&report.machine.device);
+            let device = peers::peer_device(ctx.device);
             let python = python.as_ref().map_err(String::as_str);
             let inputs = request.peer_inputs.join(workload.name());
             match peers::measure(python, || workload.peer(&params, &inputs), &device, timing) {
@@ -430,7 +415,12 @@ mod tests {
         path
     }
 
-    fn request(suite_path: &Path, precision: RunPrecision) -> RunRequest<'_> {
+    /// `--precision auto` checked on the CPU.
+    fn auto() -> CheckedPrecision {
+        RunPrecision::Auto.check_on(SelectedDevice::Cpu).unwrap()
+    }
+
+    fn request(suite_path: &Path, precision: CheckedPrecision) -> RunRequest<'_> {
         RunRequest {
             peers: None,
             peer_inputs: suite_path.with_file_name("peer-inputs"),
@@ -451,7 +441,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = suite(dir.path());
         let mut kept: Vec<Report> = Vec::new();
-        let report = run_suite(&request(&path, RunPrecision::Auto), &mut |r| {
+        let report = run_suite(&request(&path, auto()), &mut |r| {
             kept.push(r.clone());
             Ok(())
         })
@@ -470,7 +460,7 @@ mod tests {
         );
         // A keeper that cannot write stops the run before any workload.
         let mut calls = 0;
-        let err = run_suite(&request(&path, RunPrecision::Auto), &mut |_| {
+        let err = run_suite(&request(&path, auto()), &mut |_| {
             calls += 1;
             anyhow::bail!("read-only folder")
         })
@@ -488,7 +478,7 @@ mod tests {
         // The folder becomes unwritable after the first variant, then writable again.
         let mut kept: Vec<Report> = Vec::new();
         let mut calls = 0;
-        let err = run_suite(&request(&path, RunPrecision::Auto), &mut |r| {
+        let err = run_suite(&request(&path, auto()), &mut |r| {
             calls += 1;
             if calls == 2 {
                 anyhow::bail!("disk full");
@@ -503,7 +493,7 @@ mod tests {
         assert_eq!(last.workloads[0].variants.len(), 1, "what finished is kept");
         // When even that write fails, the error says so.
         let mut calls = 0;
-        let err = run_suite(&request(&path, RunPrecision::Auto), &mut |_| {
+        let err = run_suite(&request(&path, auto()), &mut |_| {
             calls += 1;
             if calls > 1 {
                 anyhow::bail!("disk full");
@@ -587,7 +577,7 @@ mod tests {
         )
         .unwrap();
         let mut kept = 0;
-        let err = run_suite(&request(&path, RunPrecision::Auto), &mut |_| {
+        let err = run_suite(&request(&path, auto()), &mut |_| {
             kept += 1;
             Ok(())
         })
@@ -604,7 +594,9 @@ mod tests {
     fn an_explicit_precision_that_no_selected_variant_follows_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let path = suite(dir.path());
-        let mut request = request(&path, RunPrecision::Fixed(Precision::Bf16));
+        // As on a device with bf16 (the CPU refuses it before the suite).
+        let bf16 = CheckedPrecision::as_if_checked(RunPrecision::Fixed(Precision::Bf16));
+        let mut request = request(&path, bf16);
         request.only = Some(vec!["qrng-distinguish".into()]);
         let err = run_suite(&request, &mut |_| Ok(())).unwrap_err();
         assert!(
@@ -628,7 +620,7 @@ mod tests {
         )
         .unwrap();
         let python = crate::peers::tests::fake_python(dir.path(), crate::peers::tests::LINE);
-        let mut with = request(&path, RunPrecision::Auto);
+        let mut with = request(&path, auto());
         with.peers = Some(Ok(python));
         let report = run_suite(&with, &mut |_| Ok(())).unwrap();
         let gan = report
@@ -659,7 +651,7 @@ mod tests {
         assert!(report.markdown().contains("| pytorch [torch 9.9.9, cpu] |"));
 
         // No Python with torch: every workload says why, and the run still completes.
-        let mut without = request(&path, RunPrecision::Auto);
+        let mut without = request(&path, auto());
         without.peers = Some(Err(
             "no Python with torch found (python3: No module named torch)".into(),
         ));

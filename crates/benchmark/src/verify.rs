@@ -31,7 +31,7 @@ use quench_train::ensemble::{Activation, EnsembleMlp};
 use quench_train::init::Init;
 use quench_train::params::{max_abs_difference, max_relative_difference, require_grad};
 
-use crate::workload::RunPrecision;
+use crate::workload::CheckedPrecision;
 
 /// What one check found.
 #[derive(Debug, Clone, PartialEq)]
@@ -85,15 +85,15 @@ impl fmt::Display for Check {
 }
 
 /// Runs every check on `device` with the run's `precision`.
-pub fn verify(device: SelectedDevice, precision: RunPrecision) -> anyhow::Result<Vec<Check>> {
+pub fn verify(device: SelectedDevice, precision: &CheckedPrecision) -> anyhow::Result<Vec<Check>> {
     run_on(device, Checks { precision })?
 }
 
-struct Checks {
-    precision: RunPrecision,
+struct Checks<'a> {
+    precision: &'a CheckedPrecision,
 }
 
-impl OnDevice for Checks {
+impl OnDevice for Checks<'_> {
     type Output = anyhow::Result<Vec<Check>>;
 
     fn run<B: AutodiffBackend>(self, device: &B::Device) -> Self::Output {
@@ -479,14 +479,17 @@ fn loss_scaler<B: AutodiffBackend>(device: &B::Device) -> Check {
 
 /// An MLP's forward pass in the run's low precision from f32 master weights against f32: the
 /// largest error relative to the output's scale, and the master weights still f32 after a step.
-fn low_precision_forward<B: AutodiffBackend>(precision: RunPrecision, device: &B::Device) -> Check {
+fn low_precision_forward<B: AutodiffBackend>(
+    precision: &CheckedPrecision,
+    device: &B::Device,
+) -> Check {
     let name = "mixed precision: forward within tolerance of f32, masters f32";
-    let low = match precision.low::<B>(device) {
+    let low = match precision.low() {
         Ok(low) => low,
         Err(why) => {
             return Check {
                 name: name.into(),
-                verdict: Verdict::Skipped(why),
+                verdict: Verdict::Skipped(why.to_string()),
             };
         }
     };
@@ -555,10 +558,12 @@ fn low_precision_forward<B: AutodiffBackend>(precision: RunPrecision, device: &B
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workload::RunPrecision;
 
     #[test]
     fn every_check_passes_on_the_cpu_and_mixed_precision_is_skipped_there() {
-        let checks = verify(SelectedDevice::Cpu, RunPrecision::Auto).unwrap();
+        let auto = RunPrecision::Auto.check_on(SelectedDevice::Cpu).unwrap();
+        let checks = verify(SelectedDevice::Cpu, &auto).unwrap();
         assert_eq!(checks.len(), 14);
         assert_eq!(
             checks

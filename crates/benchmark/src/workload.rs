@@ -64,32 +64,75 @@ pub enum RunPrecision {
 }
 
 impl RunPrecision {
-    /// The low precision that variants following the run compute in on backend `B`; `Err`
-    /// says why there is none.
-    pub fn low<B: Backend>(self, device: &B::Device) -> Result<Precision, String> {
-        match self {
-            Self::Auto => Precision::Bf16
-                .check::<B>(device)
-                .map(|()| Precision::Bf16)
-                .map_err(|refusal| {
-                    format!("{refusal}; --precision auto runs no mixed precision here")
-                }),
-            Self::Fixed(Precision::F32) => Err("--precision f32 runs no mixed precision".into()),
-            Self::Fixed(precision) => Ok(precision),
+    /// Checks this `--precision` on `device`, once per run: an explicit precision the device
+    /// cannot run is refused before any work starts; `auto` settles on bf16 where the device
+    /// has it, else on no mixed precision (with the reason).
+    pub fn check_on(self, device: SelectedDevice) -> Result<CheckedPrecision, DeviceError> {
+        struct Check(RunPrecision);
+        impl OnDevice for Check {
+            type Output = Result<CheckedPrecision, DeviceError>;
+            fn run<B: AutodiffBackend>(self, device: &B::Device) -> Self::Output {
+                let low = match self.0 {
+                    RunPrecision::Auto => Precision::Bf16
+                        .check::<B>(device)
+                        .map(|()| Precision::Bf16)
+                        .map_err(|refusal| {
+                            format!("{refusal}; --precision auto runs no mixed precision here")
+                        }),
+                    RunPrecision::Fixed(Precision::F32) => {
+                        Err("--precision f32 runs no mixed precision".into())
+                    }
+                    RunPrecision::Fixed(precision) => {
+                        precision.check::<B>(device)?;
+                        Ok(precision)
+                    }
+                };
+                Ok(CheckedPrecision { asked: self.0, low })
+            }
         }
+        run_on(device, Check(self))?
+    }
+}
+
+/// A run's `--precision` checked on its device ([`RunPrecision::check_on`], the only way to
+/// make one): what was asked, and the low precision the variants that follow it compute in,
+/// or why there is none.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckedPrecision {
+    asked: RunPrecision,
+    low: Result<Precision, String>,
+}
+
+impl CheckedPrecision {
+    /// `asked` as a device that runs it would check it, for tests of what comes after the
+    /// check.
+    #[cfg(test)]
+    pub fn as_if_checked(asked: RunPrecision) -> Self {
+        let low = match asked {
+            RunPrecision::Auto => Ok(Precision::Bf16),
+            RunPrecision::Fixed(Precision::F32) => Err("--precision f32".into()),
+            RunPrecision::Fixed(precision) => Ok(precision),
+        };
+        Self { asked, low }
     }
 
-    /// The precision a variant of `role` runs in on backend `B`, with a note where a
-    /// combination fell back to f32; `Err` is why a mixed-precision variant cannot run.
-    pub fn resolve<B: Backend>(
-        self,
-        role: PrecisionRole,
-        device: &B::Device,
-    ) -> Result<(Precision, Option<String>), String> {
-        match (role, self.low::<B>(device)) {
+    /// The `--precision` as given.
+    pub fn asked(&self) -> RunPrecision {
+        self.asked
+    }
+
+    /// The low precision of the variants that follow the run; `Err` says why there is none.
+    pub fn low(&self) -> Result<Precision, &str> {
+        self.low.as_ref().copied().map_err(String::as_str)
+    }
+
+    /// The precision a variant of `role` runs in, with a note where a combination fell back to
+    /// f32; `Err` is why a mixed-precision variant cannot run.
+    pub fn resolve(&self, role: PrecisionRole) -> Result<(Precision, Option<String>), String> {
+        match (role, self.low()) {
             (PrecisionRole::F32, _) => Ok((Precision::F32, None)),
             (_, Ok(low)) => Ok((low, None)),
-            (PrecisionRole::Mixed, Err(why)) => Err(why),
+            (PrecisionRole::Mixed, Err(why)) => Err(why.to_string()),
             (PrecisionRole::MixedWhereAvailable, Err(why)) => {
                 Ok((Precision::F32, Some(format!("ran in f32: {why}"))))
             }
@@ -290,12 +333,12 @@ pub enum VariantRun {
 }
 
 /// Where and how a suite's variants run.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct RunContext<'w> {
     /// The device chosen for the run.
     pub device: SelectedDevice,
-    /// The run's `--precision`.
-    pub precision: RunPrecision,
+    /// The run's `--precision`, checked on the device.
+    pub precision: CheckedPrecision,
     /// Warm-up and repeats.
     pub timing: TimingConfig,
     /// The processes of the run: one, or the ranks of an MPI launch, among which a workload
@@ -313,7 +356,9 @@ impl RunContext<'static> {
         let alone: &'static World = Box::leak(Box::new(World::alone()));
         Self {
             device: SelectedDevice::Cpu,
-            precision: RunPrecision::Auto,
+            precision: RunPrecision::Auto
+                .check_on(SelectedDevice::Cpu)
+                .expect("the CPU runs --precision auto"),
             timing: TimingConfig {
                 warmup: 0,
                 repeats: 1,
@@ -534,11 +579,7 @@ impl<T: TableWorkload> OnDevice for Dispatch<'_, T> {
     type Output = anyhow::Result<VariantRun>;
 
     fn run<B: AutodiffBackend>(self, device: &B::Device) -> Self::Output {
-        let (precision, fell_back) = match self
-            .ctx
-            .precision
-            .resolve::<B>(self.variant.precision, device)
-        {
+        let (precision, fell_back) = match self.ctx.precision.resolve(self.variant.precision) {
             Ok(resolved) => resolved,
             Err(why) => return Ok(VariantRun::Unsupported(why)),
         };

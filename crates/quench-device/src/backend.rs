@@ -130,6 +130,7 @@ pub fn select(spec: DeviceSpec) -> Result<Selection, DeviceError> {
             fallback: None,
         }),
         DeviceSpec::Cuda(index) => {
+            let index = index.unwrap_or(0);
             probe_cuda(spec, index)?;
             Ok(Selection {
                 device: SelectedDevice::Cuda(index),
@@ -198,11 +199,10 @@ fn auto_wgpu() -> Result<WgpuAdapter, Option<String>> {
     probe_wgpu(DeviceSpec::Auto, Some(best.index)).map_err(|err| Some(err.to_string()))
 }
 
-/// What a command-line program does with its `--device` value: parses `spec` (`auto`, `cpu`,
-/// `cuda`, `cuda:N`, `wgpu`, `wgpu:N`), probes and selects the device, and prints `note: WHY` on stderr when
-/// `auto` fell back to the CPU.
-pub fn select_announced(spec: &str) -> Result<Selection, DeviceError> {
-    let selection = select(spec.parse::<DeviceSpec>()?)?;
+/// What a command-line program does with its `--device` value: probes and selects the device,
+/// and prints `note: WHY` on stderr when `auto` fell back to the CPU.
+pub fn select_announced(spec: DeviceSpec) -> Result<Selection, DeviceError> {
+    let selection = select(spec)?;
     if let Some(why) = &selection.fallback {
         eprintln!("note: {why}");
     }
@@ -250,7 +250,7 @@ pub fn run_on<T: OnDevice>(device: SelectedDevice, task: T) -> Result<T::Output,
         }
         #[cfg(not(feature = "cuda"))]
         SelectedDevice::Cuda(index) => Err(DeviceError::CudaNotCompiled {
-            spec: DeviceSpec::Cuda(index).to_string(),
+            spec: DeviceSpec::Cuda(Some(index)).to_string(),
         }),
         #[cfg(feature = "wgpu")]
         SelectedDevice::Wgpu(adapter) => Ok(task.run::<WgpuBackend>(&adapter.burn_device())),
@@ -562,7 +562,7 @@ mod tests {
     #[cfg(not(feature = "cuda"))]
     #[test]
     fn explicit_cuda_without_the_feature_names_the_rebuild() {
-        let err = select(DeviceSpec::Cuda(1)).unwrap_err();
+        let err = select(DeviceSpec::Cuda(Some(1))).unwrap_err();
         assert!(matches!(err, DeviceError::CudaNotCompiled { .. }));
         assert!(err.to_string().contains("--features cuda"), "{err}");
         assert!(err.to_string().contains("cuda:1"), "{err}");

@@ -14,17 +14,31 @@ pub enum DeviceSpec {
     Auto,
     /// The CPU backend (`burn_ndarray`).
     Cpu,
-    /// The CUDA device with this ordinal (`cuda` means `cuda:0`).
-    Cuda(usize),
+    /// The CUDA device with this ordinal; a bare `cuda` (`None`) is device 0, or on a rank of
+    /// a launch the rank's local GPU ([`DeviceSpec::for_local_rank`]).
+    Cuda(Option<usize>),
     /// A wgpu adapter (Vulkan, Metal, DX12): the N-th as `doctor` lists them, or for a bare
     /// `wgpu` the most preferred one (hardware first, a software adapter where it is alone).
     Wgpu(Option<usize>),
 }
 
+impl DeviceSpec {
+    /// The device a rank of a launch runs on, given its rank among the processes of its node
+    /// (`quench_scale::local_rank`): a bare `cuda` becomes `cuda:{local rank}`, so the ranks of
+    /// a node with several GPUs take one each; every other spec, and every spec outside a
+    /// launch, is kept.
+    pub fn for_local_rank(self, local_rank: Option<usize>) -> Self {
+        match (self, local_rank) {
+            (Self::Cuda(None), Some(local)) => Self::Cuda(Some(local)),
+            (spec, _) => spec,
+        }
+    }
+}
+
 /// Takes `--device SPEC` out of command-line arguments: the spec (`auto` when the flag is
-/// absent, empty when it has no value, which then fails to parse with a message) and the other
-/// arguments in order. For the examples, whose other flags take no value.
-pub fn take_device_flag(args: Vec<String>) -> (String, Vec<String>) {
+/// absent) and the other arguments in order; a spec that does not parse, or a flag without
+/// one, is the error. For the examples, whose other flags take no value.
+pub fn take_device_flag(args: Vec<String>) -> Result<(DeviceSpec, Vec<String>), DeviceError> {
     let mut spec = None;
     let mut rest = Vec::with_capacity(args.len());
     let mut args = args.into_iter();
@@ -35,7 +49,11 @@ pub fn take_device_flag(args: Vec<String>) -> (String, Vec<String>) {
             rest.push(arg);
         }
     }
-    (spec.unwrap_or_else(|| "auto".into()), rest)
+    let spec = match spec {
+        Some(text) => text.parse()?,
+        None => DeviceSpec::Auto,
+    };
+    Ok((spec, rest))
 }
 
 /// Runs an example's `body`: success exits 0; an error is printed as `error: MESSAGE` on
@@ -72,12 +90,12 @@ impl FromStr for DeviceSpec {
         match lowered.as_str() {
             "auto" => Ok(Self::Auto),
             "cpu" => Ok(Self::Cpu),
-            "cuda" | "gpu" => Ok(Self::Cuda(0)),
+            "cuda" | "gpu" => Ok(Self::Cuda(None)),
             "wgpu" => Ok(Self::Wgpu(None)),
             "" => Err(bad("empty")),
             other => {
                 if let Some(rest) = other.strip_prefix("cuda:") {
-                    index("cuda", rest).map(Self::Cuda)
+                    index("cuda", rest).map(|n| Self::Cuda(Some(n)))
                 } else if let Some(rest) = other.strip_prefix("wgpu:") {
                     index("wgpu", rest).map(|n| Self::Wgpu(Some(n)))
                 } else {
@@ -93,7 +111,8 @@ impl fmt::Display for DeviceSpec {
         match self {
             Self::Auto => write!(f, "auto"),
             Self::Cpu => write!(f, "cpu"),
-            Self::Cuda(index) => write!(f, "cuda:{index}"),
+            Self::Cuda(None) => write!(f, "cuda"),
+            Self::Cuda(Some(index)) => write!(f, "cuda:{index}"),
             Self::Wgpu(None) => write!(f, "wgpu"),
             Self::Wgpu(Some(index)) => write!(f, "wgpu:{index}"),
         }
@@ -110,8 +129,14 @@ mod tests {
         assert_eq!("auto".parse::<DeviceSpec>().unwrap(), DeviceSpec::Auto);
         assert_eq!("cpu".parse::<DeviceSpec>().unwrap(), DeviceSpec::Cpu);
         assert_eq!(" CPU ".parse::<DeviceSpec>().unwrap(), DeviceSpec::Cpu);
-        assert_eq!("cuda".parse::<DeviceSpec>().unwrap(), DeviceSpec::Cuda(0));
-        assert_eq!("cuda:3".parse::<DeviceSpec>().unwrap(), DeviceSpec::Cuda(3));
+        assert_eq!(
+            "cuda".parse::<DeviceSpec>().unwrap(),
+            DeviceSpec::Cuda(None)
+        );
+        assert_eq!(
+            "cuda:3".parse::<DeviceSpec>().unwrap(),
+            DeviceSpec::Cuda(Some(3))
+        );
         assert_eq!(
             "wgpu".parse::<DeviceSpec>().unwrap(),
             DeviceSpec::Wgpu(None)
@@ -134,35 +159,55 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_bare_cuda_takes_the_local_gpu_of_a_rank_and_nothing_else_changes() {
+        assert_eq!(
+            DeviceSpec::Cuda(None).for_local_rank(Some(3)),
+            DeviceSpec::Cuda(Some(3))
+        );
+        assert_eq!(
+            DeviceSpec::Cuda(None).for_local_rank(None),
+            DeviceSpec::Cuda(None)
+        );
+        for kept in [
+            DeviceSpec::Cuda(Some(0)),
+            DeviceSpec::Auto,
+            DeviceSpec::Cpu,
+            DeviceSpec::Wgpu(None),
+        ] {
+            assert_eq!(kept.for_local_rank(Some(2)), kept);
+        }
+    }
+
+    #[test]
+    fn the_device_flag_is_taken_out_and_parsed() {
+        let args = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let (spec, rest) =
+            take_device_flag(args(&["a.toml", "--device", "cuda:1", "--original"])).unwrap();
+        assert_eq!(spec, DeviceSpec::Cuda(Some(1)));
+        assert_eq!(rest, args(&["a.toml", "--original"]));
+        assert_eq!(
+            take_device_flag(args(&["a.toml"])).unwrap().0,
+            DeviceSpec::Auto
+        );
+        let err = take_device_flag(args(&["a.toml", "--device"])).unwrap_err();
+        assert!(err.to_string().contains("empty"), "{err}");
+        assert!(take_device_flag(args(&["--device", "tpu"])).is_err());
+    }
+
     proptest! {
         #[test]
         fn display_round_trips(index in 0usize..1_000) {
             for spec in [
                 DeviceSpec::Auto,
                 DeviceSpec::Cpu,
-                DeviceSpec::Cuda(index),
+                DeviceSpec::Cuda(None),
+                DeviceSpec::Cuda(Some(index)),
                 DeviceSpec::Wgpu(None),
                 DeviceSpec::Wgpu(Some(index)),
             ] {
                 prop_assert_eq!(spec.to_string().parse::<DeviceSpec>().unwrap(), spec);
             }
         }
-    }
-
-    #[test]
-    fn the_device_flag_is_taken_out_of_the_arguments() {
-        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(
-            take_device_flag(args(&["a.toml", "--device", "cpu", "--original"])),
-            ("cpu".into(), args(&["a.toml", "--original"]))
-        );
-        assert_eq!(
-            take_device_flag(args(&["a.toml"])),
-            ("auto".into(), args(&["a.toml"]))
-        );
-        assert_eq!(
-            take_device_flag(args(&["--device"])),
-            (String::new(), vec![])
-        );
     }
 }

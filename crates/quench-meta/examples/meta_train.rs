@@ -17,7 +17,7 @@ use quench_device::spec::{run_example, take_device_flag};
 use quench_device::{OnDevice, run_on, select_announced};
 use quench_lindblad::OperatorCache;
 use quench_meta::{MetaConfig, MetaError, MetaRun, save_policy};
-use quench_scale::{World, rank_device};
+use quench_scale::{World, local_rank};
 
 struct Train<'a> {
     config: MetaConfig,
@@ -79,7 +79,13 @@ impl OnDevice for Train<'_> {
 fn main() -> ExitCode {
     // Training steps free and reallocate megabytes each step: keep that memory mapped.
     quench_device::allocator::keep_freed_memory();
-    let (spec, positional) = take_device_flag(std::env::args().skip(1).collect());
+    let (spec, positional) = match take_device_flag(std::env::args().skip(1).collect()) {
+        Ok(taken) => taken,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return ExitCode::from(2);
+        }
+    };
     let Some(config_path) = positional.first() else {
         eprintln!("usage: meta_train CONFIG.toml [OUT_DIR] [--device auto|cpu|cuda:N]");
         return ExitCode::from(2);
@@ -97,7 +103,7 @@ fn main() -> ExitCode {
         let trained = (|| -> Result<(), Box<dyn std::error::Error>> {
             let config: MetaConfig =
                 quench_device::load_toml(std::path::Path::new(config_path.as_str()))?;
-            let selection = select_announced(&rank_device(&spec))?;
+            let selection = select_announced(spec.for_local_rank(local_rank()))?;
             if shard.is_root() {
                 std::fs::create_dir_all(&out)?;
             }

@@ -10,4 +10,4 @@ mod shard;
 mod world;
 
 pub use shard::Shard;
-pub use world::{ScaleError, World, local_rank, rank_device};
+pub use world::{ScaleError, World, local_rank};

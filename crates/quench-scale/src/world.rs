@@ -51,16 +51,6 @@ pub fn local_rank() -> Option<usize> {
         .find_map(|v| std::env::var(v).ok()?.parse().ok())
 }
 
-/// The device a rank runs on for a requested `spec`: a bare `cuda` becomes `cuda:{local rank}`
-/// where the launcher gives a local rank, so the ranks of a node with several GPUs take one
-/// each; every other spec is kept.
-pub fn rank_device(spec: &str) -> String {
-    match (spec, local_rank()) {
-        ("cuda", Some(local)) => format!("cuda:{local}"),
-        _ => spec.to_string(),
-    }
-}
-
 /// The launcher variable that is set, if any.
 fn launcher() -> Option<&'static str> {
     LAUNCHER_VARIABLES

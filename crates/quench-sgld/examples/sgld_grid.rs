@@ -15,9 +15,10 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use burn::tensor::backend::AutodiffBackend;
+use quench_device::DeviceSpec;
 use quench_device::spec::{run_example, take_device_flag};
 use quench_device::{OnDevice, run_on, select_announced};
-use quench_scale::{Shard, World, rank_device};
+use quench_scale::{Shard, World, local_rank};
 use quench_sgld::{
     ChainOutcome, Execution, GridConfig, GridData, GridResult, SgldError, run_grid_shard,
     shard_chains,
@@ -48,13 +49,14 @@ struct RankPart {
 
 struct Args {
     config: PathBuf,
-    device: String,
+    device: DeviceSpec,
     original: bool,
     chains_out: Option<PathBuf>,
 }
 
 fn parse_args() -> Result<Args, String> {
-    let (device, args) = take_device_flag(std::env::args().skip(1).collect());
+    let (device, args) =
+        take_device_flag(std::env::args().skip(1).collect()).map_err(|e| e.to_string())?;
     let mut original = false;
     let mut chains_out = None;
     let mut positional = Vec::new();
@@ -113,7 +115,7 @@ fn run(args: &Args, world: &World) -> Result<(), Box<dyn std::error::Error>> {
     // From here on a failing rank stops them all, naming its chains, rather than leaving the
     // others waiting in the gather.
     let done = (|| -> Result<(GridData, Vec<ChainOutcome>), Box<dyn std::error::Error>> {
-        let selection = select_announced(&rank_device(&args.device))?;
+        let selection = select_announced(args.device.for_local_rank(local_rank()))?;
         let data = GridData::load(&config)?;
         let execution = if args.original {
             Execution::ORIGINAL
