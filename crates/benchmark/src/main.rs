@@ -154,6 +154,10 @@ struct RunArgs {
     /// best.
     #[arg(long)]
     count_launches: bool,
+    /// Print every column of report.md in the terminal table (time range, per run,
+    /// throughput, peak memory; over 100 columns wide) instead of the compact one.
+    #[arg(long)]
+    wide: bool,
 }
 
 fn main() -> ExitCode {
@@ -179,7 +183,7 @@ fn main() -> ExitCode {
     {
         eprintln!(
             "error: options of `run` (--suite, --only, --repeats, --peers, --python, \
-             --count-launches) were given before the command `{}`: put them after `run`, or \
+             --count-launches, --wide) were given before the command `{}`: put them after `run`, or \
              leave the command out",
             command.name()
         );
@@ -322,7 +326,11 @@ fn run_ranked(
         return Ok(());
     };
     output.keep(&report)?;
-    print!("{}", report.table());
+    if args.wide {
+        print!("{}", report.wide_table());
+    } else {
+        print!("{}", report.table());
+    }
     println!(
         "\nreports: {} and {}",
         out.join("report.json").display(),

@@ -181,6 +181,7 @@ mod tests {
                 value: sharded.quality_sum / sharded.quality_count as f64,
                 higher_is_better: true,
                 tolerance: Tolerance::Absolute(0.01),
+                caveat: None,
             }),
             notes: Vec::new(),
             sharded: Some(sharded),

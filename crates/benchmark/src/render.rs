@@ -61,7 +61,13 @@ impl Report {
             let notes: Vec<_> = w
                 .variants
                 .iter()
-                .flat_map(|v| v.notes.iter().map(move |n| format!("- {}: {n}", v.name)))
+                .flat_map(|v| {
+                    let parity = v
+                        .parity_note
+                        .iter()
+                        .map(|n| format!("- {}: parity {n}", v.name));
+                    parity.chain(v.notes.iter().map(move |n| format!("- {}: {n}", v.name)))
+                })
                 .collect();
             let skipped = w
                 .unsupported
@@ -94,9 +100,131 @@ impl Report {
         md
     }
 
-    /// The terminal table: one line per variant, columns aligned, then the launch counts, the
-    /// failures, the missing peers and where each workload's data came from.
+    /// The terminal report, within [`TERMINAL_WIDTH`] columns: per workload a line naming
+    /// the unit of time and the quality metric, then one line per variant (time per iteration,
+    /// speed-up, claimed, quality, parity verdict, against PyTorch), footnotes with the reason
+    /// of every verdict other than parity; then the launch counts, the failures, the missing
+    /// peers and where each workload's data came from. [`Report::wide_table`] has every column.
     pub fn table(&self) -> String {
+        let header: [String; 7] = [
+            "workload / variant",
+            "time",
+            "speed-up",
+            "claimed",
+            "quality",
+            "parity",
+            "vs PyTorch",
+        ]
+        .map(String::from);
+        // Per workload: its title line, its rows, and the notes its verdicts point to.
+        let mut groups: Vec<(String, Vec<[String; 7]>, Vec<String>)> = Vec::new();
+        let mut numbered = 0;
+        for w in &self.workloads {
+            let unit = w.variants.first().map(|v| v.iteration_unit.as_str());
+            let metric = w.variants.iter().find_map(|v| v.quality.as_ref());
+            let mut title = w.name.clone();
+            if let Some(unit) = unit {
+                let _ = write!(title, ": time per {unit}");
+            }
+            if let Some(q) = metric {
+                let better = if q.higher_is_better {
+                    "higher"
+                } else {
+                    "lower"
+                };
+                let _ = write!(title, "; quality: {} ({better} is better)", q.metric);
+            }
+            let timed = |s: f64, of: &str| match unit {
+                Some(unit) if unit == of => seconds(s),
+                _ => format!("{} /{of}", seconds(s)),
+            };
+            let mut rows = Vec::new();
+            let mut notes = Vec::new();
+            for v in &w.variants {
+                let quality = v.quality.as_ref().map_or("-".into(), |q| {
+                    if metric.is_some_and(|m| m.metric == q.metric) {
+                        significant(q.value)
+                    } else {
+                        format!("{} {}", q.metric, significant(q.value))
+                    }
+                });
+                let mut verdict = match (v.parity, &v.parity_note) {
+                    (Some(true), _) => "ok".to_string(),
+                    (Some(false), _) => "WORSE".to_string(),
+                    (None, Some(_)) => "not judged".to_string(),
+                    (None, None) => "-".to_string(),
+                };
+                if let Some(note) = &v.parity_note {
+                    numbered += 1;
+                    let _ = write!(verdict, " [{numbered}]");
+                    notes.push(format!("[{numbered}] {}: {note}", v.name));
+                }
+                rows.push([
+                    format!("  {}", Row::name_of(v)),
+                    timed(v.per_iteration_s.median, &v.iteration_unit),
+                    match (v.baseline, v.speedup) {
+                        (true, _) => "baseline".into(),
+                        (false, Some(x)) => format!("{x:.2}x"),
+                        (false, None) => "-".into(),
+                    },
+                    v.claim.map_or("-".into(), |c| {
+                        format!("{}-{}x", short(c.low), short(c.high))
+                    }),
+                    quality,
+                    verdict,
+                    v.vs_pytorch.map_or("-".into(), |x| format!("{x:.2}x")),
+                ]);
+            }
+            if let Some(p) = &w.peer {
+                rows.push([
+                    format!("  pytorch [{}]", p.device),
+                    timed(p.per_iteration_s, &p.iteration_unit),
+                    "-".into(),
+                    "-".into(),
+                    significant(p.quality),
+                    "-".into(),
+                    "1x".into(),
+                ]);
+            }
+            groups.push((title, rows, notes));
+        }
+        let widths: Vec<usize> = (0..header.len())
+            .map(|c| {
+                std::iter::once(&header)
+                    .chain(groups.iter().flat_map(|(_, rows, _)| rows))
+                    .map(|r| r[c].chars().count())
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let line = |row: &[String; 7]| {
+            let cells: Vec<String> = row
+                .iter()
+                .zip(&widths)
+                .map(|(cell, &w)| format!("{cell:<w$}"))
+                .collect();
+            let mut text = fitted(cells.join("  ").trim_end());
+            text.push('\n');
+            text
+        };
+        let mut out = line(&header);
+        for (title, rows, notes) in &groups {
+            out.push_str(&wrapped(title, "    "));
+            for row in rows {
+                out.push_str(&line(row));
+            }
+            for note in notes {
+                out.push_str(&wrapped(&format!("  {note}"), "      "));
+            }
+        }
+        out.push_str(&self.table_tail());
+        out
+    }
+
+    /// The terminal table with every column of `report.md` (`benchmark run --wide`): one line
+    /// per variant, columns aligned, then the launch counts, the failures, the missing peers
+    /// and where each workload's data came from.
+    pub fn wide_table(&self) -> String {
         let header = Row {
             name: "workload/variant".into(),
             per_iteration: "per iteration".into(),
@@ -137,19 +265,30 @@ impl Report {
                 .collect();
             let _ = writeln!(out, "{}", line.join("  ").trim_end());
         }
+        out.push_str(&self.table_tail());
+        out
+    }
+
+    /// What both terminal tables end with, each line within [`TERMINAL_WIDTH`]: the launch
+    /// counts, the failures, the missing peers and where each workload's data came from.
+    fn table_tail(&self) -> String {
+        let mut out = String::new();
         for w in &self.workloads {
             for v in &w.variants {
                 if let Some(line) = v.counts_line() {
-                    let _ = writeln!(out, "{}/{}: {line}", w.name, v.name);
+                    out.push_str(&wrapped(&format!("{}/{}: {line}", w.name, v.name), "    "));
                 }
             }
         }
         for failure in self.failures() {
-            let _ = writeln!(out, "FAILED {failure}");
+            out.push_str(&wrapped(&format!("FAILED {failure}"), "    "));
         }
         for w in &self.workloads {
             if let Some(why) = &w.peer_missing {
-                let _ = writeln!(out, "{}/pytorch not run: {why}", w.name);
+                out.push_str(&wrapped(
+                    &format!("{}/pytorch not run: {why}", w.name),
+                    "    ",
+                ));
             }
         }
         // Where each workload's data came from, so a stand-in is never mistaken for the data set.
@@ -162,7 +301,7 @@ impl Report {
                 .collect();
             sources.dedup();
             for source in sources {
-                let _ = writeln!(out, "{} data: {source}", w.name);
+                out.push_str(&wrapped(&format!("{} data: {source}", w.name), "    "));
             }
         }
         out
@@ -203,14 +342,19 @@ impl Row {
         }
     }
 
+    /// A variant's name, with its precision where that is not f32.
+    fn name_of(v: &VariantReport) -> String {
+        if v.precision == Precision::F32 {
+            v.name.clone()
+        } else {
+            format!("{} [{}]", v.name, v.precision)
+        }
+    }
+
     fn of(v: &VariantReport) -> Self {
         let s = &v.per_iteration_s;
         Self {
-            name: if v.precision == Precision::F32 {
-                v.name.clone()
-            } else {
-                format!("{} [{}]", v.name, v.precision)
-            },
+            name: Self::name_of(v),
             per_iteration: format!(
                 "{} [{}-{}] /{}",
                 seconds(s.median),
@@ -234,10 +378,11 @@ impl Row {
             claim: v.claim.map_or("-".into(), |c| {
                 format!("{}-{}x", significant(c.low), significant(c.high))
             }),
-            parity: match v.parity {
-                Some(true) => "ok".into(),
-                Some(false) => "WORSE".into(),
-                None => "-".into(),
+            parity: match (v.parity, &v.parity_note) {
+                (Some(true), _) => "ok".into(),
+                (Some(false), _) => "WORSE".into(),
+                (None, Some(_)) => "not judged".into(),
+                (None, None) => "-".into(),
             },
             vs_pytorch: v.vs_pytorch.map_or("-".into(), |x| format!("{x:.2}x")),
         }
@@ -256,6 +401,59 @@ impl Row {
             self.parity,
             self.vs_pytorch,
         ]
+    }
+}
+
+/// The columns the terminal report keeps to without `--wide`.
+pub const TERMINAL_WIDTH: usize = 100;
+
+/// `text` as lines within [`TERMINAL_WIDTH`], broken between words, every line after the
+/// first starting with `indent`; a word longer than a line (a path) is cut across lines.
+fn wrapped(text: &str, indent: &str) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        let fits = line.chars().count() + 1 + word.chars().count() <= TERMINAL_WIDTH;
+        if !line.trim().is_empty() && !fits {
+            out.push_str(line.trim_end());
+            out.push('\n');
+            line = indent.to_string();
+        } else if !line.is_empty() && !line.ends_with(' ') {
+            line.push(' ');
+        }
+        for c in word.chars() {
+            if line.chars().count() == TERMINAL_WIDTH {
+                out.push_str(&line);
+                out.push('\n');
+                line = indent.to_string();
+            }
+            line.push(c);
+        }
+    }
+    out.push_str(line.trim_end());
+    out.push('\n');
+    out
+}
+
+/// A table line cut to [`TERMINAL_WIDTH`], ending in `~` where something was cut (`--wide`
+/// and report.md have all of it).
+fn fitted(line: &str) -> String {
+    if line.chars().count() <= TERMINAL_WIDTH {
+        return line.to_string();
+    }
+    let mut cut: String = line.chars().take(TERMINAL_WIDTH - 1).collect();
+    cut.push('~');
+    cut
+}
+
+/// A claimed factor in at most three significant figures: `6`, `1.51`, `15`.
+fn short(x: f64) -> String {
+    let text = format!("{x:.2}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    if x >= 100.0 {
+        format!("{x:.0}")
+    } else {
+        text.to_string()
     }
 }
 
@@ -293,8 +491,67 @@ mod tests {
     use crate::report::tests::sample_report;
 
     #[test]
-    fn table_has_one_aligned_line_per_variant() {
-        let table = sample_report().table();
+    fn the_terminal_report_fits_100_columns_and_footnotes_every_verdict() {
+        let mut report = sample_report();
+        let w = &mut report.workloads[0];
+        w.variants[1].name = "a-variant-with-a-long-name-for-the-table".into();
+        w.variants[1].parity = None;
+        w.variants[1].parity_note = Some(format!(
+            "not judged at this size: batch 128 takes 16x fewer optimiser steps {}",
+            "and so on ".repeat(20)
+        ));
+        w.variants[0]
+            .notes
+            .push(format!("data: {}", "/a/long/path".repeat(20)));
+        w.failed[0].error = "x".repeat(300);
+        let table = report.table();
+        for line in table.lines() {
+            assert!(line.chars().count() <= TERMINAL_WIDTH, "{line}");
+        }
+        let lines: Vec<_> = table.lines().collect();
+        assert!(lines[0].starts_with("workload / variant"), "{table}");
+        assert!(
+            lines[1].starts_with("qrng-classifier: time per epoch; quality: accuracy"),
+            "{table}"
+        );
+        assert!(lines[2].starts_with("  baseline") && lines[2].contains("baseline"));
+        assert!(lines[3].contains("4.00x") && lines[3].contains("6-15x"));
+        assert!(lines[3].contains("not judged [1]"), "{}", lines[3]);
+        assert!(lines[4].starts_with("  pytorch [cpu]"), "{table}");
+        assert!(lines[5].starts_with(
+            "  [1] a-variant-with-a-long-name-for-the-table: not judged at this size"
+        ));
+        assert!(lines[6].starts_with("      "), "{table}");
+        assert!(
+            table.contains("FAILED qrng-classifier/broken: xxx"),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn lines_are_wrapped_between_words_and_long_words_are_cut() {
+        let text = format!("{} {}", "word ".repeat(30).trim_end(), "y".repeat(150));
+        let out = wrapped(&text, "  ");
+        let lines: Vec<_> = out.lines().collect();
+        assert!(
+            lines.iter().all(|l| l.chars().count() <= TERMINAL_WIDTH),
+            "{out}"
+        );
+        assert!(
+            lines[1].starts_with("  word") || lines[1].starts_with("  y"),
+            "{out}"
+        );
+        assert_eq!(out.matches('y').count(), 150);
+        assert_eq!(wrapped("short", "  "), "short\n");
+        assert_eq!(short(6.0), "6");
+        assert_eq!(short(1.512), "1.51");
+        assert_eq!(short(7.2), "7.2");
+        assert_eq!(short(100.0), "100");
+    }
+
+    #[test]
+    fn wide_table_has_one_aligned_line_per_variant() {
+        let table = sample_report().wide_table();
         let lines: Vec<_> = table.lines().collect();
         assert_eq!(lines.len(), 5, "{table}");
         assert!(lines[1].starts_with("qrng-classifier/baseline"));

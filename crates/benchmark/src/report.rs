@@ -134,8 +134,13 @@ pub struct VariantReport {
     pub claim: Option<Claim>,
     /// The precision its forward pass computed in.
     pub precision: Precision,
-    /// Quality within tolerance of the baseline's; `None` where there is nothing to compare.
+    /// Quality within tolerance of the baseline's; `None` where there is nothing to compare,
+    /// or where this size cannot judge it (`parity_note` then says why).
     pub parity: Option<bool>,
+    /// Why the variant is worse than the baseline (a loss of quality, or the design reason
+    /// the workload gives), or why this size cannot judge its parity; absent at parity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parity_note: Option<String>,
     /// Remarks about this measurement.
     pub notes: Vec<String>,
     /// The PyTorch peer's time over this variant's, per iteration of the same unit (above 1:
@@ -229,6 +234,7 @@ pub(crate) mod tests {
                 value: 0.57,
                 higher_is_better: true,
                 tolerance: Tolerance::Absolute(0.015),
+                caveat: None,
             }),
             speedup: (!baseline).then_some(4.0),
             claim: (!baseline).then_some(Claim {
@@ -236,6 +242,7 @@ pub(crate) mod tests {
                 high: 15.0,
             }),
             parity: (!baseline).then_some(true),
+            parity_note: None,
             precision: Precision::F32,
             notes: vec![],
             vs_pytorch: Some(0.5 / t),

@@ -320,6 +320,10 @@ fn measured(
 ) -> VariantReport {
     let baseline = earlier.iter().find(|v| v.baseline);
     let per_run_s = outcome.per_iteration.scaled(outcome.iterations_per_run);
+    let verdict = outcome
+        .quality
+        .as_ref()
+        .map(|q| q.verdict(baseline.and_then(|b| b.quality.as_ref())));
     VariantReport {
         name: variant.name.to_string(),
         description: variant.description.to_string(),
@@ -327,10 +331,8 @@ fn measured(
         speedup: baseline
             .filter(|_| !variant.baseline)
             .map(|b| b.per_iteration_s.median / outcome.per_iteration.median),
-        parity: outcome
-            .quality
-            .as_ref()
-            .and_then(|q| q.at_parity_with(baseline.and_then(|b| b.quality.as_ref()))),
+        parity: verdict.as_ref().and_then(|v| v.parity),
+        parity_note: verdict.and_then(|v| v.note),
         iteration_unit: outcome.iteration_unit,
         per_iteration_s: outcome.per_iteration,
         per_run_s,

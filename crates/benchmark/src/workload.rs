@@ -207,6 +207,16 @@ pub enum Tolerance {
     AtMost(f64),
 }
 
+impl fmt::Display for Tolerance {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Absolute(x) => write!(f, "{}", crate::render::significant(*x)),
+            Self::Relative(x) => write!(f, "{} %", crate::render::significant(100.0 * x)),
+            Self::AtMost(x) => write!(f, "at most {}", crate::render::significant(*x)),
+        }
+    }
+}
+
 /// A quality metric reported beside the speed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Quality {
@@ -218,9 +228,91 @@ pub struct Quality {
     pub higher_is_better: bool,
     /// How close to the baseline's value counts as parity.
     pub tolerance: Tolerance,
+    /// What the workload knows about comparing this value with the baseline's at this size,
+    /// where it differs for a reason other than the variant's optimisation. The report keeps
+    /// the verdict it leads to ([`crate::report::VariantReport::parity_note`]), not this.
+    #[serde(skip)]
+    pub caveat: Option<QualityCaveat>,
+}
+
+/// Why a variant's quality may fall short of the baseline's for a reason the workload knows.
+#[derive(Debug, Clone, PartialEq)]
+pub enum QualityCaveat {
+    /// Parity cannot be judged at this size (fewer optimiser steps in the same epochs, a
+    /// one-seed metric whose trajectory departs from the baseline's): a shortfall is reported
+    /// as "not judged" with this reason, not as a loss.
+    Unjudged(String),
+    /// The variant computes less accurately by design (the guide's coarser solver, say): a
+    /// shortfall is a real loss of quality, and this is its reason.
+    Explained(String),
+}
+
+impl QualityCaveat {
+    /// A variant that trains as many epochs as the baseline at a larger batch takes fewer
+    /// optimiser steps; at a size where training ends at its epoch limit, a shortfall says
+    /// nothing about the variant. `None` where the batch is not larger.
+    pub fn fewer_steps(batch: usize, baseline_batch: usize, epochs: usize) -> Option<Self> {
+        (batch > baseline_batch).then(|| {
+            Self::Unjudged(format!(
+                "batch {batch} takes {}x fewer optimiser steps than the baseline's batch \
+                 {baseline_batch} in the same {epochs} epoch(s), and training ended at that \
+                 limit; judge parity at the full setting",
+                crate::render::significant(batch as f64 / baseline_batch as f64)
+            ))
+        })
+    }
+}
+
+/// The parity verdict of a variant, and its reason where it is not plain parity.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    /// At parity (`Some(true)`), worse (`Some(false)`), or not judged (`None`: no baseline,
+    /// no quality, or a shortfall the size cannot judge).
+    pub parity: Option<bool>,
+    /// Why a variant is worse or not judged; `None` at parity or where nothing was compared.
+    pub note: Option<String>,
 }
 
 impl Quality {
+    /// The verdict against `baseline`: [`Quality::at_parity_with`], with a shortfall
+    /// explained by the caveat where the workload gave one, else named as a loss of quality
+    /// with the two values and the tolerance.
+    pub fn verdict(&self, baseline: Option<&Quality>) -> Verdict {
+        let parity = self.at_parity_with(baseline);
+        if parity != Some(false) {
+            return Verdict { parity, note: None };
+        }
+        match &self.caveat {
+            Some(QualityCaveat::Unjudged(why)) => Verdict {
+                parity: None,
+                note: Some(format!("not judged at this size: {why}")),
+            },
+            Some(QualityCaveat::Explained(why)) => Verdict {
+                parity,
+                note: Some(format!("worse: {why}")),
+            },
+            None => {
+                let against = match (self.tolerance, baseline) {
+                    (Tolerance::AtMost(bound), _) => format!("above the bound {bound}"),
+                    (tolerance, Some(base)) => format!(
+                        "against the baseline's {} (tolerance {})",
+                        crate::render::significant(base.value),
+                        tolerance
+                    ),
+                    (_, None) => "without a baseline".into(),
+                };
+                Verdict {
+                    parity,
+                    note: Some(format!(
+                        "worse: a loss of quality, {} {} {against}",
+                        self.metric,
+                        crate::render::significant(self.value)
+                    )),
+                }
+            }
+        }
+    }
+
     /// Whether this value is at parity with `baseline` under the stated tolerance; a value that
     /// is better than the baseline is always at parity.
     pub fn at_parity_with(&self, baseline: Option<&Quality>) -> Option<bool> {
@@ -639,7 +731,57 @@ mod tests {
             value,
             higher_is_better: true,
             tolerance,
+            caveat: None,
         }
+    }
+
+    #[test]
+    fn a_shortfall_is_named_explained_or_left_unjudged_by_the_caveat() {
+        let base = quality(0.57, Tolerance::Absolute(0.015));
+        let worse = quality(0.50, Tolerance::Absolute(0.015));
+        assert_eq!(
+            quality(0.56, Tolerance::Absolute(0.015)).verdict(Some(&base)),
+            Verdict {
+                parity: Some(true),
+                note: None
+            }
+        );
+        let plain = worse.verdict(Some(&base));
+        assert_eq!(plain.parity, Some(false));
+        let note = plain.note.unwrap();
+        assert!(
+            note.contains("loss of quality") && note.contains("0.5000") && note.contains("0.5700"),
+            "{note}"
+        );
+        let unjudged = Quality {
+            caveat: QualityCaveat::fewer_steps(128, 8, 2),
+            ..worse.clone()
+        }
+        .verdict(Some(&base));
+        assert_eq!(unjudged.parity, None);
+        let note = unjudged.note.unwrap();
+        assert!(
+            note.starts_with("not judged at this size: batch 128 takes 16x"),
+            "{note}"
+        );
+        let explained = Quality {
+            caveat: Some(QualityCaveat::Explained("a coarser solver".into())),
+            ..worse.clone()
+        }
+        .verdict(Some(&base));
+        assert_eq!(explained.parity, Some(false));
+        assert_eq!(explained.note.as_deref(), Some("worse: a coarser solver"));
+        // A caveat changes nothing at parity, and a batch no larger has none.
+        assert_eq!(
+            Quality {
+                caveat: QualityCaveat::fewer_steps(128, 8, 2),
+                ..base.clone()
+            }
+            .verdict(Some(&base))
+            .note,
+            None
+        );
+        assert_eq!(QualityCaveat::fewer_steps(8, 8, 2), None);
     }
 
     #[test]

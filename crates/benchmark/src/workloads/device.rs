@@ -158,6 +158,7 @@ impl TableWorkload for DeviceFigures {
                         value: fig.max_rel_error,
                         higher_is_better: false,
                         tolerance: Tolerance::AtMost(1e-3),
+                        caveat: None,
                     }),
                 ))
             }

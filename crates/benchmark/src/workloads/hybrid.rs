@@ -20,8 +20,8 @@ use serde::Deserialize;
 
 use crate::peers::Peer;
 use crate::workload::{
-    Claim, PrecisionRole, Quality, TableWorkload, Tolerance, Variant, VariantContext,
-    VariantOutcome, claimed, time_runs,
+    Claim, PrecisionRole, Quality, QualityCaveat, TableWorkload, Tolerance, Variant,
+    VariantContext, VariantOutcome, claimed, time_runs,
 };
 
 /// The `hybrid` workload.
@@ -297,6 +297,16 @@ impl TableWorkload for Hybrid {
                 value: accuracy.mean,
                 higher_is_better: true,
                 tolerance: Tolerance::Absolute(0.02),
+                caveat: VARIANTS
+                    .iter()
+                    .find(|v| v.baseline && outcome.epochs >= config.epochs)
+                    .and_then(|baseline| {
+                        QualityCaveat::fewer_steps(
+                            config.batch_size,
+                            baseline.setting.batch_size,
+                            config.epochs,
+                        )
+                    }),
             }),
             notes,
         })

@@ -15,15 +15,37 @@ use serde::Deserialize;
 use crate::npy;
 use crate::peers::Peer;
 use crate::workload::{
-    Claim, PrecisionRole, Quality, TableWorkload, Tolerance, Variant, VariantContext,
-    VariantOutcome, claimed, time_runs,
+    Claim, PrecisionRole, Quality, QualityCaveat, TableWorkload, Tolerance, Variant,
+    VariantContext, VariantOutcome, claimed, time_runs,
 };
 
-/// The `lindblad-meta` workload; remembers the quality of each solver, which is all that
-/// decides it (the schedule and the cache change only the speed, see `quality_key`).
+/// The `lindblad-meta` workload; remembers the training run of each solver, which is all that
+/// decides the quality (the schedule and the cache change only the speed, see `quality_key`).
 #[derive(Default)]
 pub struct LindbladMeta {
-    quality: Mutex<HashMap<String, f64>>,
+    quality: Mutex<HashMap<String, Trained>>,
+}
+
+/// What a quality run left: the last validation's fidelity and the training loss (after
+/// adaptation) of every meta-iteration.
+#[derive(Debug, Clone)]
+struct Trained {
+    fidelity: f64,
+    losses: Vec<f64>,
+}
+
+/// Relative difference of two training losses beyond which two runs' trajectories have
+/// departed (the steps themselves agree to 1e-5).
+const DEPARTED: f64 = 1e-3;
+
+/// The first meta-iteration (1-based) at which `losses` differs from `reference` by more than
+/// [`DEPARTED`] relative; `None` where they agree throughout.
+fn departs_after(losses: &[f64], reference: &[f64]) -> Option<usize> {
+    losses
+        .iter()
+        .zip(reference)
+        .position(|(a, b)| (a - b).abs() > DEPARTED * b.abs().max(f64::MIN_POSITIVE))
+        .map(|i| i + 1)
 }
 
 /// Parameters of the `lindblad-meta` workload in a suite.
@@ -251,11 +273,11 @@ impl TableWorkload for LindbladMeta {
             Ok(())
         })?;
         let key = quality_key(&setting);
-        let cached = self.quality.lock().ok().and_then(|q| q.get(&key).copied());
-        let fidelity = match cached {
-            Some(f) => f,
+        let cached = self.quality.lock().ok().and_then(|q| q.get(&key).cloned());
+        let trained = match cached {
+            Some(trained) => trained,
             None => {
-                let f = trained_fidelity::<B>(
+                let trained = train::<B>(
                     MetaConfig {
                         iterations: params.quality_iterations.max(1),
                         ..config
@@ -263,11 +285,20 @@ impl TableWorkload for LindbladMeta {
                     device,
                 )?;
                 if let Ok(mut q) = self.quality.lock() {
-                    q.insert(key, f);
+                    q.insert(key, trained.clone());
                 }
-                f
+                trained
             }
         };
+        let fidelity = trained.fidelity;
+        let baseline_run = VARIANTS.iter().find(|v| v.baseline).and_then(|v| {
+            self.quality
+                .lock()
+                .ok()?
+                .get(&quality_key(&v.setting))
+                .cloned()
+        });
+        let caveat = caveat(setting.method, &trained, baseline_run.as_ref());
         // The quality run is the same on every rank (one process's schedule), so each rank's
         // share carries the same fidelity.
         Ok(VariantOutcome {
@@ -283,6 +314,7 @@ impl TableWorkload for LindbladMeta {
                 value: fidelity,
                 higher_is_better: true,
                 tolerance: Tolerance::Absolute(0.05),
+                caveat,
             }),
             notes: if setting.fused() {
                 Vec::new()
@@ -371,28 +403,94 @@ fn quality_key(setting: &Setting) -> String {
     format!("{:?}", setting.method)
 }
 
-/// Trains with the batched, cached schedule and returns the last validation's fidelity
-/// (squared overlap after adaptation).
-fn trained_fidelity<B: AutodiffBackend>(
-    config: MetaConfig,
-    device: &B::Device,
-) -> anyhow::Result<f64> {
+/// Trains with the batched, cached schedule: the last validation's fidelity (squared overlap
+/// after adaptation) and the training losses.
+fn train<B: AutodiffBackend>(config: MetaConfig, device: &B::Device) -> anyhow::Result<Trained> {
     let config = MetaConfig {
         val_interval: config.iterations,
         ..config
     };
     let mut run = MetaRun::<B>::new(&config, &mut OperatorCache::new(), device)?;
     let history = run.train(|_, _| {})?;
-    history
+    let fidelity = history
         .last_validation()
         .map(|v| v.after.squared_overlap.mean)
-        .context("the training run made no validation")
+        .context("the training run made no validation")?;
+    Ok(Trained {
+        fidelity,
+        losses: history
+            .iterations
+            .iter()
+            .map(|r| r.stats.loss_after)
+            .collect(),
+    })
+}
+
+/// Why a variant's fidelity may fall short of the baseline's: the guide's Euler step is a
+/// coarser solver (a real loss); an accurate solver whose training loss departs from the
+/// baseline's only after some iterations leaves one seed's fidelity to the trajectory, which
+/// this size cannot judge.
+fn caveat(method: Method, trained: &Trained, baseline: Option<&Trained>) -> Option<QualityCaveat> {
+    if let Method::Euler { dt } = method {
+        let Method::Rk4 { dt: baseline_dt } = RK4_FINE else {
+            unreachable!("the baseline's solver is RK4")
+        };
+        return Some(QualityCaveat::Explained(format!(
+            "Euler at dt {dt} is a coarser solver than the baseline's RK4 at dt {baseline_dt}: the \
+             policy trained through it scores lower on the accurate dynamics"
+        )));
+    }
+    let baseline = baseline?;
+    let after = departs_after(&trained.losses, &baseline.losses)?;
+    (after > 1).then(|| {
+        QualityCaveat::Unjudged(format!(
+            "one seed's validation fidelity, and the training loss departs from the baseline's \
+             by more than {} % only at meta-iteration {after} of {}: the solvers agree, the \
+             trajectory then goes its own way; compare over seeds or at the full setting",
+            DEPARTED * 100.0,
+            trained.losses.len()
+        ))
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::workload::Workload;
+
+    #[test]
+    fn a_shortfall_is_the_coarse_solver_or_a_trajectory_that_departs_late() {
+        let run = |losses: &[f64]| Trained {
+            fidelity: 0.9,
+            losses: losses.to_vec(),
+        };
+        let baseline = run(&[0.5, 0.4, 0.3, 0.2]);
+        assert_eq!(departs_after(&[0.5, 0.4, 0.3, 0.2], &baseline.losses), None);
+        assert_eq!(
+            departs_after(&[0.5, 0.4001, 0.31, 0.1], &baseline.losses),
+            Some(3)
+        );
+        let late = run(&[0.5, 0.4, 0.35, 0.3]);
+        match caveat(Method::Exact, &late, Some(&baseline)) {
+            Some(QualityCaveat::Unjudged(why)) => {
+                assert!(why.contains("meta-iteration 3 of 4"), "{why}")
+            }
+            other => panic!("{other:?}"),
+        }
+        // Apart from the first iteration, or never: the difference is the variant's own.
+        assert_eq!(
+            caveat(Method::Exact, &run(&[0.6, 0.5, 0.4, 0.3]), Some(&baseline)),
+            None
+        );
+        assert_eq!(caveat(Method::Exact, &baseline, Some(&baseline)), None);
+        assert_eq!(caveat(Method::Exact, &late, None), None);
+        match caveat(EULER, &late, Some(&baseline)) {
+            Some(QualityCaveat::Explained(why)) => {
+                assert!(why.contains("Euler at dt 0.02"), "{why}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 
     #[test]
     fn the_peer_times_the_baselines_solver_at_the_suites_size() {

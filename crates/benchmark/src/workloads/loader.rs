@@ -242,6 +242,7 @@ impl TableWorkload for LoaderWorkload {
                 value: timed.output,
                 higher_is_better: true,
                 tolerance: Tolerance::Absolute(0.01),
+                caveat: None,
             }),
             notes,
         })

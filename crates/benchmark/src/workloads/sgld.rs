@@ -20,8 +20,8 @@ use serde::Deserialize;
 
 use crate::peers::Peer;
 use crate::workload::{
-    Claim, PrecisionRole, Quality, Sharded, TableWorkload, Tolerance, Variant, VariantContext,
-    VariantOutcome, claimed, time_runs,
+    Claim, PrecisionRole, Quality, QualityCaveat, Sharded, TableWorkload, Tolerance, Variant,
+    VariantContext, VariantOutcome, claimed, time_runs,
 };
 
 /// The `sgld` workload.
@@ -255,6 +255,7 @@ impl TableWorkload for SgldGrid {
     ) -> anyhow::Result<VariantOutcome> {
         let plan = &variant.setting;
         let mut config = grid(&params)?;
+        let baseline_batch = config.batch_size;
         if plan.bigger_batch {
             config.batch_size = params.bigger_batch;
             config.check("the suite's `bigger_batch`")?;
@@ -318,7 +319,14 @@ impl TableWorkload for SgldGrid {
             iterations_per_run: epochs,
             items_per_iteration: chain_epochs as f64 / epochs,
             throughput_unit: "chain-epochs/s".into(),
-            quality: Some(quality(&result, config.repetitions)),
+            quality: Some(Quality {
+                caveat: QualityCaveat::fewer_steps(
+                    config.batch_size,
+                    baseline_batch,
+                    config.max_epochs(),
+                ),
+                ..quality(&result, config.repetitions)
+            }),
             notes,
         })
     }
@@ -347,6 +355,7 @@ fn quality(result: &GridResult, repetitions: usize) -> Quality {
         value: hottest.test_error.mean,
         higher_is_better: false,
         tolerance: Tolerance::Absolute(hottest.test_error.std.max(1.0 / result.n_test as f64)),
+        caveat: None,
     }
 }
 

@@ -190,6 +190,7 @@ impl TableWorkload for QrngGan {
                 value: tournament.mean_final_kl(),
                 higher_is_better: false,
                 tolerance: Tolerance::Relative(0.1),
+                caveat: None,
             }),
             notes,
         })
