@@ -22,6 +22,7 @@ use crate::resnet::ResNet18;
 use quench_train::amp::MixedPrecision;
 use quench_train::classify::{cross_entropy, member_mask};
 use quench_train::ensemble::{Activation, seeded_ensemble};
+use quench_train::epochs::{EpochValues, Rates, SeedMembers, train_epochs};
 use quench_train::init::{Init, sub_seed};
 use quench_train::optim::{AdamConfig, MemberAdam};
 use quench_train::params::{clip_member_norms, replace_members, require_grad, stepping_members};
@@ -231,18 +232,13 @@ pub fn train_hybrid<B: AutodiffBackend>(
     let circuit = Circuit::angle_encoded_ring(ENCODER[3], config.layers)?;
     let model = HybridModel::<B>::new(circuit, execution.circuit, device);
     let members = config.seeds.len();
-    // The validation and test parts' features: uploaded once when pre-computed; through the
-    // backbone at every use otherwise, as the original evaluates its whole model.
-    let encode = |dataset: &Dataset| -> Result<Tensor<B::InnerBackend, 2>, HybridError> {
-        Ok(match execution.features {
-            FeatureMode::Precomputed => {
-                float_tensor(dataset.features().to_vec(), [dataset.len(), 512], device)
-            }
-            FeatureMode::PerBatch => backbone_features(dataset, backbone, device)?,
-        })
-    };
     let resident_validation = match execution.features {
-        FeatureMode::Precomputed => Some(encode(&parts.validation)?),
+        FeatureMode::Precomputed => Some(encode(
+            &parts.validation,
+            execution.features,
+            backbone,
+            device,
+        )?),
         FeatureMode::PerBatch => {
             check_images(&parts.train)?;
             None
@@ -254,7 +250,7 @@ pub fn train_hybrid<B: AutodiffBackend>(
         .map(|&s| sub_seed(s, SHUFFLE_STREAM))
         .collect();
     let train = Arc::new(parts.train.clone());
-    let mut loader = Loader::<B::InnerBackend>::new(
+    let loader = Loader::<B::InnerBackend>::new(
         vec![train; members],
         &shuffles,
         &LoaderConfig {
@@ -265,9 +261,8 @@ pub fn train_hybrid<B: AutodiffBackend>(
         },
         device,
     )?;
-    let mut params = initial_params::<B::InnerBackend, B>(&model, config, device);
-    let mut best = params.clone();
-    let mut adam = MemberAdam::<B::InnerBackend>::new(
+    let params = initial_params::<B::InnerBackend, B>(&model, config, device);
+    let adam = MemberAdam::<B::InnerBackend>::new(
         AdamConfig {
             weight_decay: config.weight_decay,
             ..AdamConfig::default()
@@ -275,11 +270,6 @@ pub fn train_hybrid<B: AutodiffBackend>(
         members,
         device,
     );
-    let mut amp = MixedPrecision::new(execution.precision);
-    let precision = execution.precision;
-    let mut stopping = EarlyStopping::new(members, config.patience, Better::Higher);
-    let mut losses: Vec<Vec<f64>> = vec![Vec::new(); members];
-    let batches = loader.batches();
     let _dropout_generator = SeededGenerator::acquire::<B>(
         device,
         config
@@ -287,52 +277,31 @@ pub fn train_hybrid<B: AutodiffBackend>(
             .iter()
             .fold(0, |acc, &s| sub_seed(acc ^ s, DROPOUT_STREAM)),
     );
-    let mut epoch = 0;
-    while epoch < config.epochs && stopping.running() {
-        let lr = config.learning_rate * config.gamma.powi((epoch / config.step_size) as i32);
-        let lr = Tensor::<B::InnerBackend, 3>::full([1, 1, 1], lr, device);
-        let active = stopping
-            .active()
-            .map(|flags| member_mask::<B::InnerBackend>(flags.into_iter(), device));
-        let mut loss_sum = Tensor::<B::InnerBackend, 1>::zeros([members], device);
-        for batch in loader.epoch(epoch as u64) {
-            let size = batch.features.dims()[1];
-            let features = match execution.features {
-                FeatureMode::Precomputed => batch.features,
-                FeatureMode::PerBatch => backbone
-                    .forward(batch.features.reshape_to([members * size, 1, 28, 28]))
-                    .reshape_to([members, size, 512]),
-            };
-            let p = require_grad::<B>(params.clone());
-            let logits = model.forward(&p, Tensor::from_inner(features), config.dropout, precision);
-            let loss = cross_entropy(logits, Tensor::<B, 2, Int>::from_inner(batch.labels));
-            loss_sum = loss_sum + loss.clone().inner();
-            let Some(grads) = amp.gradients(loss.sum_all(), &p) else {
-                continue;
-            };
-            let grads = clip_member_norms(grads, config.clip_norm);
-            let step = stepping_members(active.clone(), &grads, precision);
-            params = adam.step(params, grads, lr.clone(), step);
-        }
-        // One read-back per epoch: validation accuracy and mean loss of every member.
-        let validation_features = match &resident_validation {
-            Some(features) => features.clone(),
-            None => encode(&parts.validation)?,
-        };
-        let validation = accuracy(&model, &params, validation_features, &parts.validation);
-        let read = to_host_f32(Tensor::cat(vec![validation, loss_sum], 0));
-        for m in (0..members).filter(|&m| !stopping.stopped(m)) {
-            losses[m].push(f64::from(read[members + m]) / batches as f64);
-        }
-        let values: Vec<f64> = read[..members].iter().map(|&v| f64::from(v)).collect();
-        let improved = stopping.observe(epoch, &values);
-        if improved.iter().any(|&i| i) {
-            let mask = member_mask::<B::InnerBackend>(improved.into_iter(), device);
-            best = replace_members(best, &params, mask);
-        }
-        epoch += 1;
-    }
-    let test = to_host_f32(accuracy(&model, &best, encode(&parts.test)?, &parts.test));
+    let mut trainer = Members {
+        model,
+        config,
+        execution,
+        backbone,
+        validation: &parts.validation,
+        resident_validation,
+        loader,
+        best: params.clone(),
+        params,
+        adam,
+        amp: MixedPrecision::new(execution.precision),
+        device: device.clone(),
+    };
+    let stopping = EarlyStopping::new(members, config.patience, Better::Higher);
+    let mut step_lr =
+        |epoch: usize| config.learning_rate * config.gamma.powi((epoch / config.step_size) as i32);
+    let trained = train_epochs(&mut trainer, config.epochs, stopping, &mut step_lr)?;
+    let test_features = encode(&parts.test, execution.features, backbone, device)?;
+    let test = to_host_f32(accuracy(
+        &trainer.model,
+        &trainer.best,
+        test_features,
+        &parts.test,
+    ));
     Ok(HybridOutcome {
         seeds: config
             .seeds
@@ -341,15 +310,121 @@ pub fn train_hybrid<B: AutodiffBackend>(
             .map(|(m, &seed)| SeedOutcome {
                 seed,
                 test_accuracy: f64::from(test[m]),
-                best_validation_accuracy: stopping.best(m),
-                best_epoch: stopping.best_epoch(m),
-                train_loss: losses[m].clone(),
+                best_validation_accuracy: trained.stopping.best(m),
+                best_epoch: trained.stopping.best_epoch(m),
+                train_loss: trained.histories[m].iter().map(|e| e.train_loss).collect(),
             })
             .collect(),
-        epochs: epoch,
-        batches_per_epoch: batches,
-        skipped_steps: amp.skipped_steps(),
+        epochs: trained.epochs,
+        batches_per_epoch: trainer.loader.batches(),
+        skipped_steps: trainer.amp.skipped_steps(),
     })
+}
+
+/// A part's features `[samples, 512]`: uploaded once when pre-computed; through the backbone
+/// at every use otherwise, as the original evaluates its whole model.
+fn encode<B: Backend>(
+    dataset: &Dataset,
+    features: FeatureMode,
+    backbone: &ResNet18<B>,
+    device: &B::Device,
+) -> Result<Tensor<B, 2>, HybridError> {
+    Ok(match features {
+        FeatureMode::Precomputed => {
+            float_tensor(dataset.features().to_vec(), [dataset.len(), 512], device)
+        }
+        FeatureMode::PerBatch => backbone_features(dataset, backbone, device)?,
+    })
+}
+
+/// The seeds' weights, optimiser and data as the shared epoch loop trains them.
+struct Members<'a, B: AutodiffBackend> {
+    model: HybridModel<B>,
+    config: &'a HybridConfig,
+    execution: &'a Execution,
+    backbone: &'a ResNet18<B::InnerBackend>,
+    validation: &'a Dataset,
+    /// The validation part's features when they are pre-computed.
+    resident_validation: Option<Tensor<B::InnerBackend, 2>>,
+    loader: Loader<B::InnerBackend>,
+    params: Vec<Tensor<B::InnerBackend, 3>>,
+    best: Vec<Tensor<B::InnerBackend, 3>>,
+    adam: MemberAdam<B::InnerBackend>,
+    amp: MixedPrecision,
+    device: B::Device,
+}
+
+impl<B: AutodiffBackend> SeedMembers for Members<'_, B> {
+    type Error = HybridError;
+
+    /// Every batch through the backbone (unless pre-computed), encoder, circuit and head;
+    /// then the validation accuracy `[members]` and the summed losses, read back once.
+    fn epoch(
+        &mut self,
+        epoch: usize,
+        rates: &Rates,
+        active: Option<&[bool]>,
+    ) -> Result<EpochValues, HybridError> {
+        let (config, device) = (self.config, &self.device);
+        let members = config.seeds.len();
+        let precision = self.execution.precision;
+        let lr = Tensor::<B::InnerBackend, 3>::full([1, 1, 1], rates.of(0), device);
+        let active =
+            active.map(|flags| member_mask::<B::InnerBackend>(flags.iter().copied(), device));
+        let mut loss_sum = Tensor::<B::InnerBackend, 1>::zeros([members], device);
+        for batch in self.loader.epoch(epoch as u64) {
+            let size = batch.features.dims()[1];
+            let features = match self.execution.features {
+                FeatureMode::Precomputed => batch.features,
+                FeatureMode::PerBatch => self
+                    .backbone
+                    .forward(batch.features.reshape_to([members * size, 1, 28, 28]))
+                    .reshape_to([members, size, 512]),
+            };
+            let p = require_grad::<B>(self.params.clone());
+            let logits =
+                self.model
+                    .forward(&p, Tensor::from_inner(features), config.dropout, precision);
+            let loss = cross_entropy(logits, Tensor::<B, 2, Int>::from_inner(batch.labels));
+            loss_sum = loss_sum + loss.clone().inner();
+            let Some(grads) = self.amp.gradients(loss.sum_all(), &p) else {
+                continue;
+            };
+            let grads = clip_member_norms(grads, config.clip_norm);
+            let step = stepping_members(active.clone(), &grads, precision);
+            self.params = self.adam.step(self.params.clone(), grads, lr.clone(), step);
+        }
+        let validation_features = match &self.resident_validation {
+            Some(features) => features.clone(),
+            None => encode(
+                self.validation,
+                self.execution.features,
+                self.backbone,
+                device,
+            )?,
+        };
+        let validation = accuracy(
+            &self.model,
+            &self.params,
+            validation_features,
+            self.validation,
+        );
+        let read = to_host_f32(Tensor::cat(vec![validation, loss_sum], 0));
+        let (validation, loss_sum) = read.split_at(members);
+        Ok(EpochValues {
+            validation: validation.to_vec(),
+            loss_sum: loss_sum.to_vec(),
+        })
+    }
+
+    fn keep_best(&mut self, improved: &[bool]) {
+        let mask = member_mask::<B::InnerBackend>(improved.iter().copied(), &self.device);
+        self.best = replace_members(self.best.clone(), &self.params, mask);
+    }
+
+    fn batches(&self) -> usize {
+        self.loader.batches()
+    }
 }
 
 /// Encoder, circuit weights and head of every member, each drawn from its seed alone:

@@ -11,6 +11,7 @@
 
 use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
+use std::convert::Infallible;
 use std::fmt;
 use std::sync::Arc;
 
@@ -24,16 +25,18 @@ use serde::{Deserialize, Serialize};
 
 mod fused;
 
-use super::schedule::{MemberSchedule, PlateauConfig};
+use super::schedule::{PlateauConfig, Plateaus};
 use super::split::Split;
 use super::{Batching, QrngError, seeded_ensemble, sub_seed};
 use quench_train::amp::MixedPrecision;
 use quench_train::classify::{cross_entropy, dropout, member_mask, member_tensor};
 use quench_train::ensemble::{Activation, EnsembleMlp};
+use quench_train::epochs::{EpochValues, Rates, SeedMembers, train_epochs};
 use quench_train::init::Init;
 use quench_train::optim::{AdamConfig, MemberAdam};
 use quench_train::params::{clip_member_norms, replace_members, require_grad, stepping_members};
 use quench_train::stats::MeanStd;
+use quench_train::stopping::{Better, EarlyStopping};
 
 /// Hidden widths of the classifier.
 const HIDDEN: [usize; 2] = [30, 20];
@@ -316,17 +319,16 @@ struct Program<'a> {
 
 /// The members' weights and optimiser in one of the two forms a program trains: tensors
 /// through autodiff ([`TensorMembers`]) or host memory with the hand-derived step
-/// ([`fused::HostMembers`]).
-trait Members {
-    /// Trains one epoch, member `m` at rate `lr[m]` where `active[m]`, and returns each
-    /// member's validation accuracy afterwards and its summed batch losses.
-    fn epoch(&mut self, epoch: usize, lr: &[f32], active: &[bool]) -> (Vec<f32>, Vec<f32>);
-    /// Keeps each member's current weights as its best where `improved`.
-    fn keep_best(&mut self, improved: &[bool]);
+/// ([`fused::HostMembers`]). An epoch returns each member's validation accuracy and summed
+/// batch losses, and cannot fail.
+trait Members: SeedMembers<Error = Infallible> {
     /// Accuracy of each member's best weights on its test split.
     fn test_accuracy(&self) -> Vec<f32>;
-    /// Batches per epoch.
-    fn batches(&self) -> usize;
+}
+
+/// The per-member rates of an epoch as the members compute with them: f32.
+fn rates_f32(rates: &Rates, members: usize) -> Vec<f32> {
+    (0..members).map(|m| rates.of(m) as f32).collect()
 }
 
 impl<'a> Program<'a> {
@@ -402,60 +404,39 @@ impl<'a> Program<'a> {
     fn run(&self, mut weights: impl Members) -> (Vec<SeedOutcome>, usize) {
         let config = self.config;
         let members = self.seeds.len();
-        let mut schedules: Vec<MemberSchedule> = self
-            .seeds
-            .iter()
-            .map(|_| MemberSchedule::new(config.lr))
-            .collect();
-        let mut histories: Vec<Vec<EpochRecord>> = vec![Vec::new(); members];
-        let mut epochs = 0;
-        while epochs < config.max_epochs && schedules.iter().any(|s| !s.stopped) {
-            let lr: Vec<f32> = schedules.iter().map(|s| s.lr as f32).collect();
-            let active: Vec<bool> = schedules.iter().map(|s| !s.stopped).collect();
-            let (accuracy, loss_sum) = weights.epoch(epochs, &lr, &active);
-            let batches = weights.batches() as f64;
-            let mut improved = vec![false; members];
-            for (m, schedule) in schedules.iter_mut().enumerate() {
-                if schedule.stopped {
-                    continue;
-                }
-                let accuracy = f64::from(accuracy[m]);
-                histories[m].push(EpochRecord {
-                    validation_accuracy: accuracy,
-                    train_loss: f64::from(loss_sum[m]) / batches,
-                    lr: schedule.lr,
-                });
-                improved[m] = schedule
-                    .observe(
-                        epochs,
-                        accuracy,
-                        &config.plateau,
-                        config.early_stopping_patience,
-                    )
-                    .improved;
-            }
-            if improved.iter().any(|&i| i) {
-                weights.keep_best(&improved);
-            }
-            epochs += 1;
-        }
+        let mut plateaus = Plateaus::new(members, config.lr, config.plateau);
+        // The original starts its best accuracy at 0.
+        let stopping = EarlyStopping::new(members, config.early_stopping_patience, Better::Higher)
+            .starting_from(0.0);
+        let trained = match train_epochs(&mut weights, config.max_epochs, stopping, &mut plateaus) {
+            Ok(trained) => trained,
+            Err(never) => match never {},
+        };
         let test = weights.test_accuracy();
+        let stopping = &trained.stopping;
         let outcomes = self
             .seeds
             .iter()
-            .zip(schedules)
-            .zip(histories)
+            .zip(trained.histories)
             .zip(test)
-            .map(|(((&seed, schedule), history), test)| SeedOutcome {
+            .enumerate()
+            .map(|(m, ((&seed, history), test))| SeedOutcome {
                 seed,
                 test_accuracy: f64::from(test),
-                best_validation_accuracy: schedule.best,
-                best_epoch: schedule.best_epoch,
+                best_validation_accuracy: stopping.best(m),
+                best_epoch: stopping.improved_ever(m).then(|| stopping.best_epoch(m)),
                 epochs: history.len(),
-                history,
+                history: history
+                    .into_iter()
+                    .map(|e| EpochRecord {
+                        validation_accuracy: e.validation,
+                        train_loss: e.train_loss,
+                        lr: e.lr,
+                    })
+                    .collect(),
             })
             .collect();
-        (outcomes, epochs)
+        (outcomes, trained.epochs)
     }
 }
 
@@ -567,17 +548,22 @@ impl<'a, B: AutodiffBackend> TensorMembers<'a, B> {
     }
 }
 
-impl<B: AutodiffBackend> Members for TensorMembers<'_, B> {
-    fn epoch(&mut self, epoch: usize, lr: &[f32], active: &[bool]) -> (Vec<f32>, Vec<f32>) {
+impl<B: AutodiffBackend> SeedMembers for TensorMembers<'_, B> {
+    type Error = Infallible;
+
+    fn epoch(
+        &mut self,
+        epoch: usize,
+        rates: &Rates,
+        active: Option<&[bool]>,
+    ) -> Result<EpochValues, Infallible> {
         let config = self.config;
         let device = self.device.clone();
         let precision = self.amp.precision();
-        let members = lr.len();
-        let lr = member_tensor::<B::InnerBackend>(lr.iter().copied(), &device);
-        let active = active
-            .iter()
-            .any(|&a| !a)
-            .then(|| member_mask::<B::InnerBackend>(active.iter().copied(), &device));
+        let members = self.params[0].dims()[0];
+        let lr = member_tensor::<B::InnerBackend>(rates_f32(rates, members).into_iter(), &device);
+        let active =
+            active.map(|flags| member_mask::<B::InnerBackend>(flags.iter().copied(), &device));
         let mut loss_sum = Tensor::<B::InnerBackend, 1>::zeros([members], &device);
         for batch in self.loader.epoch(epoch as u64) {
             let x = Tensor::<B, 3>::from_inner(precision.to_compute(batch.features));
@@ -607,7 +593,10 @@ impl<B: AutodiffBackend> Members for TensorMembers<'_, B> {
             0,
         ));
         let (accuracy, loss) = read.split_at(members);
-        (accuracy.to_vec(), loss.to_vec())
+        Ok(EpochValues {
+            validation: accuracy.to_vec(),
+            loss_sum: loss.to_vec(),
+        })
     }
 
     fn keep_best(&mut self, improved: &[bool]) {
@@ -615,11 +604,13 @@ impl<B: AutodiffBackend> Members for TensorMembers<'_, B> {
         self.best = replace_members(self.best.clone(), &self.params, mask);
     }
 
-    fn test_accuracy(&self) -> Vec<f32> {
-        to_host_f32(self.test.accuracy(&self.best))
-    }
-
     fn batches(&self) -> usize {
         self.loader.batches()
+    }
+}
+
+impl<B: AutodiffBackend> Members for TensorMembers<'_, B> {
+    fn test_accuracy(&self) -> Vec<f32> {
+        to_host_f32(self.test.accuracy(&self.best))
     }
 }

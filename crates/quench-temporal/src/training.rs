@@ -19,6 +19,7 @@ use super::model::{CLASSES, ModelKind, TemporalNet, Widths};
 use super::step::{Objective, step_gradients};
 use quench_train::amp::MixedPrecision;
 use quench_train::classify::{member_mask, smoothed_cross_entropy};
+use quench_train::epochs::{EpochValues, Rates, SeedMembers, train_epochs};
 use quench_train::init::sub_seed;
 use quench_train::optim::{AdamConfig, MemberAdam};
 use quench_train::params::{clip_member_norms, replace_members, stepping_members};
@@ -282,15 +283,14 @@ pub fn train_temporal<B: AutodiffBackend>(
         0.0,
         device,
     );
-    let (mut params, mut state) = eval_net.initial_params(&config.seeds, device);
-    let mut best = (params.clone(), state.clone());
+    let (params, state) = eval_net.initial_params(&config.seeds, device);
     let shuffles: Vec<u64> = config
         .seeds
         .iter()
         .map(|&s| sub_seed(s, SHUFFLE_STREAM))
         .collect();
     let train = Arc::new(data.train.windows.clone());
-    let mut loader = Loader::<B::InnerBackend>::new(
+    let loader = Loader::<B::InnerBackend>::new(
         vec![train; members],
         &shuffles,
         &LoaderConfig {
@@ -301,9 +301,8 @@ pub fn train_temporal<B: AutodiffBackend>(
         },
         device,
     )?;
-    let batches = loader.batches();
     let validation = EvaluationPart::<B::InnerBackend>::upload(&data.validation, device);
-    let mut adam = MemberAdam::<B::InnerBackend>::new(
+    let adam = MemberAdam::<B::InnerBackend>::new(
         AdamConfig {
             weight_decay: config.weight_decay,
             decoupled: true,
@@ -312,7 +311,6 @@ pub fn train_temporal<B: AutodiffBackend>(
         members,
         device,
     );
-    let mut amp = MixedPrecision::new(execution.precision);
     let precision = execution.precision;
     let objective = Objective {
         smoothing: config.label_smoothing,
@@ -321,9 +319,6 @@ pub fn train_temporal<B: AutodiffBackend>(
         precision,
         lanes: quench_device::host_lanes::<B>(),
     };
-    let mut stopping = EarlyStopping::new(members, config.patience, Better::Lower);
-    let mut train_losses: Vec<Vec<f64>> = vec![Vec::new(); members];
-    let mut validation_losses: Vec<Vec<f64>> = vec![Vec::new(); members];
     let _dropout_generator = SeededGenerator::acquire::<B>(
         device,
         config
@@ -331,56 +326,33 @@ pub fn train_temporal<B: AutodiffBackend>(
             .iter()
             .fold(0, |acc, &s| sub_seed(acc ^ s, DROPOUT_STREAM)),
     );
-    let mut epoch = 0;
-    while epoch < config.epochs && stopping.running() {
-        let lr =
-            Tensor::<B::InnerBackend, 3>::full([1, 1, 1], config.learning_rate_at(epoch), device);
-        let active = stopping
-            .active()
-            .map(|flags| member_mask::<B::InnerBackend>(flags.into_iter(), device));
-        let mut loss_sum = Tensor::<B::InnerBackend, 1>::zeros([members], device);
-        for batch in loader.epoch(epoch as u64) {
-            let size = batch.features.dims()[1];
-            let x = batch.features.reshape_to([members, size, window, features]);
-            let step =
-                step_gradients::<B>(&net, &params, &state, x, batch.labels, &objective, &mut amp);
-            loss_sum = loss_sum + step.loss;
-            let Some(grads) = step.gradients else {
-                continue;
-            };
-            let grads = if config.clip_norm > 0.0 {
-                clip_member_norms(grads, config.clip_norm)
-            } else {
-                grads
-            };
-            let stepping = stepping_members(active.clone(), &grads, precision);
-            params = adam.step(params, grads, lr.clone(), stepping.clone());
-            state = match stepping {
-                Some(mask) => replace_members(state, &step.state, mask),
-                None => step.state,
-            };
-        }
-        // One read-back per epoch: validation loss and mean training loss of every member.
-        let (validation_loss, _) = validation.evaluate(&eval_net, &params, &state, members);
-        let read = to_host_f32(Tensor::cat(vec![validation_loss, loss_sum], 0));
-        for m in (0..members).filter(|&m| !stopping.stopped(m)) {
-            train_losses[m].push(f64::from(read[members + m]) / batches as f64);
-            validation_losses[m].push(f64::from(read[m]));
-        }
-        let values: Vec<f64> = read[..members].iter().map(|&v| f64::from(v)).collect();
-        let improved = stopping.observe(epoch, &values);
-        if improved.iter().any(|&i| i) {
-            let mask = member_mask::<B::InnerBackend>(improved.into_iter(), device);
-            best = (
-                replace_members(best.0, &params, mask.clone()),
-                replace_members(best.1, &state, mask),
-            );
-        }
-        epoch += 1;
-    }
+    let mut trainer = Members {
+        net,
+        eval_net: &eval_net,
+        config,
+        objective,
+        validation,
+        loader,
+        best_params: params.clone(),
+        best_state: state.clone(),
+        params,
+        state,
+        adam,
+        amp: MixedPrecision::new(execution.precision),
+        shape: [window, features],
+        device: device.clone(),
+    };
+    let stopping = EarlyStopping::new(members, config.patience, Better::Lower);
+    let mut rate = |epoch: usize| config.learning_rate_at(epoch);
+    let trained = train_epochs(&mut trainer, config.epochs, stopping, &mut rate)?;
     let score = |part: &MarketPart| -> Vec<Scores> {
         let resident = EvaluationPart::<B::InnerBackend>::upload(part, device);
-        let (_, predictions) = resident.evaluate(&eval_net, &best.0, &best.1, members);
+        let (_, predictions) = resident.evaluate(
+            &eval_net,
+            &trainer.best_params,
+            &trainer.best_state,
+            members,
+        );
         predictions
             .chunks(part.windows.len())
             .map(|p| Scores::of(p, part.windows.labels()))
@@ -397,17 +369,113 @@ pub fn train_temporal<B: AutodiffBackend>(
                 seed,
                 validation: validation_scores[m],
                 test: test_scores[m],
-                best_epoch: stopping.best_epoch(m),
-                train_loss: train_losses[m].clone(),
-                validation_loss: validation_losses[m].clone(),
+                best_epoch: trained.stopping.best_epoch(m),
+                train_loss: trained.histories[m].iter().map(|e| e.train_loss).collect(),
+                validation_loss: trained.histories[m].iter().map(|e| e.validation).collect(),
             })
             .collect(),
-        epochs: epoch,
-        batches_per_epoch: batches,
+        epochs: trained.epochs,
+        batches_per_epoch: trainer.loader.batches(),
         train_windows: data.train.windows.len(),
         baselines: baselines(data),
-        skipped_steps: amp.skipped_steps(),
+        skipped_steps: trainer.amp.skipped_steps(),
     })
+}
+
+/// The seeds' weights, optimiser and data as the shared epoch loop trains them.
+struct Members<'a, B: AutodiffBackend> {
+    net: TemporalNet<B>,
+    /// The same network without dropout, on the inner backend, for evaluation.
+    eval_net: &'a TemporalNet<B::InnerBackend>,
+    config: &'a TemporalConfig,
+    objective: Objective<'a>,
+    validation: EvaluationPart<B::InnerBackend>,
+    loader: Loader<B::InnerBackend>,
+    params: Vec<Tensor<B::InnerBackend, 3>>,
+    /// Non-trained state of every member (the normalisation's running statistics).
+    state: Vec<Tensor<B::InnerBackend, 3>>,
+    /// Each member's best weights and state so far.
+    best_params: Vec<Tensor<B::InnerBackend, 3>>,
+    best_state: Vec<Tensor<B::InnerBackend, 3>>,
+    adam: MemberAdam<B::InnerBackend>,
+    amp: MixedPrecision,
+    /// `[window, features]` of a window.
+    shape: [usize; 2],
+    device: B::Device,
+}
+
+impl<B: AutodiffBackend> SeedMembers for Members<'_, B> {
+    type Error = TemporalError;
+
+    /// Every batch through the network's step; then the validation loss `[members]` and the
+    /// summed training losses, read back once.
+    fn epoch(
+        &mut self,
+        epoch: usize,
+        rates: &Rates,
+        active: Option<&[bool]>,
+    ) -> Result<EpochValues, TemporalError> {
+        let device = &self.device;
+        let members = self.config.seeds.len();
+        let [window, features] = self.shape;
+        let lr = Tensor::<B::InnerBackend, 3>::full([1, 1, 1], rates.of(0), device);
+        let active =
+            active.map(|flags| member_mask::<B::InnerBackend>(flags.iter().copied(), device));
+        let mut loss_sum = Tensor::<B::InnerBackend, 1>::zeros([members], device);
+        for batch in self.loader.epoch(epoch as u64) {
+            let size = batch.features.dims()[1];
+            let x = batch.features.reshape_to([members, size, window, features]);
+            let step = step_gradients::<B>(
+                &self.net,
+                &self.params,
+                &self.state,
+                x,
+                batch.labels,
+                &self.objective,
+                &mut self.amp,
+            );
+            loss_sum = loss_sum + step.loss;
+            let Some(grads) = step.gradients else {
+                continue;
+            };
+            let grads = if self.config.clip_norm > 0.0 {
+                clip_member_norms(grads, self.config.clip_norm)
+            } else {
+                grads
+            };
+            let stepping = stepping_members(active.clone(), &grads, self.objective.precision);
+            self.params = self
+                .adam
+                .step(self.params.clone(), grads, lr.clone(), stepping.clone());
+            self.state = match stepping {
+                Some(mask) => replace_members(self.state.clone(), &step.state, mask),
+                None => step.state,
+            };
+        }
+        let (validation_loss, _) =
+            self.validation
+                .evaluate(self.eval_net, &self.params, &self.state, members);
+        let read = to_host_f32(Tensor::cat(vec![validation_loss, loss_sum], 0));
+        let (validation, loss_sum) = read.split_at(members);
+        Ok(EpochValues {
+            validation: validation.to_vec(),
+            loss_sum: loss_sum.to_vec(),
+        })
+    }
+
+    fn keep_best(&mut self, improved: &[bool]) {
+        let mask = member_mask::<B::InnerBackend>(improved.iter().copied(), &self.device);
+        self.best_params = replace_members(
+            std::mem::take(&mut self.best_params),
+            &self.params,
+            mask.clone(),
+        );
+        self.best_state = replace_members(std::mem::take(&mut self.best_state), &self.state, mask);
+    }
+
+    fn batches(&self) -> usize {
+        self.loader.batches()
+    }
 }
 
 /// `[window, features]` of a part's windows.

@@ -9,12 +9,14 @@
 //! (initialisations), [`optim`] (member-axis Adam and gradient clipping) and [`params`]
 //! (gradients, norms and masks per member), [`amp`] (mixed-precision steps and loss scaling),
 //! [`classify`] (classification loss and dropout), [`host_mlp`] (member MLPs in host memory
-//! with hand-derived gradients), [`stopping`] (early stopping with best weights), [`settings`]
+//! with hand-derived gradients), [`epochs`] (the epoch loop over seed-batched members) and
+//! [`stopping`] (its early stopping with best weights), [`settings`]
 //! (range checks of settings) and [`stats`] (means and deviations over members).
 
 pub mod amp;
 pub mod classify;
 pub mod ensemble;
+pub mod epochs;
 pub mod host_mlp;
 pub mod init;
 pub mod optim;

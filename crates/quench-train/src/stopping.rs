@@ -21,6 +21,7 @@ pub struct EarlyStopping {
     best_epoch: Vec<usize>,
     since_best: Vec<usize>,
     stopped: Vec<bool>,
+    ever: Vec<bool>,
 }
 
 impl EarlyStopping {
@@ -37,7 +38,26 @@ impl EarlyStopping {
             best_epoch: vec![0; members],
             since_best: vec![0; members],
             stopped: vec![false; members],
+            ever: vec![false; members],
         }
+    }
+
+    /// The same, with every member's best value starting at `best` instead of the worst
+    /// possible: a metric must beat it to count as an improvement (the qRNG classifier's
+    /// original starts its best accuracy at 0).
+    pub fn starting_from(mut self, best: f64) -> Self {
+        self.best.fill(best);
+        self
+    }
+
+    /// Members tracked.
+    pub fn members(&self) -> usize {
+        self.stopped.len()
+    }
+
+    /// Whether member `m` has improved at least once (its best epoch means something).
+    pub fn improved_ever(&self, m: usize) -> bool {
+        self.ever[m]
     }
 
     /// Whether any member still trains.
@@ -74,7 +94,7 @@ impl EarlyStopping {
             };
             if better {
                 (self.best[m], self.best_epoch[m], self.since_best[m]) = (value, epoch, 0);
-                improved[m] = true;
+                (improved[m], self.ever[m]) = (true, true);
             } else {
                 self.since_best[m] += 1;
                 self.stopped[m] = self.since_best[m] >= self.patience;
@@ -112,6 +132,15 @@ mod tests {
         assert!(!s.running());
         assert_eq!((s.best(0), s.best_epoch(0)), (0.5, 1));
         assert_eq!((s.best(1), s.best_epoch(1)), (1.0, 0));
+    }
+
+    #[test]
+    fn a_starting_best_must_be_beaten() {
+        let mut s = EarlyStopping::new(1, 2, Better::Higher).starting_from(0.0);
+        assert_eq!(s.observe(0, &[0.0]), vec![false]);
+        assert!(!s.improved_ever(0));
+        assert_eq!(s.observe(1, &[0.1]), vec![true]);
+        assert!(s.improved_ever(0) && s.best_epoch(0) == 1);
     }
 
     #[test]

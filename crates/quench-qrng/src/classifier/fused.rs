@@ -10,10 +10,12 @@ use burn::tensor::backend::Backend;
 use quench_data::{Dataset, Loader, Mode};
 use quench_device::threefry::{StreamKey, fill_uniforms};
 
-use super::{DROPOUT_STREAM, Members, Program, part_values};
+use super::{DROPOUT_STREAM, Members, Program, part_values, rates_f32};
 use crate::{QrngError, sub_seed};
+use quench_train::epochs::{EpochValues, Rates, SeedMembers};
 use quench_train::host_mlp::{HostAdam, HostLayer, HostMlp};
 use quench_train::optim::AdamConfig;
+use std::convert::Infallible;
 
 /// The members in host memory.
 pub(super) struct HostMembers<'a, B: Backend> {
@@ -218,10 +220,23 @@ impl<'a, B: Backend> HostMembers<'a, B> {
     }
 }
 
-impl<B: Backend> Members for HostMembers<'_, B> {
-    fn epoch(&mut self, epoch: usize, lr: &[f32], active: &[bool]) -> (Vec<f32>, Vec<f32>) {
-        let members = lr.len();
-        let lrs: Vec<f64> = lr.iter().map(|&l| f64::from(l)).collect();
+impl<B: Backend> SeedMembers for HostMembers<'_, B> {
+    type Error = Infallible;
+
+    fn epoch(
+        &mut self,
+        epoch: usize,
+        rates: &Rates,
+        active: Option<&[bool]>,
+    ) -> Result<EpochValues, Infallible> {
+        let members = self.network.members;
+        // The rates the tensor form computes with (f32), so both forms step alike.
+        let lrs: Vec<f64> = rates_f32(rates, members)
+            .into_iter()
+            .map(f64::from)
+            .collect();
+        let all = vec![true; members];
+        let active = active.unwrap_or(&all);
         let mut loss_sum = vec![0f32; members];
         let l1 = self.config.l1 as f32;
         let batches: Vec<(Vec<f32>, Vec<i64>)> = self.loader.host_epoch(epoch as u64).collect();
@@ -240,18 +255,23 @@ impl<B: Backend> Members for HostMembers<'_, B> {
             self.adam.step(&mut self.network, &gradients, &lrs, active);
             self.steps += 1;
         }
-        (self.validation.accuracy(&self.network), loss_sum)
+        Ok(EpochValues {
+            validation: self.validation.accuracy(&self.network),
+            loss_sum,
+        })
     }
 
     fn keep_best(&mut self, improved: &[bool]) {
         self.best.copy_members(&self.network, improved);
     }
 
-    fn test_accuracy(&self) -> Vec<f32> {
-        self.test.accuracy(&self.best)
-    }
-
     fn batches(&self) -> usize {
         self.loader.batches()
+    }
+}
+
+impl<B: Backend> Members for HostMembers<'_, B> {
+    fn test_accuracy(&self) -> Vec<f32> {
+        self.test.accuracy(&self.best)
     }
 }
