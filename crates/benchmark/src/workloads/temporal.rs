@@ -148,7 +148,7 @@ const fn rows(words: Described, all_claim: Option<Claim>) -> [Variant<Setting>; 
             (F32, None),
         ),
         variant(
-            "loader-workers",
+            "workers",
             "as baseline, batches assembled by 2 persistent workers and uploaded by a staging \
              thread (the guide's DataLoader settings)",
             (LstmCore::Burn, WORKERS, BASE_BATCH),
@@ -161,14 +161,14 @@ const fn rows(words: Described, all_claim: Option<Claim>) -> [Variant<Setting>; 
             (F32, None),
         ),
         variant(
-            "resident-windows",
+            "device-resident",
             "as baseline, every window uploaded once and batches gathered on the device (the \
              guide's pinned, non-blocking copies, taken further)",
             (LstmCore::Burn, RESIDENT, BASE_BATCH),
             (F32, claimed(1.1, 1.2)),
         ),
         variant(
-            "bf16",
+            "mixed-precision",
             "as baseline in bf16 with f32 master weights where the device has bf16 (the guide's \
              AMP)",
             (LstmCore::Burn, HOST, BASE_BATCH),
