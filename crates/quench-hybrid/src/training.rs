@@ -20,12 +20,14 @@ use super::data::{HybridData, backbone_features, check_images};
 use super::model::{CircuitMode, ENCODER, HEAD, HybridModel};
 use crate::resnet::ResNet18;
 use quench_train::amp::MixedPrecision;
-use quench_train::classify::{cross_entropy, member_mask};
+use quench_train::classify::cross_entropy;
 use quench_train::ensemble::{Activation, seeded_ensemble};
-use quench_train::epochs::{EpochValues, Rates, SeedMembers, train_epochs};
+use quench_train::epochs::{
+    EpochValues, Rates, SeedMembers, active_mask, keep_improved, train_epochs,
+};
 use quench_train::init::{Init, sub_seed};
 use quench_train::optim::{AdamConfig, MemberAdam};
-use quench_train::params::{clip_member_norms, replace_members, require_grad, stepping_members};
+use quench_train::params::{clip_member_norms, require_grad, stepping_members};
 use quench_train::settings;
 use quench_train::stats::MeanStd;
 use quench_train::stopping::{Better, EarlyStopping};
@@ -368,9 +370,8 @@ impl<B: AutodiffBackend> SeedMembers for Members<'_, B> {
         let (config, device) = (self.config, &self.device);
         let members = config.seeds.len();
         let precision = self.execution.precision;
-        let lr = Tensor::<B::InnerBackend, 3>::full([1, 1, 1], rates.of(0), device);
-        let active =
-            active.map(|flags| member_mask::<B::InnerBackend>(flags.iter().copied(), device));
+        let lr = rates.tensor::<B::InnerBackend>(device);
+        let active = active_mask::<B::InnerBackend>(active, device);
         let mut loss_sum = Tensor::<B::InnerBackend, 1>::zeros([members], device);
         for batch in self.loader.epoch(epoch as u64) {
             let size = batch.features.dims()[1];
@@ -409,17 +410,12 @@ impl<B: AutodiffBackend> SeedMembers for Members<'_, B> {
             validation_features,
             self.validation,
         );
-        let read = to_host_f32(Tensor::cat(vec![validation, loss_sum], 0));
-        let (validation, loss_sum) = read.split_at(members);
-        Ok(EpochValues {
-            validation: validation.to_vec(),
-            loss_sum: loss_sum.to_vec(),
-        })
+        Ok(EpochValues::read(validation, loss_sum))
     }
 
     fn keep_best(&mut self, improved: &[bool]) {
-        let mask = member_mask::<B::InnerBackend>(improved.iter().copied(), &self.device);
-        self.best = replace_members(self.best.clone(), &self.params, mask);
+        let best = std::mem::take(&mut self.best);
+        self.best = keep_improved(best, &self.params, improved, &self.device);
     }
 
     fn batches(&self) -> usize {

@@ -29,12 +29,14 @@ use super::schedule::{PlateauConfig, Plateaus};
 use super::split::Split;
 use super::{Batching, QrngError, seeded_ensemble, sub_seed};
 use quench_train::amp::MixedPrecision;
-use quench_train::classify::{cross_entropy, dropout, member_mask, member_tensor};
+use quench_train::classify::{cross_entropy, dropout};
 use quench_train::ensemble::{Activation, EnsembleMlp};
-use quench_train::epochs::{EpochValues, Rates, SeedMembers, train_epochs};
+use quench_train::epochs::{
+    EpochValues, Rates, SeedMembers, active_mask, keep_improved, train_epochs,
+};
 use quench_train::init::Init;
 use quench_train::optim::{AdamConfig, MemberAdam};
-use quench_train::params::{clip_member_norms, replace_members, require_grad, stepping_members};
+use quench_train::params::{clip_member_norms, require_grad, stepping_members};
 use quench_train::stats::MeanStd;
 use quench_train::stopping::{Better, EarlyStopping};
 
@@ -561,9 +563,8 @@ impl<B: AutodiffBackend> SeedMembers for TensorMembers<'_, B> {
         let device = self.device.clone();
         let precision = self.amp.precision();
         let members = self.params[0].dims()[0];
-        let lr = member_tensor::<B::InnerBackend>(rates_f32(rates, members).into_iter(), &device);
-        let active =
-            active.map(|flags| member_mask::<B::InnerBackend>(flags.iter().copied(), &device));
+        let lr = rates.tensor::<B::InnerBackend>(&device);
+        let active = active_mask::<B::InnerBackend>(active, &device);
         let mut loss_sum = Tensor::<B::InnerBackend, 1>::zeros([members], &device);
         for batch in self.loader.epoch(epoch as u64) {
             let x = Tensor::<B, 3>::from_inner(precision.to_compute(batch.features));
@@ -588,20 +589,15 @@ impl<B: AutodiffBackend> SeedMembers for TensorMembers<'_, B> {
             self.params = self.adam.step(self.params.clone(), grads, lr.clone(), step);
         }
         // One read per epoch: the schedule needs both.
-        let read: Vec<f32> = to_host_f32(Tensor::cat(
-            vec![self.validation.accuracy(&self.params), loss_sum],
-            0,
-        ));
-        let (accuracy, loss) = read.split_at(members);
-        Ok(EpochValues {
-            validation: accuracy.to_vec(),
-            loss_sum: loss.to_vec(),
-        })
+        Ok(EpochValues::read(
+            self.validation.accuracy(&self.params),
+            loss_sum,
+        ))
     }
 
     fn keep_best(&mut self, improved: &[bool]) {
-        let mask = member_mask::<B::InnerBackend>(improved.iter().copied(), &self.device);
-        self.best = replace_members(self.best.clone(), &self.params, mask);
+        let best = std::mem::take(&mut self.best);
+        self.best = keep_improved(best, &self.params, improved, &self.device);
     }
 
     fn batches(&self) -> usize {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor, TensorData};
 use quench_data::{Dataset, Loader, LoaderConfig, MarketData, MarketPart, Mode};
-use quench_device::readback::{float_tensor, to_host_f32};
+use quench_device::readback::float_tensor;
 use quench_device::{Precision, SeededGenerator};
 use serde::{Deserialize, Serialize};
 
@@ -19,7 +19,7 @@ use super::model::{CLASSES, ModelKind, TemporalNet, Widths};
 use super::step::{Objective, step_gradients};
 use quench_train::amp::MixedPrecision;
 use quench_train::classify::{member_mask, smoothed_cross_entropy};
-use quench_train::epochs::{EpochValues, Rates, SeedMembers, train_epochs};
+use quench_train::epochs::{EpochValues, Rates, SeedMembers, active_mask, train_epochs};
 use quench_train::init::sub_seed;
 use quench_train::optim::{AdamConfig, MemberAdam};
 use quench_train::params::{clip_member_norms, replace_members, stepping_members};
@@ -418,9 +418,8 @@ impl<B: AutodiffBackend> SeedMembers for Members<'_, B> {
         let device = &self.device;
         let members = self.config.seeds.len();
         let [window, features] = self.shape;
-        let lr = Tensor::<B::InnerBackend, 3>::full([1, 1, 1], rates.of(0), device);
-        let active =
-            active.map(|flags| member_mask::<B::InnerBackend>(flags.iter().copied(), device));
+        let lr = rates.tensor::<B::InnerBackend>(device);
+        let active = active_mask::<B::InnerBackend>(active, device);
         let mut loss_sum = Tensor::<B::InnerBackend, 1>::zeros([members], device);
         for batch in self.loader.epoch(epoch as u64) {
             let size = batch.features.dims()[1];
@@ -455,12 +454,7 @@ impl<B: AutodiffBackend> SeedMembers for Members<'_, B> {
         let (validation_loss, _) =
             self.validation
                 .evaluate(self.eval_net, &self.params, &self.state, members);
-        let read = to_host_f32(Tensor::cat(vec![validation_loss, loss_sum], 0));
-        let (validation, loss_sum) = read.split_at(members);
-        Ok(EpochValues {
-            validation: validation.to_vec(),
-            loss_sum: loss_sum.to_vec(),
-        })
+        Ok(EpochValues::read(validation_loss, loss_sum))
     }
 
     fn keep_best(&mut self, improved: &[bool]) {

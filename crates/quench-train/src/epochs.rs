@@ -9,6 +9,12 @@
 //! per epoch (a closure of the epoch), or a rate per member that also sees the metric (the
 //! classifier's reduce-on-plateau).
 
+use burn::tensor::backend::Backend;
+use burn::tensor::{Bool, Tensor};
+use quench_device::readback::to_host_f32;
+
+use crate::classify::{member_mask, member_tensor};
+use crate::params::replace_members;
 use crate::stopping::EarlyStopping;
 
 /// What one epoch of every member gave, read back from the device in one transfer.
@@ -18,6 +24,20 @@ pub struct EpochValues {
     pub validation: Vec<f32>,
     /// Each member's training losses summed over the epoch's batches (`[members]`).
     pub loss_sum: Vec<f32>,
+}
+
+impl EpochValues {
+    /// Every member's validation metric and summed training loss (both `[members]`, on the
+    /// device), read back in one transfer.
+    pub fn read<B: Backend>(validation: Tensor<B, 1>, loss_sum: Tensor<B, 1>) -> Self {
+        let members = validation.dims()[0];
+        let mut values = to_host_f32(Tensor::cat(vec![validation, loss_sum], 0));
+        let loss_sum = values.split_off(members);
+        Self {
+            validation: values,
+            loss_sum,
+        }
+    }
 }
 
 /// The learning rates of one epoch.
@@ -37,6 +57,34 @@ impl Rates {
             Self::PerMember(rates) => rates[m],
         }
     }
+
+    /// The rates as an optimiser takes them: `[1, 1, 1]` when shared, `[members, 1, 1]` per
+    /// member, in f32.
+    pub fn tensor<B: Backend>(&self, device: &B::Device) -> Tensor<B, 3> {
+        match self {
+            Self::Shared(rate) => Tensor::full([1, 1, 1], *rate, device),
+            Self::PerMember(rates) => member_tensor(rates.iter().map(|&r| r as f32), device),
+        }
+    }
+}
+
+/// The `[members, 1, 1]` mask of the members an epoch steps; `None` while every member does
+/// (no masking needed).
+pub fn active_mask<B: Backend>(
+    active: Option<&[bool]>,
+    device: &B::Device,
+) -> Option<Tensor<B, 3, Bool>> {
+    active.map(|flags| member_mask(flags.iter().copied(), device))
+}
+
+/// `best` with the members flagged in `improved` replaced by their `current` weights.
+pub fn keep_improved<B: Backend>(
+    best: Vec<Tensor<B, 3>>,
+    current: &[Tensor<B, 3>],
+    improved: &[bool],
+    device: &B::Device,
+) -> Vec<Tensor<B, 3>> {
+    replace_members(best, current, member_mask(improved.iter().copied(), device))
 }
 
 /// How the learning rate moves from epoch to epoch.
