@@ -407,18 +407,20 @@ impl Row {
 /// The columns the terminal report keeps to without `--wide`.
 pub const TERMINAL_WIDTH: usize = 100;
 
-/// `text` as lines within [`TERMINAL_WIDTH`], broken between words, every line after the
-/// first starting with `indent`; a word longer than a line (a path) is cut across lines.
+/// `text` as lines within [`TERMINAL_WIDTH`], broken between words, its own leading spaces
+/// kept on the first line and every later line starting with `indent`; a word longer than a
+/// line (a path) is cut across lines.
 fn wrapped(text: &str, indent: &str) -> String {
+    let body = text.trim_start_matches(' ');
+    let mut line = text[..text.len() - body.len()].to_string();
     let mut out = String::new();
-    let mut line = String::new();
-    for word in text.split(' ') {
-        let fits = line.chars().count() + 1 + word.chars().count() <= TERMINAL_WIDTH;
-        if !line.trim().is_empty() && !fits {
+    for word in body.split(' ') {
+        let started = !line.trim().is_empty();
+        if started && line.chars().count() + 1 + word.chars().count() > TERMINAL_WIDTH {
             out.push_str(line.trim_end());
             out.push('\n');
             line = indent.to_string();
-        } else if !line.is_empty() && !line.ends_with(' ') {
+        } else if started {
             line.push(' ');
         }
         for c in word.chars() {
@@ -446,8 +448,8 @@ fn fitted(line: &str) -> String {
     cut
 }
 
-/// A claimed factor in at most three significant figures: `6`, `1.51`, `15`.
-fn short(x: f64) -> String {
+/// A factor in at most three significant figures: `6`, `1.51`, `15`.
+pub fn short(x: f64) -> String {
     let text = format!("{x:.2}");
     let text = text.trim_end_matches('0').trim_end_matches('.');
     if x >= 100.0 {
@@ -543,6 +545,7 @@ mod tests {
         );
         assert_eq!(out.matches('y').count(), 150);
         assert_eq!(wrapped("short", "  "), "short\n");
+        assert_eq!(wrapped("  [1] note", "    "), "  [1] note\n");
         assert_eq!(short(6.0), "6");
         assert_eq!(short(1.512), "1.51");
         assert_eq!(short(7.2), "7.2");

@@ -257,7 +257,7 @@ impl QualityCaveat {
                 "batch {batch} takes {}x fewer optimiser steps than the baseline's batch \
                  {baseline_batch} in the same {epochs} epoch(s), and training ended at that \
                  limit; judge parity at the full setting",
-                crate::render::significant(batch as f64 / baseline_batch as f64)
+                crate::render::short(batch as f64 / baseline_batch as f64)
             ))
         })
     }
