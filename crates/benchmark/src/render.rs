@@ -160,7 +160,7 @@ impl Report {
                     notes.push(format!("[{numbered}] {}: {note}", v.name));
                 }
                 rows.push([
-                    format!("  {}", Row::name_of(v)),
+                    format!("  {}", clipped(&Row::name_of(v), NAME_WIDTH)),
                     timed(v.per_iteration_s.median, &v.iteration_unit),
                     match (v.baseline, v.speedup) {
                         (true, _) => "baseline".into(),
@@ -437,15 +437,24 @@ fn wrapped(text: &str, indent: &str) -> String {
     out
 }
 
+/// The widest variant name the compact table shows whole; a longer one is cut (its footnote,
+/// `--wide` and report.md give it whole), so that the other columns stay on the line.
+const NAME_WIDTH: usize = 30;
+
+/// `text` cut to `width` characters, ending in `~` where something was cut.
+fn clipped(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    let mut cut: String = text.chars().take(width - 1).collect();
+    cut.push('~');
+    cut
+}
+
 /// A table line cut to [`TERMINAL_WIDTH`], ending in `~` where something was cut (`--wide`
 /// and report.md have all of it).
 fn fitted(line: &str) -> String {
-    if line.chars().count() <= TERMINAL_WIDTH {
-        return line.to_string();
-    }
-    let mut cut: String = line.chars().take(TERMINAL_WIDTH - 1).collect();
-    cut.push('~');
-    cut
+    clipped(line, TERMINAL_WIDTH)
 }
 
 /// A factor in at most three significant figures: `6`, `1.51`, `15`.
@@ -518,16 +527,33 @@ mod tests {
         );
         assert!(lines[2].starts_with("  baseline") && lines[2].contains("baseline"));
         assert!(lines[3].contains("4.00x") && lines[3].contains("6-15x"));
-        assert!(lines[3].contains("not judged [1]"), "{}", lines[3]);
+        // The long name is cut, not the columns after it.
+        assert!(
+            lines[3].starts_with("  a-variant-with-a-long-name-f~")
+                && lines[3].contains("not judged [1]")
+                && lines[3].trim_end().ends_with("5.00x"),
+            "{}",
+            lines[3]
+        );
         assert!(lines[4].starts_with("  pytorch [cpu]"), "{table}");
         assert!(lines[5].starts_with(
             "  [1] a-variant-with-a-long-name-for-the-table: not judged at this size"
         ));
         assert!(lines[6].starts_with("      "), "{table}");
+        // A word longer than a line goes on lines of its own, cut across them.
         assert!(
-            table.contains("FAILED qrng-classifier/broken: xxx"),
+            table.contains("FAILED qrng-classifier/broken:\n    xxx"),
             "{table}"
         );
+        let cut: usize = table
+            .split("FAILED qrng-classifier/broken:\n")
+            .nth(1)
+            .unwrap_or_default()
+            .lines()
+            .take_while(|l| l.starts_with("    x"))
+            .map(|l| l.trim().len())
+            .sum();
+        assert_eq!(cut, 300, "{table}");
     }
 
     #[test]

@@ -29,7 +29,15 @@ fn a_run_into_a_file_fits_100_columns_without_escape_codes() {
     std::fs::write(dir.path().join("suite.toml"), SUITE).unwrap();
     // Global options before the command, run's own after it.
     let out = benchmark(
-        &["--device", "cpu", "--out", "out", "run", "--suite", "suite.toml"],
+        &[
+            "--device",
+            "cpu",
+            "--out",
+            "out",
+            "run",
+            "--suite",
+            "suite.toml",
+        ],
         dir.path(),
     );
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
@@ -41,12 +49,30 @@ fn a_run_into_a_file_fits_100_columns_without_escape_codes() {
     assert!(stdout.contains("sgld: time per grid epoch"), "{stdout}");
     assert!(dir.path().join("out/report.json").is_file());
     // Every verdict other than parity points to a footnote that gives its reason.
-    for (i, _) in stdout.match_indices("WORSE [").chain(stdout.match_indices("not judged [")) {
-        let number = &stdout[i..].split('[').nth(1).unwrap().split(']').next().unwrap();
+    for (i, _) in stdout
+        .match_indices("WORSE [")
+        .chain(stdout.match_indices("not judged ["))
+    {
+        let number = &stdout[i..]
+            .split('[')
+            .nth(1)
+            .unwrap()
+            .split(']')
+            .next()
+            .unwrap();
         assert!(stdout.contains(&format!("  [{number}] ")), "{stdout}");
     }
     let wide = benchmark(
-        &["run", "--suite", "suite.toml", "--device", "cpu", "--out", "out", "--wide"],
+        &[
+            "run",
+            "--suite",
+            "suite.toml",
+            "--device",
+            "cpu",
+            "--out",
+            "out",
+            "--wide",
+        ],
         dir.path(),
     );
     assert!(wide.status.success(), "{}", text(&wide.stderr));
