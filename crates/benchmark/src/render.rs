@@ -529,7 +529,7 @@ mod tests {
         assert!(lines[3].contains("4.00x") && lines[3].contains("6-15x"));
         // The long name is cut, not the columns after it.
         assert!(
-            lines[3].starts_with("  a-variant-with-a-long-name-f~")
+            lines[3].starts_with("  a-variant-with-a-long-name-fo~")
                 && lines[3].contains("not judged [1]")
                 && lines[3].trim_end().ends_with("5.00x"),
             "{}",
