@@ -188,6 +188,17 @@ impl Report {
             }
             groups.push((title, rows, notes));
         }
+        // A time with its own unit (a workload whose variants differ in unit, as `device`'s)
+        // overflows its column on its own line rather than widening every line.
+        let caps = [
+            NAME_WIDTH + 2,
+            TIME_WIDTH,
+            usize::MAX,
+            usize::MAX,
+            usize::MAX,
+            usize::MAX,
+            usize::MAX,
+        ];
         let widths: Vec<usize> = (0..header.len())
             .map(|c| {
                 std::iter::once(&header)
@@ -195,10 +206,21 @@ impl Report {
                     .map(|r| r[c].chars().count())
                     .max()
                     .unwrap_or(0)
+                    .min(caps[c])
             })
             .collect();
+        // The PyTorch column only where a peer ran.
+        let columns = if self
+            .workloads
+            .iter()
+            .any(|w| w.peer.is_some() || w.variants.iter().any(|v| v.vs_pytorch.is_some()))
+        {
+            header.len()
+        } else {
+            header.len() - 1
+        };
         let line = |row: &[String; 7]| {
-            let cells: Vec<String> = row
+            let cells: Vec<String> = row[..columns]
                 .iter()
                 .zip(&widths)
                 .map(|(cell, &w)| format!("{cell:<w$}"))
@@ -441,6 +463,9 @@ fn wrapped(text: &str, indent: &str) -> String {
 /// `--wide` and report.md give it whole), so that the other columns stay on the line.
 const NAME_WIDTH: usize = 30;
 
+/// The time column's width: a median and its unit prefix (`123.456 ms`).
+const TIME_WIDTH: usize = 10;
+
 /// `text` cut to `width` characters, ending in `~` where something was cut.
 fn clipped(text: &str, width: usize) -> String {
     if text.chars().count() <= width {
@@ -554,6 +579,28 @@ mod tests {
             .map(|l| l.trim().len())
             .sum();
         assert_eq!(cut, 300, "{table}");
+    }
+
+    #[test]
+    fn without_peers_there_is_no_pytorch_column_and_a_long_unit_widens_only_its_line() {
+        let mut report = sample_report();
+        let w = &mut report.workloads[0];
+        w.peer = None;
+        for v in &mut w.variants {
+            v.vs_pytorch = None;
+        }
+        w.variants[1].iteration_unit = "1 x 1024x1024 product".into();
+        let table = report.table();
+        let lines: Vec<_> = table.lines().collect();
+        assert!(!lines[0].contains("vs PyTorch"), "{table}");
+        // The baseline's columns sit where the header's do.
+        let col = lines[0].find("speed-up").unwrap();
+        assert!(lines[2][col..].starts_with("baseline"), "{table}");
+        assert!(
+            lines[3].contains("100.000 ms /1 x 1024x1024 product"),
+            "{table}"
+        );
+        assert!(lines.iter().all(|l| l.chars().count() <= TERMINAL_WIDTH));
     }
 
     #[test]
