@@ -2,16 +2,9 @@
 //! columns and carries no escape codes when it goes to a file, the global options are taken
 //! before or after the command, and misplaced or bad options are refused by name.
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod common;
 
-fn benchmark(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_benchmark"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
-}
+use common::{benchmark, run_suite};
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -62,19 +55,7 @@ fn a_run_into_a_file_fits_100_columns_without_escape_codes() {
             .unwrap();
         assert!(stdout.contains(&format!("  [{number}] ")), "{stdout}");
     }
-    let wide = benchmark(
-        &[
-            "run",
-            "--suite",
-            "suite.toml",
-            "--device",
-            "cpu",
-            "--out",
-            "out",
-            "--wide",
-        ],
-        dir.path(),
-    );
+    let wide = run_suite(dir.path(), &["--wide"]);
     assert!(wide.status.success(), "{}", text(&wide.stderr));
     assert!(
         text(&wide.stdout).contains("per iteration"),

@@ -2,30 +2,15 @@
 //! clear error naming what is wrong (exit 1), never a panic (101), a hang or a result.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn benchmark(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_benchmark"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
-}
+mod common;
+
+use common::benchmark;
 
 /// `benchmark run` of `dir/suite.toml` on the CPU into `dir/out`.
 fn run_suite(dir: &Path) -> Output {
-    benchmark(
-        &[
-            "run",
-            "--suite",
-            "suite.toml",
-            "--device",
-            "cpu",
-            "--out",
-            "out",
-        ],
-        dir,
-    )
+    common::run_suite(dir, &[])
 }
 
 /// Asserts exit status 1 (an error, not a panic) with every one of `words` in stderr.
