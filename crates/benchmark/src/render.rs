@@ -148,31 +148,23 @@ impl Report {
                         format!("{} {}", q.metric, significant(q.value))
                     }
                 });
-                let mut verdict = match (v.parity, &v.parity_note) {
-                    (Some(true), _) => "ok".to_string(),
-                    (Some(false), _) => "WORSE".to_string(),
-                    (None, Some(_)) => "not judged".to_string(),
-                    (None, None) => "-".to_string(),
-                };
+                // The cells both tables share, as the wide table formats them.
+                let mut cells = Row::of(v);
                 if let Some(note) = &v.parity_note {
                     numbered += 1;
-                    let _ = write!(verdict, " [{numbered}]");
+                    let _ = write!(cells.parity, " [{numbered}]");
                     notes.push(format!("[{numbered}] {}: {note}", v.name));
                 }
                 rows.push([
-                    format!("  {}", clipped(&Row::name_of(v), NAME_WIDTH)),
+                    format!("  {}", clipped(&cells.name, NAME_WIDTH)),
                     timed(v.per_iteration_s.median, &v.iteration_unit),
-                    match (v.baseline, v.speedup) {
-                        (true, _) => "baseline".into(),
-                        (false, Some(x)) => format!("{x:.2}x"),
-                        (false, None) => "-".into(),
-                    },
+                    cells.speedup,
                     v.claim.map_or("-".into(), |c| {
                         format!("{}-{}x", short(c.low), short(c.high))
                     }),
                     quality,
-                    verdict,
-                    v.vs_pytorch.map_or("-".into(), |x| format!("{x:.2}x")),
+                    cells.parity,
+                    cells.vs_pytorch,
                 ]);
             }
             if let Some(p) = &w.peer {
@@ -364,19 +356,14 @@ impl Row {
         }
     }
 
-    /// A variant's name, with its precision where that is not f32.
-    fn name_of(v: &VariantReport) -> String {
-        if v.precision == Precision::F32 {
-            v.name.clone()
-        } else {
-            format!("{} [{}]", v.name, v.precision)
-        }
-    }
-
     fn of(v: &VariantReport) -> Self {
         let s = &v.per_iteration_s;
         Self {
-            name: Self::name_of(v),
+            name: if v.precision == Precision::F32 {
+                v.name.clone()
+            } else {
+                format!("{} [{}]", v.name, v.precision)
+            },
             per_iteration: format!(
                 "{} [{}-{}] /{}",
                 seconds(s.median),
@@ -484,13 +471,11 @@ fn fitted(line: &str) -> String {
 
 /// A factor in at most three significant figures: `6`, `1.51`, `15`.
 pub fn short(x: f64) -> String {
-    let text = format!("{x:.2}");
-    let text = text.trim_end_matches('0').trim_end_matches('.');
     if x >= 100.0 {
-        format!("{x:.0}")
-    } else {
-        text.to_string()
+        return format!("{x:.0}");
     }
+    let text = format!("{x:.2}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// A duration with a unit that keeps three significant figures readable.
