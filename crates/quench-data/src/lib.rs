@@ -32,6 +32,9 @@ mod qrng_sources;
 mod stand_in;
 mod summary;
 mod synth;
+// The loader and the readers end to end through the public items, in the unit-test binary so the generic code is compiled once for both.
+#[cfg(test)]
+mod end_to_end;
 #[cfg(test)]
 mod test_files;
 

@@ -14,6 +14,10 @@ pub mod model;
 pub mod resnet;
 pub mod training;
 
+// The classifier end to end through its public items, in the unit-test binary so the generic code is compiled once for both.
+#[cfg(test)]
+mod end_to_end;
+
 pub use data::{HybridData, Sizes};
 pub use model::{CircuitMode, HybridModel};
 pub use training::{

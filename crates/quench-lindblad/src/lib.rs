@@ -94,6 +94,9 @@ pub mod presets;
 pub mod reference;
 pub mod solver;
 pub mod system;
+// The solvers end to end through the public items (closed forms, the f64 reference, finite differences), in the unit-test binary so the generic code is compiled once for both.
+#[cfg(test)]
+mod end_to_end;
 
 pub use basis::Basis;
 pub use cache::{CacheStats, OperatorCache};

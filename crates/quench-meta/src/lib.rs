@@ -15,6 +15,10 @@ pub mod problem;
 pub mod tasks;
 pub mod train;
 
+// The workload end to end through its public items (batching against one task at a time, learning, refused settings), in the unit-test binary so the generic code is compiled once for both.
+#[cfg(test)]
+mod end_to_end;
+
 pub use config::{LossKind, MetaConfig, SystemChoice, Target};
 pub use error::MetaError;
 pub use maml::{Algorithm, InnerLoop, MetaLearner, StepStats, TaskGradients};

@@ -23,6 +23,10 @@ pub mod gan;
 pub mod schedule;
 pub mod split;
 
+// The three analyses and the shipped configurations end to end, in the unit-test binary so the generic code is compiled once for both.
+#[cfg(test)]
+mod end_to_end;
+
 pub use error::QrngError;
 
 use quench_data::{BitStrings, SourceModel, synthetic_qrng};

@@ -40,6 +40,10 @@ pub mod loss;
 pub mod results;
 pub mod sampler;
 
+// The grid and the sampler end to end through their public items, in the unit-test binary so the generic code is compiled once for both.
+#[cfg(test)]
+mod end_to_end;
+
 pub use bound::{Bound, pac_bayes_bounds};
 pub use chains::{ChainBatch, StepOptions};
 pub use config::{DatasetKind, GridConfig, MnistConfig, SynthConfig};

@@ -15,6 +15,10 @@ pub mod model;
 pub mod step;
 pub mod training;
 
+// The models end to end through their public items, in the unit-test binary so the generic code is compiled once for both.
+#[cfg(test)]
+mod end_to_end;
+
 pub use lstm::LstmCore;
 pub use metrics::{Baselines, Scores};
 pub use model::{CLASSES, ModelKind, TemporalNet, Widths};

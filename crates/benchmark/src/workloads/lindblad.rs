@@ -320,7 +320,7 @@ impl TableWorkload for LindbladMeta {
                 Vec::new()
             } else {
                 vec![format!(
-                    "quality from the product's schedule (batched, cached, hand-derived policy gradients) with this variant's solver: neither changes an iterate beyond 1e-5 (quench-meta tests/meta.rs)"
+                    "quality from the product's schedule (batched, cached, hand-derived policy gradients) with this variant's solver: neither changes an iterate beyond 1e-5 (quench-meta's end-to-end tests)"
                 )]
             },
         })
@@ -398,7 +398,7 @@ fn export_draws(config: &MetaConfig, params: &Params, dir: &Path) -> anyhow::Res
 
 /// Variants that share a solver reach the same iterates whatever their schedule and operator
 /// source (the batched and one-task-at-a-time steps agree to 1e-5 in quench-meta's
-/// `tests/meta.rs`), so the quality run is shared between them.
+/// end-to-end tests), so the quality run is shared between them.
 fn quality_key(setting: &Setting) -> String {
     format!("{:?}", setting.method)
 }

@@ -1,11 +1,9 @@
 //! The three solvers in f32 against the f64 reference, with random pulses on the guide's
 //! systems; the printed errors are the numbers of the accuracy table.
 
-use crate::common::{Pulses, initial_states, max_density_error, values};
+use super::common::{Pulses, initial_states, max_density_error, values};
+use crate::{Basis, Batch, Generators, Method, Output, Solver, System, operators, presets};
 use burn::tensor::backend::Backend;
-use quench_lindblad::{
-    Basis, Batch, Generators, Method, Output, Solver, System, operators, presets,
-};
 
 const SEGMENTS: usize = 20;
 const TASKS: usize = 32;

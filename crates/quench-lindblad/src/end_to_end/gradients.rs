@@ -3,15 +3,15 @@
 //! The finite differences are taken in f64 on the CPU, so that they themselves are accurate
 //! to about 1e-9; the autodiff gradients are f64 on the CPU and the device's f32 elsewhere.
 
-use crate::common::{Pulses, initial_states, tensor, values};
+use super::common::{Pulses, initial_states, tensor, values};
+use crate::{
+    Basis, Batch, Generators, Method, Output, Solver, System, fidelity, operators, presets,
+};
 use burn::backend::{Autodiff, NdArray};
 use burn::tensor::Tensor;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use quench_device::reductions::Reduce;
 use quench_device::testing::on_cpu;
-use quench_lindblad::{
-    Basis, Batch, Generators, Method, Output, Solver, System, fidelity, operators, presets,
-};
 
 /// The finite differences' backend.
 type Plain = NdArray<f64>;

@@ -2,12 +2,12 @@
 //! early stopping with best weights, learning, and refusals, on the tests' device
 //! (`quench_device::testing`).
 
+use crate::classifier::{ClassifierConfig, ClassifierOutcome, Execution, train_classifier};
+use crate::{Batching, QrngError};
 use burn::tensor::DType;
 use quench_data::{Dataset, Mode, SourceModel, synthetic_qrng};
 use quench_device::Precision;
 use quench_device::testing::on_cpu;
-use quench_qrng::classifier::{ClassifierConfig, ClassifierOutcome, Execution, train_classifier};
-use quench_qrng::{Batching, QrngError};
 
 /// Three sources whose probabilities of a one are 1/2 - `bias`, 1/2 and 1/2 + `bias`; with
 /// bias 0.25 a small network separates them well (the Bayes accuracy from the count of ones
@@ -62,7 +62,7 @@ quench_device::device_test! {
             dropout: 0.0,
             max_epochs: 12,
             early_stopping_patience: 2,
-            plateau: quench_qrng::schedule::PlateauConfig {
+            plateau: crate::schedule::PlateauConfig {
                 patience: 0,
                 ..Default::default()
             },

@@ -1,9 +1,9 @@
 //! Shared helpers of the integration tests: random pulses, tensors in the backend's own
 //! float type, and the f64 reference for a whole batch.
 
+use crate::CMatrix;
+pub use crate::conformance::{Pulses, initial_states, max_density_error, tensor};
 use burn::tensor::{Tensor, backend::Backend};
-use quench_lindblad::CMatrix;
-pub use quench_lindblad::conformance::{Pulses, initial_states, max_density_error, tensor};
 
 /// The values of a tensor as f64, read back from whichever device holds it.
 pub fn values<B: Backend, const D: usize>(t: Tensor<B, D>) -> Vec<f64> {

@@ -1,13 +1,13 @@
 //! Invariants over random pulses (proptest, few cases to stay quick): the trace is conserved,
 //! states are Hermitian and positive within tolerance, and permuting tasks permutes results.
 
-use crate::common::{Pulses, initial_states, min_eigenvalue, values};
+use super::common::{Pulses, initial_states, min_eigenvalue, values};
+use crate::{
+    Basis, Batch, CMatrix, Generators, Method, Output, Solver, System, operators, presets,
+};
 use burn::backend::NdArray;
 use burn::tensor::{Int, Tensor, TensorData};
 use proptest::prelude::*;
-use quench_lindblad::{
-    Basis, Batch, CMatrix, Generators, Method, Output, Solver, System, operators, presets,
-};
 
 type B = NdArray<f32>;
 

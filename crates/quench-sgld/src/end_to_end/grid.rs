@@ -3,13 +3,13 @@
 
 use std::path::PathBuf;
 
-use burn::tensor::backend::AutodiffBackend;
-use quench_device::Precision;
-use quench_scale::Shard;
-use quench_sgld::{
+use crate::{
     DatasetKind, Execution, GridConfig, GridData, GridResult, LossScale, NoiseSource, SgldError,
     run_grid, run_grid_shard, shard_chains,
 };
+use burn::tensor::backend::AutodiffBackend;
+use quench_device::Precision;
+use quench_scale::Shard;
 
 fn config_path(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

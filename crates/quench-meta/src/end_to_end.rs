@@ -1,14 +1,14 @@
 //! Meta-learning behaviour: batching changes nothing but speed, the meta-step learns, the
 //! inner loop adapts, configurations are checked.
 
-use quench_device::readback::to_host_f32;
-use quench_device::stats::max_abs_difference as max_abs;
-use quench_lindblad::{Method, OperatorCache, Solver};
-use quench_meta::maml::adapt;
-use quench_meta::{
+use crate::maml::adapt;
+use crate::{
     Algorithm, InnerLoop, MetaConfig, MetaError, MetaRun, Operators, SystemChoice, Target,
     TaskFamily,
 };
+use quench_device::readback::to_host_f32;
+use quench_device::stats::max_abs_difference as max_abs;
+use quench_lindblad::{Method, OperatorCache, Solver};
 use quench_train::params::{max_abs_difference, max_relative_difference};
 
 fn small(algorithm: Algorithm) -> MetaConfig {
@@ -106,7 +106,7 @@ quench_device::device_test! {
                 },
             )
             .unwrap();
-            let after = quench_meta::maml::evaluate(
+            let after = crate::maml::evaluate(
                 &run.problem,
                 &shape,
                 &run.learner.policy.with_params(phi),
@@ -174,8 +174,8 @@ quench_device::device_test! {
             .unwrap();
         let shape = run.config.policy.clone();
         let policy = run.learner.policy.clone();
-        let loss = |problem: &quench_meta::ControlProblem<B>| {
-            quench_meta::maml::evaluate(problem, &shape, &policy, &batch)
+        let loss = |problem: &crate::ControlProblem<B>| {
+            crate::maml::evaluate(problem, &shape, &policy, &batch)
                 .map(quench_device::readback::to_host_f32)
                 .unwrap()
         };
@@ -246,7 +246,7 @@ quench_device::device_test! {
 
     fn bad_numbers_are_refused_before_any_work_naming_the_field<B>(device) {
         use quench_lindblad::OperatorCache;
-        use quench_meta::{MetaConfig, MetaRun};
+        use crate::{MetaConfig, MetaRun};
                 type Spoil = fn(&mut MetaConfig);
         let cases: [(&str, Spoil); 9] = [
             ("policy.hidden", |c| c.policy.hidden = vec![128, 0]),
@@ -274,7 +274,7 @@ quench_device::device_test! {
 
     fn training_that_diverges_stops_with_the_iteration_named<B>(device) {
         use quench_lindblad::OperatorCache;
-        use quench_meta::{MetaConfig, MetaRun};
+        use crate::{MetaConfig, MetaRun};
         // An inner rate this large sends the adapted controls far past every bound within the
         // five inner steps: losses stay finite (clamped controls) or the gradients overflow; the
         // run must either train finitely or stop with a named iteration, never run on NaN.

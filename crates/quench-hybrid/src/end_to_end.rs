@@ -2,14 +2,14 @@
 //! where the backbone runs does not change what is learned, seeds are independent members,
 //! training learns, and bad settings are refused by name.
 
-use burn::tensor::{Tensor, TensorData};
-use quench_data::{Dataset, MNIST_MEAN, MNIST_STD, stand_in_digits};
-use quench_device::{CpuBackend, Precision};
-use quench_hybrid::resnet::ResNet18;
-use quench_hybrid::{
+use crate::resnet::ResNet18;
+use crate::{
     CircuitMode, Execution, FeatureMode, HybridConfig, HybridData, HybridOutcome, Sizes,
     train_hybrid,
 };
+use burn::tensor::{Tensor, TensorData};
+use quench_data::{Dataset, MNIST_MEAN, MNIST_STD, stand_in_digits};
+use quench_device::{CpuBackend, Precision};
 
 type Inner = burn::backend::NdArray<f32>;
 

@@ -1,10 +1,10 @@
 //! The GAN tournament: targets, batched members against one-at-a-time runs, learning.
 
-use burn::backend::{Autodiff, NdArray};
-use quench_qrng::gan::{
+use crate::gan::{
     GanConfig, GanMatch, Noise, gan_tournament, gan_tournament_shard, kl_to_uniform, pair_target,
 };
-use quench_qrng::{Batching, QrngError, synthetic_recording};
+use crate::{Batching, QrngError, synthetic_recording};
+use burn::backend::{Autodiff, NdArray};
 use quench_scale::Shard;
 
 type Train = Autodiff<NdArray<f32>>;

@@ -3,11 +3,11 @@
 
 use std::path::Path;
 
+use crate::distinguish::{DistinguishConfig, distinguish};
+use crate::features::source_bits;
+use crate::{QrngError, synthetic_recording};
 use burn::backend::NdArray;
 use quench_data::{BitStrings, QRNG_LABELS};
-use quench_qrng::distinguish::{DistinguishConfig, distinguish};
-use quench_qrng::features::source_bits;
-use quench_qrng::{QrngError, synthetic_recording};
 
 type Cpu = NdArray<f32>;
 

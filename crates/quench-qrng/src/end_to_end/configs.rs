@@ -2,10 +2,10 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::classifier::ClassifierConfig;
+use crate::distinguish::DistinguishConfig;
+use crate::gan::GanConfig;
 use quench_device::load_toml;
-use quench_qrng::classifier::ClassifierConfig;
-use quench_qrng::distinguish::DistinguishConfig;
-use quench_qrng::gan::GanConfig;
 
 fn config(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

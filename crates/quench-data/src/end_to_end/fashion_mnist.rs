@@ -6,11 +6,11 @@ use quench_device::reductions::Reduce;
 use std::path::Path;
 use std::sync::Arc;
 
-use burn::backend::NdArray;
-use quench_data::{
+use crate::{
     DEBIAN_FASHION_MNIST_DIR, Format, Loader, LoaderConfig, Mnist, MnistSource, Mode, Split,
     summary,
 };
+use burn::backend::NdArray;
 
 /// Debian's Fashion-MNIST, if installed.
 fn debian() -> Option<MnistSource> {

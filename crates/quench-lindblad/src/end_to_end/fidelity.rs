@@ -2,13 +2,13 @@
 //! matrices, and the average gate fidelity from its definition, averaged exactly over a
 //! qubit 2-design, and from Nielsen's formula over the Pauli basis for two qubits.
 
-use crate::common::{Pulses, initial_states, tensor, values};
-use burn::backend::NdArray;
-use num_complex::Complex64;
-use quench_lindblad::reference::ReferenceChannel;
-use quench_lindblad::{
+use super::common::{Pulses, initial_states, tensor, values};
+use crate::reference::ReferenceChannel;
+use crate::{
     Basis, Batch, CMatrix, Generators, Output, Solver, System, fidelity, operators, presets,
 };
+use burn::backend::NdArray;
+use num_complex::Complex64;
 
 type B = NdArray<f64>;
 

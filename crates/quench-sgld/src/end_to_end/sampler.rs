@@ -11,12 +11,12 @@
 
 use std::sync::Arc;
 
+use crate::{ChainSchedule, Noise, Sgld};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData};
 use quench_data::{Dataset, Loader, LoaderConfig, Mode, TwoModeMixture};
 use quench_device::readback::to_host_f32;
 use quench_device::reductions::Reduce;
-use quench_sgld::{ChainSchedule, Noise, Sgld};
 use quench_train::params::{gradients, require_grad};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

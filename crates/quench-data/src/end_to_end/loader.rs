@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
+use crate::{DataError, Dataset, Loader, LoaderConfig, Mode};
 use burn::tensor::backend::Backend;
 use proptest::prelude::*;
-use quench_data::{DataError, Dataset, Loader, LoaderConfig, Mode};
 use quench_device::readback::{to_host_f32, to_host_i64};
 
 const SERIAL: Mode = Mode::Streaming {

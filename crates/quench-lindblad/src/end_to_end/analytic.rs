@@ -3,13 +3,13 @@
 //! RK4 against the closed form of their own step (`g(z)^N` with `g(z) = 1 + z` or the
 //! degree-4 Taylor polynomial), which pins down their step count and size.
 
-use crate::common::{initial_states, tensor, values};
-use burn::tensor::backend::Backend;
-use num_complex::Complex64;
-use quench_lindblad::{
+use super::common::{initial_states, tensor, values};
+use crate::{
     Basis, Batch, CMatrix, Generators, Method, Output, RelaxDephaseTask, Solver, System, operators,
     presets,
 };
+use burn::tensor::backend::Backend;
+use num_complex::Complex64;
 
 const SEGMENTS: usize = 20;
 

@@ -2,12 +2,12 @@
 //! alone, the hand-differentiated fused LSTM against Burn's, the data resident against
 //! streamed, run against rerun, training that lowers the loss, and refused settings.
 
-use burn::tensor::backend::AutodiffBackend;
-use quench_data::{MarketConfig, MarketData, Mode, WindowConfig, market_windows, synthetic_market};
-use quench_temporal::{
+use crate::{
     Execution, LstmCore, ModelKind, TemporalConfig, TemporalError, TemporalOutcome, Widths,
     train_temporal,
 };
+use burn::tensor::backend::AutodiffBackend;
+use quench_data::{MarketConfig, MarketData, Mode, WindowConfig, market_windows, synthetic_market};
 
 fn market(bars: usize) -> MarketData {
     let config = MarketConfig {
@@ -254,9 +254,9 @@ quench_device::device_test! {
 /// Transformer's are drawn on the host, as the LSTM's and the MLP's always were.
 #[test]
 fn a_seed_starts_from_the_same_weights_on_every_backend() {
+    use crate::TemporalNet;
     use burn::backend::NdArray;
     use burn::tensor::backend::Backend;
-    use quench_temporal::TemporalNet;
     /// Every initial parameter of `kind` for seeds 3 and 4 on backend `B`, as f32 values.
     fn initial<B: Backend>(kind: ModelKind, widths: &Widths) -> Vec<Vec<f32>> {
         let device = Default::default();
