@@ -434,9 +434,9 @@ fn run_peers(args: &PeersArgs, global: &GlobalArgs) -> anyhow::Result<()> {
     )?;
     // The files peers read (windows, tasks) live as long as this command.
     let inputs = tempfile::tempdir().context("cannot create a folder for the peers' inputs")?;
-    for (workload, _, params) in planned {
+    for (workload, _, prepared) in planned {
         let found = python.as_ref().map_err(String::as_str);
-        let peer = || workload.peer(&params, &inputs.path().join(workload.name()));
+        let peer = || prepared.peer(&inputs.path().join(workload.name()));
         match peers::measure(found, peer, &device, suite.timing) {
             Ok(p) => println!(
                 "{}/pytorch [torch {}, {}]  {} /{}  {} {}",

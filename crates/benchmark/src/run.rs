@@ -18,7 +18,7 @@ use crate::report::{
 };
 use crate::suite::{Suite, split_variants};
 use crate::workload::{
-    CheckedPrecision, RunContext, RunPrecision, VariantInfo, VariantRun, Workload,
+    CheckedPrecision, PreparedWorkload, RunContext, RunPrecision, VariantInfo, VariantRun, Workload,
 };
 use crate::workloads::registry;
 
@@ -78,16 +78,16 @@ pub fn run_suite(
     let shard = request.world.shard();
 
     let mut plan = Vec::new();
-    for (workload, selected, params) in planned {
+    for (workload, selected, prepared) in planned {
         let variants = choose_variants(workload, selected.as_deref())?;
-        plan.push((workload, params, variants));
+        plan.push((workload, prepared, variants));
     }
 
     if let RunPrecision::Fixed(precision) = request.precision.asked()
         && precision != Precision::F32
         && !plan
             .iter()
-            .any(|(_, _, variants)| variants.iter().any(|v| v.precision.follows_run()))
+            .any(|(_, _, variants)| variants.iter().any(|(_, v)| v.precision.follows_run()))
     {
         anyhow::bail!(
             "--precision {precision}: no selected variant follows it (none of {} has a \
@@ -144,9 +144,17 @@ pub fn run_suite(
     Ok(report)
 }
 
+/// A prepared workload with the variants chosen to run, each with its row in the workload's
+/// table.
+type Chosen<'w> = (
+    &'w dyn Workload,
+    Box<dyn PreparedWorkload + 'w>,
+    Vec<(usize, VariantInfo)>,
+);
+
 /// The workloads of `plan`, variant after variant, into `report` (see [`run_suite`]).
 fn run_planned(
-    plan: Vec<(&dyn Workload, toml::Table, Vec<VariantInfo>)>,
+    plan: Vec<Chosen<'_>>,
     request: &RunRequest<'_>,
     ctx: &RunContext<'_>,
     report: &mut Report,
@@ -155,7 +163,7 @@ fn run_planned(
 ) -> anyhow::Result<()> {
     let shard = request.world.shard();
     let timing = ctx.timing;
-    for (workload, params, variants) in plan {
+    for (workload, prepared, variants) in plan {
         report.workloads.push(WorkloadReport {
             name: workload.name().to_string(),
             summary: workload.summary().to_string(),
@@ -165,12 +173,12 @@ fn run_planned(
             peer: None,
             peer_missing: None,
         });
-        for variant in variants {
+        for (row, variant) in variants {
             progress.set_message(format!("{}/{}", workload.name(), variant.name));
             reset_peak_rss();
             // A workload whose members do not split runs on rank 0 alone.
             let own = (shard.is_root() || workload.shards())
-                .then(|| run_caught(workload, &variant, &params, ctx));
+                .then(|| run_caught(prepared.as_ref(), row, ctx));
             progress.inc(1);
             let Some((run, rank_timings)) = ranks::gather(request.world, own)? else {
                 continue;
@@ -227,7 +235,7 @@ fn run_planned(
             let device = peers::peer_device(ctx.device);
             let python = python.as_ref().map_err(String::as_str);
             let inputs = request.peer_inputs.join(workload.name());
-            match peers::measure(python, || workload.peer(&params, &inputs), &device, timing) {
+            match peers::measure(python, || prepared.peer(&inputs), &device, timing) {
                 Ok(peer) => {
                     for v in &mut entry.variants {
                         v.vs_pytorch = (v.iteration_unit == peer.iteration_unit)
@@ -246,25 +254,31 @@ fn run_planned(
 /// Runs one variant; a panic inside it (a bug, or an assertion in a library) becomes that
 /// variant's error, so that the report records it and the suite goes on.
 fn run_caught(
-    workload: &dyn Workload,
-    variant: &VariantInfo,
-    params: &toml::Table,
+    prepared: &dyn PreparedWorkload,
+    row: usize,
     ctx: &RunContext<'_>,
 ) -> anyhow::Result<VariantRun> {
-    std::panic::catch_unwind(AssertUnwindSafe(|| workload.run(variant, params, ctx)))
-        .unwrap_or_else(|payload| {
+    std::panic::catch_unwind(AssertUnwindSafe(|| prepared.run(row, ctx))).unwrap_or_else(
+        |payload| {
             let message =
                 quench_device::error::panic_text(payload.as_ref()).unwrap_or("no message");
             Err(anyhow::anyhow!("panicked: {message}"))
-        })
+        },
+    )
 }
 
-/// A workload of a suite with its selected variants (`None`: all) and its checked parameters.
-pub type Planned<'w> = (&'w dyn Workload, Option<Vec<String>>, toml::Table);
+/// A workload of a suite with its selected variants (`None`: all), prepared: its parameters
+/// validated and its data loaded, once for the run.
+pub type Planned<'w> = (
+    &'w dyn Workload,
+    Option<Vec<String>>,
+    Box<dyn PreparedWorkload + 'w>,
+);
 
 /// The suite's workloads in registry order, those of `only` when given, each with its
-/// selected variants (`None`: all) and its checked parameters. Refused: a workload the
-/// registry does not have, an `--only` name the suite does not have, bad parameters.
+/// selected variants (`None`: all), prepared ([`Workload::prepare`]). Refused: a workload the
+/// registry does not have, an `--only` name the suite does not have, bad parameters, data that
+/// cannot be read.
 pub fn plan<'w>(
     suite: &Suite,
     suite_path: &Path,
@@ -303,8 +317,8 @@ pub fn plan<'w>(
             continue;
         }
         let (selected, params) = split_variants(workload.name(), table)?;
-        workload.check_params(&params)?;
-        planned.push((workload.as_ref(), selected, params));
+        let prepared = workload.prepare(&params)?;
+        planned.push((workload.as_ref(), selected, prepared));
     }
     Ok(planned)
 }
@@ -350,18 +364,20 @@ fn measured(
     }
 }
 
-/// The variants to run, baseline first so the others can be compared with it.
+/// The variants to run with their rows in the workload's table, baseline first so the others
+/// can be compared with it.
 fn choose_variants(
     workload: &dyn Workload,
     selected: Option<&[String]>,
-) -> anyhow::Result<Vec<VariantInfo>> {
+) -> anyhow::Result<Vec<(usize, VariantInfo)>> {
     let all = workload.variants();
     let mut chosen = match selected {
-        None => all,
+        None => all.iter().cloned().enumerate().collect(),
         Some(names) => names
             .iter()
             .map(|name| {
-                all.iter().find(|v| v.name == name).cloned().ok_or_else(|| {
+                let row = all.iter().position(|v| v.name == name);
+                row.map(|row| (row, all[row].clone())).ok_or_else(|| {
                     anyhow::anyhow!(
                         "workload `{}` has no variant `{name}` (it has: {})",
                         workload.name(),
@@ -371,7 +387,7 @@ fn choose_variants(
             })
             .collect::<anyhow::Result<Vec<_>>>()?,
     };
-    chosen.sort_by_key(|v| !v.baseline);
+    chosen.sort_by_key(|(_, v)| !v.baseline);
     Ok(chosen)
 }
 
@@ -402,14 +418,16 @@ mod tests {
     use super::*;
     use quench_device::SelectedDevice;
 
-    /// A suite of an SGLD variant whose minibatch fails when it runs (0) and a small synthetic
-    /// distinguishability tournament.
+    /// A small synthetic distinguishability tournament and a classifier variant that fails
+    /// when it runs: one line per source is too few to split into training, validation and
+    /// test lines.
     fn suite(dir: &Path) -> std::path::PathBuf {
         let path = dir.join("suite.toml");
         std::fs::write(
             &path,
             "[timing]\nwarmup = 0\nrepeats = 1\n\n\
-             [workloads.sgld]\nbigger_batch = 0\nvariants = [\"bigger-batch\"]\n\n\
+             [workloads.qrng-classifier]\nvariants = [\"baseline\"]\n\
+             data = { source = \"synthetic\", synthetic_lines = 1 }\n\n\
              [workloads.qrng-distinguish]\n\
              data = { source = \"synthetic\", synthetic_lines = 40 }\ntournament = { bits = 16 }\n",
         )
@@ -457,7 +475,8 @@ mod tests {
         let failures = report.failures();
         assert_eq!(failures.len(), 1, "{failures:?}");
         assert!(
-            failures[0].starts_with("sgld/bigger-batch: ") && failures[0].contains("bigger_batch"),
+            failures[0].starts_with("qrng-classifier/baseline: ")
+                && failures[0].contains("samples = 3"),
             "{failures:?}"
         );
         // A keeper that cannot write stops the run before any workload.
@@ -509,58 +528,25 @@ mod tests {
         );
     }
 
-    /// A workload whose every variant panics, as a library bug would.
+    /// A prepared workload whose every variant panics, as a library bug would.
     struct Panicking;
 
-    impl Workload for Panicking {
-        fn name(&self) -> &'static str {
-            "panicking"
-        }
-        fn summary(&self) -> &'static str {
-            "panics"
-        }
-        fn variants(&self) -> Vec<VariantInfo> {
-            Vec::new()
-        }
-        fn check_params(&self, _: &toml::Table) -> anyhow::Result<()> {
-            Ok(())
-        }
-        fn run(
-            &self,
-            _: &VariantInfo,
-            _: &toml::Table,
-            _: &RunContext,
-        ) -> anyhow::Result<VariantRun> {
+    impl PreparedWorkload for Panicking {
+        fn run(&self, _: usize, _: &RunContext) -> anyhow::Result<VariantRun> {
             let widths: Vec<usize> = Vec::new();
             panic!(
                 "index out of bounds: the len is {} but the index is 0",
                 widths.len()
             )
         }
-        fn peer(&self, _: &toml::Table, _: &Path) -> anyhow::Result<Option<crate::peers::Peer>> {
+        fn peer(&self, _: &Path) -> anyhow::Result<Option<crate::peers::Peer>> {
             Ok(None)
-        }
-        fn shards(&self) -> bool {
-            false
         }
     }
 
     #[test]
     fn a_panicking_variant_becomes_its_error() {
-        let variant = VariantInfo {
-            name: "all",
-            description: "panics",
-            baseline: false,
-            claim: None,
-            precision: crate::workload::PrecisionRole::F32,
-        };
-        let err = run_caught(
-            &Panicking,
-            &variant,
-            &toml::Table::new(),
-            &RunContext::quick_cpu(),
-        )
-        .unwrap_err();
+        let err = run_caught(&Panicking, 0, &RunContext::quick_cpu()).unwrap_err();
         assert_eq!(
             err.to_string(),
             "panicked: index out of bounds: the len is 0 but the index is 0"
@@ -590,6 +576,83 @@ mod tests {
             err.contains("sgld") && err.contains("/nonexistent/grid.toml"),
             "{err}"
         );
+    }
+
+    /// quench-data's load events on this thread while `work` runs, and what it returned.
+    fn loads_during<T>(work: impl FnOnce() -> T) -> (T, usize) {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+
+        struct Count(Arc<AtomicUsize>);
+        impl<S: tracing::Subscriber> Layer<S> for Count {
+            fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+                if event.metadata().target() == quench_data::LOAD_TARGET {
+                    self.0.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        let count = Arc::new(AtomicUsize::new(0));
+        let subscriber = tracing_subscriber::registry().with(Count(Arc::clone(&count)));
+        let out = tracing::subscriber::with_default(subscriber, work);
+        (out, count.load(Ordering::Relaxed))
+    }
+
+    #[test]
+    fn each_workloads_data_is_loaded_once_for_all_its_variants_and_its_peer() {
+        // Workloads whose data is read or drawn, small, and the variant a one-variant run keeps.
+        let workloads = [
+            (
+                "qrng-gan",
+                "data = { source = \"synthetic\", synthetic_lines = 40 }\n\
+                 tournament = { epochs = 1, bits = 4 }",
+                "batched",
+            ),
+            (
+                "qrng-classifier",
+                "data = { source = \"synthetic\", synthetic_lines = 40 }\n\
+                 training = { max_epochs = 1, seeds = [1] }",
+                "baseline",
+            ),
+            ("sgld", "config = \"configs/sgld/synth-test.toml\"", "all"),
+            (
+                "temporal-mlp",
+                "market = { symbols = 2, bars = 200 }\nrepeats = 1\n\
+                 training = { seeds = [1], epochs = 1 }",
+                "baseline",
+            ),
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, one_variant: bool| {
+            let mut text = String::from("[timing]\nwarmup = 0\nrepeats = 1\n");
+            for (workload, params, variant) in workloads {
+                text.push_str(&format!("\n[workloads.{workload}]\n{params}\n"));
+                if one_variant {
+                    text.push_str(&format!("variants = [\"{variant}\"]\n"));
+                }
+            }
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        let (every, one) = (write("every.toml", false), write("one.toml", true));
+        let python = crate::peers::tests::fake_python(dir.path(), crate::peers::tests::LINE);
+        let mut with_peers = request(&every, auto());
+        with_peers.peers = Some(Ok(python));
+        let (report, loads) = loads_during(|| run_suite(&with_peers, &mut |_| Ok(())));
+        let report = report.unwrap();
+        assert!(report.failures().is_empty(), "{:?}", report.failures());
+        let variants: usize = report.workloads.iter().map(|w| w.variants.len()).sum();
+        assert!(variants > 2 * workloads.len(), "{variants} variants ran");
+        let temporal = report.workloads.iter().find(|w| w.name == "temporal-mlp");
+        assert!(temporal.is_some_and(|w| w.peer.is_some()), "the peer ran");
+        // One data set each for the GAN, the classifier and the market; SYNTH is one data set
+        // per repetition (two in synth-test). The peer trains on what was loaded.
+        assert_eq!(loads, 1 + 1 + 2 + 1, "every variant with its peer");
+        let (alone, loads_alone) =
+            loads_during(|| run_suite(&request(&one, auto()), &mut |_| Ok(())));
+        alone.unwrap();
+        assert_eq!(loads_alone, loads, "one variant each, no peer");
     }
 
     #[test]

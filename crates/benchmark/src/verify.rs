@@ -32,6 +32,7 @@ use quench_train::init::Init;
 use quench_train::params::{max_abs_difference, max_relative_difference, require_grad};
 
 use crate::workload::CheckedPrecision;
+use quench_train::settings::Valid;
 
 /// What one check found.
 #[derive(Debug, Clone, PartialEq)]
@@ -148,7 +149,7 @@ fn solver_accuracy<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Vec
 fn meta_step<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> {
     // Towards H the losses start near 0.5 with gradients of a readable size (towards X they
     // start at 1 to f32 precision, with gradients of about 1e-9).
-    let config = MetaConfig {
+    let config = Valid::new(MetaConfig {
         algorithm: Algorithm::Fomaml,
         tasks_per_batch: 4,
         inner_steps: 2,
@@ -156,7 +157,7 @@ fn meta_step<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> {
         target: Target::H,
         seed: 11,
         ..MetaConfig::default()
-    };
+    })?;
     let mut run = MetaRun::<B>::new(&config, &mut OperatorCache::new(), device)?;
     let batch = run.next_batch()?;
     let shape = run.config.policy.clone();
@@ -262,13 +263,13 @@ fn counter_noise<B: AutodiffBackend>(device: &B::Device) -> Check {
 /// training loss.
 fn classifier_seeds<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> {
     let data = synthetic_recording(200, 5)?.to_dataset();
-    let config = ClassifierConfig {
+    let config = Valid::new(ClassifierConfig {
         seeds: vec![89, 90, 91],
         dropout: 0.0,
         max_epochs: 3,
         batch_size: 16,
         ..ClassifierConfig::default()
-    };
+    })?;
     let run = |batching, loader, fused| {
         let execution = ClassifierExecution {
             batching,

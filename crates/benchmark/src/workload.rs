@@ -12,6 +12,7 @@ use quench_device::{
     DeviceError, OnDevice, Precision, SelectedDevice, Stats, TimingConfig, run_on,
 };
 use quench_scale::World;
+use quench_train::settings::{Seeded, Valid};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -473,23 +474,21 @@ pub struct VariantContext<'w> {
 }
 
 impl VariantContext<'_> {
-    /// The members of `all` (a workload's seeds, say) that this rank runs: all of them in one
-    /// process, else its share ([`quench_scale::Shard::members`]). A rank left without any
-    /// gets [`NoMembers`], and sits the variant out.
-    pub fn my_members<T: Clone>(&self, what: &str, all: &[T]) -> anyhow::Result<Vec<T>> {
-        let shard = self.world.shard();
-        let mine: Vec<T> = shard
-            .members(all.len())
-            .into_iter()
-            .map(|i| all[i].clone())
-            .collect();
-        if mine.is_empty() {
-            return Err(NoMembers {
+    /// `config` with the members this rank runs, still valid: all of its seeds in one
+    /// process, else the rank's share ([`quench_scale::Shard::members`]). A rank left without
+    /// any gets [`NoMembers`], and sits the variant out.
+    pub fn my_share<C: Seeded + Clone>(
+        &self,
+        what: &str,
+        config: &Valid<C>,
+    ) -> anyhow::Result<Valid<C>> {
+        let picked = self.world.shard().members(config.seeds().len());
+        config.with_members(&picked).ok_or_else(|| {
+            NoMembers {
                 what: what.to_string(),
             }
-            .into());
-        }
-        Ok(mine)
+            .into()
+        })
     }
 
     /// This rank's share for the report to join (`None` in one process): `members` members
@@ -516,24 +515,65 @@ pub trait Workload: Sync {
     fn summary(&self) -> &'static str;
     /// Its variants; at most one is the baseline.
     fn variants(&self) -> Vec<VariantInfo>;
-    /// Checks the suite's parameters for this workload, and the files they name, before
-    /// anything runs.
-    fn check_params(&self, params: &toml::Table) -> anyhow::Result<()>;
-    /// Runs one variant with the suite's parameters.
+    /// Parses and validates the suite's parameters for this workload and loads or draws its
+    /// data, once per run and before anything runs: what every variant and the peer share.
+    fn prepare(&self, params: &toml::Table) -> anyhow::Result<Box<dyn PreparedWorkload + '_>>;
+    /// Whether it splits its members over the ranks of an MPI run; a workload that does not
+    /// runs on rank 0 alone.
+    fn shards(&self) -> bool;
+}
+
+/// A workload ready to run a suite's variants: its parameters validated, its data loaded.
+pub trait PreparedWorkload {
+    /// Runs the variant at `row` of [`Workload::variants`].
+    fn run(&self, row: usize, ctx: &RunContext) -> anyhow::Result<VariantRun>;
+    /// Its PyTorch peer at the suite's size, if one is written for these parameters. A peer
+    /// that trains on what Quench draws (its windows, its tasks, its initial weights) finds
+    /// them in files the workload writes into `inputs`, a folder of its own; an error says
+    /// why they could not be written.
+    fn peer(&self, inputs: &Path) -> anyhow::Result<Option<Peer>>;
+}
+
+/// What workload tests do in one call: prepare the parameters and run a variant, or make the
+/// peer, as a suite does.
+#[cfg(test)]
+pub trait PrepareAndRun {
+    /// Prepares `params` and runs `variant`.
     fn run(
         &self,
         variant: &VariantInfo,
         params: &toml::Table,
         ctx: &RunContext,
     ) -> anyhow::Result<VariantRun>;
-    /// Its PyTorch peer at the suite's size, if one is written for these parameters. A peer
-    /// that trains on what Quench draws (its windows, its tasks, its initial weights) finds
-    /// them in files the workload writes into `inputs`, a folder of its own; an error says
-    /// why they could not be written.
+    /// Prepares `params` and makes the peer.
     fn peer(&self, params: &toml::Table, inputs: &Path) -> anyhow::Result<Option<Peer>>;
-    /// Whether it splits its members over the ranks of an MPI run; a workload that does not
-    /// runs on rank 0 alone.
-    fn shards(&self) -> bool;
+    /// Prepares `params`, and nothing else.
+    fn check_params(&self, params: &toml::Table) -> anyhow::Result<()>;
+}
+
+#[cfg(test)]
+impl<W: Workload + ?Sized> PrepareAndRun for W {
+    fn run(
+        &self,
+        variant: &VariantInfo,
+        params: &toml::Table,
+        ctx: &RunContext,
+    ) -> anyhow::Result<VariantRun> {
+        let row = self
+            .variants()
+            .iter()
+            .position(|v| v.name == variant.name)
+            .with_context(|| format!("no variant `{}`", variant.name))?;
+        self.prepare(params)?.run(row, ctx)
+    }
+
+    fn peer(&self, params: &toml::Table, inputs: &Path) -> anyhow::Result<Option<Peer>> {
+        self.prepare(params)?.peer(inputs)
+    }
+
+    fn check_params(&self, params: &toml::Table) -> anyhow::Result<()> {
+        self.prepare(params).map(drop)
+    }
 }
 
 /// One row of a workload's variant table: what the variant is, and the setting it runs with.
@@ -553,13 +593,47 @@ pub struct Variant<S> {
     pub setting: S,
 }
 
+/// The validated configuration of every variant of a table, made when the workload is
+/// prepared, so that a variant runs what was checked before the suite began.
+pub struct PerVariant<C>(Vec<(&'static str, Valid<C>)>);
+
+impl<C> PerVariant<C> {
+    /// `make`'s configuration for each row of `table`; the first refusal names its variant.
+    pub fn new<S>(
+        table: &[Variant<S>],
+        mut make: impl FnMut(&Variant<S>) -> anyhow::Result<Valid<C>>,
+    ) -> anyhow::Result<Self> {
+        table
+            .iter()
+            .map(|variant| {
+                let config =
+                    make(variant).with_context(|| format!("variant `{}`", variant.name))?;
+                Ok((variant.name, config))
+            })
+            .collect::<anyhow::Result<_>>()
+            .map(Self)
+    }
+
+    /// The configuration of `variant`.
+    pub fn of<S>(&self, variant: &Variant<S>) -> anyhow::Result<&Valid<C>> {
+        self.0
+            .iter()
+            .find(|(name, _)| *name == variant.name)
+            .map(|(_, config)| config)
+            .with_context(|| format!("no configuration prepared for variant `{}`", variant.name))
+    }
+}
+
 /// A workload described by its parameter type and a table of variants. Implementing it
-/// implements [`Workload`]: names, parameter checks, the variant look-up, the choice of the
-/// variant's precision and the one dispatch onto a backend live here once, so a workload is
+/// implements [`Workload`]: names, the parsing of parameters, the variant look-up, the choice of
+/// the variant's precision and the one dispatch onto a backend live here once, so a workload is
 /// written once, generically.
 pub trait TableWorkload: Sync {
     /// The workload's parameters in a suite (`deny_unknown_fields`, defaults for every field).
     type Params: DeserializeOwned;
+    /// The parameters validated into the configurations the variants run, and the data they
+    /// share, loaded or drawn once ([`TableWorkload::prepare`]).
+    type Prepared;
     /// What distinguishes one variant from another.
     type Setting: Sync;
     /// Its name in suites and reports.
@@ -573,27 +647,25 @@ pub trait TableWorkload: Sync {
     /// Its variants, at most one of them the baseline.
     fn table(&self) -> &[Variant<Self::Setting>];
 
-    /// Runs one variant with the parsed parameters on backend `B`, in the precision and with
-    /// the timing of `ctx`.
+    /// Validates `params` into the configurations of every variant and loads or draws the
+    /// data (configuration and data files read here), once per suite run and before its first
+    /// timed run, so that a suite fails before any work rather than after its first workloads.
+    fn prepare(&self, params: Self::Params) -> anyhow::Result<Self::Prepared>;
+
+    /// Runs one variant on backend `B` with what [`TableWorkload::prepare`] made, in the
+    /// precision and with the timing of `ctx`.
     fn run_variant<B: AutodiffBackend>(
         &self,
         variant: &Variant<Self::Setting>,
-        params: Self::Params,
+        prepared: &Self::Prepared,
         ctx: &VariantContext,
         device: &B::Device,
     ) -> anyhow::Result<VariantOutcome>;
 
-    /// Checks what the parameters name (configuration and data files) before the suite's first
-    /// timed run, so that a suite fails before any work rather than after its first
-    /// workloads; nothing to check by default.
-    fn check(&self, _params: &Self::Params) -> anyhow::Result<()> {
-        Ok(())
-    }
-
-    /// The PyTorch peer (`peers/`) at the size of `params`; none by default, or where the
+    /// The PyTorch peer (`peers/`) of the prepared run; none by default, or where the
     /// parameters have no equivalent there (synthetic data, say). Files the peer reads are
-    /// written into `inputs` ([`Workload::peer`]).
-    fn peer(&self, _params: &Self::Params, _inputs: &Path) -> anyhow::Result<Option<Peer>> {
+    /// written into `inputs` ([`PreparedWorkload::peer`]).
+    fn peer(&self, _prepared: &Self::Prepared, _inputs: &Path) -> anyhow::Result<Option<Peer>> {
         Ok(None)
     }
 }
@@ -620,42 +692,48 @@ impl<T: TableWorkload> Workload for T {
             .collect()
     }
 
-    fn check_params(&self, params: &toml::Table) -> anyhow::Result<()> {
+    fn prepare(&self, params: &toml::Table) -> anyhow::Result<Box<dyn PreparedWorkload + '_>> {
         let parsed = parse_params::<T::Params>(T::NAME, params)?;
-        self.check(&parsed)
-            .with_context(|| format!("workload `{}`", T::NAME))
-    }
-
-    fn peer(&self, params: &toml::Table, inputs: &Path) -> anyhow::Result<Option<Peer>> {
-        let parsed = parse_params::<T::Params>(T::NAME, params)?;
-        TableWorkload::peer(self, &parsed, inputs)
-            .with_context(|| format!("workload `{}`: the PyTorch peer's inputs", T::NAME))
+        let prepared = TableWorkload::prepare(self, parsed)
+            .with_context(|| format!("workload `{}`", T::NAME))?;
+        Ok(Box::new(Prepared {
+            workload: self,
+            prepared,
+        }))
     }
 
     fn shards(&self) -> bool {
         T::SHARDS
     }
+}
 
-    fn run(
-        &self,
-        variant: &VariantInfo,
-        params: &toml::Table,
-        ctx: &RunContext,
-    ) -> anyhow::Result<VariantRun> {
-        let row = self
+/// A table workload with what its `prepare` made.
+struct Prepared<'a, T: TableWorkload> {
+    workload: &'a T,
+    prepared: T::Prepared,
+}
+
+impl<T: TableWorkload> PreparedWorkload for Prepared<'_, T> {
+    fn run(&self, row: usize, ctx: &RunContext) -> anyhow::Result<VariantRun> {
+        let variant = self
+            .workload
             .table()
-            .iter()
-            .find(|v| v.name == variant.name)
-            .with_context(|| format!("workload `{}` has no variant `{}`", T::NAME, variant.name))?;
+            .get(row)
+            .with_context(|| format!("workload `{}` has no variant at row {row}", T::NAME))?;
         run_on(
             ctx.device,
             Dispatch {
-                workload: self,
-                variant: row,
-                params: parse_params(T::NAME, params)?,
+                workload: self.workload,
+                variant,
+                prepared: &self.prepared,
                 ctx,
             },
         )?
+    }
+
+    fn peer(&self, inputs: &Path) -> anyhow::Result<Option<Peer>> {
+        TableWorkload::peer(self.workload, &self.prepared, inputs)
+            .with_context(|| format!("workload `{}`: the PyTorch peer's inputs", T::NAME))
     }
 }
 
@@ -663,7 +741,7 @@ impl<T: TableWorkload> Workload for T {
 struct Dispatch<'a, T: TableWorkload> {
     workload: &'a T,
     variant: &'a Variant<T::Setting>,
-    params: T::Params,
+    prepared: &'a T::Prepared,
     ctx: &'a RunContext<'a>,
 }
 
@@ -682,7 +760,7 @@ impl<T: TableWorkload> OnDevice for Dispatch<'_, T> {
         };
         let mut outcome =
             self.workload
-                .run_variant::<B>(self.variant, self.params, &ctx, device)?;
+                .run_variant::<B>(self.variant, self.prepared, &ctx, device)?;
         outcome.notes.extend(fell_back);
         Ok(VariantRun::Measured(outcome, precision))
     }

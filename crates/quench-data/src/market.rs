@@ -133,6 +133,10 @@ pub(crate) const BYTES_PER_BAR: u128 = 9 * 8;
 /// The synthetic market of the module documentation: `config.symbols` symbols named
 /// `SYN00`, `SYN01`, ... of `config.bars` bars each, every bar passing [`Bars::validate`].
 pub fn synthetic_market(config: &MarketConfig) -> Result<Vec<Bars>, DataError> {
+    crate::loads::loaded(format_args!(
+        "synthetic market of {} symbols x {} bars, seed {}",
+        config.symbols, config.bars, config.seed
+    ));
     config.validate()?;
     let bars = (config.symbols as u128).saturating_mul(config.bars as u128);
     quench_device::budget::check_fits(

@@ -187,6 +187,7 @@ impl Mnist {
     /// Reads and validates `split` from `source`'s directory (raw or `.gz` files), or draws
     /// it for the stand-in.
     pub fn read(source: MnistSource, split: Split) -> Result<Self, DataError> {
+        crate::loads::loaded(format_args!("{split:?} split of {source}"));
         let Some(dir) = source.dir() else {
             let (len, seed) = match split {
                 Split::Train => (STAND_IN_TRAIN, STAND_IN_SEEDS[0]),

@@ -267,6 +267,7 @@ impl Bars {
     /// Reads and validates the OHLCV file at `path` (format in the module documentation);
     /// the symbol is the file stem.
     pub fn read(path: &Path) -> Result<OhlcvFile, DataError> {
+        crate::loads::loaded(format_args!("bars of {}", path.display()));
         let io = |source| DataError::Io {
             path: path.to_path_buf(),
             source,

@@ -30,6 +30,7 @@ impl BitStrings {
     /// at the start of the file is skipped, so such a file reads exactly like the same file
     /// without it (columns in errors count from after the mark).
     pub fn read(path: &Path, classes: &[u32]) -> Result<Self, DataError> {
+        crate::loads::loaded(format_args!("bit strings of {}", path.display()));
         let text = fs::read(path).map_err(|source| DataError::Io {
             path: path.to_path_buf(),
             source,

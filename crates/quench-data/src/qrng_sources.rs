@@ -65,6 +65,9 @@ pub fn synthetic_qrng(
     bits_per_line: usize,
     seed: u64,
 ) -> Result<BitStrings, DataError> {
+    crate::loads::loaded(format_args!(
+        "{lines_per_source} synthetic bit strings per source, seed {seed}"
+    ));
     if sources.is_empty() {
         return Err(DataError::invalid(
             "sources",

@@ -42,6 +42,9 @@ impl Synth {
     /// `x ~ N(0, I_4)`. Draw order from `StdRng::seed_from_u64(repetition)`: `g`, `z`, the
     /// training `x`, the test `x`, then (random labels only) the training and test labels.
     pub fn generate(repetition: u64, n_train: usize, n_test: usize, labels: SynthLabels) -> Self {
+        crate::loads::loaded(format_args!(
+            "SYNTH repetition {repetition}: {n_train} training and {n_test} test points"
+        ));
         let mut rng = StdRng::seed_from_u64(repetition);
         let g: [f32; SYNTH_DIM] = std::array::from_fn(|_| rng.sample(StandardNormal));
         let z: f32 = rng.sample(StandardNormal);

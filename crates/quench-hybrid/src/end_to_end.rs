@@ -10,6 +10,7 @@ use crate::{
 use burn::tensor::{Tensor, TensorData};
 use quench_data::{Dataset, MNIST_MEAN, MNIST_STD, stand_in_digits};
 use quench_device::{CpuBackend, Precision};
+use quench_train::settings::Valid;
 
 type Inner = burn::backend::NdArray<f32>;
 
@@ -55,7 +56,8 @@ fn train(
         features,
         precision: Precision::F32,
     };
-    train_hybrid::<CpuBackend>(data, backbone, config, &execution, &Default::default()).unwrap()
+    let config = Valid::new(config.clone()).unwrap();
+    train_hybrid::<CpuBackend>(data, backbone, &config, &execution, &Default::default()).unwrap()
 }
 
 #[test]
@@ -191,10 +193,20 @@ fn bad_settings_are_refused_by_name() {
             "batch_size = 1000",
         ),
     ] {
-        let error =
-            train_hybrid::<CpuBackend>(&data, &backbone, &config, &execution, &Default::default())
-                .unwrap_err()
-                .to_string();
+        // Settings are refused where the configuration is made; a batch larger than the
+        // training set, where it meets the data.
+        let error = match Valid::new(config) {
+            Err(refused) => refused,
+            Ok(valid) => train_hybrid::<CpuBackend>(
+                &data,
+                &backbone,
+                &valid,
+                &execution,
+                &Default::default(),
+            )
+            .unwrap_err(),
+        }
+        .to_string();
         assert!(error.starts_with(name), "{error}");
     }
 }

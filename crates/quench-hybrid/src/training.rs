@@ -28,7 +28,7 @@ use quench_train::epochs::{
 use quench_train::init::{Init, sub_seed};
 use quench_train::optim::{AdamConfig, MemberAdam};
 use quench_train::params::{clip_member_norms, require_grad, stepping_members};
-use quench_train::settings;
+use quench_train::settings::{self, Seeded, Valid, Validate};
 use quench_train::stats::MeanStd;
 use quench_train::stopping::{Better, EarlyStopping};
 
@@ -89,9 +89,12 @@ impl Default for HybridConfig {
     }
 }
 
-impl HybridConfig {
-    /// Refuses settings no run can use, naming the first.
-    pub fn validate(&self) -> Result<(), HybridError> {
+impl Validate for HybridConfig {
+    type Error = HybridError;
+
+    /// Refuses settings no run can use, naming the first, and circuit depths and batches whose
+    /// states cannot fit in memory.
+    fn validate(&self) -> Result<(), HybridError> {
         settings::seeds(&self.seeds)?;
         settings::at_least_one(&[
             ("epochs", self.epochs),
@@ -110,14 +113,26 @@ impl HybridConfig {
             ("weight_std", self.weight_std),
         ])?;
         settings::rate(&[("dropout", self.dropout)])?;
-        Ok(())
+        self.check_memory()
+    }
+}
+
+impl Seeded for HybridConfig {
+    fn seeds(&self) -> &[u64] {
+        &self.seeds
     }
 
+    fn seeds_mut(&mut self) -> &mut Vec<u64> {
+        &mut self.seeds
+    }
+}
+
+impl HybridConfig {
     /// Refuses circuit depths and batches whose states cannot fit in host memory, before
     /// anything is allocated ([`quench_device::budget`]): autodiff keeps each gate's output,
     /// 16 complex f32 amplitudes per sample and member, and its gradient; a layer is 8 gates
     /// (an RY per qubit and the CNOT ring).
-    pub fn check_memory(&self) -> Result<(), HybridError> {
+    fn check_memory(&self) -> Result<(), HybridError> {
         let values = (self.seeds.len() as u128)
             .saturating_mul(self.batch_size as u128)
             .saturating_mul(self.layers as u128)
@@ -204,12 +219,10 @@ impl HybridOutcome {
 pub fn train_hybrid<B: AutodiffBackend>(
     data: &HybridData,
     backbone: &ResNet18<B::InnerBackend>,
-    config: &HybridConfig,
+    config: &Valid<HybridConfig>,
     execution: &Execution,
     device: &B::Device,
 ) -> Result<HybridOutcome, HybridError> {
-    config.validate()?;
-    config.check_memory()?;
     execution.precision.check::<B>(device)?;
     let parts = match execution.features {
         FeatureMode::PerBatch => data.clone(),

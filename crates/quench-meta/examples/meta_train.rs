@@ -18,9 +18,10 @@ use quench_device::{OnDevice, run_on, select_announced};
 use quench_lindblad::OperatorCache;
 use quench_meta::{MetaConfig, MetaError, MetaRun, save_policy};
 use quench_scale::{World, local_rank};
+use quench_train::settings::Valid;
 
 struct Train<'a> {
-    config: MetaConfig,
+    config: Valid<MetaConfig>,
     out: PathBuf,
     world: &'a World,
 }
@@ -103,6 +104,8 @@ fn main() -> ExitCode {
         let trained = (|| -> Result<(), Box<dyn std::error::Error>> {
             let config: MetaConfig =
                 quench_device::load_toml(std::path::Path::new(config_path.as_str()))?;
+            // Checked before the device is chosen: a bad setting costs no start-up.
+            let config = Valid::new(config)?;
             let selection = select_announced(spec.for_local_rank(local_rank()))?;
             if shard.is_root() {
                 std::fs::create_dir_all(&out)?;

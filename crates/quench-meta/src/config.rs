@@ -9,6 +9,7 @@ use super::error::MetaError;
 use super::maml::Algorithm;
 use super::policy::PolicyShape;
 use super::tasks::{Features, TaskFamily, TaskStream};
+use quench_train::settings::Validate;
 
 /// Everything a meta-learning run needs; the defaults are the guide's GPU-optimised setting
 /// with the exact solver.
@@ -68,10 +69,14 @@ impl MetaConfig {
     pub fn val_task_stream(&self) -> TaskStream {
         TaskStream::new(self.tasks, self.val_seed)
     }
+}
+
+impl Validate for MetaConfig {
+    type Error = MetaError;
 
     /// Checks every number before any work: counts at least 1, rates and scales finite and in
     /// range, the policy's widths non-zero. The error names the field and its value.
-    pub fn validate(&self) -> Result<(), MetaError> {
+    fn validate(&self) -> Result<(), MetaError> {
         for (field, value) in [
             ("iterations", self.iterations),
             ("tasks_per_batch", self.tasks_per_batch),

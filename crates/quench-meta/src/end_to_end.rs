@@ -10,6 +10,7 @@ use quench_device::readback::to_host_f32;
 use quench_device::stats::max_abs_difference as max_abs;
 use quench_lindblad::{Method, OperatorCache, Solver};
 use quench_train::params::{max_abs_difference, max_relative_difference};
+use quench_train::settings::Valid;
 
 fn small(algorithm: Algorithm) -> MetaConfig {
     MetaConfig {
@@ -36,7 +37,7 @@ quench_device::device_test! {
                 target: Target::H,
                 ..small(algorithm)
             };
-            let mut run = MetaRun::<B>::new(&config, &mut OperatorCache::new(), device).unwrap();
+            let mut run = MetaRun::<B>::new(&Valid::new(config.clone()).unwrap(), &mut OperatorCache::new(), device).unwrap();
             let batch = run.next_batch().unwrap();
             let shape = run.config.policy.clone();
             // The one-task-at-a-time step is the original's way, autodiff throughout; the batched
@@ -83,7 +84,7 @@ quench_device::device_test! {
 
     fn a_small_inner_step_lowers_every_tasks_loss<B>(device) {
         let mut run = MetaRun::<B>::new(
-            &small(Algorithm::Fomaml),
+            &Valid::new(small(Algorithm::Fomaml)).unwrap(),
             &mut OperatorCache::new(),
             device,
         )
@@ -139,7 +140,7 @@ quench_device::device_test! {
                 val_interval: 20,
                 ..small(algorithm)
             };
-            let mut run = MetaRun::<B>::new(&config, &mut OperatorCache::new(), device).unwrap();
+            let mut run = MetaRun::<B>::new(&Valid::new(config.clone()).unwrap(), &mut OperatorCache::new(), device).unwrap();
             let start = run.validate(0).unwrap();
             let mut calls = 0;
             let history = run.train(|_, _| calls += 1).unwrap();
@@ -163,7 +164,7 @@ quench_device::device_test! {
 
     fn rebuilt_operators_and_other_solvers_give_the_same_losses<B>(device) {
                 let run = MetaRun::<B>::new(
-            &small(Algorithm::Fomaml),
+            &Valid::new(small(Algorithm::Fomaml)).unwrap(),
             &mut OperatorCache::new(),
             device,
         )
@@ -227,7 +228,8 @@ quench_device::device_test! {
             ),
         ];
         for (config, field) in cases {
-            let err = MetaRun::<B>::new(&config, &mut OperatorCache::new(), device)
+            let err = Valid::new(config.clone())
+                .and_then(|valid| MetaRun::<B>::new(&valid, &mut OperatorCache::new(), device))
                 .err()
                 .unwrap();
             assert!(
@@ -240,7 +242,7 @@ quench_device::device_test! {
             system: SystemChoice::RelaxDephase,
             ..small(Algorithm::Fomaml)
         };
-        let mut run = MetaRun::<B>::new(&direct, &mut OperatorCache::new(), device).unwrap();
+        let mut run = MetaRun::<B>::new(&Valid::new(direct).unwrap(), &mut OperatorCache::new(), device).unwrap();
         assert!(run.step().unwrap().loss_after.is_finite());
     }
 
@@ -264,7 +266,8 @@ quench_device::device_test! {
         for (field, spoil) in cases {
             let mut config = MetaConfig::default();
             spoil(&mut config);
-            let err = MetaRun::<B>::new(&config, &mut OperatorCache::new(), device)
+            let err = Valid::new(config.clone())
+                .and_then(|valid| MetaRun::<B>::new(&valid, &mut OperatorCache::new(), device))
                 .err()
                 .unwrap_or_else(|| panic!("{field}: accepted"))
                 .to_string();
@@ -286,7 +289,7 @@ quench_device::device_test! {
             ..MetaConfig::default()
         };
         let mut run =
-            MetaRun::<B>::new(&config, &mut OperatorCache::new(), device).unwrap();
+            MetaRun::<B>::new(&Valid::new(config.clone()).unwrap(), &mut OperatorCache::new(), device).unwrap();
         match run.train(|_, _| {}) {
             Ok(history) => assert!(
                 history

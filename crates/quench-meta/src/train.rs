@@ -14,6 +14,7 @@ use super::maml::{InnerLoop, MetaLearner, StepStats, adapt, finite_stats};
 use super::problem::{ControlBatch, ControlProblem};
 use super::tasks::TaskStream;
 use quench_train::ensemble::EnsembleMlp;
+use quench_train::settings::Valid;
 
 /// Mean, sample standard deviation and count of a per-task metric.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -105,11 +106,10 @@ pub struct MetaRun<B: AutodiffBackend> {
 impl<B: AutodiffBackend> MetaRun<B> {
     /// Sets up a run of `config` on `device`, taking the operators from `cache`.
     pub fn new(
-        config: &MetaConfig,
+        config: &Valid<MetaConfig>,
         cache: &mut OperatorCache<B>,
         device: &B::Device,
     ) -> Result<Self, MetaError> {
-        config.validate()?;
         let problem = ControlProblem::new(config, cache, device)?;
         let task_dim = config.tasks.axes().len();
         let policy = config
@@ -127,7 +127,7 @@ impl<B: AutodiffBackend> MetaRun<B> {
             val_tasks: config.val_task_stream(),
             val_problem: problem.clone().with_solver(config.val_solver),
             problem,
-            config: config.clone(),
+            config: MetaConfig::clone(config),
         })
     }
 

@@ -37,6 +37,7 @@ use quench_train::epochs::{
 use quench_train::init::Init;
 use quench_train::optim::{AdamConfig, MemberAdam};
 use quench_train::params::{clip_member_norms, require_grad, stepping_members};
+use quench_train::settings::{Seeded, Valid, Validate};
 use quench_train::stats::MeanStd;
 use quench_train::stopping::{Better, EarlyStopping};
 
@@ -97,7 +98,10 @@ impl Default for ClassifierConfig {
     }
 }
 
-impl ClassifierConfig {
+impl Validate for ClassifierConfig {
+    type Error = QrngError;
+
+    /// Refuses settings no run can use, naming the first.
     fn validate(&self) -> Result<(), QrngError> {
         let positive = |field, value: f64| {
             if value > 0.0 && value.is_finite() {
@@ -140,6 +144,16 @@ impl ClassifierConfig {
             return Err(QrngError::config("max_epochs", 0, "must be at least 1"));
         }
         Ok(())
+    }
+}
+
+impl Seeded for ClassifierConfig {
+    fn seeds(&self) -> &[u64] {
+        &self.seeds
+    }
+
+    fn seeds_mut(&mut self) -> &mut Vec<u64> {
+        &mut self.seeds
     }
 }
 
@@ -272,16 +286,15 @@ impl fmt::Display for ClassifierOutcome {
 /// Trains the classifier on `data` (features `[len, bits]`, labels `0..classes`) once per seed
 /// of `config`, as `execution` says, and reports each seed's test accuracy.
 ///
-/// Refused: an invalid configuration, a data set too small to split, or a precision that
+/// Refused: a data set too small to split, or a precision that
 /// `device` cannot run. Under f16 the gradients go through dynamic loss scaling
 /// ([`MixedPrecision`]).
 pub fn train_classifier<B: AutodiffBackend>(
     data: &Dataset,
-    config: &ClassifierConfig,
+    config: &Valid<ClassifierConfig>,
     execution: &Execution,
     device: &B::Device,
 ) -> Result<ClassifierOutcome, QrngError> {
-    config.validate()?;
     execution.precision.check::<B>(device)?;
     let programs: Vec<&[u64]> = match execution.batching {
         Batching::Members => vec![config.seeds.as_slice()],

@@ -30,6 +30,7 @@ use quench_train::host_mlp::{HostAdam, HostMlp};
 use quench_train::init::Init;
 use quench_train::optim::{AdamConfig, MemberAdam};
 use quench_train::params::{gradients, require_grad};
+use quench_train::settings::{Seeded, Valid, Validate};
 use quench_train::stats::MeanStd;
 
 /// Hidden widths of the generator, between its `bits^2` noise inputs and `bits^2` outputs.
@@ -105,7 +106,10 @@ impl Default for GanConfig {
     }
 }
 
-impl GanConfig {
+impl Validate for GanConfig {
+    type Error = QrngError;
+
+    /// Refuses settings no run can use, naming the first.
     fn validate(&self) -> Result<(), QrngError> {
         if self.epochs == 0 {
             return Err(QrngError::config("epochs", 0, "must be at least 1"));
@@ -121,6 +125,16 @@ impl GanConfig {
             ));
         }
         Ok(())
+    }
+}
+
+impl Seeded for GanConfig {
+    fn seeds(&self) -> &[u64] {
+        &self.seeds
+    }
+
+    fn seeds_mut(&mut self) -> &mut Vec<u64> {
+        &mut self.seeds
     }
 }
 
@@ -242,7 +256,7 @@ impl fmt::Display for GanTournament {
 /// program or one member at a time.
 pub fn gan_tournament<B: AutodiffBackend>(
     strings: &BitStrings,
-    config: &GanConfig,
+    config: &Valid<GanConfig>,
     batching: Batching,
     device: &B::Device,
 ) -> Result<GanTournament, QrngError> {
@@ -255,12 +269,11 @@ pub fn gan_tournament<B: AutodiffBackend>(
 /// seed, so every rank's matches together are the whole tournament's.
 pub fn gan_tournament_shard<B: AutodiffBackend>(
     strings: &BitStrings,
-    config: &GanConfig,
+    config: &Valid<GanConfig>,
     batching: Batching,
     shard: Shard,
     device: &B::Device,
 ) -> Result<GanTournament, QrngError> {
-    config.validate()?;
     let sources = source_bits(strings, config.bits)?;
     if sources.len() < 2 {
         return Err(QrngError::TooFewDevices {

@@ -8,6 +8,7 @@ use crate::{
 };
 use burn::tensor::backend::AutodiffBackend;
 use quench_data::{MarketConfig, MarketData, Mode, WindowConfig, market_windows, synthetic_market};
+use quench_train::settings::Valid;
 
 fn market(bars: usize) -> MarketData {
     let config = MarketConfig {
@@ -48,7 +49,13 @@ fn train<B: AutodiffBackend>(
     execution: Execution,
     device: &B::Device,
 ) -> TemporalOutcome {
-    train_temporal::<B>(data, config, &execution, device).unwrap()
+    train_temporal::<B>(
+        data,
+        &Valid::new(config.clone()).unwrap(),
+        &execution,
+        device,
+    )
+    .unwrap()
 }
 
 /// Largest relative difference between two members' per-epoch training losses.
@@ -238,7 +245,8 @@ quench_device::device_test! {
                 "mlp",
             ),
         ] {
-            let error = train_temporal::<B>(&data, &config, &Execution::default(), device)
+            let error = Valid::new(config)
+                .and_then(|valid| train_temporal::<B>(&data, &valid, &Execution::default(), device))
                 .unwrap_err();
             assert!(
                 matches!(&error, TemporalError::InvalidValue { name: n, .. } if *n == name),

@@ -23,7 +23,7 @@ use quench_train::epochs::{EpochValues, Rates, SeedMembers, active_mask, train_e
 use quench_train::init::sub_seed;
 use quench_train::optim::{AdamConfig, MemberAdam};
 use quench_train::params::{clip_member_norms, replace_members, stepping_members};
-use quench_train::settings;
+use quench_train::settings::{self, Seeded, Valid, Validate};
 use quench_train::stopping::{Better, EarlyStopping};
 
 /// Purpose tags of a seed's random streams (see [`sub_seed`]).
@@ -138,8 +138,26 @@ impl TemporalConfig {
         Ok(())
     }
 
+    /// The learning rate of `epoch` (from 0): linear warm-up over `warmup_epochs`, then a
+    /// cosine from the peak to zero at `epochs` (PyTorch's `LambdaLR` of the original).
+    pub fn learning_rate_at(&self, epoch: usize) -> f64 {
+        if epoch < self.warmup_epochs {
+            return self.learning_rate * (epoch + 1) as f64 / self.warmup_epochs as f64;
+        }
+        if !self.cosine {
+            return self.learning_rate;
+        }
+        let span = self.epochs.saturating_sub(self.warmup_epochs).max(1) as f64;
+        let progress = (epoch - self.warmup_epochs) as f64 / span;
+        0.5 * self.learning_rate * (1.0 + (std::f64::consts::PI * progress).cos())
+    }
+}
+
+impl Validate for TemporalConfig {
+    type Error = TemporalError;
+
     /// Refuses settings no run can use, naming the first.
-    pub fn validate(&self) -> Result<(), TemporalError> {
+    fn validate(&self) -> Result<(), TemporalError> {
         settings::seeds(&self.seeds)?;
         settings::at_least_one(&[
             ("epochs", self.epochs),
@@ -158,19 +176,15 @@ impl TemporalConfig {
         self.widths.check()?;
         Ok(())
     }
+}
 
-    /// The learning rate of `epoch` (from 0): linear warm-up over `warmup_epochs`, then a
-    /// cosine from the peak to zero at `epochs` (PyTorch's `LambdaLR` of the original).
-    pub fn learning_rate_at(&self, epoch: usize) -> f64 {
-        if epoch < self.warmup_epochs {
-            return self.learning_rate * (epoch + 1) as f64 / self.warmup_epochs as f64;
-        }
-        if !self.cosine {
-            return self.learning_rate;
-        }
-        let span = self.epochs.saturating_sub(self.warmup_epochs).max(1) as f64;
-        let progress = (epoch - self.warmup_epochs) as f64 / span;
-        0.5 * self.learning_rate * (1.0 + (std::f64::consts::PI * progress).cos())
+impl Seeded for TemporalConfig {
+    fn seeds(&self) -> &[u64] {
+        &self.seeds
+    }
+
+    fn seeds_mut(&mut self) -> &mut Vec<u64> {
+        &mut self.seeds
     }
 }
 
@@ -235,11 +249,10 @@ pub struct TemporalOutcome {
 /// Trains `config.model` on `data`, one member per seed, as `execution` says.
 pub fn train_temporal<B: AutodiffBackend>(
     data: &MarketData,
-    config: &TemporalConfig,
+    config: &Valid<TemporalConfig>,
     execution: &Execution,
     device: &B::Device,
 ) -> Result<TemporalOutcome, TemporalError> {
-    config.validate()?;
     execution.precision.check::<B>(device)?;
     let [window, features] = window_shape(&data.train.windows)?;
     config.check_memory(window, features)?;

@@ -1,6 +1,9 @@
 //! Range checks of training settings, shared by the configurations that validate themselves:
 //! each refuses the first setting out of range with its name, the value given and what it
-//! must be.
+//! must be. A configuration that passed its checks is a [`Valid`] one: training functions take
+//! that, so a configuration is checked once, where it is made.
+
+use std::ops::Deref;
 
 /// A setting refused by a check.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,6 +75,72 @@ pub fn rate(settings: &[(&'static str, f64)]) -> Result<(), Refusal> {
     first(settings, |v| (0.0..1.0).contains(&v), "must be in [0, 1)")
 }
 
+/// A configuration that checks its own settings.
+pub trait Validate {
+    /// The error that names the first setting refused.
+    type Error;
+
+    /// Refuses settings no run can use, naming the first.
+    fn validate(&self) -> Result<(), Self::Error>;
+}
+
+/// A configuration with one member per seed.
+pub trait Seeded {
+    /// Its seeds, one per member.
+    fn seeds(&self) -> &[u64];
+
+    /// Its seeds, to replace.
+    fn seeds_mut(&mut self) -> &mut Vec<u64>;
+}
+
+/// A configuration its [`Validate::validate`] accepted. [`Valid::new`] is the only way to make
+/// one, so a function that takes one does not check it again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Valid<C>(C);
+
+impl<C: Validate> Valid<C> {
+    /// `config`, checked.
+    pub fn new(config: C) -> Result<Self, C::Error> {
+        config.validate()?;
+        Ok(Self(config))
+    }
+}
+
+impl<C: Seeded + Clone> Valid<C> {
+    /// The same configuration with only the members at `picked` (indices into its seeds, in
+    /// that order: a rank's share, say), still valid without a second check: every check of a
+    /// member count holds for fewer members. `None` where `picked` is empty or names a member
+    /// it does not have.
+    pub fn with_members(&self, picked: &[usize]) -> Option<Self> {
+        let seeds = self.0.seeds();
+        let kept = picked
+            .iter()
+            .map(|&i| seeds.get(i).copied())
+            .collect::<Option<Vec<u64>>>()?;
+        if kept.is_empty() {
+            return None;
+        }
+        let mut config = self.0.clone();
+        *config.seeds_mut() = kept;
+        Some(Self(config))
+    }
+}
+
+impl<C> Valid<C> {
+    /// The configuration itself.
+    pub fn into_inner(self) -> C {
+        self.0
+    }
+}
+
+impl<C> Deref for Valid<C> {
+    type Target = C;
+
+    fn deref(&self) -> &C {
+        &self.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,5 +162,46 @@ mod tests {
         assert!(rate(&[("dropout", 0.0)]).is_ok());
         assert!(rate(&[("dropout", 1.0)]).is_err());
         assert_eq!(seeds(&[]).unwrap_err().value, "[]");
+    }
+
+    #[derive(Debug, Clone, PartialEq)]
+    struct Members {
+        seeds: Vec<u64>,
+        batch_size: usize,
+    }
+
+    impl Validate for Members {
+        type Error = Refusal;
+        fn validate(&self) -> Result<(), Refusal> {
+            seeds(&self.seeds)?;
+            at_least_one(&[("batch_size", self.batch_size)])
+        }
+    }
+
+    impl Seeded for Members {
+        fn seeds(&self) -> &[u64] {
+            &self.seeds
+        }
+        fn seeds_mut(&mut self) -> &mut Vec<u64> {
+            &mut self.seeds
+        }
+    }
+
+    #[test]
+    fn only_a_checked_configuration_is_valid_and_a_share_of_its_members_stays_so() {
+        let refused = Valid::new(Members {
+            seeds: vec![1],
+            batch_size: 0,
+        });
+        assert_eq!(refused.unwrap_err().name, "batch_size");
+        let valid = Valid::new(Members {
+            seeds: vec![5, 6, 7],
+            batch_size: 8,
+        })
+        .unwrap();
+        assert_eq!(valid.with_members(&[2, 0]).unwrap().seeds, vec![7, 5]);
+        assert_eq!(valid.with_members(&[]), None);
+        assert_eq!(valid.with_members(&[3]), None);
+        assert_eq!(valid.into_inner().batch_size, 8);
     }
 }

@@ -115,6 +115,7 @@ const VARIANTS: [Variant<Measure>; 9] = [
 
 impl TableWorkload for DeviceFigures {
     type Params = Params;
+    type Prepared = Params;
     type Setting = Measure;
     const NAME: &'static str = "device";
     const SUMMARY: &'static str =
@@ -124,10 +125,15 @@ impl TableWorkload for DeviceFigures {
         &VARIANTS
     }
 
+    /// Nothing to load: the figures measure the device alone.
+    fn prepare(&self, params: Params) -> anyhow::Result<Params> {
+        Ok(params)
+    }
+
     fn run_variant<B: AutodiffBackend>(
         &self,
         variant: &Variant<Measure>,
-        params: Params,
+        params: &Params,
         ctx: &VariantContext,
         device: &B::Device,
     ) -> anyhow::Result<VariantOutcome> {

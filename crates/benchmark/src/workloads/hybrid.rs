@@ -16,11 +16,12 @@ use quench_hybrid::resnet::{ResNet18, check_weights};
 use quench_hybrid::{
     CircuitMode, Execution, FeatureMode, HybridConfig, HybridData, Sizes, train_hybrid,
 };
+use quench_train::settings::Valid;
 use serde::Deserialize;
 
 use crate::peers::Peer;
 use crate::workload::{
-    Claim, PrecisionRole, Quality, QualityCaveat, TableWorkload, Tolerance, Variant,
+    Claim, PerVariant, PrecisionRole, Quality, QualityCaveat, TableWorkload, Tolerance, Variant,
     VariantContext, VariantOutcome, claimed, time_runs,
 };
 
@@ -66,6 +67,19 @@ impl Default for Params {
             training: HybridConfig::default(),
         }
     }
+}
+
+/// The suite's hybrid run, prepared once for every variant and the peer.
+pub struct Prepared {
+    params: Params,
+    /// The images, split.
+    data: HybridData,
+    /// Where they came from.
+    source: MnistSource,
+    /// Training images the random backbone is calibrated on (none with a weight file).
+    calibration: usize,
+    /// Each variant's training settings.
+    configs: PerVariant<HybridConfig>,
 }
 
 /// One variant's way of computing.
@@ -154,6 +168,7 @@ const VARIANTS: [Variant<Setting>; 7] = [
 
 impl TableWorkload for Hybrid {
     type Params = Params;
+    type Prepared = Prepared;
     type Setting = Setting;
     const NAME: &'static str = "hybrid";
     /// Seeds are dealt over the ranks.
@@ -164,66 +179,67 @@ impl TableWorkload for Hybrid {
         &VARIANTS
     }
 
-    /// The training settings, the images (read and split as a run does) and the backbone:
-    /// the weight file readable with a one-channel `conv1`, or images to calibrate on.
-    fn check(&self, params: &Params) -> anyhow::Result<()> {
-        let training = &params.training;
-        training.validate().context("training")?;
+    /// The training settings at every variant's batch, the images (read and split once for
+    /// every variant) and the backbone: the weight file readable with a one-channel `conv1`, or
+    /// images to calibrate on.
+    fn prepare(&self, params: Params) -> anyhow::Result<Prepared> {
         let default_batch = HybridConfig::default().batch_size;
         anyhow::ensure!(
-            training.batch_size == default_batch,
+            params.training.batch_size == default_batch,
             "training.batch_size = {}: each variant sets its own batch ({default_batch}, or 256 \
              for batch-256 and all); remove it from the suite",
-            training.batch_size
+            params.training.batch_size
         );
-        // The states at the largest batch a variant takes, before any data is made.
-        let largest = VARIANTS.iter().map(|v| v.setting.batch_size).max();
-        HybridConfig {
-            batch_size: largest.unwrap_or(default_batch),
-            ..training.clone()
-        }
-        .check_memory()
-        .context("training")?;
-        let (data, _) = images(params)?;
-        match &params.backbone_weights {
-            Some(path) => check_weights(path).context("backbone_weights")?,
-            None => calibration_count(params, &data).map(drop)?,
-        }
-        Ok(())
+        let configs = PerVariant::new(&VARIANTS, |variant| {
+            let config = HybridConfig {
+                batch_size: variant.setting.batch_size,
+                ..params.training.clone()
+            };
+            Valid::new(config).context("training")
+        })?;
+        let (data, source) = images(&params)?;
+        let calibration = match &params.backbone_weights {
+            Some(path) => {
+                check_weights(path).context("backbone_weights")?;
+                0
+            }
+            None => calibration_count(&params, &data)?,
+        };
+        Ok(Prepared {
+            params,
+            data,
+            source,
+            calibration,
+            configs,
+        })
     }
 
     /// The original's way in PyTorch (`peers/hybrid.py`): the seeds one at a time at batch 64,
     /// a random frozen ResNet18 calibrated as Quench's on every batch, the batch's circuits as
     /// real 16-amplitude state vectors with autograd (PennyLane's per-sample host circuit is
-    /// not available to it). It reads the IDX files Quench finds; no peer where Quench would
-    /// train on its synthetic stand-in (no data set installed), nor where `backbone_weights`
+    /// not available to it). It reads the IDX files Quench read; no peer where Quench
+    /// trains on its synthetic stand-in (no data set installed), nor where `backbone_weights`
     /// names a file (the peer builds the random backbone only).
-    fn peer(&self, params: &Params, _inputs: &Path) -> anyhow::Result<Option<Peer>> {
-        if params.backbone_weights.is_some() {
-            return Ok(None);
-        }
-        let Ok(source) = MnistSource::locate(None) else {
-            return Ok(None);
-        };
-        Ok(source.dir().map(|dir| peer_on(dir, params)))
+    fn peer(&self, prepared: &Prepared, _inputs: &Path) -> anyhow::Result<Option<Peer>> {
+        Ok(peer_for(&prepared.params, &prepared.source))
     }
 
     fn run_variant<B: AutodiffBackend>(
         &self,
         variant: &Variant<Setting>,
-        params: Params,
+        prepared: &Prepared,
         ctx: &VariantContext,
         device: &B::Device,
     ) -> anyhow::Result<VariantOutcome> {
         let setting = &variant.setting;
-        let (data, source) = images(&params)?;
+        let (params, data) = (&prepared.params, &prepared.data);
         let (backbone, backbone_note) = match &params.backbone_weights {
             Some(path) => (
                 ResNet18::<B::InnerBackend>::load(path, device).context("backbone_weights")?,
                 format!("backbone: ResNet18 weights from {}", path.display()),
             ),
             None => {
-                let count = calibration_count(&params, &data)?;
+                let count = prepared.calibration;
                 let pixels = data.train.features()[..count * 784].to_vec();
                 let calibration =
                     Tensor::from_data(TensorData::new(pixels, [count, 1, 28, 28]), device);
@@ -239,11 +255,7 @@ impl TableWorkload for Hybrid {
                 )
             }
         };
-        let config = HybridConfig {
-            batch_size: setting.batch_size,
-            seeds: ctx.my_members("seeds", &params.training.seeds)?,
-            ..params.training
-        };
+        let config = ctx.my_share("seeds", prepared.configs.of(variant)?)?;
         let execution = Execution {
             circuit: setting.circuit,
             features: setting.features,
@@ -252,7 +264,7 @@ impl TableWorkload for Hybrid {
         let timing = ctx.timing_with(params.repeats);
         let (outcome, seconds, counts) = time_runs::<B, _>(device, timing, || {
             Ok(train_hybrid::<B>(
-                &data, &backbone, &config, &execution, device,
+                data, &backbone, &config, &execution, device,
             )?)
         })?;
         let seeds = config.seeds.len();
@@ -275,7 +287,7 @@ impl TableWorkload for Hybrid {
             ),
             format!("precision of the classical layers: {}", ctx.precision),
             backbone_note,
-            format!("data: {source}"),
+            format!("data: {}", prepared.source),
         ];
         if outcome.skipped_steps > 0 {
             notes.push(format!(
@@ -311,6 +323,14 @@ impl TableWorkload for Hybrid {
             notes,
         })
     }
+}
+
+/// The peer of `params` on the images of `source`: none with a weight file or the stand-in.
+fn peer_for(params: &Params, source: &MnistSource) -> Option<Peer> {
+    if params.backbone_weights.is_some() {
+        return None;
+    }
+    source.dir().map(|dir| peer_on(dir, params))
 }
 
 /// MNIST (or its stand-in where none is installed), split into the parts `params` asks for,
@@ -393,7 +413,7 @@ fn peer_on(dir: &Path, params: &Params) -> Peer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::{RunContext, VariantRun, Workload};
+    use crate::workload::{PrepareAndRun, RunContext, VariantRun, Workload};
 
     #[test]
     fn a_small_run_reports_accuracy_per_batch_of_64_and_names_its_data() {
@@ -446,10 +466,9 @@ mod tests {
             &toml::from_str("backbone_weights = \"resnet18_mnist.safetensors\"").unwrap(),
         )
         .unwrap();
-        assert_eq!(
-            TableWorkload::peer(&Hybrid, &weights, Path::new("unused")).unwrap(),
-            None
-        );
+        let installed = MnistSource::Explicit("/data/fashion".into());
+        assert!(peer_for(&params, &installed).is_some());
+        assert_eq!(peer_for(&weights, &installed), None);
     }
 
     #[test]

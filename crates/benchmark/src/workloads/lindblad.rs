@@ -10,19 +10,28 @@ use anyhow::Context;
 use burn::tensor::backend::AutodiffBackend;
 use quench_lindblad::{Method, OperatorCache, Solver};
 use quench_meta::{MetaConfig, MetaRun, Operators};
+use quench_train::settings::Valid;
 use serde::Deserialize;
 
 use crate::npy;
 use crate::peers::Peer;
 use crate::workload::{
-    Claim, PrecisionRole, Quality, QualityCaveat, TableWorkload, Tolerance, Variant,
+    Claim, PerVariant, PrecisionRole, Quality, QualityCaveat, TableWorkload, Tolerance, Variant,
     VariantContext, VariantOutcome, claimed, time_runs,
 };
 
-/// The `lindblad-meta` workload; remembers the training run of each solver, which is all that
-/// decides the quality (the schedule and the cache change only the speed, see `quality_key`).
-#[derive(Default)]
-pub struct LindbladMeta {
+/// The `lindblad-meta` workload.
+pub struct LindbladMeta;
+
+/// `lindblad-meta` prepared for a suite: each variant's configurations, and the training run
+/// of each solver once made, which is all that decides the quality (the schedule and the cache
+/// change only the speed, see `quality_key`).
+pub struct PreparedMeta {
+    params: Params,
+    /// Each variant's timed configuration.
+    timed: PerVariant<MetaConfig>,
+    /// Each variant's quality run: its solver, `quality_iterations` long, validated at the end.
+    quality_runs: PerVariant<MetaConfig>,
     quality: Mutex<HashMap<String, Trained>>,
 }
 
@@ -170,6 +179,7 @@ const VARIANTS: [Variant<Setting>; 7] = [
 
 impl TableWorkload for LindbladMeta {
     type Params = Params;
+    type Prepared = PreparedMeta;
     type Setting = Setting;
     const NAME: &'static str = "lindblad-meta";
     /// Tasks of a meta-batch are split over the ranks (data-parallel meta-learning).
@@ -180,9 +190,26 @@ impl TableWorkload for LindbladMeta {
         &VARIANTS
     }
 
-    /// The meta-learning settings (counts, rates; the variants' solvers are fixed).
-    fn check(&self, params: &Params) -> anyhow::Result<()> {
-        Ok(meta_config(params, RK4_FINE).validate()?)
+    /// The meta-learning settings (counts, rates; the variants' solvers are fixed) of every
+    /// variant's timed run and quality run.
+    fn prepare(&self, params: Params) -> anyhow::Result<PreparedMeta> {
+        let timed = PerVariant::new(&VARIANTS, |variant| {
+            Ok(Valid::new(meta_config(&params, variant.setting.method))?)
+        })?;
+        let quality_runs = PerVariant::new(&VARIANTS, |variant| {
+            let iterations = params.quality_iterations.max(1);
+            Ok(Valid::new(MetaConfig {
+                iterations,
+                val_interval: iterations,
+                ..meta_config(&params, variant.setting.method)
+            })?)
+        })?;
+        Ok(PreparedMeta {
+            params,
+            timed,
+            quality_runs,
+            quality: Mutex::default(),
+        })
     }
 
     /// The original's way in PyTorch: tasks one at a time, complex density matrices, RK4 at
@@ -191,7 +218,8 @@ impl TableWorkload for LindbladMeta {
     /// guide's fast step) for the quality, since RK4 at dt 0.001 would take hours. It starts
     /// from Quench's initial policy and meets Quench's tasks, written into `inputs`
     /// ([`export_draws`]), so that its quality is comparable with `euler-dt0.02`'s.
-    fn peer(&self, params: &Params, inputs: &Path) -> anyhow::Result<Option<Peer>> {
+    fn peer(&self, prepared: &PreparedMeta, inputs: &Path) -> anyhow::Result<Option<Peer>> {
+        let params = &prepared.params;
         export_draws(&meta_config(params, EULER), params, inputs)?;
         let Method::Rk4 { dt } = RK4_FINE else {
             unreachable!("the baseline's solver is RK4")
@@ -231,14 +259,15 @@ impl TableWorkload for LindbladMeta {
     fn run_variant<B: AutodiffBackend>(
         &self,
         variant: &Variant<Setting>,
-        params: Params,
+        prepared: &PreparedMeta,
         ctx: &VariantContext,
         device: &B::Device,
     ) -> anyhow::Result<VariantOutcome> {
         let setting = variant.setting;
-        let config = meta_config(&params, setting.method);
+        let params = &prepared.params;
+        let config = prepared.timed.of(variant)?;
         let iterations = params.timed_iterations.max(1);
-        let mut run = MetaRun::<B>::new(&config, &mut OperatorCache::new(), device)?;
+        let mut run = MetaRun::<B>::new(config, &mut OperatorCache::new(), device)?;
         if !setting.cached {
             run.problem = run
                 .problem
@@ -273,18 +302,16 @@ impl TableWorkload for LindbladMeta {
             Ok(())
         })?;
         let key = quality_key(&setting);
-        let cached = self.quality.lock().ok().and_then(|q| q.get(&key).cloned());
+        let cached = prepared
+            .quality
+            .lock()
+            .ok()
+            .and_then(|q| q.get(&key).cloned());
         let trained = match cached {
             Some(trained) => trained,
             None => {
-                let trained = train::<B>(
-                    MetaConfig {
-                        iterations: params.quality_iterations.max(1),
-                        ..config
-                    },
-                    device,
-                )?;
-                if let Ok(mut q) = self.quality.lock() {
+                let trained = train::<B>(prepared.quality_runs.of(variant)?, device)?;
+                if let Ok(mut q) = prepared.quality.lock() {
                     q.insert(key, trained.clone());
                 }
                 trained
@@ -292,7 +319,8 @@ impl TableWorkload for LindbladMeta {
         };
         let fidelity = trained.fidelity;
         let baseline_run = VARIANTS.iter().find(|v| v.baseline).and_then(|v| {
-            self.quality
+            prepared
+                .quality
                 .lock()
                 .ok()?
                 .get(&quality_key(&v.setting))
@@ -403,14 +431,13 @@ fn quality_key(setting: &Setting) -> String {
     format!("{:?}", setting.method)
 }
 
-/// Trains with the batched, cached schedule: the last validation's fidelity (squared overlap
-/// after adaptation) and the training losses.
-fn train<B: AutodiffBackend>(config: MetaConfig, device: &B::Device) -> anyhow::Result<Trained> {
-    let config = MetaConfig {
-        val_interval: config.iterations,
-        ..config
-    };
-    let mut run = MetaRun::<B>::new(&config, &mut OperatorCache::new(), device)?;
+/// Trains `config` (validated at its last iteration) with the batched, cached schedule: the
+/// last validation's fidelity (squared overlap after adaptation) and the training losses.
+fn train<B: AutodiffBackend>(
+    config: &Valid<MetaConfig>,
+    device: &B::Device,
+) -> anyhow::Result<Trained> {
+    let mut run = MetaRun::<B>::new(config, &mut OperatorCache::new(), device)?;
     let history = run.train(|_, _| {})?;
     let fidelity = history
         .last_validation()
@@ -456,7 +483,7 @@ fn caveat(method: Method, trained: &Trained, baseline: Option<&Trained>) -> Opti
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::Workload;
+    use crate::workload::PrepareAndRun;
 
     #[test]
     fn a_shortfall_is_the_coarse_solver_or_a_trajectory_that_departs_late() {
@@ -497,7 +524,7 @@ mod tests {
         let table: toml::Table =
             toml::from_str("tasks_per_batch = 4\nquality_iterations = 7\nval_tasks = 3").unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let peer = Workload::peer(&LindbladMeta::default(), &table, dir.path())
+        let peer = PrepareAndRun::peer(&LindbladMeta, &table, dir.path())
             .unwrap()
             .unwrap();
         assert_eq!((peer.script, peer.repeats), ("lindblad_meta.py", Some(1)));
@@ -524,7 +551,7 @@ mod tests {
             }
         };
         let params: Params = toml::from_str(&table.to_string()).unwrap();
-        let config = meta_config(&params, EULER);
+        let config = Valid::new(meta_config(&params, EULER)).unwrap();
         type B = burn::backend::Autodiff<burn::backend::NdArray>;
         let run =
             MetaRun::<B>::new(&config, &mut OperatorCache::new(), &Default::default()).unwrap();

@@ -140,6 +140,7 @@ const VARIANTS: [Variant<Setting>; 7] = [
 
 impl TableWorkload for LoaderWorkload {
     type Params = Params;
+    type Prepared = PreparedLoader;
     type Setting = Setting;
     const NAME: &'static str = "loader";
     const SUMMARY: &'static str = "one epoch of binary Fashion-MNIST through a 784-500-1 MLP with guide 002's loader settings";
@@ -148,41 +149,39 @@ impl TableWorkload for LoaderWorkload {
         &VARIANTS
     }
 
-    /// The learning rate, and the images: read as a run reads them.
-    fn check(&self, params: &Params) -> anyhow::Result<()> {
+    /// The learning rate, and the images, read once for every variant.
+    fn prepare(&self, params: Params) -> anyhow::Result<PreparedLoader> {
         anyhow::ensure!(
             params.learning_rate.is_finite() && params.learning_rate > 0.0,
             "learning_rate = {}: must be a finite number above 0",
             params.learning_rate
         );
-        BinaryData::load(
+        let data = BinaryData::load(
             MnistSource::or_stand_in(MnistSource::locate(None))?,
             params.train_samples,
-        )
-        .map(drop)
+        )?;
+        Ok(PreparedLoader { params, data })
     }
 
     /// The baseline's loader in PyTorch (a DataLoader at batch 32, no workers) on the IDX
-    /// files Quench finds; where it would use its synthetic stand-in, no peer.
-    fn peer(&self, params: &Params, _inputs: &Path) -> anyhow::Result<Option<Peer>> {
-        let Ok(source) = MnistSource::locate(None) else {
-            return Ok(None);
-        };
-        Ok(source.dir().map(|dir| peer_on(dir, params)))
+    /// files Quench read; where it used its synthetic stand-in, no peer.
+    fn peer(&self, prepared: &PreparedLoader, _inputs: &Path) -> anyhow::Result<Option<Peer>> {
+        Ok(prepared
+            .data
+            .source
+            .dir()
+            .map(|dir| peer_on(dir, &prepared.params)))
     }
 
     fn run_variant<B: AutodiffBackend>(
         &self,
         variant: &Variant<Setting>,
-        params: Params,
+        prepared: &PreparedLoader,
         ctx: &VariantContext,
         device: &B::Device,
     ) -> anyhow::Result<VariantOutcome> {
         let setting = &variant.setting;
-        let data = BinaryData::load(
-            MnistSource::or_stand_in(MnistSource::locate(None))?,
-            params.train_samples,
-        )?;
+        let (params, data) = (&prepared.params, &prepared.data);
         let mode = if setting.resident {
             Mode::Resident
         } else {
@@ -221,7 +220,7 @@ impl TableWorkload for LoaderWorkload {
             let trained = sgd_epoch::<B>(&model, model.params(), batches, lr, &mut amp);
             accuracy(&model, trained, test_x.clone(), data.test.labels())
         })?;
-        let mut notes = vec![data.source_note.clone()];
+        let mut notes = vec![format!("data: classes 0 and 1 of {}", data.source)];
         if amp.skipped_steps() > 0 {
             notes.push(format!(
                 "{} steps skipped by f16 loss scaling over {} epochs",
@@ -273,11 +272,18 @@ fn peer_on(dir: &Path, params: &Params) -> Peer {
     }
 }
 
+/// `loader` prepared for a suite.
+pub struct PreparedLoader {
+    params: Params,
+    data: BinaryData,
+}
+
 /// Classes 0 and 1 of the train and test splits, normalised as MNIST.
 struct BinaryData {
     train: Arc<Dataset>,
     test: Dataset,
-    source_note: String,
+    /// Where they came from.
+    source: MnistSource,
 }
 
 impl BinaryData {
@@ -295,7 +301,7 @@ impl BinaryData {
         Ok(Self {
             train: Arc::new(train),
             test: binary(Split::Test)?,
-            source_note: format!("data: classes 0 and 1 of {source}"),
+            source,
         })
     }
 }
@@ -303,7 +309,7 @@ impl BinaryData {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::{RunContext, VariantRun, Workload};
+    use crate::workload::{PrepareAndRun, RunContext, VariantRun, Workload};
     use quench_device::CpuBackend;
 
     #[test]
@@ -313,11 +319,8 @@ mod tests {
         let found = MnistSource::locate_in(None, None, &empty, &empty);
         let data = BinaryData::load(MnistSource::or_stand_in(found).unwrap(), 0).unwrap();
         std::fs::remove_dir_all(&empty).unwrap();
-        assert!(
-            data.source_note.contains("stand-in"),
-            "{}",
-            data.source_note
-        );
+        let source = data.source.to_string();
+        assert!(source.contains("stand-in"), "{source}");
         assert_eq!((data.train.len(), data.test.len()), (12_000, 2_000));
         let device = Default::default();
         let model = EnsembleMlp::new(

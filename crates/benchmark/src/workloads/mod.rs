@@ -18,7 +18,7 @@ pub fn registry() -> Vec<Box<dyn Workload>> {
         Box::new(qrng::QrngDistinguish),
         Box::new(qrng::QrngGan),
         Box::new(qrng::QrngClassifier),
-        Box::new(lindblad::LindbladMeta::default()),
+        Box::new(lindblad::LindbladMeta),
         Box::new(sgld::SgldGrid),
         Box::new(hybrid::Hybrid),
         Box::new(temporal::Temporal::<0>),

@@ -47,6 +47,16 @@ impl Default for Params {
     }
 }
 
+/// `sgld` prepared for a suite.
+pub struct PreparedGrid {
+    /// The grid as its file sets it (the baseline's batch).
+    config: GridConfig,
+    /// The grid at the suite's `bigger_batch`.
+    bigger: GridConfig,
+    /// The data the grid names.
+    data: GridData,
+}
+
 /// What a variant changes; its precision comes from the run (`Execution::precision` is set
 /// from the variant's context).
 #[derive(Debug, Clone, PartialEq)]
@@ -158,6 +168,7 @@ const VARIANTS: [Variant<Plan>; 7] = [
 
 impl TableWorkload for SgldGrid {
     type Params = Params;
+    type Prepared = PreparedGrid;
     type Setting = Plan;
     const NAME: &'static str = "sgld";
     /// Chains are dealt over the ranks as `sgld_grid` deals them (`shard_chains`).
@@ -170,17 +181,28 @@ impl TableWorkload for SgldGrid {
         &VARIANTS
     }
 
-    /// The grid file, and the data it names.
-    fn check(&self, params: &Params) -> anyhow::Result<()> {
-        GridData::load(&grid(params)?)?;
-        Ok(())
+    /// The grid file and the suite's `bigger_batch` checked, and the data the grid names read
+    /// or drawn once for every variant.
+    fn prepare(&self, params: Params) -> anyhow::Result<PreparedGrid> {
+        let config = grid(&params)?;
+        let bigger = GridConfig {
+            batch_size: params.bigger_batch,
+            ..config.clone()
+        };
+        bigger.check("the suite's `bigger_batch`")?;
+        let data = GridData::load(&config)?;
+        Ok(PreparedGrid {
+            config,
+            bigger,
+            data,
+        })
     }
 
     /// The grid's chains one at a time through autograd. SYNTH: the peer draws its own points
     /// from the same distribution. MNIST: the peer reads the IDX files Quench finds and draws
     /// the same number of images per class; where no data set is installed, no peer.
-    fn peer(&self, params: &Params, _inputs: &Path) -> anyhow::Result<Option<Peer>> {
-        let config = grid(params)?;
+    fn peer(&self, prepared: &PreparedGrid, _inputs: &Path) -> anyhow::Result<Option<Peer>> {
+        let config = &prepared.config;
         let list = |values: Vec<String>| values.join(",");
         let mut args = vec![
             "--betas".into(),
@@ -249,18 +271,18 @@ impl TableWorkload for SgldGrid {
     fn run_variant<B: AutodiffBackend>(
         &self,
         variant: &Variant<Plan>,
-        params: Params,
+        prepared: &PreparedGrid,
         ctx: &VariantContext,
         device: &B::Device,
     ) -> anyhow::Result<VariantOutcome> {
         let plan = &variant.setting;
-        let mut config = grid(&params)?;
-        let baseline_batch = config.batch_size;
-        if plan.bigger_batch {
-            config.batch_size = params.bigger_batch;
-            config.check("the suite's `bigger_batch`")?;
-        }
-        let data = GridData::load(&config)?;
+        let baseline_batch = prepared.config.batch_size;
+        let config = if plan.bigger_batch {
+            &prepared.bigger
+        } else {
+            &prepared.config
+        };
+        let data = &prepared.data;
         let execution = Execution {
             precision: ctx.precision,
             ..plan.execution
@@ -268,7 +290,7 @@ impl TableWorkload for SgldGrid {
         let shard = ctx.world.shard();
         let (chains, seconds, counts) = time_runs::<B, _>(device, ctx.timing, || {
             Ok(run_grid_shard::<B>(
-                &config, &data, &execution, shard, device,
+                config, data, &execution, shard, device,
             )?)
         })?;
         let hottest = config.betas.len() - 1;
@@ -281,7 +303,7 @@ impl TableWorkload for SgldGrid {
         // The tolerance is the spread over repetitions, at least one test point (`quality`).
         let sharded = (shard.ranks > 1)
             .then(|| Sharded::of(chains.len(), &hot, Some(1.0 / data.n_test() as f64)));
-        let result = GridResult::new(&config, &data, chains);
+        let result = GridResult::new(config, data, chains);
         let epochs = config.max_epochs() as f64;
         let mut notes = vec![
             format!("data: {}", data.description),
@@ -385,7 +407,7 @@ fn beta_lines(result: &GridResult) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::{RunContext, VariantRun, Workload};
+    use crate::workload::{PrepareAndRun, RunContext, VariantRun, Workload};
 
     fn variant(name: &str) -> crate::workload::VariantInfo {
         SgldGrid
@@ -402,7 +424,7 @@ mod tests {
             table
         };
         let unused = Path::new("unused");
-        let peer = Workload::peer(&SgldGrid, &params("configs/sgld/synth-test.toml"), unused)
+        let peer = PrepareAndRun::peer(&SgldGrid, &params("configs/sgld/synth-test.toml"), unused)
             .unwrap()
             .unwrap();
         assert_eq!(peer.script, "sgld.py");
@@ -417,7 +439,7 @@ mod tests {
         );
         let err = format!(
             "{:#}",
-            Workload::peer(&SgldGrid, &params("/nonexistent.toml"), unused).unwrap_err()
+            PrepareAndRun::peer(&SgldGrid, &params("/nonexistent.toml"), unused).unwrap_err()
         );
         assert!(err.contains("/nonexistent.toml"), "{err}");
 
@@ -432,7 +454,7 @@ mod tests {
             &format!("[mnist]\ndir = {:?}", dir.path().join("idx")),
         );
         std::fs::write(&grid, text).unwrap();
-        let peer = Workload::peer(&SgldGrid, &params(grid.to_str().unwrap()), unused)
+        let peer = PrepareAndRun::peer(&SgldGrid, &params(grid.to_str().unwrap()), unused)
             .unwrap()
             .unwrap();
         let args = peer.args.join(" ");

@@ -20,13 +20,14 @@ use quench_data::{
     synthetic_market,
 };
 use quench_temporal::{Execution, LstmCore, ModelKind, TemporalConfig, train_temporal};
+use quench_train::settings::Valid;
 use quench_train::stats::MeanStd;
 use serde::Deserialize;
 
 use crate::npy;
 use crate::peers::Peer;
 use crate::workload::{
-    Claim, PrecisionRole, Quality, QualityCaveat, TableWorkload, Tolerance, Variant,
+    Claim, PerVariant, PrecisionRole, Quality, QualityCaveat, TableWorkload, Tolerance, Variant,
     VariantContext, VariantOutcome, claimed, time_runs,
 };
 
@@ -69,6 +70,19 @@ impl Default for Params {
             training: toml::Table::new(),
         }
     }
+}
+
+/// A temporal workload prepared for a suite.
+pub struct PreparedTemporal {
+    params: Params,
+    /// The model's training settings with the suite's overrides (the peer's).
+    config: TemporalConfig,
+    /// Each variant's, at its batch.
+    configs: PerVariant<TemporalConfig>,
+    /// The windows, split and normalised.
+    data: MarketData,
+    /// Where the bars came from.
+    note: String,
 }
 
 /// One variant's way of computing.
@@ -292,7 +306,9 @@ fn batch_of(model: ModelKind, (recurrent_or_attention, mlp): (usize, usize)) -> 
     }
 }
 
-/// The model's training settings with the suite's overrides; `model` cannot be overridden.
+/// The model's training settings with the suite's overrides (the defaults depend on the
+/// model, so the overrides are merged into them as a table); `model` cannot be overridden.
+/// Checked per variant, at its batch, by [`TableWorkload::prepare`].
 fn training(model: ModelKind, overrides: &toml::Table) -> anyhow::Result<TemporalConfig> {
     anyhow::ensure!(
         !overrides.contains_key("model"),
@@ -302,11 +318,9 @@ fn training(model: ModelKind, overrides: &toml::Table) -> anyhow::Result<Tempora
     let mut merged = toml::Table::try_from(TemporalConfig::for_model(model))
         .context("the default training settings")?;
     merged.extend(overrides.clone());
-    let config: TemporalConfig = toml::Value::Table(merged)
+    toml::Value::Table(merged)
         .try_into()
-        .context("invalid training settings")?;
-    config.validate().context("training")?;
-    Ok(config)
+        .context("invalid training settings")
 }
 
 /// Writes the windows of `data` for the peer into `dir` as numpy files: `rows.npy` (`f32
@@ -417,6 +431,7 @@ fn peer_on(model: ModelKind, config: &TemporalConfig, dir: &Path, params: &Param
 
 impl<const MODEL: usize> TableWorkload for Temporal<MODEL> {
     type Params = Params;
+    type Prepared = PreparedTemporal;
     type Setting = Setting;
     const NAME: &'static str = NAMES[MODEL];
     /// Seeds are dealt over the ranks.
@@ -431,25 +446,31 @@ impl<const MODEL: usize> TableWorkload for Temporal<MODEL> {
         }
     }
 
-    /// The training settings, and the bars: the files read and windowed (or the synthetic
-    /// market drawn), as a run will.
-    fn check(&self, params: &Params) -> anyhow::Result<()> {
+    /// Each variant's training settings (the model's with the suite's overrides, at the
+    /// variant's batch), and the bars: the files read and windowed (or the synthetic market
+    /// drawn) once for every variant and the peer.
+    fn prepare(&self, params: Params) -> anyhow::Result<PreparedTemporal> {
         let model = MODELS[MODEL];
         let config = training(model, &params.training)?;
-        // The widths at the largest batch a variant takes, before any data is made.
-        let largest = self
-            .table()
-            .iter()
-            .map(|v| batch_of(model, v.setting.batch))
-            .max()
-            .unwrap_or(config.batch_size);
-        TemporalConfig {
-            batch_size: largest,
-            ..config
-        }
-        .check_memory(params.windows.window, quench_data::FEATURES.len())
-        .context("training")?;
-        market(params).map(drop)
+        let configs = PerVariant::new(self.table(), |variant| {
+            let config = TemporalConfig {
+                batch_size: batch_of(model, variant.setting.batch),
+                ..config.clone()
+            };
+            // The states at this batch, before any data is made.
+            config
+                .check_memory(params.windows.window, quench_data::FEATURES.len())
+                .context("training")?;
+            Valid::new(config).context("training")
+        })?;
+        let (data, note) = market(&params)?;
+        Ok(PreparedTemporal {
+            params,
+            config,
+            configs,
+            data,
+            note,
+        })
     }
 
     /// The original's way in PyTorch (`peers/temporal.py`): the seeds one at a time at the
@@ -458,27 +479,27 @@ impl<const MODEL: usize> TableWorkload for Temporal<MODEL> {
     /// BatchNorm MLP, with the same training settings. It trains on Quench's own windows: the
     /// synthetic market (or the files) is cut, split and normalised here and exported as numpy
     /// files ([`export_windows`]) into `inputs`.
-    fn peer(&self, params: &Params, inputs: &Path) -> anyhow::Result<Option<Peer>> {
-        let model = MODELS[MODEL];
-        let config = training(model, &params.training)?;
-        let (data, _) = market(params)?;
-        export_windows(&data, inputs)?;
-        Ok(Some(peer_on(model, &config, inputs, params)))
+    fn peer(&self, prepared: &PreparedTemporal, inputs: &Path) -> anyhow::Result<Option<Peer>> {
+        export_windows(&prepared.data, inputs)?;
+        Ok(Some(peer_on(
+            MODELS[MODEL],
+            &prepared.config,
+            inputs,
+            &prepared.params,
+        )))
     }
 
     fn run_variant<B: AutodiffBackend>(
         &self,
         variant: &Variant<Setting>,
-        params: Params,
+        prepared: &PreparedTemporal,
         ctx: &VariantContext,
         device: &B::Device,
     ) -> anyhow::Result<VariantOutcome> {
         let model = MODELS[MODEL];
         let setting = &variant.setting;
-        let mut config = training(model, &params.training)?;
-        config.seeds = ctx.my_members("seeds", &config.seeds)?;
-        config.batch_size = batch_of(model, setting.batch);
-        let (data, data_note) = market(&params)?;
+        let (params, data) = (&prepared.params, &prepared.data);
+        let config = ctx.my_share("seeds", prepared.configs.of(variant)?)?;
         let execution = Execution {
             core: setting.core,
             data: setting.data,
@@ -486,7 +507,7 @@ impl<const MODEL: usize> TableWorkload for Temporal<MODEL> {
         };
         let timing = ctx.timing_with(params.repeats);
         let (outcome, seconds, counts) = time_runs::<B, _>(device, timing, || {
-            Ok(train_temporal::<B>(&data, &config, &execution, device)?)
+            Ok(train_temporal::<B>(data, &config, &execution, device)?)
         })?;
         let seeds = config.seeds.len();
         let epochs = outcome.epochs.max(1) as f64;
@@ -528,7 +549,7 @@ impl<const MODEL: usize> TableWorkload for Temporal<MODEL> {
                 config.batch_size,
             ),
             format!("precision: {}", ctx.precision),
-            data_note,
+            prepared.note.clone(),
         ];
         if outcome.skipped_steps > 0 {
             notes.push(format!(
@@ -568,7 +589,7 @@ impl<const MODEL: usize> TableWorkload for Temporal<MODEL> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::{RunContext, VariantRun, Workload};
+    use crate::workload::{PrepareAndRun, RunContext, VariantRun, Workload};
     use quench_data::FEATURES;
 
     #[test]
@@ -790,7 +811,7 @@ mod tests {
         }
 
         let refused: toml::Table = toml::from_str("training = { model = \"mlp\" }").unwrap();
-        let err = Workload::peer(&Temporal::<0>, &refused, dir.path())
+        let err = PrepareAndRun::peer(&Temporal::<0>, &refused, dir.path())
             .unwrap_err()
             .to_string();
         assert!(err.contains("temporal-lstm"), "{err}");
@@ -801,7 +822,7 @@ mod tests {
         let table: toml::Table = toml::from_str(SMALL).unwrap();
         let err = format!(
             "{:#}",
-            Workload::peer(&Temporal::<0>, &table, &file.join("inputs")).unwrap_err()
+            PrepareAndRun::peer(&Temporal::<0>, &table, &file.join("inputs")).unwrap_err()
         );
         assert!(
             err.contains("cannot create") && err.contains("a-file"),

@@ -2,12 +2,13 @@
 //! early stopping with best weights, learning, and refusals, on the tests' device
 //! (`quench_device::testing`).
 
-use crate::classifier::{ClassifierConfig, ClassifierOutcome, Execution, train_classifier};
+use crate::classifier::{ClassifierConfig, ClassifierOutcome, Execution};
 use crate::{Batching, QrngError};
 use burn::tensor::DType;
 use quench_data::{Dataset, Mode, SourceModel, synthetic_qrng};
 use quench_device::Precision;
 use quench_device::testing::on_cpu;
+use quench_train::settings::Valid;
 
 /// Three sources whose probabilities of a one are 1/2 - `bias`, 1/2 and 1/2 + `bias`; with
 /// bias 0.25 a small network separates them well (the Bayes accuracy from the count of ones
@@ -33,6 +34,16 @@ fn separable(lines_per_source: usize, bias: f64) -> Dataset {
     synthetic_qrng(&sources, lines_per_source, 100, 4)
         .unwrap()
         .to_dataset()
+}
+
+/// `config` checked, then trained: refused settings come back as the error.
+fn train<B: burn::tensor::backend::AutodiffBackend>(
+    data: &Dataset,
+    config: &ClassifierConfig,
+    execution: &Execution,
+    device: &B::Device,
+) -> Result<ClassifierOutcome, QrngError> {
+    crate::classifier::train_classifier::<B>(data, &Valid::new(config.clone())?, execution, device)
 }
 
 fn execution(batching: Batching, loader: Mode, fused: bool) -> Execution {
@@ -72,7 +83,7 @@ quench_device::device_test! {
         // The reference: the original's way, one seed at a time through autodiff. Batched, with
         // autodiff and with the hand-derived step, each must follow it. The hand-derived step is
         // the CPU's alone: elsewhere `fused` falls back to autodiff, which would only run twice.
-        let alone = train_classifier::<B>(
+        let alone = train::<B>(
             &data,
             &config,
             &execution(Batching::OneAtATime, STREAMED, false),
@@ -81,7 +92,7 @@ quench_device::device_test! {
         .unwrap();
         let forms: &[bool] = if on_cpu() { &[false, true] } else { &[false] };
         for &fused in forms {
-            let batched = train_classifier::<B>(
+            let batched = train::<B>(
                 &data,
                 &config,
                 &execution(Batching::Members, Mode::Resident, fused),
@@ -162,7 +173,7 @@ quench_device::device_test! {
         };
         for batching in [Batching::OneAtATime, Batching::Members] {
             let run = || {
-                train_classifier::<B>(
+                train::<B>(
                     &data,
                     &config,
                     &execution(batching, STREAMED, false),
@@ -195,7 +206,7 @@ quench_device::device_test! {
         };
         assert!(config.dropout > 0.0);
         let run = |batching| {
-            train_classifier::<B>(
+            train::<B>(
                 &data,
                 &config,
                 &execution(batching, Mode::Resident, true),
@@ -226,7 +237,7 @@ quench_device::device_test! {
             dropout: 0.0,
             ..config.clone()
         };
-        let without = train_classifier::<B>(
+        let without = train::<B>(
             &data,
             &plain,
             &execution(Batching::Members, Mode::Resident, true),
@@ -245,7 +256,7 @@ quench_device::device_test! {
             batch_size: 32,
             ..ClassifierConfig::default()
         };
-        let result = train_classifier::<B>(&data, &config, &Execution::default(), device).unwrap();
+        let result = train::<B>(&data, &config, &Execution::default(), device).unwrap();
         for seed in &result.seeds {
             let accuracies: Vec<f64> = seed.history.iter().map(|h| h.validation_accuracy).collect();
             let best = accuracies.iter().copied().fold(0.0, f64::max);
@@ -265,7 +276,7 @@ quench_device::device_test! {
             max_epochs: 20,
             ..ClassifierConfig::default()
         };
-        let result = train_classifier::<B>(&data, &config, &Execution::default(), device).unwrap();
+        let result = train::<B>(&data, &config, &Execution::default(), device).unwrap();
         let (mean, _) = result.test_accuracy();
         assert!(mean > 0.88, "{result}");
         assert!(result.to_string().contains("test accuracy"));
@@ -284,7 +295,7 @@ quench_device::device_test! {
                 precision,
                 ..Execution::default()
             };
-            let result = train_classifier::<B>(&data, &short, &mixed, device);
+            let result = train::<B>(&data, &short, &mixed, device);
             // ndarray has neither; f16 trains through the loss scaler where the device has it.
             if on_cpu() || !B::supports_dtype(device, dtype) {
                 let err = result.unwrap_err();
@@ -309,7 +320,7 @@ quench_device::device_test! {
             },
         ] {
             assert!(
-                train_classifier::<B>(&data, &config, &Execution::default(), device).is_err(),
+                train::<B>(&data, &config, &Execution::default(), device).is_err(),
                 "{config:?}"
             );
         }

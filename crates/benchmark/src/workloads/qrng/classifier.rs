@@ -4,17 +4,21 @@
 
 use std::path::Path;
 
+use anyhow::Context;
+
 use burn::tensor::backend::AutodiffBackend;
+use quench_data::Dataset;
 use quench_data::Mode;
 use quench_qrng::Batching;
 use quench_qrng::classifier::{ClassifierConfig, Execution, train_classifier};
 use quench_qrng::split::Split;
+use quench_train::settings::Valid;
 use serde::Deserialize;
 
-use super::DataParams;
+use super::{DataParams, Recording};
 use crate::peers::Peer;
 use crate::workload::{
-    Claim, PrecisionRole, Quality, QualityCaveat, TableWorkload, Tolerance, Variant,
+    Claim, PerVariant, PrecisionRole, Quality, QualityCaveat, TableWorkload, Tolerance, Variant,
     VariantContext, VariantOutcome, time_runs,
 };
 
@@ -40,6 +44,17 @@ pub struct ClassifierParams {
     data: DataParams,
     /// The classifier's settings; `batch_size` is set by the variant.
     training: ClassifierConfig,
+}
+
+/// `qrng-classifier` prepared for a suite.
+pub struct PreparedClassifier {
+    params: ClassifierParams,
+    /// The lines as features and source labels.
+    data: Dataset,
+    /// Where they came from, for the notes.
+    note: String,
+    /// Each variant's training settings.
+    configs: PerVariant<ClassifierConfig>,
 }
 
 /// What a classifier variant changes.
@@ -147,6 +162,7 @@ const CLASSIFIER_VARIANTS: [Variant<Setting>; 7] = [
 
 impl TableWorkload for QrngClassifier {
     type Params = ClassifierParams;
+    type Prepared = PreparedClassifier;
     type Setting = Setting;
     const NAME: &'static str = "qrng-classifier";
     /// Seeds are dealt over the ranks.
@@ -158,14 +174,29 @@ impl TableWorkload for QrngClassifier {
         &CLASSIFIER_VARIANTS
     }
 
-    /// The recording (or the synthetic one's settings) reads.
-    fn check(&self, params: &ClassifierParams) -> anyhow::Result<()> {
-        params.data.load().map(drop)
+    /// The recording read (or the synthetic one drawn) once; each variant's training settings
+    /// checked.
+    fn prepare(&self, params: ClassifierParams) -> anyhow::Result<PreparedClassifier> {
+        let configs = PerVariant::new(&CLASSIFIER_VARIANTS, |variant| {
+            let config = ClassifierConfig {
+                batch_size: variant.setting.batch_size,
+                ..params.training.clone()
+            };
+            Valid::new(config).context("training")
+        })?;
+        let Recording { strings, note } = params.data.load()?;
+        Ok(PreparedClassifier {
+            data: strings.to_dataset(),
+            note,
+            configs,
+            params,
+        })
     }
 
     /// The original's way at batch 8, one seed at a time; a peer of the default schedule
     /// only (its learning-rate plateau and fractions are the defaults').
-    fn peer(&self, params: &ClassifierParams, _inputs: &Path) -> anyhow::Result<Option<Peer>> {
+    fn peer(&self, prepared: &PreparedClassifier, _inputs: &Path) -> anyhow::Result<Option<Peer>> {
+        let params = &prepared.params;
         let t = &params.training;
         let defaults = ClassifierConfig::default();
         let schedule_is_default = t.plateau == defaults.plateau
@@ -203,18 +234,13 @@ impl TableWorkload for QrngClassifier {
     fn run_variant<B: AutodiffBackend>(
         &self,
         variant: &Variant<Setting>,
-        params: ClassifierParams,
+        prepared: &PreparedClassifier,
         ctx: &VariantContext,
         device: &B::Device,
     ) -> anyhow::Result<VariantOutcome> {
         let setting = &variant.setting;
-        let (strings, source) = params.data.load()?;
-        let data = strings.to_dataset();
-        let config = ClassifierConfig {
-            batch_size: setting.batch_size,
-            seeds: ctx.my_members("seeds", &params.training.seeds)?,
-            ..params.training
-        };
+        let data = &prepared.data;
+        let config = ctx.my_share("seeds", prepared.configs.of(variant)?)?;
         let precision = ctx.precision;
         let execution = Execution {
             batching: setting.batching,
@@ -227,7 +253,7 @@ impl TableWorkload for QrngClassifier {
             fused: setting.fused,
         };
         let (outcome, seconds, counts) = time_runs::<B, _>(device, ctx.timing, || {
-            Ok(train_classifier::<B>(&data, &config, &execution, device)?)
+            Ok(train_classifier::<B>(data, &config, &execution, device)?)
         })?;
         let seeds = config.seeds.len() as f64;
         let iterations = outcome.member_epochs as f64 / seeds;
@@ -273,7 +299,7 @@ impl TableWorkload for QrngClassifier {
                 QualityCaveat::fewer_steps(config.batch_size, baseline_batch, config.max_epochs)
             })
             .flatten();
-        notes.push(source);
+        notes.push(prepared.note.clone());
         let accuracies: Vec<f64> = outcome.seeds.iter().map(|s| s.test_accuracy).collect();
         Ok(VariantOutcome {
             sharded: ctx.share(outcome.seeds.len(), &accuracies),

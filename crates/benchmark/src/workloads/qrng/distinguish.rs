@@ -4,7 +4,7 @@ use burn::tensor::backend::AutodiffBackend;
 use quench_qrng::distinguish::{DistinguishConfig, distinguish};
 use serde::Deserialize;
 
-use super::DataParams;
+use super::{DataParams, Recording};
 use crate::workload::{
     PrecisionRole, TableWorkload, Variant, VariantContext, VariantOutcome, time_runs,
 };
@@ -22,6 +22,12 @@ pub struct DistinguishParams {
     tournament: DistinguishConfig,
 }
 
+/// `qrng-distinguish` prepared for a suite.
+pub struct PreparedDistinguish {
+    recording: Recording,
+    tournament: DistinguishConfig,
+}
+
 const DISTINGUISH_VARIANTS: [Variant<()>; 1] = [Variant {
     name: "tournament",
     description: "three feature sets per source and every pair's divergences in one batched \
@@ -34,6 +40,7 @@ const DISTINGUISH_VARIANTS: [Variant<()>; 1] = [Variant {
 
 impl TableWorkload for QrngDistinguish {
     type Params = DistinguishParams;
+    type Prepared = PreparedDistinguish;
     type Setting = ();
     const NAME: &'static str = "qrng-distinguish";
     const SUMMARY: &'static str =
@@ -43,23 +50,26 @@ impl TableWorkload for QrngDistinguish {
         &DISTINGUISH_VARIANTS
     }
 
-    /// The recording (or the synthetic one's settings) reads.
-    fn check(&self, params: &DistinguishParams) -> anyhow::Result<()> {
-        params.data.load().map(drop)
+    /// The recording read (or the synthetic one drawn) once.
+    fn prepare(&self, params: DistinguishParams) -> anyhow::Result<PreparedDistinguish> {
+        Ok(PreparedDistinguish {
+            recording: params.data.load()?,
+            tournament: params.tournament,
+        })
     }
 
     fn run_variant<B: AutodiffBackend>(
         &self,
         _variant: &Variant<()>,
-        params: DistinguishParams,
+        prepared: &PreparedDistinguish,
         ctx: &VariantContext,
         device: &B::Device,
     ) -> anyhow::Result<VariantOutcome> {
-        let (strings, source) = params.data.load()?;
+        let Recording { strings, note } = &prepared.recording;
         let (table, seconds, counts) = time_runs::<B, _>(device, ctx.timing, || {
             Ok(distinguish::<B::InnerBackend>(
-                &strings,
-                &params.tournament,
+                strings,
+                &prepared.tournament,
                 device,
             )?)
         })?;
@@ -79,7 +89,7 @@ impl TableWorkload for QrngDistinguish {
                 best.sources.0, best.sources.1
             ));
         }
-        notes.push(source);
+        notes.push(note.clone());
         Ok(VariantOutcome {
             sharded: None,
             per_iteration: seconds,

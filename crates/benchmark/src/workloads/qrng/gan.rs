@@ -3,16 +3,19 @@
 
 use std::path::Path;
 
+use anyhow::Context;
+
 use burn::tensor::backend::AutodiffBackend;
 use quench_qrng::Batching;
 use quench_qrng::gan::{GanConfig, Noise, gan_tournament_shard};
+use quench_train::settings::Valid;
 use serde::Deserialize;
 
-use super::DataParams;
+use super::{DataParams, Recording};
 use crate::peers::Peer;
 use crate::workload::{
-    Claim, NoMembers, PrecisionRole, Quality, TableWorkload, Tolerance, Variant, VariantContext,
-    VariantOutcome, time_runs,
+    Claim, NoMembers, PerVariant, PrecisionRole, Quality, TableWorkload, Tolerance, Variant,
+    VariantContext, VariantOutcome, time_runs,
 };
 
 /// Guide 000's claim for the GAN tournament: 3-5x.
@@ -32,6 +35,14 @@ pub struct GanParams {
     data: DataParams,
     /// The tournament's settings; `noise` and `fused` are set by the variant.
     tournament: GanConfig,
+}
+
+/// `qrng-gan` prepared for a suite.
+pub struct PreparedGan {
+    params: GanParams,
+    recording: Recording,
+    /// Each variant's tournament settings.
+    configs: PerVariant<GanConfig>,
 }
 
 /// How a variant plays the tournament.
@@ -87,6 +98,7 @@ const GAN_VARIANTS: [Variant<GanSetting>; 3] = [
 
 impl TableWorkload for QrngGan {
     type Params = GanParams;
+    type Prepared = PreparedGan;
     type Setting = GanSetting;
     const NAME: &'static str = "qrng-gan";
     /// Matches (pair x seed) are dealt over the ranks.
@@ -98,12 +110,27 @@ impl TableWorkload for QrngGan {
         &GAN_VARIANTS
     }
 
-    /// The recording (or the synthetic one's settings) reads.
-    fn check(&self, params: &GanParams) -> anyhow::Result<()> {
-        params.data.load().map(drop)
+    /// The recording read (or the synthetic one drawn) once; each variant's tournament
+    /// settings checked.
+    fn prepare(&self, params: GanParams) -> anyhow::Result<PreparedGan> {
+        let configs = PerVariant::new(&GAN_VARIANTS, |variant| {
+            let GanSetting { noise, fused, .. } = variant.setting;
+            let config = GanConfig {
+                noise,
+                fused,
+                ..params.tournament.clone()
+            };
+            Valid::new(config).context("tournament")
+        })?;
+        Ok(PreparedGan {
+            recording: params.data.load()?,
+            configs,
+            params,
+        })
     }
 
-    fn peer(&self, params: &GanParams, _inputs: &Path) -> anyhow::Result<Option<Peer>> {
+    fn peer(&self, prepared: &PreparedGan, _inputs: &Path) -> anyhow::Result<Option<Peer>> {
+        let params = &prepared.params;
         let t = &params.tournament;
         let seeds: Vec<String> = t.seeds.iter().map(u64::to_string).collect();
         let Some(mut args) = params.data.peer_args() else {
@@ -127,25 +154,17 @@ impl TableWorkload for QrngGan {
     fn run_variant<B: AutodiffBackend>(
         &self,
         variant: &Variant<GanSetting>,
-        params: GanParams,
+        prepared: &PreparedGan,
         ctx: &VariantContext,
         device: &B::Device,
     ) -> anyhow::Result<VariantOutcome> {
-        let (strings, source) = params.data.load()?;
-        let GanSetting {
-            batching,
-            noise,
-            fused,
-        } = variant.setting;
-        let config = GanConfig {
-            noise,
-            fused,
-            ..params.tournament
-        };
+        let Recording { strings, note } = &prepared.recording;
+        let batching = variant.setting.batching;
+        let config = prepared.configs.of(variant)?;
         let shard = ctx.world.shard();
         let (tournament, seconds, counts) = time_runs::<B, _>(device, ctx.timing, || {
             Ok(gan_tournament_shard::<B>(
-                &strings, &config, batching, shard, device,
+                strings, config, batching, shard, device,
             )?)
         })?;
         if tournament.matches.is_empty() {
@@ -176,7 +195,7 @@ impl TableWorkload for QrngGan {
             config.epochs,
             tournament.matches.len()
         ));
-        notes.push(source);
+        notes.push(note.clone());
         Ok(VariantOutcome {
             sharded: ctx.share(finals.len(), &finals),
             per_iteration: seconds.scaled(1.0 / epochs),

@@ -54,6 +54,14 @@ enum Source {
     Synthetic,
 }
 
+/// The bit strings of a qRNG workload, read or drawn once for its variants and its peer.
+pub(super) struct Recording {
+    /// The lines and their sources.
+    strings: BitStrings,
+    /// Where they came from, for the notes.
+    note: String,
+}
+
 impl DataParams {
     /// The recorded file, resolved, as a PyTorch peer's `--data` argument; none for synthetic
     /// sources, which the peers do not generate.
@@ -65,7 +73,7 @@ impl DataParams {
     }
 
     /// Reads or generates the bit strings, and says which in a note.
-    pub(super) fn load(&self) -> anyhow::Result<(BitStrings, String)> {
+    pub(super) fn load(&self) -> anyhow::Result<Recording> {
         match self.source {
             Source::Recorded => {
                 let path = in_working_folder_or_source_tree(&self.path);
@@ -82,15 +90,18 @@ impl DataParams {
                         strings.classes()
                     );
                 }
-                Ok((strings, format!("data: {}", self.path.display())))
+                Ok(Recording {
+                    strings,
+                    note: format!("data: {}", self.path.display()),
+                })
             }
-            Source::Synthetic => Ok((
-                synthetic_recording(self.synthetic_lines, self.synthetic_seed)?,
-                format!(
+            Source::Synthetic => Ok(Recording {
+                strings: synthetic_recording(self.synthetic_lines, self.synthetic_seed)?,
+                note: format!(
                     "data: synthetic sources, {} lines each (seed {})",
                     self.synthetic_lines, self.synthetic_seed
                 ),
-            )),
+            }),
         }
     }
 }
@@ -98,7 +109,7 @@ impl DataParams {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::{RunContext, VariantOutcome, VariantRun, Workload};
+    use crate::workload::{PrepareAndRun, RunContext, VariantOutcome, VariantRun, Workload};
 
     fn ctx() -> RunContext<'static> {
         RunContext::quick_cpu()
