@@ -202,70 +202,7 @@ impl TableWorkload for SgldGrid {
     /// from the same distribution. MNIST: the peer reads the IDX files Quench finds and draws
     /// the same number of images per class; where no data set is installed, no peer.
     fn peer(&self, prepared: &PreparedGrid, _inputs: &Path) -> anyhow::Result<Option<Peer>> {
-        let config = &prepared.config;
-        let list = |values: Vec<String>| values.join(",");
-        let mut args = vec![
-            "--betas".into(),
-            list(config.betas.iter().map(f64::to_string).collect()),
-            "--epochs".into(),
-            list(config.epochs.iter().map(usize::to_string).collect()),
-            "--a0".into(),
-            list(config.a0.iter().map(f64::to_string).collect()),
-            "--repetitions".into(),
-            config.repetitions.to_string(),
-            "--batch-size".into(),
-            config.batch_size.to_string(),
-            "--hidden".into(),
-            config.hidden.to_string(),
-            "--l-max".into(),
-            config.l_max.to_string(),
-            "--loss".into(),
-            match config.loss {
-                LossScale::Unit => "unit".into(),
-                LossScale::Raw => "raw".into(),
-            },
-            "--prior-sigma".into(),
-            config.prior_sigma.to_string(),
-            "--seed".into(),
-            config.seed.to_string(),
-        ];
-        match config.dataset {
-            DatasetKind::Synth => {
-                args.extend([
-                    "--train".into(),
-                    config.synth.train.to_string(),
-                    "--test".into(),
-                    config.synth.test.to_string(),
-                ]);
-                if config.synth.random_labels {
-                    args.push("--random-labels".into());
-                }
-            }
-            DatasetKind::Mnist => {
-                // The peer reads the IDX files; it has no synthetic stand-in.
-                let Ok(source) = MnistSource::locate(config.mnist.dir.as_deref()) else {
-                    return Ok(None);
-                };
-                let Some(dir) = source.dir() else {
-                    return Ok(None);
-                };
-                args.extend([
-                    "--mnist-dir".into(),
-                    dir.display().to_string(),
-                    "--per-class".into(),
-                    config.mnist.per_class.to_string(),
-                    "--mean".into(),
-                    config.mnist.mean.to_string(),
-                    "--std".into(),
-                    config.mnist.std.to_string(),
-                ]);
-            }
-        }
-        Ok(Some(Peer {
-            script: "sgld.py",
-            args,
-            repeats: None,
-        }))
+        Ok(peer_of(&prepared.config))
     }
 
     fn run_variant<B: AutodiffBackend>(
@@ -352,6 +289,74 @@ impl TableWorkload for SgldGrid {
             notes,
         })
     }
+}
+
+/// The peer of the grid `config`: its chains one at a time through autograd (see
+/// [`TableWorkload::peer`]); none for an MNIST grid without IDX files.
+fn peer_of(config: &GridConfig) -> Option<Peer> {
+    let list = |values: Vec<String>| values.join(",");
+    let mut args = vec![
+        "--betas".into(),
+        list(config.betas.iter().map(f64::to_string).collect()),
+        "--epochs".into(),
+        list(config.epochs.iter().map(usize::to_string).collect()),
+        "--a0".into(),
+        list(config.a0.iter().map(f64::to_string).collect()),
+        "--repetitions".into(),
+        config.repetitions.to_string(),
+        "--batch-size".into(),
+        config.batch_size.to_string(),
+        "--hidden".into(),
+        config.hidden.to_string(),
+        "--l-max".into(),
+        config.l_max.to_string(),
+        "--loss".into(),
+        match config.loss {
+            LossScale::Unit => "unit".into(),
+            LossScale::Raw => "raw".into(),
+        },
+        "--prior-sigma".into(),
+        config.prior_sigma.to_string(),
+        "--seed".into(),
+        config.seed.to_string(),
+    ];
+    match config.dataset {
+        DatasetKind::Synth => {
+            args.extend([
+                "--train".into(),
+                config.synth.train.to_string(),
+                "--test".into(),
+                config.synth.test.to_string(),
+            ]);
+            if config.synth.random_labels {
+                args.push("--random-labels".into());
+            }
+        }
+        DatasetKind::Mnist => {
+            // The peer reads the IDX files; it has no synthetic stand-in.
+            let Ok(source) = MnistSource::locate(config.mnist.dir.as_deref()) else {
+                return None;
+            };
+            let Some(dir) = source.dir() else {
+                return None;
+            };
+            args.extend([
+                "--mnist-dir".into(),
+                dir.display().to_string(),
+                "--per-class".into(),
+                config.mnist.per_class.to_string(),
+                "--mean".into(),
+                config.mnist.mean.to_string(),
+                "--std".into(),
+                config.mnist.std.to_string(),
+            ]);
+        }
+    }
+    Some(Peer {
+        script: "sgld.py",
+        args,
+        repeats: None,
+    })
 }
 
 /// Reads the suite's grid.
@@ -454,9 +459,8 @@ mod tests {
             &format!("[mnist]\ndir = {:?}", dir.path().join("idx")),
         );
         std::fs::write(&grid, text).unwrap();
-        let peer = PrepareAndRun::peer(&SgldGrid, &params(grid.to_str().unwrap()), unused)
-            .unwrap()
-            .unwrap();
+        // The peer of an MNIST grid (the prepared run reads its IDX files first).
+        let peer = peer_of(&GridConfig::load(&grid).unwrap()).unwrap();
         let args = peer.args.join(" ");
         let expected = format!("--mnist-dir {}", dir.path().join("idx").display());
         assert!(
