@@ -194,7 +194,7 @@ fn meta_step<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> {
 /// A small SGLD grid (chains of 1, 3 and 12 epochs, host noise) batched with finished chains
 /// dropped, against one chain at a time: every chain's final losses and errors.
 fn sgld_chains<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> {
-    let config = GridConfig::mixed_lengths();
+    let config = Valid::new(GridConfig::mixed_lengths())?;
     let data = GridData::load(&config)?;
     let run =
         |execution: SgldExecution| quench_sgld::run_grid::<B>(&config, &data, &execution, device);
@@ -215,7 +215,7 @@ fn sgld_chains<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> 
 /// kernel on the CPU, hand-derived tensor ops elsewhere) against the autodiff step of each
 /// chain alone.
 fn sgld_fused<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> {
-    let config = GridConfig::mixed_lengths();
+    let config = Valid::new(GridConfig::mixed_lengths())?;
     let data = GridData::load(&config)?;
     let run =
         |execution: SgldExecution| quench_sgld::run_grid::<B>(&config, &data, &execution, device);

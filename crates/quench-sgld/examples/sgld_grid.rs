@@ -23,10 +23,11 @@ use quench_sgld::{
     ChainOutcome, Execution, GridConfig, GridData, GridResult, SgldError, run_grid_shard,
     shard_chains,
 };
+use quench_train::settings::Valid;
 use serde::{Deserialize, Serialize};
 
 struct GridShard<'a> {
-    config: &'a GridConfig,
+    config: &'a Valid<GridConfig>,
     data: &'a GridData,
     execution: Execution,
     shard: Shard,

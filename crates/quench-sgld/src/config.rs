@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use quench_data::{SYNTH_TEST, SYNTH_TRAIN};
 use quench_device::load_toml;
+use quench_train::settings::{Valid, Validate};
 use serde::{Deserialize, Serialize};
 
 use super::{LossScale, SgldError};
@@ -146,10 +147,9 @@ impl GridConfig {
     }
 
     /// Reads a grid from a TOML file and checks it; errors name the file.
-    pub fn load(path: &Path) -> Result<Self, SgldError> {
+    pub fn load(path: &Path) -> Result<Valid<Self>, SgldError> {
         let config: Self = load_toml(path)?;
-        config.check(&path.display().to_string())?;
-        Ok(config)
+        Valid::new(config).map_err(|refused| refused.with_origin(path.display().to_string()))
     }
 
     /// Checks every value; `origin` names where the grid came from in errors.
@@ -249,6 +249,15 @@ impl GridConfig {
     /// Chains in the grid.
     pub fn chains(&self) -> usize {
         self.betas.len() * self.repetitions
+    }
+}
+
+impl Validate for GridConfig {
+    type Error = SgldError;
+
+    /// [`GridConfig::check`], the refusal said to come from the `grid configuration`.
+    fn validate(&self) -> Result<(), SgldError> {
+        self.check("grid configuration")
     }
 }
 

@@ -30,3 +30,24 @@ pub enum SgldError {
     #[error(transparent)]
     Device(#[from] DeviceError),
 }
+
+impl SgldError {
+    /// The same error, a refused value said to come from `origin` (a file, a suite's
+    /// parameter) rather than from where it was checked.
+    pub fn with_origin(self, origin: impl Into<String>) -> Self {
+        match self {
+            Self::Invalid {
+                field,
+                value,
+                reason,
+                ..
+            } => Self::Invalid {
+                origin: origin.into(),
+                field,
+                value,
+                reason,
+            },
+            other => other,
+        }
+    }
+}

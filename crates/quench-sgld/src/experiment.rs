@@ -9,6 +9,7 @@ use burn::tensor::backend::AutodiffBackend;
 use quench_data::{Loader, LoaderConfig, Mode};
 use quench_device::Precision;
 use quench_scale::Shard;
+use quench_train::settings::Valid;
 
 use super::chains::evaluate;
 use super::{
@@ -102,7 +103,7 @@ fn splitmix64(x: u64) -> u64 {
 /// and (with host noise) its noise come from its own seed. Chains are ordered by epoch count,
 /// longest first, so that the chains still running are always a prefix of the member axis.
 pub fn run_grid<B: AutodiffBackend>(
-    config: &GridConfig,
+    config: &Valid<GridConfig>,
     data: &GridData,
     execution: &Execution,
     device: &B::Device,
@@ -126,13 +127,12 @@ pub fn shard_chains(config: &GridConfig, shard: Shard) -> Vec<(usize, usize)> {
 /// Runs rank `shard`'s chains of the grid ([`shard_chains`]) and scores them; the outcomes of
 /// every rank together are those of [`run_grid`], chain for chain.
 pub fn run_grid_shard<B: AutodiffBackend>(
-    config: &GridConfig,
+    config: &Valid<GridConfig>,
     data: &GridData,
     execution: &Execution,
     shard: Shard,
     device: &B::Device,
 ) -> Result<Vec<ChainOutcome>, SgldError> {
-    config.check("grid configuration")?;
     execution.precision.check::<B>(device)?;
     let all = ordered_chains(config);
     let chains: Vec<Chain> = shard

@@ -16,6 +16,7 @@ use quench_sgld::{
     BoundedLoss, DatasetKind, Execution, GridConfig, GridData, GridResult, LossScale, NoiseSource,
     run_grid_shard,
 };
+use quench_train::settings::Valid;
 use serde::Deserialize;
 
 use crate::peers::Peer;
@@ -50,9 +51,9 @@ impl Default for Params {
 /// `sgld` prepared for a suite.
 pub struct PreparedGrid {
     /// The grid as its file sets it (the baseline's batch).
-    config: GridConfig,
+    config: Valid<GridConfig>,
     /// The grid at the suite's `bigger_batch`.
-    bigger: GridConfig,
+    bigger: Valid<GridConfig>,
     /// The data the grid names.
     data: GridData,
 }
@@ -185,11 +186,11 @@ impl TableWorkload for SgldGrid {
     /// or drawn once for every variant.
     fn prepare(&self, params: Params) -> anyhow::Result<PreparedGrid> {
         let config = grid(&params)?;
-        let bigger = GridConfig {
+        let bigger = Valid::new(GridConfig {
             batch_size: params.bigger_batch,
-            ..config.clone()
-        };
-        bigger.check("the suite's `bigger_batch`")?;
+            ..GridConfig::clone(&config)
+        })
+        .map_err(|refused| refused.with_origin("the suite's `bigger_batch`"))?;
         let data = GridData::load(&config)?;
         Ok(PreparedGrid {
             config,
@@ -334,12 +335,8 @@ fn peer_of(config: &GridConfig) -> Option<Peer> {
         }
         DatasetKind::Mnist => {
             // The peer reads the IDX files; it has no synthetic stand-in.
-            let Ok(source) = MnistSource::locate(config.mnist.dir.as_deref()) else {
-                return None;
-            };
-            let Some(dir) = source.dir() else {
-                return None;
-            };
+            let source = MnistSource::locate(config.mnist.dir.as_deref()).ok()?;
+            let dir = source.dir()?;
             args.extend([
                 "--mnist-dir".into(),
                 dir.display().to_string(),
@@ -360,7 +357,7 @@ fn peer_of(config: &GridConfig) -> Option<Peer> {
 }
 
 /// Reads the suite's grid.
-fn grid(params: &Params) -> anyhow::Result<GridConfig> {
+fn grid(params: &Params) -> anyhow::Result<Valid<GridConfig>> {
     Ok(GridConfig::load(&in_working_folder_or_source_tree(
         &params.config,
     ))?)

@@ -10,6 +10,7 @@ use crate::{
 use burn::tensor::backend::AutodiffBackend;
 use quench_device::Precision;
 use quench_scale::Shard;
+use quench_train::settings::Valid;
 
 fn config_path(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -23,13 +24,19 @@ fn run<B: AutodiffBackend>(
     device: &B::Device,
 ) -> GridResult {
     let data = GridData::load(config).unwrap();
-    run_grid::<B>(config, &data, &execution, device).unwrap()
+    run_grid::<B>(
+        &Valid::new(config.clone()).unwrap(),
+        &data,
+        &execution,
+        device,
+    )
+    .unwrap()
 }
 
 #[test]
 fn configs_hold_the_documented_grids() {
     let full = GridConfig::load(&config_path("synth-full.toml")).unwrap();
-    assert_eq!(full, GridConfig::default());
+    assert_eq!(*full, GridConfig::default());
     let test = GridConfig::load(&config_path("synth-test.toml")).unwrap();
     assert_eq!(
         (test.betas.as_slice(), test.repetitions),
@@ -121,7 +128,9 @@ quench_device::device_test! {
         let grid = GridConfig {
             repetitions: 4,
             betas: vec![0.0, 1.0, 40.0],
-            ..GridConfig::load(&config_path("synth-test.toml")).unwrap()
+            ..GridConfig::load(&config_path("synth-test.toml"))
+                .unwrap()
+                .into_inner()
         };
         let result = run::<B>(&grid, Execution::BATCHED, device);
         assert_eq!(result.chains.len(), 12);
@@ -145,7 +154,7 @@ quench_device::device_test! {
     }
 
     fn a_precision_the_device_cannot_run_is_refused<B>(device) {
-        let grid = GridConfig::mixed_lengths();
+        let grid = Valid::new(GridConfig::mixed_lengths()).unwrap();
         let data = GridData::load(&grid).unwrap();
         let bf16 = Execution {
             precision: Precision::Bf16,
@@ -156,7 +165,7 @@ quench_device::device_test! {
     }
 
     fn the_shards_of_every_rank_together_are_the_grid_chain_for_chain<B>(device) {
-        let grid = GridConfig::mixed_lengths();
+        let grid = Valid::new(GridConfig::mixed_lengths()).unwrap();
         let data = GridData::load(&grid).unwrap();
         let whole = run::<B>(&grid, Execution::BATCHED, device);
         for ranks in [2, 3, 7] {
