@@ -5,32 +5,30 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use anyhow::Context;
-use quench_device::files::write_atomically;
+use quench_device::files::{FolderLock, write_atomically};
 
 use crate::report::{Report, RunStatus};
 
 /// Where a run's reports go, and the last report written there. The folder is the run's
-/// alone while it lasts: [`LOCK`] holds the run's process id, and is removed when the run ends.
+/// alone while it lasts ([`FolderLock`]).
 pub struct Output {
     dir: PathBuf,
     latest: Arc<Mutex<Option<Report>>>,
+    lock: FolderLock,
 }
-
-/// The file that marks an output folder as taken by a run.
-pub const LOCK: &str = ".quench-run.lock";
 
 impl Output {
     /// Creates `dir` (with its parents) and takes it for this run; a path that names a file,
     /// a folder that cannot be created, or one that another running benchmark holds, is
-    /// refused here, before any work. A lock left by a process that no longer runs (a run
-    /// killed outright) is taken over.
+    /// refused here, before any work.
     pub fn new(dir: &Path) -> anyhow::Result<Self> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("--out {}: cannot create the output folder", dir.display()))?;
-        take_folder(dir)?;
+        let lock = FolderLock::take(dir).with_context(|| format!("--out {}", dir.display()))?;
         Ok(Self {
             dir: dir.to_path_buf(),
             latest: Arc::new(Mutex::new(None)),
+            lock,
         })
     }
 
@@ -38,8 +36,9 @@ impl Output {
     /// and exits with status 130.
     pub fn keep_on_interrupt(&self) -> anyhow::Result<()> {
         let (dir, latest) = (self.dir.clone(), Arc::clone(&self.latest));
+        let lock = self.lock.path().to_path_buf();
         ctrlc::set_handler(move || {
-            if let Some(report) = lock(&latest).as_mut() {
+            if let Some(report) = lock_report(&latest).as_mut() {
                 report.status = RunStatus::Interrupted;
                 match write_report(report, &dir) {
                     Ok(()) => eprintln!(
@@ -52,7 +51,7 @@ impl Output {
                 }
             }
             // Exiting skips `Drop`: give the folder back here.
-            let _ = std::fs::remove_file(dir.join(LOCK));
+            let _ = std::fs::remove_file(&lock);
             std::process::exit(130);
         })
         .context("cannot install the Ctrl-C handler")
@@ -60,75 +59,10 @@ impl Output {
 
     /// Writes `report` (atomically) and remembers it for an interruption.
     pub fn keep(&self, report: &Report) -> anyhow::Result<()> {
-        let mut latest = lock(&self.latest);
+        let mut latest = lock_report(&self.latest);
         write_report(report, &self.dir)?;
         *latest = Some(report.clone());
         Ok(())
-    }
-}
-
-impl Drop for Output {
-    fn drop(&mut self) {
-        // Only our own lock: a folder taken over after ours went stale is the other run's.
-        let lock = self.dir.join(LOCK);
-        if std::fs::read_to_string(&lock)
-            .is_ok_and(|pid| pid.trim() == std::process::id().to_string())
-        {
-            let _ = std::fs::remove_file(lock);
-        }
-    }
-}
-
-/// Takes `dir` for this process: creates [`LOCK`] with our process id, or refuses when the
-/// process it names is still running.
-fn take_folder(dir: &Path) -> anyhow::Result<()> {
-    let lock = dir.join(LOCK);
-    for _ in 0..2 {
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&lock)
-        {
-            Ok(mut file) => {
-                use std::io::Write as _;
-                write!(file, "{}", std::process::id())
-                    .with_context(|| format!("cannot write {}", lock.display()))?;
-                return Ok(());
-            }
-            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
-                let holder = std::fs::read_to_string(&lock).unwrap_or_default();
-                let holder = holder.trim();
-                if process_runs(holder) {
-                    anyhow::bail!(
-                        "--out {}: another benchmark run (process {holder}) is writing there; \
-                         wait for it or choose another folder",
-                        dir.display()
-                    );
-                }
-                // Stale: its process is gone. Whoever removes it first retakes the folder.
-                let _ = std::fs::remove_file(&lock);
-            }
-            Err(err) => {
-                return Err(err).with_context(|| format!("cannot create {}", lock.display()));
-            }
-        }
-    }
-    anyhow::bail!(
-        "--out {}: another benchmark run took the folder at the same moment",
-        dir.display()
-    )
-}
-
-/// Whether `pid` names a running process (on Linux, a `/proc` entry); elsewhere any readable
-/// id counts as running, and a stale lock is the user's to remove.
-fn process_runs(pid: &str) -> bool {
-    let Ok(pid) = pid.parse::<u32>() else {
-        return false;
-    };
-    if cfg!(target_os = "linux") {
-        Path::new("/proc").join(pid.to_string()).exists()
-    } else {
-        true
     }
 }
 
@@ -153,7 +87,7 @@ pub fn write_report(report: &Report, dir: &Path) -> anyhow::Result<()> {
 
 /// The last report; a panic while it was held leaves a whole report or none, so a poisoned
 /// lock is taken as it is.
-fn lock(latest: &Mutex<Option<Report>>) -> MutexGuard<'_, Option<Report>> {
+fn lock_report(latest: &Mutex<Option<Report>>) -> MutexGuard<'_, Option<Report>> {
     latest.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -161,6 +95,7 @@ fn lock(latest: &Mutex<Option<Report>>) -> MutexGuard<'_, Option<Report>> {
 mod tests {
     use super::*;
     use crate::report::tests::sample_report;
+    use quench_device::files::FOLDER_LOCK;
 
     #[test]
     fn an_output_path_that_names_a_file_is_refused_before_any_work() {
@@ -186,15 +121,15 @@ mod tests {
         );
         drop(first);
         assert!(
-            !dir.path().join(LOCK).exists(),
+            !dir.path().join(FOLDER_LOCK).exists(),
             "the lock goes with its run"
         );
         // A lock naming a process that is gone (pid 0 is never a user process).
-        std::fs::write(dir.path().join(LOCK), "0").unwrap();
+        std::fs::write(dir.path().join(FOLDER_LOCK), "0").unwrap();
         let taken = Output::new(dir.path()).unwrap();
         taken.keep(&sample_report()).unwrap();
         drop(taken);
-        assert!(!dir.path().join(LOCK).exists());
+        assert!(!dir.path().join(FOLDER_LOCK).exists());
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! Files written and looked up the same way by every crate: replaced atomically, and found
-//! relative to the working folder or else the source tree.
+//! Files written and looked up the same way by every crate: replaced atomically, found
+//! relative to the working folder or else the source tree, and folders taken by one process.
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -40,6 +40,87 @@ pub fn in_working_folder_or_source_tree(path: &Path) -> PathBuf {
             .join(path)
     } else {
         path.to_path_buf()
+    }
+}
+
+/// The file that marks a folder as taken by a running process; it holds the process id.
+pub const FOLDER_LOCK: &str = ".quench-run.lock";
+
+/// A folder this process has taken ([`FolderLock::take`]) until the lock is dropped, so that two
+/// runs never write the same files.
+#[derive(Debug)]
+pub struct FolderLock {
+    lock: PathBuf,
+}
+
+impl FolderLock {
+    /// Takes `dir` for this process: creates [`FOLDER_LOCK`] in it with our process id, or
+    /// refuses (`AlreadyExists`) while the process it names still runs. A lock left by a process
+    /// that is gone (killed outright) is taken over.
+    pub fn take(dir: &Path) -> io::Result<Self> {
+        let lock = dir.join(FOLDER_LOCK);
+        for _ in 0..2 {
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&lock)
+            {
+                Ok(mut file) => {
+                    write!(file, "{}", std::process::id())?;
+                    return Ok(Self { lock });
+                }
+                Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
+                    let holder = std::fs::read_to_string(&lock).unwrap_or_default();
+                    let holder = holder.trim();
+                    if process_runs(holder) {
+                        return Err(io::Error::new(
+                            io::ErrorKind::AlreadyExists,
+                            format!(
+                                "another benchmark run (process {holder}) is writing there; wait \
+                                 for it or choose another folder"
+                            ),
+                        ));
+                    }
+                    // Stale: its process is gone. Whoever removes it first retakes the folder.
+                    let _ = std::fs::remove_file(&lock);
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            "another benchmark run took the folder at the same moment",
+        ))
+    }
+
+    /// The lock file, for a handler that must give the folder back without dropping (a
+    /// process that exits skips `Drop`).
+    pub fn path(&self) -> &Path {
+        &self.lock
+    }
+}
+
+impl Drop for FolderLock {
+    fn drop(&mut self) {
+        // Only our own lock: a folder taken over after ours went stale is the other run's.
+        if std::fs::read_to_string(&self.lock)
+            .is_ok_and(|pid| pid.trim() == std::process::id().to_string())
+        {
+            let _ = std::fs::remove_file(&self.lock);
+        }
+    }
+}
+
+/// Whether `pid` names a running process (on Linux, a `/proc` entry); elsewhere any readable
+/// id counts as running, and a stale lock is the user's to remove.
+fn process_runs(pid: &str) -> bool {
+    let Ok(pid) = pid.parse::<u32>() else {
+        return false;
+    };
+    if cfg!(target_os = "linux") {
+        Path::new("/proc").join(pid.to_string()).exists()
+    } else {
+        true
     }
 }
 

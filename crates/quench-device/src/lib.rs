@@ -21,6 +21,7 @@ pub mod memory;
 pub mod precision;
 pub mod readback;
 pub mod reductions;
+pub mod run_precision;
 pub mod simd;
 pub mod spec;
 pub mod stats;
