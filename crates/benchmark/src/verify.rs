@@ -30,9 +30,9 @@ use quench_train::amp::MixedPrecision;
 use quench_train::ensemble::{Activation, EnsembleMlp};
 use quench_train::init::Init;
 use quench_train::params::{max_abs_difference, max_relative_difference, require_grad};
+use quench_train::settings::Valid;
 
 use crate::workload::CheckedPrecision;
-use quench_train::settings::Valid;
 
 /// What one check found.
 #[derive(Debug, Clone, PartialEq)]

@@ -33,11 +33,12 @@ quench_device::device_test! {
             // Towards X from |0> every task's loss starts at 1 to f32 precision with
             // gradients of about 1e-9; towards H they start near 0.5 with gradients of a
             // size a comparison can read.
-            let config = MetaConfig {
+            let config = Valid::new(MetaConfig {
                 target: Target::H,
                 ..small(algorithm)
-            };
-            let mut run = MetaRun::<B>::new(&Valid::new(config.clone()).unwrap(), &mut OperatorCache::new(), device).unwrap();
+            })
+            .unwrap();
+            let mut run = MetaRun::<B>::new(&config, &mut OperatorCache::new(), device).unwrap();
             let batch = run.next_batch().unwrap();
             let shape = run.config.policy.clone();
             // The one-task-at-a-time step is the original's way, autodiff throughout; the batched
@@ -135,12 +136,13 @@ quench_device::device_test! {
 
     fn training_raises_the_validation_fidelity<B>(device) {
         for algorithm in [Algorithm::Fomaml, Algorithm::Reptile] {
-                        let config = MetaConfig {
+            let config = Valid::new(MetaConfig {
                 iterations: 40,
                 val_interval: 20,
                 ..small(algorithm)
-            };
-            let mut run = MetaRun::<B>::new(&Valid::new(config.clone()).unwrap(), &mut OperatorCache::new(), device).unwrap();
+            })
+            .unwrap();
+            let mut run = MetaRun::<B>::new(&config, &mut OperatorCache::new(), device).unwrap();
             let start = run.validate(0).unwrap();
             let mut calls = 0;
             let history = run.train(|_, _| calls += 1).unwrap();
@@ -228,7 +230,7 @@ quench_device::device_test! {
             ),
         ];
         for (config, field) in cases {
-            let err = Valid::new(config.clone())
+            let err = Valid::new(config)
                 .and_then(|valid| MetaRun::<B>::new(&valid, &mut OperatorCache::new(), device))
                 .err()
                 .unwrap();
@@ -266,7 +268,7 @@ quench_device::device_test! {
         for (field, spoil) in cases {
             let mut config = MetaConfig::default();
             spoil(&mut config);
-            let err = Valid::new(config.clone())
+            let err = Valid::new(config)
                 .and_then(|valid| MetaRun::<B>::new(&valid, &mut OperatorCache::new(), device))
                 .err()
                 .unwrap_or_else(|| panic!("{field}: accepted"))
@@ -281,15 +283,15 @@ quench_device::device_test! {
         // An inner rate this large sends the adapted controls far past every bound within the
         // five inner steps: losses stay finite (clamped controls) or the gradients overflow; the
         // run must either train finitely or stop with a named iteration, never run on NaN.
-        let config = MetaConfig {
+        let config = Valid::new(MetaConfig {
             iterations: 3,
             tasks_per_batch: 2,
             val_tasks: 2,
             inner_lr: 1e30,
             ..MetaConfig::default()
-        };
-        let mut run =
-            MetaRun::<B>::new(&Valid::new(config.clone()).unwrap(), &mut OperatorCache::new(), device).unwrap();
+        })
+        .unwrap();
+        let mut run = MetaRun::<B>::new(&config, &mut OperatorCache::new(), device).unwrap();
         match run.train(|_, _| {}) {
             Ok(history) => assert!(
                 history

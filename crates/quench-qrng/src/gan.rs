@@ -30,7 +30,7 @@ use quench_train::host_mlp::{HostAdam, HostMlp};
 use quench_train::init::Init;
 use quench_train::optim::{AdamConfig, MemberAdam};
 use quench_train::params::{gradients, require_grad};
-use quench_train::settings::{Seeded, Valid, Validate};
+use quench_train::settings::{Valid, Validate};
 use quench_train::stats::MeanStd;
 
 /// Hidden widths of the generator, between its `bits^2` noise inputs and `bits^2` outputs.
@@ -125,16 +125,6 @@ impl Validate for GanConfig {
             ));
         }
         Ok(())
-    }
-}
-
-impl Seeded for GanConfig {
-    fn seeds(&self) -> &[u64] {
-        &self.seeds
-    }
-
-    fn seeds_mut(&mut self) -> &mut Vec<u64> {
-        &mut self.seeds
     }
 }
 

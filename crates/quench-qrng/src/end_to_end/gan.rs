@@ -41,21 +41,11 @@ fn batched_members_train_exactly_as_they_do_alone() {
     let device = Default::default();
     // Both noise sources draw from each member's own seed.
     for noise in [Noise::Host, Noise::Device] {
-        let config = small(6, vec![1, 2], noise);
-        let batched = gan_tournament::<Train>(
-            &strings,
-            &Valid::new(config.clone()).unwrap(),
-            Batching::Members,
-            &device,
-        )
-        .unwrap();
-        let alone = gan_tournament::<Train>(
-            &strings,
-            &Valid::new(config.clone()).unwrap(),
-            Batching::OneAtATime,
-            &device,
-        )
-        .unwrap();
+        let config = Valid::new(small(6, vec![1, 2], noise)).unwrap();
+        let batched =
+            gan_tournament::<Train>(&strings, &config, Batching::Members, &device).unwrap();
+        let alone =
+            gan_tournament::<Train>(&strings, &config, Batching::OneAtATime, &device).unwrap();
         assert_eq!(batched.matches.len(), 6);
         for (b, a) in batched.matches.iter().zip(&alone.matches) {
             assert_eq!((b.sources, b.seed), (a.sources, a.seed));
@@ -78,24 +68,14 @@ fn the_fused_step_trains_as_autodiff_does() {
     let device = Default::default();
     for noise in [Noise::Host, Noise::Device] {
         let fused = small(8, vec![4], noise);
-        let autodiff = GanConfig {
+        let autodiff = Valid::new(GanConfig {
             fused: false,
             ..fused.clone()
-        };
-        let a = gan_tournament::<Train>(
-            &strings,
-            &Valid::new(fused.clone()).unwrap(),
-            Batching::Members,
-            &device,
-        )
+        })
         .unwrap();
-        let b = gan_tournament::<Train>(
-            &strings,
-            &Valid::new(autodiff.clone()).unwrap(),
-            Batching::Members,
-            &device,
-        )
-        .unwrap();
+        let fused = Valid::new(fused).unwrap();
+        let a = gan_tournament::<Train>(&strings, &fused, Batching::Members, &device).unwrap();
+        let b = gan_tournament::<Train>(&strings, &autodiff, Batching::Members, &device).unwrap();
         let mut moved = false;
         for (x, y) in a.matches.iter().zip(&b.matches) {
             moved |= x.kl_history[0] != x.final_kl();
@@ -118,14 +98,9 @@ fn the_fused_step_trains_as_autodiff_does() {
 #[test]
 fn the_generator_approaches_the_target() {
     let strings = synthetic_recording(400, 6).unwrap();
-    let config = small(60, vec![3], Noise::Device);
-    let result = gan_tournament::<Train>(
-        &strings,
-        &Valid::new(config.clone()).unwrap(),
-        Batching::Members,
-        &Default::default(),
-    )
-    .unwrap();
+    let config = Valid::new(small(60, vec![3], Noise::Device)).unwrap();
+    let result =
+        gan_tournament::<Train>(&strings, &config, Batching::Members, &Default::default()).unwrap();
     let table = result.table();
     assert_eq!(table.len(), 3);
     // Short adversarial training oscillates: each match must get at least 5 % closer to its
@@ -163,26 +138,14 @@ fn refuses_empty_seeds_and_zero_epochs() {
 fn the_ranks_matches_together_are_the_whole_tournament() {
     let strings = synthetic_recording(200, 5).unwrap();
     let device = Default::default();
-    let config = small(6, vec![1, 2], Noise::Device);
-    let whole = gan_tournament::<Train>(
-        &strings,
-        &Valid::new(config.clone()).unwrap(),
-        Batching::Members,
-        &device,
-    )
-    .unwrap();
+    let config = Valid::new(small(6, vec![1, 2], Noise::Device)).unwrap();
+    let whole = gan_tournament::<Train>(&strings, &config, Batching::Members, &device).unwrap();
     let mut dealt: Vec<GanMatch> = (0..4)
         .flat_map(|rank| {
             let shard = Shard { rank, ranks: 4 };
-            gan_tournament_shard::<Train>(
-                &strings,
-                &Valid::new(config.clone()).unwrap(),
-                Batching::Members,
-                shard,
-                &device,
-            )
-            .unwrap()
-            .matches
+            gan_tournament_shard::<Train>(&strings, &config, Batching::Members, shard, &device)
+                .unwrap()
+                .matches
         })
         .collect();
     assert_eq!(dealt.len(), whole.matches.len());

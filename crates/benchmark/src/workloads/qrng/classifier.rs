@@ -7,8 +7,7 @@ use std::path::Path;
 use anyhow::Context;
 
 use burn::tensor::backend::AutodiffBackend;
-use quench_data::Dataset;
-use quench_data::Mode;
+use quench_data::{Dataset, Mode};
 use quench_qrng::Batching;
 use quench_qrng::classifier::{ClassifierConfig, Execution, train_classifier};
 use quench_qrng::split::Split;
