@@ -11,8 +11,9 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use burn::backend::{Autodiff, NdArray};
-use burn::tensor::{Element, Tensor, TensorData, backend::Backend};
+use burn::tensor::{Element, Tensor, TensorData};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use quench_device::QuenchOps;
 use quench_lindblad::{
     Basis, Batch, Generators, Method, Output, Solver, fidelity, operators, presets,
 };
@@ -30,14 +31,14 @@ const METHODS: [(&str, Method); 3] = [
 
 /// The inputs of one batch: amplitudes spread over `[-2, 2]` (deterministic, not all alike),
 /// the guide's small rates, start `|0>`, target `|1>` (the X gate's).
-struct Inputs<B: Backend> {
+struct Inputs<B: QuenchOps> {
     amplitudes: Tensor<B, 3>,
     rates: Tensor<B, 2>,
     initial: Tensor<B, 2>,
     target: Tensor<B, 2>,
 }
 
-fn float<B: Backend, const D: usize>(data: Vec<f64>, shape: [usize; D]) -> Tensor<B, D> {
+fn float<B: QuenchOps, const D: usize>(data: Vec<f64>, shape: [usize; D]) -> Tensor<B, D> {
     let device = Default::default();
     Tensor::from_data(
         TensorData::new(data, shape),
@@ -45,7 +46,7 @@ fn float<B: Backend, const D: usize>(data: Vec<f64>, shape: [usize; D]) -> Tenso
     )
 }
 
-fn inputs<B: Backend>(tasks: usize) -> Inputs<B> {
+fn inputs<B: QuenchOps>(tasks: usize) -> Inputs<B> {
     let basis = Basis::gell_mann(2);
     let amplitudes = (0..tasks * SEGMENTS * 2)
         .map(|i| 2.0 * ((i as f64) * 0.618_034).sin())
@@ -61,7 +62,7 @@ fn inputs<B: Backend>(tasks: usize) -> Inputs<B> {
     }
 }
 
-fn loss<B: Backend>(
+fn loss<B: QuenchOps>(
     solver: &Solver,
     generators: &Generators<B>,
     inputs: Inputs<B>,

@@ -7,12 +7,12 @@
 //! the run's `--precision` where the device has a low precision, and are skipped, with the
 //! reason, where it has none.
 
+use quench_device::QuenchBackend;
 use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
 use std::fmt;
 use std::sync::Arc;
 
-use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{DType, Tensor};
 use quench_data::{Dataset, Loader, LoaderConfig, Mode};
 use quench_device::readback::to_host_f32;
@@ -97,7 +97,7 @@ struct Checks<'a> {
 impl OnDevice for Checks<'_> {
     type Output = anyhow::Result<Vec<Check>>;
 
-    fn run<B: AutodiffBackend>(self, device: &B::Device) -> Self::Output {
+    fn run<B: QuenchBackend>(self, device: &B::Device) -> Self::Output {
         let mut checks = solver_accuracy::<B>(device)?;
         checks.push(meta_step::<B>(device)?);
         checks.push(sgld_chains::<B>(device)?);
@@ -115,7 +115,7 @@ impl OnDevice for Checks<'_> {
 
 /// The three solvers against the f64 reference on 32 random one-qubit tasks (20 segments,
 /// |u| <= 1.5, rates <= 0.2), with the f32 accuracy targets of the solver's tests.
-fn solver_accuracy<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Vec<Check>> {
+fn solver_accuracy<B: QuenchBackend>(device: &B::Device) -> anyhow::Result<Vec<Check>> {
     let system = presets::one_qubit();
     let pulses = Pulses::random(&system, 32, 20, 1.5, 0.2, 1);
     [
@@ -146,7 +146,7 @@ fn solver_accuracy<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Vec
 
 /// One FOMAML meta-step with 4 tasks batched against the same step one task at a time: the
 /// per-task meta-gradients, relative to their size.
-fn meta_step<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> {
+fn meta_step<B: QuenchBackend>(device: &B::Device) -> anyhow::Result<Check> {
     // Towards H the losses start near 0.5 with gradients of a readable size (towards X they
     // start at 1 to f32 precision, with gradients of about 1e-9).
     let config = Valid::new(MetaConfig {
@@ -193,7 +193,7 @@ fn meta_step<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> {
 
 /// A small SGLD grid (chains of 1, 3 and 12 epochs, host noise) batched with finished chains
 /// dropped, against one chain at a time: every chain's final losses and errors.
-fn sgld_chains<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> {
+fn sgld_chains<B: QuenchBackend>(device: &B::Device) -> anyhow::Result<Check> {
     let config = Valid::new(GridConfig::mixed_lengths())?;
     let data = GridData::load(&config)?;
     let run =
@@ -214,7 +214,7 @@ fn sgld_chains<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> 
 /// The same grid with counter-based noise: the fused step of all chains batched (the host
 /// kernel on the CPU, hand-derived tensor ops elsewhere) against the autodiff step of each
 /// chain alone.
-fn sgld_fused<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> {
+fn sgld_fused<B: QuenchBackend>(device: &B::Device) -> anyhow::Result<Check> {
     let config = Valid::new(GridConfig::mixed_lengths())?;
     let data = GridData::load(&config)?;
     let run =
@@ -234,7 +234,7 @@ fn sgld_fused<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> {
 /// Counter-based normals as the device's integer tensor ops against the host kernel: the same
 /// Threefry words, so the same noise to the float transform's rounding (4 streams x 10,001
 /// values, two draws).
-fn counter_noise<B: AutodiffBackend>(device: &B::Device) -> Check {
+fn counter_noise<B: QuenchBackend>(device: &B::Device) -> Check {
     let keys: Vec<StreamKey> = [0u64, 7, u64::MAX, 0x5EED]
         .iter()
         .map(|&s| StreamKey::from_seed(s))
@@ -261,7 +261,7 @@ fn counter_noise<B: AutodiffBackend>(device: &B::Device) -> Check {
 /// on other devices) against each alone the original's way (autodiff, streamed), without
 /// dropout (whose masks come from different generators), for three epochs: every epoch's
 /// training loss.
-fn classifier_seeds<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> {
+fn classifier_seeds<B: QuenchBackend>(device: &B::Device) -> anyhow::Result<Check> {
     let data = synthetic_recording(200, 5)?.to_dataset();
     let config = Valid::new(ClassifierConfig {
         seeds: vec![89, 90, 91],
@@ -307,7 +307,7 @@ fn classifier_seeds<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Ch
 
 /// One epoch's batches from the loader on the caller's thread, with two workers and a staging
 /// thread, and resident on the device: the same features and labels in the same order.
-fn loader_determinism<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Check> {
+fn loader_determinism<B: QuenchBackend>(device: &B::Device) -> anyhow::Result<Check> {
     let data: Arc<Dataset> = Arc::new(synthetic_recording(100, 7)?.to_dataset());
     let epoch = |mode| -> anyhow::Result<Vec<f32>> {
         let config = LoaderConfig {
@@ -360,7 +360,7 @@ fn loader_determinism<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<
 /// (batch 256, weights shared) and on a complex circuit of every gate kind, gate by gate and
 /// fused: the largest error of `<Z_i>`; and the autodiff gradient of `sum <Z_i>` with respect
 /// to every input and weight against the parameter-shift rule.
-fn circuit_checks<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Vec<Check>> {
+fn circuit_checks<B: QuenchBackend>(device: &B::Device) -> anyhow::Result<Vec<Check>> {
     use quench_circuit::{Angle, Circuit, Gate, GateKind, Mode, Simulator, reference};
     let rotation = |kind, wire, angle| Gate::rotation(kind, wire, angle);
     let complex = Circuit::new(
@@ -451,7 +451,7 @@ fn circuit_checks<B: AutodiffBackend>(device: &B::Device) -> anyhow::Result<Vec<
 /// The fused LSTM's training step (recurrence differentiated by hand) against autodiff
 /// through `burn::nn::Lstm`: gradients of a 3-layer, 2-seed network, relative to each
 /// parameter's largest (the loss agrees to 1e-5 on the CPU).
-fn fused_lstm<B: AutodiffBackend>(device: &B::Device) -> Check {
+fn fused_lstm<B: QuenchBackend>(device: &B::Device) -> Check {
     let (loss, gradients) = fused_lstm_gap::<B>(device);
     Check::measured(
         "fused LSTM step vs burn::nn::Lstm (gradients, relative)",
@@ -460,7 +460,7 @@ fn fused_lstm<B: AutodiffBackend>(device: &B::Device) -> Check {
     )
 }
 
-fn loss_scaler<B: AutodiffBackend>(device: &B::Device) -> Check {
+fn loss_scaler<B: QuenchBackend>(device: &B::Device) -> Check {
     let step = |amp: &mut MixedPrecision, factor: f32| {
         let w = require_grad::<B>(vec![Tensor::ones([1, 1, 1], device)]);
         amp.gradients((w[0].clone() * factor).sum_all(), &w)
@@ -480,7 +480,7 @@ fn loss_scaler<B: AutodiffBackend>(device: &B::Device) -> Check {
 
 /// An MLP's forward pass in the run's low precision from f32 master weights against f32: the
 /// largest error relative to the output's scale, and the master weights still f32 after a step.
-fn low_precision_forward<B: AutodiffBackend>(
+fn low_precision_forward<B: QuenchBackend>(
     precision: &CheckedPrecision,
     device: &B::Device,
 ) -> Check {

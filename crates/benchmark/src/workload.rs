@@ -5,7 +5,8 @@ use std::path::Path;
 
 use crate::peers::Peer;
 use anyhow::Context;
-use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::backend::Backend;
+use quench_device::QuenchBackend;
 use quench_device::counters::CallCounts;
 pub use quench_device::run_precision::{CheckedPrecision, PrecisionRole, RunPrecision};
 use quench_device::{OnDevice, Precision, SelectedDevice, Stats, TimingConfig, run_on};
@@ -502,7 +503,7 @@ pub trait TableWorkload: Sync {
 
     /// Runs one variant on backend `B` with what [`TableWorkload::prepare`] made, in the
     /// precision and with the timing of `ctx`.
-    fn run_variant<B: AutodiffBackend>(
+    fn run_variant<B: QuenchBackend>(
         &self,
         variant: &Variant<Self::Setting>,
         prepared: &Self::Prepared,
@@ -596,7 +597,7 @@ struct Dispatch<'a, T: TableWorkload> {
 impl<T: TableWorkload> OnDevice for Dispatch<'_, T> {
     type Output = anyhow::Result<VariantRun>;
 
-    fn run<B: AutodiffBackend>(self, device: &B::Device) -> Self::Output {
+    fn run<B: QuenchBackend>(self, device: &B::Device) -> Self::Output {
         let (precision, fell_back) = match self.ctx.precision.resolve(self.variant.precision) {
             Ok(resolved) => resolved,
             Err(why) => return Ok(VariantRun::Unsupported(why)),

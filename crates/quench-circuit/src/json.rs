@@ -11,9 +11,9 @@
 //! circuit, in order. Gates: h, x, y, z, rx, ry, rz, phase (with `"angle"`, radians), cnot and
 //! cz (wires `[control, target]`), swap.
 
+use quench_device::QuenchOps;
 use std::collections::HashMap;
 
-use burn::tensor::backend::Backend;
 use quench_device::readback::float_tensor;
 use serde_json::Value;
 use thiserror::Error;
@@ -190,7 +190,7 @@ impl Document {
     /// `<Z_i>` of every circuit, `[circuits][qubits]`, simulated on `device`; circuits of the
     /// same gates and wires (angles aside) run as one batch. Refuses a batch whose states
     /// would need more than `available_bytes` (at 8 bytes per value: f64 backends).
-    pub fn expectations<B: Backend>(
+    pub fn expectations<B: QuenchOps>(
         &self,
         device: &B::Device,
         available_bytes: Option<u128>,

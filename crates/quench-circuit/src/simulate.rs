@@ -21,11 +21,11 @@
 //! (a second tensor for the imaginary part). Gradients flow to the inputs and weights by
 //! Burn's autodiff.
 
-use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
 use quench_device::readback::float_tensor;
 use quench_device::reductions::{MAX_REDUCED_AXIS, Reduce};
 use quench_device::views::ReshapeTo;
+use quench_device::{QuenchOps, precise_matmul};
 
 use crate::circuit::Circuit;
 use crate::error::CircuitError;
@@ -61,14 +61,14 @@ pub fn fusion_pays(qubits: usize, rows_per_member: usize) -> bool {
 /// A batch of states, amplitudes `[batch, 2^qubits]`: real parts, and imaginary parts once a
 /// complex gate has acted.
 #[derive(Debug, Clone)]
-pub struct State<B: Backend> {
+pub struct State<B: QuenchOps> {
     /// Real parts, `[batch, 2^qubits]`.
     pub re: Tensor<B, 2>,
     /// Imaginary parts, `[batch, 2^qubits]`; `None` while every amplitude is real.
     pub im: Option<Tensor<B, 2>>,
 }
 
-impl<B: Backend> State<B> {
+impl<B: QuenchOps> State<B> {
     /// Probabilities of the basis states, `[batch, 2^qubits]`.
     pub fn probabilities(&self) -> Tensor<B, 2> {
         let p = self.re.clone().powi_scalar(2);
@@ -82,13 +82,13 @@ impl<B: Backend> State<B> {
 /// A matrix entry of a one-qubit gate for the whole batch: zero, a constant, or a tensor
 /// `[batch or 1, 1, 1, 1]`.
 #[derive(Debug, Clone)]
-enum Coef<B: Backend> {
+enum Coef<B: QuenchOps> {
     Zero,
     Const(f64),
     Var(Tensor<B, 4>),
 }
 
-impl<B: Backend> Coef<B> {
+impl<B: QuenchOps> Coef<B> {
     fn from_value(value: f64) -> Self {
         if value == 0.0 {
             Coef::Zero
@@ -111,7 +111,7 @@ type Entry<B> = (Coef<B>, Coef<B>);
 
 /// One step of the compiled plan.
 #[derive(Debug, Clone)]
-enum Op<B: Backend> {
+enum Op<B: QuenchOps> {
     /// A one-qubit gate.
     Single(Gate),
     /// `new[k] = sign[k] * old[perm[k]]`: perm `[2^n]`, signs `[1, 2^n]` when any is -1.
@@ -129,7 +129,7 @@ enum Op<B: Backend> {
 
 /// A fused run: `state @ M` with `M = U^T`, built from the run's operations.
 #[derive(Debug, Clone)]
-enum Fused<B: Backend> {
+enum Fused<B: QuenchOps> {
     /// The run reads weights: rebuilt on every call.
     Weighted(Vec<Op<B>>),
     /// The run reads no weights: built once.
@@ -177,13 +177,13 @@ impl HostPermutation {
     }
 
     /// `perm` as an index tensor `[2^n]` for `select`.
-    fn index_tensor<B: Backend>(&self, device: &B::Device) -> Tensor<B, 1, Int> {
+    fn index_tensor<B: QuenchOps>(&self, device: &B::Device) -> Tensor<B, 1, Int> {
         let perm: Vec<i64> = self.perm.iter().map(|&k| k as i64).collect();
         let dim = perm.len();
         Tensor::from_data(TensorData::new(perm, [dim]), device)
     }
 
-    fn upload<B: Backend>(self, device: &B::Device) -> Op<B> {
+    fn upload<B: QuenchOps>(self, device: &B::Device) -> Op<B> {
         let dim = self.perm.len();
         let perm = self.index_tensor(device);
         let signs = self
@@ -197,7 +197,7 @@ impl HostPermutation {
 
 /// A compiled circuit on a device; see the module documentation for how it runs.
 #[derive(Debug, Clone)]
-pub struct Simulator<B: Backend> {
+pub struct Simulator<B: QuenchOps> {
     circuit: Circuit,
     mode: Mode,
     plan: Vec<Op<B>>,
@@ -213,7 +213,7 @@ pub struct Simulator<B: Backend> {
     device: B::Device,
 }
 
-impl<B: Backend> Simulator<B> {
+impl<B: QuenchOps> Simulator<B> {
     /// Compiles `circuit` for `device` in `mode`.
     pub fn new(circuit: Circuit, mode: Mode, device: &B::Device) -> Self {
         let qubits = circuit.qubits();
@@ -328,7 +328,7 @@ impl<B: Backend> Simulator<B> {
     pub fn z_expectations(&self, state: &State<B>) -> Tensor<B, 2> {
         let probabilities = state.probabilities();
         match &self.z_signs {
-            Some(signs) => probabilities.matmul(signs.clone()),
+            Some(signs) => precise_matmul(probabilities, signs.clone()),
             None => {
                 let qubits = self.circuit.qubits();
                 let [batch, dim] = probabilities.dims();
@@ -388,7 +388,7 @@ impl<B: Backend> Simulator<B> {
             }
         }
         let signs = float_tensor(signs, [dim, pairs.len()], &self.device);
-        Ok(state.probabilities().matmul(signs))
+        Ok(precise_matmul(state.probabilities(), signs))
     }
 
     /// `<Z_i Z_j>` for one pair of wires `i <= j`, `[batch, 1]`, from sums over the axes around
@@ -415,7 +415,7 @@ impl<B: Backend> Simulator<B> {
 }
 
 /// The per-sample and shared angle tensors of one call.
-struct Angles<'a, B: Backend> {
+struct Angles<'a, B: QuenchOps> {
     inputs: Option<&'a Tensor<B, 2>>,
     weights: Option<&'a Tensor<B, 2>>,
     members: usize,
@@ -427,7 +427,7 @@ struct Angles<'a, B: Backend> {
     halves: [Option<(Tensor<B, 2>, Tensor<B, 2>)>; 2],
 }
 
-impl<B: Backend> Angles<'_, B> {
+impl<B: QuenchOps> Angles<'_, B> {
     /// `(cos(a * angle), sin(a * angle))` as coefficients: constants for fixed angles,
     /// `[batch, 1, 1, 1]` for inputs, `[members, 1, 1, 1]` for weights.
     fn cos_sin(&self, angle: Angle, a: f64) -> (Coef<B>, Coef<B>) {
@@ -499,7 +499,7 @@ impl<B: Backend> Angles<'_, B> {
 
 /// `(operation, shared, reads weights)` for each step of `circuit`, signed permutations
 /// composed, the opening product gates (see [`Op::Product`]) as one step.
-fn compile<B: Backend>(circuit: &Circuit, device: &B::Device) -> Vec<(Op<B>, bool, bool)> {
+fn compile<B: QuenchOps>(circuit: &Circuit, device: &B::Device) -> Vec<(Op<B>, bool, bool)> {
     let qubits = circuit.qubits();
     let mut steps = Vec::new();
     let mut opening: Vec<Gate> = Vec::new();
@@ -538,7 +538,7 @@ fn compile<B: Backend>(circuit: &Circuit, device: &B::Device) -> Vec<(Op<B>, boo
 }
 
 /// Moves the shared `run` into `plan`: fused when it holds two or more operations.
-fn flush_run<B: Backend>(
+fn flush_run<B: QuenchOps>(
     plan: &mut Vec<Op<B>>,
     run: &mut Vec<(Op<B>, bool)>,
     qubits: usize,
@@ -567,7 +567,7 @@ fn flush_run<B: Backend>(
 
 /// `M = U^T` of the run `ops` for every member (`[members * 2^n, 2^n]`, real and imaginary
 /// parts): row `k` of a member's block is the run applied to the basis state `k`.
-fn fused_matrix<B: Backend>(
+fn fused_matrix<B: QuenchOps>(
     ops: &[Op<B>],
     qubits: usize,
     angles: &Angles<B>,
@@ -586,7 +586,7 @@ fn fused_matrix<B: Backend>(
 }
 
 /// The batch of `|0...0>`, `[batch, dim]`.
-fn basis_state_zero<B: Backend>(batch: usize, dim: usize, device: &B::Device) -> State<B> {
+fn basis_state_zero<B: QuenchOps>(batch: usize, dim: usize, device: &B::Device) -> State<B> {
     let one = Tensor::ones([batch, 1], device);
     let re = if dim > 1 {
         Tensor::cat(vec![one, Tensor::zeros([batch, dim - 1], device)], 1)
@@ -597,7 +597,7 @@ fn basis_state_zero<B: Backend>(batch: usize, dim: usize, device: &B::Device) ->
 }
 
 /// `[2^n, n]`: entry `(k, i)` is +1 where bit `i` of `k` is 0, else -1.
-fn z_sign_matrix<B: Backend>(qubits: usize, device: &B::Device) -> Tensor<B, 2> {
+fn z_sign_matrix<B: QuenchOps>(qubits: usize, device: &B::Device) -> Tensor<B, 2> {
     let dim = 1usize << qubits;
     let signs: Vec<f64> = (0..dim)
         .flat_map(|k| {
@@ -614,7 +614,7 @@ fn z_sign_matrix<B: Backend>(qubits: usize, device: &B::Device) -> Tensor<B, 2> 
 }
 
 /// Applies `plan` to `state`.
-fn apply_plan<B: Backend>(
+fn apply_plan<B: QuenchOps>(
     mut state: State<B>,
     plan: &[Op<B>],
     qubits: usize,
@@ -665,7 +665,7 @@ fn apply_plan<B: Backend>(
 
 /// The product state of `gates` (each on its own wire, none reading weights) applied to
 /// `|0...0>`; `state` only gives the batch size and device.
-fn product_state<B: Backend>(
+fn product_state<B: QuenchOps>(
     state: State<B>,
     gates: &[Gate],
     qubits: usize,
@@ -742,16 +742,15 @@ fn product_state<B: Backend>(
 
 /// `state @ m` for complex `state` and `m`, skipping absent imaginary parts; `m` holds one
 /// `[2^n, 2^n]` block for the whole batch or one per member (rows member-major).
-fn apply_matrix<B: Backend>(state: State<B>, m: State<B>) -> State<B> {
+fn apply_matrix<B: QuenchOps>(state: State<B>, m: State<B>) -> State<B> {
     let [rows, dim] = state.re.dims();
     let members = m.re.dims()[0] / dim;
     let product = |s: Tensor<B, 2>, m: Tensor<B, 2>| -> Tensor<B, 2> {
         if members == 1 {
-            return s.matmul(m);
+            return precise_matmul(s, m);
         }
         let s: Tensor<B, 3> = s.reshape_to([members, rows / members, dim]);
-        s.matmul(m.reshape_to([members, dim, dim]))
-            .reshape_to([rows, dim])
+        precise_matmul(s, m.reshape_to([members, dim, dim])).reshape_to([rows, dim])
     };
     let re = product(state.re.clone(), m.re.clone());
     let re = match (&state.im, &m.im) {
@@ -774,7 +773,7 @@ fn apply_matrix<B: Backend>(state: State<B>, m: State<B>) -> State<B> {
 /// `select`), `d[k] = u[b][b]` and `o[k] = u[b][1 - b]` for the wire's bit `b` of `k`: whole,
 /// contiguous tensors with broadcast coefficients `[group, 1, 2, 1]`, where slicing the two
 /// halves and concatenating them costs strided copies.
-fn apply_single<B: Backend>(
+fn apply_single<B: QuenchOps>(
     state: State<B>,
     wire: usize,
     group: usize,

@@ -8,6 +8,7 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 
 use crate::adapters::{AdapterKind, adapters};
 use crate::error::DeviceError;
+use crate::ops::QuenchBackend;
 use crate::spec::DeviceSpec;
 
 /// The CPU backend: `burn_ndarray` in f32, with autodiff.
@@ -114,7 +115,7 @@ pub trait OnDevice {
     type Output;
 
     /// Runs the work on backend `B` and its `device`.
-    fn run<B: AutodiffBackend>(self, device: &B::Device) -> Self::Output;
+    fn run<B: QuenchBackend>(self, device: &B::Device) -> Self::Output;
 }
 
 /// Resolves a request into a usable device, probing GPUs without ever panicking.

@@ -18,6 +18,7 @@ pub mod generator;
 pub mod lanes;
 pub mod machine;
 pub mod memory;
+pub mod ops;
 pub mod precision;
 pub mod readback;
 pub mod reductions;
@@ -44,6 +45,7 @@ pub use backend::{
 pub use config::{ConfigError, load_toml};
 pub use error::DeviceError;
 pub use generator::SeededGenerator;
+pub use ops::{QuenchBackend, QuenchOps, precise_matmul};
 pub use precision::{LossScaler, LossScalerConfig, Precision, StepDecision};
 pub use spec::DeviceSpec;
 pub use stats::Stats;

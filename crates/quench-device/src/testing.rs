@@ -75,7 +75,7 @@ macro_rules! device_test {
             impl $crate::OnDevice for Body {
                 type Output = ();
                 #[allow(unused_variables)]
-                fn run<$B: $crate::burn::tensor::backend::AutodiffBackend>(
+                fn run<$B: $crate::QuenchBackend>(
                     self,
                     $device: &$B::Device,
                 ) {

@@ -2,8 +2,8 @@
 //! and the frozen backbone's features, computed once per image when asked.
 
 use burn::tensor::Tensor;
-use burn::tensor::backend::Backend;
 use quench_data::{DataError, Dataset};
+use quench_device::QuenchOps;
 use quench_device::readback::{float_tensor, to_host_f32};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -74,7 +74,7 @@ impl HybridData {
 
     /// The same parts with every image replaced by its backbone features `[512]`, the backbone
     /// run once per image, [`FEATURE_CHUNK`] images per call.
-    pub fn features<B: Backend>(
+    pub fn features<B: QuenchOps>(
         &self,
         backbone: &ResNet18<B>,
         device: &B::Device,
@@ -101,7 +101,7 @@ pub fn check_images(images: &Dataset) -> Result<(), DataError> {
 
 /// The backbone's features of `images` (`[784]` each) on the device, `[images, 512]`,
 /// [`FEATURE_CHUNK`] images uploaded per call.
-pub fn backbone_features<B: Backend>(
+pub fn backbone_features<B: QuenchOps>(
     images: &Dataset,
     backbone: &ResNet18<B>,
     device: &B::Device,
@@ -119,7 +119,7 @@ pub fn backbone_features<B: Backend>(
 }
 
 /// `images` (`[784]` each) as backbone features (`[512]` each), labels kept.
-pub fn features_of<B: Backend>(
+pub fn features_of<B: QuenchOps>(
     images: &Dataset,
     backbone: &ResNet18<B>,
     device: &B::Device,

@@ -2,9 +2,9 @@
 //! tanh), the variational circuit (or the identity, for the ablation), head `4 -> 16 -> 10`.
 
 use burn::tensor::Tensor;
-use burn::tensor::backend::Backend;
 use quench_circuit::{Circuit, Mode, Simulator, reference};
 use quench_device::Precision;
+use quench_device::QuenchOps;
 use quench_device::readback::{float_tensor, to_host_f32};
 use quench_device::views::ReshapeTo;
 use serde::{Deserialize, Serialize};
@@ -36,7 +36,7 @@ pub enum CircuitMode {
 
 /// The network's structure; its parameters live in a list (see [`HybridModel::split`]).
 #[derive(Debug, Clone)]
-pub struct HybridModel<B: Backend> {
+pub struct HybridModel<B: QuenchOps> {
     /// How the circuit runs.
     pub mode: CircuitMode,
     /// The circuit (guide 003's: angle encoding, layers of RY and a CNOT ring).
@@ -45,7 +45,7 @@ pub struct HybridModel<B: Backend> {
     simulator: Option<Simulator<B>>,
 }
 
-impl<B: Backend> HybridModel<B> {
+impl<B: QuenchOps> HybridModel<B> {
     /// The model with `circuit` run in `mode` on `device`.
     pub fn new(circuit: Circuit, mode: CircuitMode, device: &B::Device) -> Self {
         let simulator = match mode {
@@ -129,7 +129,7 @@ impl<B: Backend> HybridModel<B> {
 /// Jacobians, joined to the device graph as `z + J_x (x - x0) + J_w (w - w0)` at `x = x0`,
 /// `w = w0`, whose value is `z` and whose gradients are the parameter-shift ones.
 /// `x` is `[rows, qubits]` (member-major), `w` `[members, weights]`; returns `[rows, qubits]`.
-fn host_circuit<B: Backend>(circuit: &Circuit, x: Tensor<B, 2>, w: Tensor<B, 2>) -> Tensor<B, 2> {
+fn host_circuit<B: QuenchOps>(circuit: &Circuit, x: Tensor<B, 2>, w: Tensor<B, 2>) -> Tensor<B, 2> {
     let [rows, qubits] = x.dims();
     let [members, n_weights] = w.dims();
     let device = x.device();

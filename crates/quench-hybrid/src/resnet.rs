@@ -20,6 +20,7 @@
 //! BatchNorm running statistics (PyTorch's `eval()` mode) whatever the backend, and every
 //! parameter is marked as not requiring gradients.
 
+use quench_device::QuenchOps;
 use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
 use std::fs::File;
@@ -32,7 +33,6 @@ use burn::nn::conv::Conv2d;
 use burn::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig, MaxPool2d, MaxPool2dConfig};
 use burn::nn::{BatchNorm, BatchNormConfig, PaddingConfig2d};
 use burn::tensor::activation::relu;
-use burn::tensor::backend::Backend;
 use burn::tensor::{DType, Element, Tensor, TensorData};
 use burn_store::{
     ApplyError, ModuleAdapter, ModuleSnapshot, ModuleStore, PytorchStore, SafetensorsStore,
@@ -120,7 +120,7 @@ pub enum ResNetError {
 /// The projection of a block's input when its shape changes (torchvision's `downsample`, a
 /// `Sequential` of a 1x1 convolution and a BatchNorm, keys `downsample.0` and `downsample.1`).
 #[derive(Module, Debug)]
-pub struct Downsample<B: Backend> {
+pub struct Downsample<B: QuenchOps> {
     /// 1x1 convolution with the block's stride, no bias: `[out, in, 1, 1]`.
     pub conv: Conv2d<B>,
     /// BatchNorm over the `out` channels.
@@ -129,7 +129,7 @@ pub struct Downsample<B: Backend> {
 
 /// torchvision's `BasicBlock`: two 3x3 convolutions with BatchNorm and a residual connection.
 #[derive(Module, Debug)]
-pub struct BasicBlock<B: Backend> {
+pub struct BasicBlock<B: QuenchOps> {
     /// 3x3 convolution with the block's stride, padding 1, no bias: `[out, in, 3, 3]`.
     pub conv1: Conv2d<B>,
     /// BatchNorm after `conv1`.
@@ -145,7 +145,7 @@ pub struct BasicBlock<B: Backend> {
 /// The ResNet18 backbone with a one-channel stem and no classifier head: images
 /// `[batch, 1, height, width]` to features `[batch, 512]` (built for MNIST's 28x28).
 #[derive(Module, Debug)]
-pub struct ResNet18<B: Backend> {
+pub struct ResNet18<B: QuenchOps> {
     /// Stem: 7x7 convolution, 1 -> 64 channels, stride 2, padding 3, no bias.
     pub conv1: Conv2d<B>,
     /// BatchNorm after the stem.
@@ -169,7 +169,7 @@ const STAGES: [(usize, usize); 4] = [(64, 1), (128, 2), (256, 2), (512, 2)];
 
 /// A convolution without bias whose weight of `shape` `[out, in, k, k]` has `values` in that
 /// (PyTorch's) order, stored tap-major (see [`tap_major`]).
-fn conv<B: Backend>(
+fn conv<B: QuenchOps>(
     values: &[f32],
     shape: [usize; 4],
     stride: usize,
@@ -189,7 +189,7 @@ fn conv<B: Backend>(
 }
 
 /// BatchNorm with torchvision's defaults: gamma 1, beta 0, running statistics (0, 1), eps 1e-5.
-fn batch_norm<B: Backend>(channels: usize, device: &B::Device) -> BatchNorm<B> {
+fn batch_norm<B: QuenchOps>(channels: usize, device: &B::Device) -> BatchNorm<B> {
     BatchNormConfig::new(channels).init(device)
 }
 
@@ -198,7 +198,7 @@ fn batch_norm<B: Backend>(channels: usize, device: &B::Device) -> BatchNorm<B> {
 /// [`conv_grid`] gets its `[k * k * in, out]` matrix by permuting back and reshaping, without
 /// copying 11 million weights on every forward pass. The reordering is a host loop: Burn's
 /// permute-and-read-back of all weights takes about 0.4 s on the CPU.
-fn tap_major<B: Backend>(values: &[f32], shape: [usize; 4], device: &B::Device) -> Tensor<B, 4> {
+fn tap_major<B: QuenchOps>(values: &[f32], shape: [usize; 4], device: &B::Device) -> Tensor<B, 4> {
     let [out, channels, k, _] = shape;
     let mut reordered = vec![0.0; values.len()];
     // One kernel per (output, input) channel pair, in that order.
@@ -223,13 +223,13 @@ fn tap_major<B: Backend>(values: &[f32], shape: [usize; 4], device: &B::Device) 
 /// about 0.08 s this way, 0.41 s with burn::nn's modules throughout. The stem (one input
 /// channel, 28x28) stays a direct convolution, which is faster there.
 #[derive(Debug, Clone)]
-struct Grid<B: Backend> {
+struct Grid<B: QuenchOps> {
     x: Tensor<B, 3>,
     height: usize,
     width: usize,
 }
 
-impl<B: Backend> Grid<B> {
+impl<B: QuenchOps> Grid<B> {
     /// The grid of `x` `[batch, channels, h, w]`. Burn's direct convolution on the CPU leaves
     /// its output laid out channels-last behind a permuted view, so this is usually a view too.
     fn from_channels_first(x: Tensor<B, 4>) -> Self {
@@ -313,7 +313,7 @@ fn patches(height: usize, width: usize, kernel: usize, stride: usize, padding: u
 
 /// The patches of `grid` as `[batch, positions * taps, channels]`: rows of the grid (and of a
 /// zero row where the window reads padding) gathered in the order of `patches.rows`.
-fn gather<B: Backend>(grid: Grid<B>, patches: &Patches) -> Tensor<B, 3> {
+fn gather<B: QuenchOps>(grid: Grid<B>, patches: &Patches) -> Tensor<B, 3> {
     let [batch, positions, channels] = grid.x.dims();
     let device = grid.x.device();
     let x = if patches.rows.contains(&(positions as i64)) {
@@ -330,7 +330,7 @@ fn gather<B: Backend>(grid: Grid<B>, patches: &Patches) -> Tensor<B, 3> {
 
 /// `conv` applied to `grid` as a matrix product: the patches `[batch * positions, taps * in]`
 /// times the weight `[taps * in, out]`. ResNet pads every convolution by half its kernel.
-fn conv_grid<B: Backend>(conv: &Conv2d<B>, grid: Grid<B>) -> Grid<B> {
+fn conv_grid<B: QuenchOps>(conv: &Conv2d<B>, grid: Grid<B>) -> Grid<B> {
     let [out, channels, kernel, _] = conv.weight.dims();
     let stride = conv.stride[0];
     let [batch, positions, _] = grid.x.dims();
@@ -377,7 +377,7 @@ fn conv_grid<B: Backend>(conv: &Conv2d<B>, grid: Grid<B>) -> Grid<B> {
 /// `[channels]`, then scaled by `bn`'s gamma and shifted by its beta:
 /// `(x - mean) / sqrt(var + eps) * gamma + beta`, folded into one scale and one shift so that
 /// the activations are read twice instead of four times.
-fn normalise<B: Backend>(
+fn normalise<B: QuenchOps>(
     bn: &BatchNorm<B>,
     x: Tensor<B, 3>,
     mean: Tensor<B, 1>,
@@ -391,14 +391,14 @@ fn normalise<B: Backend>(
 
 /// Per-channel mean and biased variance of `x` `[batch, positions, channels]` over the batch
 /// and positions: the statistics PyTorch's BatchNorm normalises with in training mode.
-fn batch_statistics<B: Backend>(x: Tensor<B, 3>) -> (Tensor<B, 1>, Tensor<B, 1>) {
+fn batch_statistics<B: QuenchOps>(x: Tensor<B, 3>) -> (Tensor<B, 1>, Tensor<B, 1>) {
     let channels = x.dims()[2];
     let mean = x.clone().mean_along(0).mean_along(1);
     let var = (x - mean.clone()).square().mean_along(0).mean_along(1);
     (mean.reshape_to([channels]), var.reshape_to([channels]))
 }
 
-impl<B: Backend> BasicBlock<B> {
+impl<B: QuenchOps> BasicBlock<B> {
     /// The block with weights from `weight` (called for `conv1`, `conv2`, then the downsample
     /// convolution) and default BatchNorms.
     fn build(
@@ -443,7 +443,7 @@ impl<B: Backend> BasicBlock<B> {
     }
 }
 
-impl<B: Backend> ResNet18<B> {
+impl<B: QuenchOps> ResNet18<B> {
     /// The backbone with convolution weights from `weight` (called in forward order with each
     /// weight's shape `[out, in, k, k]`, returning the values in that order) and default
     /// BatchNorms, frozen.

@@ -2,9 +2,9 @@
 
 use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
+use quench_device::{QuenchBackend, QuenchOps};
 use std::sync::Arc;
 
-use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor, TensorData};
 use quench_circuit::Circuit;
 use quench_data::{Dataset, Loader, LoaderConfig, Mode};
@@ -216,7 +216,7 @@ impl HybridOutcome {
 
 /// Trains the hybrid classifier on `data` (images `[784]`, normalised) with the frozen
 /// `backbone`, one member per seed of `config`, as `execution` says.
-pub fn train_hybrid<B: AutodiffBackend>(
+pub fn train_hybrid<B: QuenchBackend>(
     data: &HybridData,
     backbone: &ResNet18<B::InnerBackend>,
     config: &Valid<HybridConfig>,
@@ -338,7 +338,7 @@ pub fn train_hybrid<B: AutodiffBackend>(
 
 /// A part's features `[samples, 512]`: uploaded once when pre-computed; through the backbone
 /// at every use otherwise, as the original evaluates its whole model.
-fn encode<B: Backend>(
+fn encode<B: QuenchOps>(
     dataset: &Dataset,
     features: FeatureMode,
     backbone: &ResNet18<B>,
@@ -353,7 +353,7 @@ fn encode<B: Backend>(
 }
 
 /// The seeds' weights, optimiser and data as the shared epoch loop trains them.
-struct Members<'a, B: AutodiffBackend> {
+struct Members<'a, B: QuenchBackend> {
     model: HybridModel<B>,
     config: &'a HybridConfig,
     execution: &'a Execution,
@@ -369,7 +369,7 @@ struct Members<'a, B: AutodiffBackend> {
     device: B::Device,
 }
 
-impl<B: AutodiffBackend> SeedMembers for Members<'_, B> {
+impl<B: QuenchBackend> SeedMembers for Members<'_, B> {
     type Error = HybridError;
 
     /// Every batch through the backbone (unless pre-computed), encoder, circuit and head;
@@ -438,7 +438,7 @@ impl<B: AutodiffBackend> SeedMembers for Members<'_, B> {
 
 /// Encoder, circuit weights and head of every member, each drawn from its seed alone:
 /// PyTorch's default `nn.Linear` initialisation and circuit weights `N(0, weight_std^2)`.
-fn initial_params<B: Backend, M: Backend>(
+fn initial_params<B: QuenchOps, M: QuenchOps>(
     model: &HybridModel<M>,
     config: &HybridConfig,
     device: &B::Device,
@@ -473,7 +473,7 @@ fn initial_params<B: Backend, M: Backend>(
 }
 
 /// Accuracy of every member on `features` `[samples, 512]` with labels of `part`: `[members]`.
-fn accuracy<B: AutodiffBackend>(
+fn accuracy<B: QuenchBackend>(
     model: &HybridModel<B>,
     params: &[Tensor<B::InnerBackend, 3>],
     features: Tensor<B::InnerBackend, 2>,

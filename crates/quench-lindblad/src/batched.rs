@@ -4,9 +4,10 @@
 //! long contiguous rows: for the 4 x 4 generators of a qubit this is several times faster on
 //! the CPU backend than a batched matrix product, which calls a tiny GEMM per matrix.
 
-use burn::tensor::{Tensor, TensorData, backend::Backend};
+use burn::tensor::{Tensor, TensorData};
 use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
+use quench_device::{QuenchOps, precise_matmul};
 
 /// Largest `rows x inner x cols` multiplied by broadcasting; above it the product goes through
 /// the backend's batched matmul. 4 x 4 times 4 x 4 (64) broadcasts; 16 x 16 products (4,096)
@@ -14,16 +15,14 @@ use quench_device::views::ReshapeTo;
 const BROADCAST_LIMIT: usize = 512;
 
 /// The batched product `a b` of `a: [n, k, batch]` and `b: [k, m, batch]`, giving `[n, m, batch]`.
-pub(crate) fn matmul<B: Backend>(a: Tensor<B, 3>, b: Tensor<B, 3>) -> Tensor<B, 3> {
+pub(crate) fn matmul<B: QuenchOps>(a: Tensor<B, 3>, b: Tensor<B, 3>) -> Tensor<B, 3> {
     let [n, k, batch] = a.dims();
     let m = b.dims()[1];
     if n * k * m <= BROADCAST_LIMIT {
         let products = a.reshape_to([n, k, 1, batch]) * b.reshape_to([1, k, m, batch]);
         products.sum_along(1).reshape_to([n, m, batch])
     } else {
-        a.permute([2, 0, 1])
-            .matmul(b.permute([2, 0, 1]))
-            .permute([1, 2, 0])
+        precise_matmul(a.permute([2, 0, 1]), b.permute([2, 0, 1])).permute([1, 2, 0])
     }
 }
 
@@ -31,7 +30,7 @@ pub(crate) fn matmul<B: Backend>(a: Tensor<B, 3>, b: Tensor<B, 3>) -> Tensor<B, 
 /// as one segment's columns of a larger stack) and `vectors: [n, 1, batch]`, giving
 /// `[n, 1, batch]`. The vector is broadcast along the rows instead of reshaping the factor,
 /// which would copy a strided view.
-pub(crate) fn apply<B: Backend>(factors: Tensor<B, 3>, vectors: Tensor<B, 3>) -> Tensor<B, 3> {
+pub(crate) fn apply<B: QuenchOps>(factors: Tensor<B, 3>, vectors: Tensor<B, 3>) -> Tensor<B, 3> {
     let [_, k, batch] = factors.dims();
     (factors * vectors.reshape_to([1, k, batch])).sum_along(1)
 }
@@ -39,7 +38,7 @@ pub(crate) fn apply<B: Backend>(factors: Tensor<B, 3>, vectors: Tensor<B, 3>) ->
 /// The identity `[n, n, batch]` in the dtype and on the device of `like`, contiguous: one
 /// outer product of `vec(I)` with a row of ones (expanding a `[n, n, 1]` identity instead
 /// would leave a broadcast view that later reshapes copy slowly).
-pub(crate) fn identity<B: Backend, const D: usize>(
+pub(crate) fn identity<B: QuenchOps, const D: usize>(
     n: usize,
     batch: usize,
     like: &Tensor<B, D>,
@@ -58,7 +57,7 @@ pub(crate) fn identity<B: Backend, const D: usize>(
 /// each chunk `B_j = sum_i c_{jq+i} x^i` as a linear combination of them, then Horner's rule
 /// in `x^q`, `B_0 + x^q (B_1 + x^q (..))` (one product per further chunk). A degree `q r`
 /// polynomial costs `q + r - 2` batched products, e.g. 4 for degree 9.
-pub(crate) fn polynomial<B: Backend>(
+pub(crate) fn polynomial<B: QuenchOps>(
     x: Tensor<B, 3>,
     coefficients: &[f64],
     chunk: usize,
@@ -136,7 +135,11 @@ impl ProductTree {
 
     /// The ordered product per task `[n, n, tasks]` of factors `[n, n, segments * tasks]`
     /// stored in [`Self::order`].
-    pub(crate) fn multiply<B: Backend>(&self, factors: Tensor<B, 3>, tasks: usize) -> Tensor<B, 3> {
+    pub(crate) fn multiply<B: QuenchOps>(
+        &self,
+        factors: Tensor<B, 3>,
+        tasks: usize,
+    ) -> Tensor<B, 3> {
         let mut level = factors;
         let mut count = self.order.len();
         let mut set_aside = Vec::new();

@@ -4,9 +4,10 @@
 //! rebuilt its operators and simulator on every loss call; here the `[d^4, 1 + C + K]`
 //! generator stack is the only per-system state, and everything per task is a tensor.
 
+use quench_device::QuenchOps;
 use std::collections::HashMap;
 
-use burn::tensor::backend::{Backend, DeviceId, DeviceOps};
+use burn::tensor::backend::{DeviceId, DeviceOps};
 use serde::Serialize;
 
 use crate::{Generators, System};
@@ -26,12 +27,12 @@ pub struct CacheStats {
 
 /// Generators by system and device, for one backend type `B`.
 #[derive(Debug)]
-pub struct OperatorCache<B: Backend> {
+pub struct OperatorCache<B: QuenchOps> {
     entries: HashMap<(u64, DeviceId), (System, Generators<B>)>,
     stats: CacheStats,
 }
 
-impl<B: Backend> Default for OperatorCache<B> {
+impl<B: QuenchOps> Default for OperatorCache<B> {
     fn default() -> Self {
         Self {
             entries: HashMap::new(),
@@ -40,7 +41,7 @@ impl<B: Backend> Default for OperatorCache<B> {
     }
 }
 
-impl<B: Backend> OperatorCache<B> {
+impl<B: QuenchOps> OperatorCache<B> {
     /// An empty cache.
     pub fn new() -> Self {
         Self::default()

@@ -1,7 +1,8 @@
 //! Conformance of the solvers with the f64 reference on random pulses: what the accuracy tests
 //! assert and what `benchmark verify` measures on a user's device, written once.
 
-use burn::tensor::{Element, Tensor, TensorData, backend::Backend};
+use burn::tensor::{Element, Tensor, TensorData};
+use quench_device::QuenchOps;
 use quench_device::stats::max_or_nan;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -54,7 +55,7 @@ impl Pulses {
     }
 
     /// The amplitudes as `[tasks, segments, controls]`.
-    pub fn amplitude_tensor<B: Backend>(&self, device: &B::Device) -> Tensor<B, 3> {
+    pub fn amplitude_tensor<B: QuenchOps>(&self, device: &B::Device) -> Tensor<B, 3> {
         let tasks = self.tasks();
         let segments = self.amplitudes[0].len();
         let controls = self.amplitudes[0][0].len();
@@ -69,7 +70,7 @@ impl Pulses {
     }
 
     /// The rates as `[tasks, jumps]`.
-    pub fn rate_tensor<B: Backend>(&self, device: &B::Device) -> Tensor<B, 2> {
+    pub fn rate_tensor<B: QuenchOps>(&self, device: &B::Device) -> Tensor<B, 2> {
         let data: Vec<f64> = self.rates.iter().flatten().copied().collect();
         tensor(data, [self.tasks(), self.rates[0].len()], device)
     }
@@ -82,7 +83,7 @@ impl Pulses {
 
 /// A tensor in the backend's own float type (NdArray<f32> and NdArray<f64> share a device
 /// whose default dtype is fixed by whichever touches it first).
-pub fn tensor<B: Backend, const D: usize>(
+pub fn tensor<B: QuenchOps, const D: usize>(
     data: Vec<f64>,
     shape: [usize; D],
     device: &B::Device,
@@ -94,7 +95,7 @@ pub fn tensor<B: Backend, const D: usize>(
 }
 
 /// The same initial state for every task, `[tasks, d^2]`.
-pub fn initial_states<B: Backend>(
+pub fn initial_states<B: QuenchOps>(
     basis: &Basis,
     rho: &CMatrix,
     tasks: usize,
@@ -123,7 +124,7 @@ pub fn max_density_error(basis: &Basis, states: &[f64], reference: &[CMatrix]) -
 
 /// The largest density-matrix element error of `solver`'s final states against the f64
 /// reference, for `pulses` over `t_total` on `system`, every task starting in `|0><0|`.
-pub fn state_error<B: Backend>(
+pub fn state_error<B: QuenchOps>(
     system: &System,
     solver: Solver,
     pulses: &Pulses,

@@ -1,9 +1,10 @@
 //! The Lindbladian as real matrices, linear in the controls and the rates:
 //! `M = M_H0 + sum_c u_c M_c + sum_k gamma_k M_k`, built on the host in f64 and uploaded once.
 
+use quench_device::QuenchOps;
 use std::sync::Arc;
 
-use burn::tensor::{Tensor, backend::Backend};
+use burn::tensor::Tensor;
 use num_complex::Complex64;
 use quench_device::readback::float_tensor;
 
@@ -159,13 +160,13 @@ impl HostGenerators {
 /// Cloning is cheap (the tensor is shared). Get one from the
 /// [`OperatorCache`](crate::OperatorCache) to upload each system once.
 #[derive(Clone, Debug)]
-pub struct Generators<B: Backend> {
+pub struct Generators<B: QuenchOps> {
     stack: Tensor<B, 2>,
     host: Arc<HostGenerators>,
     norms: GeneratorNorms,
 }
 
-impl<B: Backend> Generators<B> {
+impl<B: QuenchOps> Generators<B> {
     /// Builds the generators of `system` and uploads them to `device`, bypassing the cache.
     pub fn upload(system: &System, device: &B::Device) -> Self {
         Self::from_host(&HostGenerators::new(system), device)

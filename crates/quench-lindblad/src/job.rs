@@ -1,9 +1,10 @@
 //! Pulse documents: the JSON input of the `evolve` example, read with field-by-field
 //! validation, and its JSON output (the format is in the crate documentation).
 
+use quench_device::QuenchOps;
 use std::fmt;
 
-use burn::tensor::{Element, Tensor, TensorData, backend::Backend};
+use burn::tensor::{Element, Tensor, TensorData};
 use num_complex::Complex64;
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -617,7 +618,7 @@ impl Job {
     /// Evolves every task on `device` and reads the results back. Amplitudes beyond
     /// `control_bound` are clamped (see [`Self::clamped_amplitudes`]); non-finite amplitudes
     /// or rates are refused.
-    pub fn run<B: Backend>(&self, device: &B::Device) -> Result<JobReport, LindbladError> {
+    pub fn run<B: QuenchOps>(&self, device: &B::Device) -> Result<JobReport, LindbladError> {
         self.check_finite()?;
         let generators = Generators::<B>::upload(&self.system, device);
         let basis = Basis::gell_mann(self.system.dim());

@@ -16,9 +16,10 @@
 //!   sweeps), a host kernel carries each task's state through its segments instead, with no
 //!   propagator formed (see `expmv.rs`): 17x faster at 4,096 tasks on two cores.
 
-use burn::tensor::{DType, Int, Tensor, TensorData, backend::Backend};
+use burn::tensor::{DType, Int, Tensor, TensorData};
 use quench_device::readback::{float_tensor, to_host_f64};
 use quench_device::views::ReshapeTo;
+use quench_device::{QuenchOps, precise_matmul};
 use quench_device::{host_lanes, is_plain_host};
 use serde::{Deserialize, Serialize};
 
@@ -108,7 +109,7 @@ impl Default for Solver {
 
 /// One batch of tasks to evolve.
 #[derive(Clone, Debug)]
-pub struct Batch<B: Backend> {
+pub struct Batch<B: QuenchOps> {
     /// Total pulse time `T`; the segments are `T / segments` long.
     pub t_total: f64,
     /// Piecewise-constant control amplitudes `[tasks, segments, controls]`.
@@ -131,7 +132,7 @@ pub enum Output {
 
 /// The result of [`Solver::evolve`].
 #[derive(Clone, Debug)]
-pub struct Evolution<B: Backend> {
+pub struct Evolution<B: QuenchOps> {
     /// Final states as real vectors `[tasks, d^2]`.
     pub states: Tensor<B, 2>,
     /// The propagators `[tasks, d^2, d^2]` (`state = propagator . initial`), when requested.
@@ -286,7 +287,7 @@ impl Solver {
     /// the result holds states `[tasks, d^2]` and, for
     /// [`Output::StatesAndPropagators`], propagators `[tasks, d^2, d^2]`. Nothing is read
     /// back from the device.
-    pub fn evolve<B: Backend>(
+    pub fn evolve<B: QuenchOps>(
         &self,
         generators: &Generators<B>,
         batch: Batch<B>,
@@ -415,7 +416,7 @@ impl Solver {
     }
 
     /// `states` `[tasks, d^2]` divided by their traces when [`Self::renormalize`] asks for it.
-    fn renormalized<B: Backend>(
+    fn renormalized<B: QuenchOps>(
         &self,
         states: Tensor<B, 2>,
         generators: &Generators<B>,
@@ -433,7 +434,7 @@ impl Solver {
     /// The exact final states `[tasks, d^2]` by the host kernel of [`crate::expmv`]: the CPU
     /// backend without autodiff, where no gradient needs the tensor form. The tasks are split
     /// over the cores when there are enough of them to pay for the threads.
-    fn host_states<B: Backend>(
+    fn host_states<B: QuenchOps>(
         &self,
         generators: &Generators<B>,
         batch: Batch<B>,
@@ -466,7 +467,7 @@ impl Solver {
     /// The generators of every segment and task times `scale`, `[d^2, d^2, segments * tasks]`
     /// with segment `order[p]` of task `t` at batch index `p * tasks + t`, from one product of
     /// the clamped coefficients `[1, u, gamma]` with the generator stack.
-    fn generators<B: Backend>(
+    fn generators<B: QuenchOps>(
         &self,
         generators: &Generators<B>,
         batch: &Batch<B>,
@@ -511,7 +512,7 @@ impl Solver {
         } else {
             stack.cast(dtype)
         };
-        stack.matmul(coefficients).reshape_to([n, n, columns])
+        precise_matmul(stack, coefficients).reshape_to([n, n, columns])
     }
 }
 
@@ -550,7 +551,7 @@ mod tests {
 
     /// Final states of `system` for `tasks` tasks of `segments` varied amplitudes (some beyond
     /// the clamp, one NaN when `with_nan`) and rates, on backend `E`.
-    fn varied_states<E: Backend>(
+    fn varied_states<E: QuenchOps>(
         system: &crate::System,
         solver: &Solver,
         tasks: usize,

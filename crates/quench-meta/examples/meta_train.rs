@@ -9,10 +9,10 @@
 //! tasks_per_batch`, the meta-gradient is averaged with one all-reduce, every rank takes the
 //! same step, and rank 0 prints and writes. The time the all-reduce took is reported.
 
+use quench_device::QuenchBackend;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use burn::tensor::backend::AutodiffBackend;
 use quench_device::spec::{run_example, take_device_flag};
 use quench_device::{OnDevice, run_on, select_announced};
 use quench_lindblad::OperatorCache;
@@ -29,7 +29,7 @@ struct Train<'a> {
 impl OnDevice for Train<'_> {
     type Output = Result<(), MetaError>;
 
-    fn run<B: AutodiffBackend>(self, device: &B::Device) -> Self::Output {
+    fn run<B: QuenchBackend>(self, device: &B::Device) -> Self::Output {
         let shard = self.world.shard();
         let mut cache = OperatorCache::<B>::new();
         let mut run = MetaRun::<B>::new(&self.config, &mut cache, device)?;

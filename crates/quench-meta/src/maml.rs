@@ -2,10 +2,10 @@
 //! inner steps of a whole meta-batch are K batched forward/backward passes, not tasks x K.
 
 use burn::tensor::Tensor;
-use burn::tensor::backend::{AutodiffBackend, Backend};
 use quench_device::readback::{float_tensor, to_host_f32};
 use quench_device::reductions::Reduce;
 use quench_device::runs_on_host;
+use quench_device::{QuenchBackend, QuenchOps};
 use quench_scale::World;
 use serde::{Deserialize, Serialize};
 
@@ -49,7 +49,7 @@ pub struct InnerLoop {
 }
 
 impl InnerLoop {
-    fn on_host<B: Backend>(&self) -> bool {
+    fn on_host<B: QuenchOps>(&self) -> bool {
         self.fused && runs_on_host::<B>()
     }
 }
@@ -60,7 +60,7 @@ type PerTask<B> = (Tensor<B, 1>, Vec<Tensor<B, 3>>);
 
 /// Per-task losses at `params` and their gradients. Members do not interact, so the gradient
 /// of the summed loss with respect to member `t` is task `t`'s own gradient.
-fn loss_and_gradients<B: AutodiffBackend>(
+fn loss_and_gradients<B: QuenchBackend>(
     problem: &ControlProblem<B>,
     shape: &PolicyShape,
     params: Vec<Tensor<B::InnerBackend, 3>>,
@@ -85,7 +85,7 @@ fn loss_and_gradients<B: AutodiffBackend>(
 /// backward pass there, autodiff from the amplitudes `[tasks, segments, controls]` through
 /// the simulator only. `policy` has one member per task; returns the losses `[tasks]` and the
 /// gradients in the policy's layout.
-fn host_loss_and_gradients<B: AutodiffBackend>(
+fn host_loss_and_gradients<B: QuenchBackend>(
     problem: &ControlProblem<B>,
     shape: &PolicyShape,
     policy: &HostMlp,
@@ -112,7 +112,7 @@ fn host_loss_and_gradients<B: AutodiffBackend>(
 
 /// Adapts the shared policy `meta` (one member) to every task of `batch` at once. Returns each
 /// task's loss before adaptation and the adapted parameters, one member per task.
-pub fn adapt<B: AutodiffBackend>(
+pub fn adapt<B: QuenchBackend>(
     problem: &ControlProblem<B>,
     shape: &PolicyShape,
     meta: &EnsembleMlp<B::InnerBackend>,
@@ -155,7 +155,7 @@ pub fn adapt<B: AutodiffBackend>(
 }
 
 /// The losses `[tasks]` of a policy (one member, or one per task) without tracking gradients.
-pub fn evaluate<B: AutodiffBackend>(
+pub fn evaluate<B: QuenchBackend>(
     problem: &ControlProblem<B>,
     shape: &PolicyShape,
     policy: &EnsembleMlp<B::InnerBackend>,
@@ -196,7 +196,7 @@ pub struct StepStats {
 /// One meta-iteration's work before the update: every task's losses and its contribution to
 /// the meta-gradient.
 #[derive(Debug, Clone)]
-pub struct TaskGradients<B: Backend> {
+pub struct TaskGradients<B: QuenchOps> {
     /// Each task's loss before adaptation, `[tasks]`.
     pub before: Tensor<B, 1>,
     /// Each task's loss after adaptation, `[tasks]`.
@@ -209,7 +209,7 @@ pub struct TaskGradients<B: Backend> {
 
 /// The meta-learner: the shared policy and its Adam state.
 #[derive(Debug, Clone)]
-pub struct MetaLearner<B: Backend> {
+pub struct MetaLearner<B: QuenchOps> {
     /// The shared (meta) policy, one member.
     pub policy: EnsembleMlp<B>,
     adam: MemberAdam<B>,
@@ -218,7 +218,7 @@ pub struct MetaLearner<B: Backend> {
     grad_clip: f64,
 }
 
-impl<B: Backend> MetaLearner<B> {
+impl<B: QuenchOps> MetaLearner<B> {
     /// A learner starting from `policy` with Adam at `meta_lr` and the meta-gradient's norm
     /// clipped at `grad_clip`.
     pub fn new(
@@ -239,7 +239,7 @@ impl<B: Backend> MetaLearner<B> {
 
     /// The per-task contribution to the meta-gradient at adapted parameters `phi`, and the
     /// losses after adaptation.
-    fn gradients_at<A: AutodiffBackend<InnerBackend = B>>(
+    fn gradients_at<A: QuenchBackend<InnerBackend = B>>(
         &self,
         problem: &ControlProblem<A>,
         shape: &PolicyShape,
@@ -281,7 +281,7 @@ impl<B: Backend> MetaLearner<B> {
 
     /// One meta-iteration on `batch`: adapt every task at once, average the per-task
     /// meta-gradients (non-finite tasks masked out), clip, Adam step.
-    pub fn step<A: AutodiffBackend<InnerBackend = B>>(
+    pub fn step<A: QuenchBackend<InnerBackend = B>>(
         &mut self,
         problem: &ControlProblem<A>,
         shape: &PolicyShape,
@@ -294,7 +294,7 @@ impl<B: Backend> MetaLearner<B> {
     /// [`step`](Self::step) with `batch` this rank's share of the meta-batch of `world`:
     /// the meta-gradient is the mean over the finite tasks of every rank (one all-reduce), and
     /// every rank takes the same Adam step, so the policies stay identical.
-    pub fn step_in<A: AutodiffBackend<InnerBackend = B>>(
+    pub fn step_in<A: QuenchBackend<InnerBackend = B>>(
         &mut self,
         world: &World,
         problem: &ControlProblem<A>,
@@ -309,7 +309,7 @@ impl<B: Backend> MetaLearner<B> {
     /// The same meta-iteration done the original's way, one task after another, each adapted
     /// alone: the measured reference of the benchmark's baseline, not the product path. The
     /// meta-gradient is joined over the ranks of `world` as in [`step_in`](Self::step_in).
-    pub fn step_one_task_at_a_time<A: AutodiffBackend<InnerBackend = B>>(
+    pub fn step_one_task_at_a_time<A: QuenchBackend<InnerBackend = B>>(
         &mut self,
         world: &World,
         problem: &ControlProblem<A>,
@@ -323,7 +323,7 @@ impl<B: Backend> MetaLearner<B> {
 
     /// What [`step`](Self::step) computes before it averages and steps: every task of `batch`
     /// adapted at once, its losses and its contribution to the meta-gradient.
-    pub fn meta_gradients<A: AutodiffBackend<InnerBackend = B>>(
+    pub fn meta_gradients<A: QuenchBackend<InnerBackend = B>>(
         &self,
         problem: &ControlProblem<A>,
         shape: &PolicyShape,
@@ -342,7 +342,7 @@ impl<B: Backend> MetaLearner<B> {
     /// [`meta_gradients`](Self::meta_gradients) the original's way, one task after another,
     /// each adapted alone (what
     /// [`step_one_task_at_a_time`](Self::step_one_task_at_a_time) averages).
-    pub fn meta_gradients_one_task_at_a_time<A: AutodiffBackend<InnerBackend = B>>(
+    pub fn meta_gradients_one_task_at_a_time<A: QuenchBackend<InnerBackend = B>>(
         &self,
         problem: &ControlProblem<A>,
         shape: &PolicyShape,
@@ -450,7 +450,7 @@ impl<B: Backend> MetaLearner<B> {
 
 /// Mean and sample standard deviation of the finite entries, and how many were finite (NaN
 /// statistics when none is).
-pub fn finite_stats<B: Backend>(values: Tensor<B, 1>) -> (f64, f64, usize) {
+pub fn finite_stats<B: QuenchOps>(values: Tensor<B, 1>) -> (f64, f64, usize) {
     let v = to_host_f32(values);
     let finite: Vec<f64> = v
         .iter()

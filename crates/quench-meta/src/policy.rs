@@ -1,12 +1,12 @@
 //! The pulse policy: task features in, piecewise-constant control amplitudes out.
 
+use quench_device::QuenchOps;
 use quench_device::views::ReshapeTo;
 use std::path::Path;
 
 use burn::module::{Module, Param};
 use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder, Recorder};
 use burn::tensor::Tensor;
-use burn::tensor::backend::Backend;
 use serde::{Deserialize, Serialize};
 
 use quench_train::ensemble::{Activation, EnsembleMlp};
@@ -50,7 +50,7 @@ impl PolicyShape {
     }
 
     /// A freshly initialised policy with one member (the meta-parameters).
-    pub fn init<B: Backend>(
+    pub fn init<B: QuenchOps>(
         &self,
         task_dim: usize,
         seed: u64,
@@ -80,7 +80,7 @@ impl PolicyShape {
 
     /// Amplitudes `[tasks, segments, controls]` of a policy whose members are either one
     /// shared network or one network per task, for features `[tasks, 1, task_dim]`.
-    pub fn amplitudes<B: Backend>(
+    pub fn amplitudes<B: QuenchOps>(
         &self,
         policy: &EnsembleMlp<B>,
         features: Tensor<B, 3>,
@@ -96,7 +96,7 @@ impl PolicyShape {
 
 /// The meta-policy's parameters as a Burn module, so that Burn's recorders save and load it.
 #[derive(Module, Debug)]
-pub struct PolicyRecord<B: Backend> {
+pub struct PolicyRecord<B: QuenchOps> {
     /// Weight then bias of every layer, `[1, in, out]` and `[1, 1, out]`.
     pub params: Vec<Param<Tensor<B, 3>>>,
 }
@@ -127,7 +127,7 @@ pub enum PolicyFileError {
 }
 
 /// Saves the meta-policy with Burn's named MessagePack recorder (`.mpk` is appended).
-pub fn save_policy<B: Backend>(
+pub fn save_policy<B: QuenchOps>(
     policy: &EnsembleMlp<B>,
     path: &Path,
 ) -> Result<(), PolicyFileError> {
@@ -148,7 +148,7 @@ pub fn save_policy<B: Backend>(
 
 /// Loads a policy saved by [`save_policy`] into the architecture of `template`; a file of
 /// another architecture is an error, checked before anything is applied.
-pub fn load_policy<B: Backend>(
+pub fn load_policy<B: QuenchOps>(
     template: &EnsembleMlp<B>,
     path: &Path,
     device: &B::Device,

@@ -1,8 +1,8 @@
 //! The control problem the policy is trained on: a system, a task family, a target and a loss,
 //! with the simulator's operators uploaded once.
 
-use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
+use quench_device::QuenchOps;
 use quench_lindblad::operators::{basis_state, kron_all};
 use quench_lindblad::{
     Basis, Batch, Evolution, Generators, OperatorCache, Output, RelaxDephaseTask, SpectralNoise,
@@ -15,7 +15,7 @@ use super::tasks::{Features, TaskFamily, feature_tensor};
 
 /// Fidelities of a batch, `[tasks]` each.
 #[derive(Debug, Clone)]
-pub struct Fidelities<B: Backend> {
+pub struct Fidelities<B: QuenchOps> {
     /// `|Tr(rho sigma)|^2`, the guide's metric.
     pub squared_overlap: Tensor<B, 1>,
     /// `Tr(rho sigma)`.
@@ -24,7 +24,7 @@ pub struct Fidelities<B: Backend> {
 
 /// Tasks prepared on the device once for all the steps that use them.
 #[derive(Debug, Clone)]
-pub struct ControlBatch<B: Backend> {
+pub struct ControlBatch<B: QuenchOps> {
     /// Policy inputs `[tasks, 1, task_dim]`.
     pub features: Tensor<B, 3>,
     /// Jump rates `[tasks, jumps]`.
@@ -33,7 +33,7 @@ pub struct ControlBatch<B: Backend> {
     pub initial: Tensor<B, 2>,
 }
 
-impl<B: Backend> ControlBatch<B> {
+impl<B: QuenchOps> ControlBatch<B> {
     /// Tasks in the batch.
     pub fn len(&self) -> usize {
         self.features.dims()[0]
@@ -67,7 +67,7 @@ pub enum Operators {
 
 /// A system, task family, target and loss, with the operators on the device.
 #[derive(Debug, Clone)]
-pub struct ControlProblem<B: Backend> {
+pub struct ControlProblem<B: QuenchOps> {
     system: System,
     family: TaskFamily,
     features: Features,
@@ -83,7 +83,7 @@ pub struct ControlProblem<B: Backend> {
     device: B::Device,
 }
 
-impl<B: Backend> ControlProblem<B> {
+impl<B: QuenchOps> ControlProblem<B> {
     /// The problem of `config`, its generators taken from `cache`.
     pub fn new(
         config: &MetaConfig,

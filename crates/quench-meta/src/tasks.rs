@@ -1,7 +1,7 @@
 //! Noise tasks of the meta-learning workload and the policy's view of them.
 
-use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
+use quench_device::QuenchOps;
 use quench_lindblad::noise::{SpectralTaskRanges, Spectrum};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -116,7 +116,7 @@ pub enum Features {
 }
 
 /// The policy inputs of `tasks`: `[tasks, 1, axes]`.
-pub fn feature_tensor<B: Backend>(
+pub fn feature_tensor<B: QuenchOps>(
     family: TaskFamily,
     features: Features,
     tasks: &[Vec<f64>],

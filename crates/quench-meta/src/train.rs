@@ -1,9 +1,9 @@
 //! A whole meta-learning run: meta-iterations, validation on fresh tasks, history.
 
+use quench_device::QuenchBackend;
 use std::path::Path;
 use std::time::Instant;
 
-use burn::tensor::backend::AutodiffBackend;
 use quench_lindblad::OperatorCache;
 use quench_scale::{Shard, World};
 use serde::{Deserialize, Serialize};
@@ -90,7 +90,7 @@ impl History {
 }
 
 /// A meta-learning run in progress: problem, learner and task streams.
-pub struct MetaRun<B: AutodiffBackend> {
+pub struct MetaRun<B: QuenchBackend> {
     /// The configuration.
     pub config: MetaConfig,
     /// The control problem, operators on the device.
@@ -103,7 +103,7 @@ pub struct MetaRun<B: AutodiffBackend> {
     val_tasks: TaskStream,
 }
 
-impl<B: AutodiffBackend> MetaRun<B> {
+impl<B: QuenchBackend> MetaRun<B> {
     /// Sets up a run of `config` on `device`, taking the operators from `cache`.
     pub fn new(
         config: &Valid<MetaConfig>,

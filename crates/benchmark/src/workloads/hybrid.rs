@@ -6,10 +6,10 @@
 //! run once per image, batch 256 with bf16; then all together, and all together without the
 //! circuit (the ablation, so a user sees whether the circuit helps).
 
+use quench_device::QuenchBackend;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData};
 use quench_data::{MNIST_MEAN, MNIST_STD, Mnist, MnistSource, Split};
 use quench_hybrid::resnet::{ResNet18, check_weights};
@@ -224,7 +224,7 @@ impl TableWorkload for Hybrid {
         Ok(peer_for(&prepared.params, &prepared.source))
     }
 
-    fn run_variant<B: AutodiffBackend>(
+    fn run_variant<B: QuenchBackend>(
         &self,
         variant: &Variant<Setting>,
         prepared: &Prepared,

@@ -2,12 +2,12 @@
 //! MAML (16 tasks, 5 inner steps) done the original's way (tasks one after another, operators
 //! rebuilt on every call, RK4 with dt 0.001), then with one optimisation at a time, then all.
 
+use quench_device::QuenchBackend;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Mutex;
 
 use anyhow::Context;
-use burn::tensor::backend::AutodiffBackend;
 use quench_lindblad::{Method, OperatorCache, Solver};
 use quench_meta::{MetaConfig, MetaRun, Operators};
 use quench_train::settings::Valid;
@@ -256,7 +256,7 @@ impl TableWorkload for LindbladMeta {
         }))
     }
 
-    fn run_variant<B: AutodiffBackend>(
+    fn run_variant<B: QuenchBackend>(
         &self,
         variant: &Variant<Setting>,
         prepared: &PreparedMeta,
@@ -433,7 +433,7 @@ fn quality_key(setting: &Setting) -> String {
 
 /// Trains `config` (validated at its last iteration) with the batched, cached schedule: the
 /// last validation's fidelity (squared overlap after adaptation) and the training losses.
-fn train<B: AutodiffBackend>(
+fn train<B: QuenchBackend>(
     config: &Valid<MetaConfig>,
     device: &B::Device,
 ) -> anyhow::Result<Trained> {

@@ -8,12 +8,12 @@
 
 use burn::backend::{Autodiff, NdArray};
 use burn::tensor::Tensor;
-use burn::tensor::backend::{AutodiffBackend, Backend};
 use proptest::prelude::*;
 use quench_circuit::{Angle, Circuit, Gate, GateKind, Mode, Simulator, reference};
 use quench_device::readback::{float_tensor, to_host_f64};
 use quench_device::reductions::Reduce;
 use quench_device::testing::on_cpu;
+use quench_device::{QuenchBackend, QuenchOps};
 
 /// The CPU backend of these tests.
 type F64 = NdArray<f64>;
@@ -62,7 +62,7 @@ fn angles(count: usize, row: usize, seed: f64) -> Vec<f64> {
 }
 
 /// `[rows, cols]` of `values`, none when there are no columns.
-fn tensor2<P: Backend>(
+fn tensor2<P: QuenchOps>(
     values: Vec<f64>,
     rows: usize,
     cols: usize,
@@ -111,7 +111,7 @@ fn spec_strategy() -> impl Strategy<Value = (usize, Vec<GateSpec>)> {
 }
 
 /// Random circuits on backend `P`: `cases` of them besides the saved regressions.
-fn states_match_the_reference<P: Backend>(device: &P::Device, tolerance: Tolerances, cases: u32) {
+fn states_match_the_reference<P: QuenchOps>(device: &P::Device, tolerance: Tolerances, cases: u32) {
     proptest!(ProptestConfig::with_cases(cases), |((qubits, spec) in spec_strategy(), seed in 0.1f64..2.0)| {
         let circuit = build(qubits, &spec);
         let batch = 3;
@@ -152,7 +152,7 @@ fn states_match_the_reference<P: Backend>(device: &P::Device, tolerance: Toleran
 }
 
 /// Random circuits with autodiff backend `D`: `cases` of them besides the saved regressions.
-fn gradients_match<D: AutodiffBackend>(device: &D::Device, tolerance: Tolerances, cases: u32) {
+fn gradients_match<D: QuenchBackend>(device: &D::Device, tolerance: Tolerances, cases: u32) {
     proptest!(ProptestConfig::with_cases(cases), |((qubits, spec) in spec_strategy(), seed in 0.1f64..2.0)| {
         let circuit = build(qubits, &spec);
         prop_assume!(circuit.inputs() + circuit.weights() > 0);

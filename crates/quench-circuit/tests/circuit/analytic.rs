@@ -7,8 +7,8 @@
 
 use burn::backend::NdArray;
 use burn::tensor::Tensor;
-use burn::tensor::backend::Backend;
 use quench_circuit::{Angle, Circuit, Gate, GateKind, Mode, Simulator};
+use quench_device::QuenchOps;
 use quench_device::readback::{float_tensor, to_host_f64};
 use quench_device::testing::on_cpu;
 
@@ -56,7 +56,7 @@ fn fixed(kind: GateKind, wire: usize, angle: f64) -> Gate {
 }
 
 /// `<Z_i>` and `<Z_i Z_j>` of `circuit` (no inputs or weights) in `mode`, batch of one.
-fn expectations<P: Backend>(
+fn expectations<P: QuenchOps>(
     circuit: Circuit,
     mode: Mode,
     pairs: &[(usize, usize)],
@@ -86,7 +86,7 @@ const MODES: [Mode; 2] = [Mode::GateByGate, Mode::Fused];
 mod checks {
     use super::*;
 
-    pub fn bell_pair_is_uncorrelated_locally_and_perfectly_correlated<P: Backend>(
+    pub fn bell_pair_is_uncorrelated_locally_and_perfectly_correlated<P: QuenchOps>(
         device: &P::Device,
         tolerance: f64,
     ) {
@@ -102,7 +102,7 @@ mod checks {
         }
     }
 
-    pub fn ghz_states_correlate_every_pair<P: Backend>(device: &P::Device, tolerance: f64) {
+    pub fn ghz_states_correlate_every_pair<P: QuenchOps>(device: &P::Device, tolerance: f64) {
         for n in [3, 5] {
             for mode in MODES {
                 let mut gates = vec![gate(GateKind::H, &[0])];
@@ -116,7 +116,7 @@ mod checks {
         }
     }
 
-    pub fn rotations_give_the_cosine_of_their_angle<P: Backend>(
+    pub fn rotations_give_the_cosine_of_their_angle<P: QuenchOps>(
         device: &P::Device,
         tolerance: f64,
     ) {
@@ -147,7 +147,7 @@ mod checks {
         }
     }
 
-    pub fn paulis_swap_and_cz_move_amplitudes_where_they_should<P: Backend>(
+    pub fn paulis_swap_and_cz_move_amplitudes_where_they_should<P: QuenchOps>(
         device: &P::Device,
         tolerance: f64,
     ) {
@@ -197,7 +197,7 @@ mod checks {
         }
     }
 
-    pub fn twenty_qubits_fit_for_a_batch_of_one<P: Backend>(device: &P::Device, tolerance: f64) {
+    pub fn twenty_qubits_fit_for_a_batch_of_one<P: QuenchOps>(device: &P::Device, tolerance: f64) {
         // GHZ on 20 qubits: past MAX_FUSED_QUBITS, so both modes run gate by gate and the
         // expectations reduce over axes instead of a [2^20, 20] sign matrix.
         let n = 20;
@@ -216,7 +216,7 @@ mod checks {
         assert_close(&zz, &[-1.0, 1.0, -1.0, 1.0], tolerance);
     }
 
-    pub fn per_sample_angles_give_each_row_its_own_state<P: Backend>(
+    pub fn per_sample_angles_give_each_row_its_own_state<P: QuenchOps>(
         device: &P::Device,
         tolerance: f64,
     ) {
@@ -233,7 +233,7 @@ mod checks {
     }
 
     /// Compares no numbers: the tolerance goes unused.
-    pub fn misshapen_inputs_and_weights_are_refused<P: Backend>(device: &P::Device, _: f64) {
+    pub fn misshapen_inputs_and_weights_are_refused<P: QuenchOps>(device: &P::Device, _: f64) {
         let simulator = Simulator::<P>::new(
             Circuit::angle_encoded_ring(4, 3).unwrap(),
             Mode::Fused,
@@ -258,7 +258,7 @@ mod checks {
         );
     }
 
-    pub fn members_run_with_their_own_weights<P: Backend>(device: &P::Device, tolerance: f64) {
+    pub fn members_run_with_their_own_weights<P: QuenchOps>(device: &P::Device, tolerance: f64) {
         // Two members of two samples each, in one batch, against each member run alone.
         let circuit = Circuit::angle_encoded_ring(4, 3).unwrap();
         let x: Vec<f64> = (0..16).map(|i| (i as f64 * 0.37).sin() * 2.0).collect();

@@ -3,13 +3,13 @@
 
 use super::common::{Pulses, initial_states, max_density_error, values};
 use crate::{Basis, Batch, Generators, Method, Output, Solver, System, operators, presets};
-use burn::tensor::backend::Backend;
+use quench_device::QuenchOps;
 
 const SEGMENTS: usize = 20;
 const TASKS: usize = 32;
 
 /// Largest density-matrix element error of the states, and largest propagator entry error.
-fn errors<B: Backend>(
+fn errors<B: QuenchOps>(
     system: &System,
     solver: Solver,
     pulses: &Pulses,

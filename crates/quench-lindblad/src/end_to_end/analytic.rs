@@ -8,13 +8,13 @@ use crate::{
     Basis, Batch, CMatrix, Generators, Method, Output, RelaxDephaseTask, Solver, System, operators,
     presets,
 };
-use burn::tensor::backend::Backend;
 use num_complex::Complex64;
+use quench_device::QuenchOps;
 
 const SEGMENTS: usize = 20;
 
 /// The final density matrix of one task with constant amplitudes over `t_total`.
-fn evolve<B: Backend>(
+fn evolve<B: QuenchOps>(
     system: &System,
     method: Method,
     t_total: f64,

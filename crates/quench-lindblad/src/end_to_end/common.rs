@@ -3,10 +3,11 @@
 
 use crate::CMatrix;
 pub use crate::conformance::{Pulses, initial_states, max_density_error, tensor};
-use burn::tensor::{Tensor, backend::Backend};
+use burn::tensor::Tensor;
+use quench_device::QuenchOps;
 
 /// The values of a tensor as f64, read back from whichever device holds it.
-pub fn values<B: Backend, const D: usize>(t: Tensor<B, D>) -> Vec<f64> {
+pub fn values<B: QuenchOps, const D: usize>(t: Tensor<B, D>) -> Vec<f64> {
     quench_device::readback::to_host_f64(t)
 }
 

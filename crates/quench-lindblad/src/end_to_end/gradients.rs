@@ -9,9 +9,9 @@ use crate::{
 };
 use burn::backend::{Autodiff, NdArray};
 use burn::tensor::Tensor;
-use burn::tensor::backend::{AutodiffBackend, Backend};
 use quench_device::reductions::Reduce;
 use quench_device::testing::on_cpu;
+use quench_device::{QuenchBackend, QuenchOps};
 
 /// The finite differences' backend.
 type Plain = NdArray<f64>;
@@ -22,7 +22,7 @@ const STEP: f64 = 1e-6;
 
 /// A loss touching every output: a weighted sum of the states, the squared overlap and the
 /// state fidelity with |1>, and the average gate fidelity with the X gate.
-fn loss<B: Backend>(
+fn loss<B: QuenchOps>(
     system: &System,
     solver: &Solver,
     amplitudes: Tensor<B, 3>,
@@ -95,7 +95,7 @@ const F32: Close = Close {
 
 /// Checks `method`'s autodiff gradients on `system`: on the CPU in f64, the precision of the
 /// finite differences; on another device in its f32, to the tolerance of f32.
-fn check_on<B: AutodiffBackend>(system: &System, method: Method, device: &B::Device) {
+fn check_on<B: QuenchBackend>(system: &System, method: Method, device: &B::Device) {
     if on_cpu() {
         check::<Autodiff<Plain>>(system, method, &Default::default(), F64);
     } else {
@@ -104,7 +104,7 @@ fn check_on<B: AutodiffBackend>(system: &System, method: Method, device: &B::Dev
 }
 
 /// `method`'s autodiff gradients on backend `D` against central finite differences in f64.
-fn check<D: AutodiffBackend>(system: &System, method: Method, device: &D::Device, bound: Close) {
+fn check<D: QuenchBackend>(system: &System, method: Method, device: &D::Device, bound: Close) {
     let cpu = Default::default();
     let pulses = Pulses::random(system, TASKS, SEGMENTS, 1.5, 0.3, 11);
     let solver = Solver {

@@ -1,0 +1,280 @@
+//! `QuenchOps`: the operations Quench adds to Burn's backends, one seam for every device.
+//!
+//! Each operation is a method of a backend-extension trait (Burn's documented way to add an
+//! operation, as in its custom-kernel examples): a default that composes Burn's own tensor
+//! ops, which the GPU backends run, and an implementation per backend where a better kernel
+//! exists. The autodiff backend implements each one with its own backward pass, so gradients
+//! go through the same kernels as values. No caller asks which backend it runs on.
+//!
+//! Operations:
+//! - [`QuenchOps::precise_matmul`]: a matrix product carried in full f32 on every device.
+//!   GPU matmul kernels may stage f32 operands as tf32 (cubek's tensor-core strategies do on
+//!   CUDA: 11 significant bits, relative errors near 1e-3), which is fine for a network's
+//!   weights but not for quantum states compared with an f64 reference. The default splits
+//!   each operand into a part exact in tf32 and a remainder and sums three products; the CPU
+//!   backend's matmul is exact f32 and is used as it is.
+
+use burn::backend::Autodiff;
+use burn::backend::NdArray;
+use burn::backend::autodiff::NodeId;
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind, broadcast_shape};
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::ops::{FloatTensor, FloatTensorOps};
+use burn::tensor::{Shape, Tensor, TensorMetadata, TensorPrimitive};
+
+/// Operations Quench adds to a Burn backend; see the module documentation.
+pub trait QuenchOps: Backend {
+    /// The batched matrix product `lhs @ rhs` (Burn's `matmul` rules: the last two axes
+    /// multiply, leading axes broadcast), every operand entry carried in full f32: relative
+    /// error near f32's epsilon times the inner size on every device. Shapes as
+    /// `Tensor::matmul`: `[.., n, k] @ [.., k, m] -> [.., n, m]`.
+    fn precise_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
+        split_matmul::<Self>(lhs, rhs, Self::float_matmul)
+    }
+}
+
+/// A backend Quench runs on: autodiff over an inner backend, both with [`QuenchOps`].
+pub trait QuenchBackend: AutodiffBackend<InnerBackend: QuenchOps> + QuenchOps {}
+
+impl<B> QuenchBackend for B where B: AutodiffBackend<InnerBackend: QuenchOps> + QuenchOps {}
+
+/// [`QuenchOps::precise_matmul`] on tensors.
+pub fn precise_matmul<B: QuenchOps, const D: usize>(
+    lhs: Tensor<B, D>,
+    rhs: Tensor<B, D>,
+) -> Tensor<B, D> {
+    let product = B::precise_matmul(lhs.into_primitive().tensor(), rhs.into_primitive().tensor());
+    Tensor::from_primitive(TensorPrimitive::Float(product))
+}
+
+/// Veltkamp's splitting constant for tf32: `x * (2^13 + 1)` then `c - (c - x)` keeps the
+/// leading 24 - 13 = 11 significant bits of an f32, exactly as many as tf32 holds.
+const TF32_SPLITTER: f64 = 8193.0;
+
+/// `x = high + low` with `high` exact in tf32 (11 significant bits) and `low` the f32
+/// remainder (at most 13 significant bits, so tf32 rounds it by at most 2^-22 of `x`). Each
+/// step is its own kernel: nothing may reassociate `c - (c - x)`.
+fn split<B: Backend>(x: FloatTensor<B>) -> (FloatTensor<B>, FloatTensor<B>) {
+    let scaled = B::float_mul_scalar(x.clone(), TF32_SPLITTER.into());
+    let high = B::float_sub(scaled.clone(), B::float_sub(scaled, x.clone()));
+    let low = B::float_sub(x, high.clone());
+    (high, low)
+}
+
+/// `lhs @ rhs` as `hl hr + (hl lr + ll hr)` from the operands' tf32 splits, each of the three
+/// products taken by `product` (a matmul that may round its operands to tf32 but accumulates
+/// in f32). The dropped `ll lr` is below 2^-22 of the product; small terms are summed first.
+pub(crate) fn split_matmul<B: Backend>(
+    lhs: FloatTensor<B>,
+    rhs: FloatTensor<B>,
+    product: impl Fn(FloatTensor<B>, FloatTensor<B>) -> FloatTensor<B>,
+) -> FloatTensor<B> {
+    let (lhs_high, lhs_low) = split::<B>(lhs);
+    let (rhs_high, rhs_low) = split::<B>(rhs);
+    let corrections = B::float_add(
+        product(lhs_high.clone(), rhs_low),
+        product(lhs_low, rhs_high.clone()),
+    );
+    B::float_add(product(lhs_high, rhs_high), corrections)
+}
+
+/// The CPU backend in f32 and f64: burn-ndarray's matmul multiplies in full precision already.
+macro_rules! host_ops {
+    ($($float:ty),*) => {$(
+        impl QuenchOps for NdArray<$float> {
+            fn precise_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
+                Self::float_matmul(lhs, rhs)
+            }
+        }
+    )*};
+}
+host_ops!(f32, f64);
+
+/// CUDA: the default, whose three products may run on tensor cores.
+#[cfg(feature = "cuda")]
+impl QuenchOps for burn::backend::Cuda<f32, i32> {}
+
+/// wgpu: the default; a Vulkan driver may also give cubek cooperative matrices in reduced
+/// precision, and lavapipe in CI runs the same composition a GPU would.
+#[cfg(feature = "wgpu")]
+impl QuenchOps for burn::backend::Wgpu<f32, i32> {}
+
+/// Autodiff: each operation of the inner backend, with its backward pass through the inner
+/// backend's operations (so gradients are as precise as values).
+impl<B: QuenchOps, C: CheckpointStrategy> QuenchOps for Autodiff<B, C> {
+    fn precise_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
+        #[derive(Debug)]
+        struct PreciseMatmul;
+
+        impl<B: QuenchOps> Backward<B, 2> for PreciseMatmul {
+            type State = (NodeId, NodeId, Shape, Shape);
+
+            fn backward(
+                self,
+                ops: Ops<Self::State, 2>,
+                grads: &mut Gradients,
+                checkpointer: &mut Checkpointer,
+            ) {
+                let [node_lhs, node_rhs] = ops.parents;
+                let grad = grads.consume::<B>(&ops.node);
+                let (lhs_state, rhs_state, lhs_shape, rhs_shape) = ops.state;
+                if let Some(node) = node_lhs {
+                    let rhs: FloatTensor<B> = checkpointer.retrieve_node_output(rhs_state);
+                    let product = B::precise_matmul(grad.clone(), B::float_transpose(rhs));
+                    grads.register::<B>(node.id, broadcast_shape::<B>(product, &lhs_shape));
+                }
+                if let Some(node) = node_rhs {
+                    let lhs: FloatTensor<B> = checkpointer.retrieve_node_output(lhs_state);
+                    let product = B::precise_matmul(B::float_transpose(lhs), grad);
+                    grads.register::<B>(node.id, broadcast_shape::<B>(product, &rhs_shape));
+                }
+            }
+        }
+
+        match PreciseMatmul
+            .prepare::<C>([lhs.node.clone(), rhs.node.clone()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(mut prep) => {
+                let state = (
+                    prep.checkpoint(&lhs),
+                    prep.checkpoint(&rhs),
+                    lhs.primitive.shape(),
+                    rhs.primitive.shape(),
+                );
+                prep.finish(state, B::precise_matmul(lhs.primitive, rhs.primitive))
+            }
+            OpsKind::UnTracked(prep) => {
+                prep.finish(B::precise_matmul(lhs.primitive, rhs.primitive))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::tensor::TensorData;
+
+    type Host = NdArray<f32>;
+
+    /// Deterministic values spread over four decades, both signs.
+    fn values(len: usize, salt: u64) -> Vec<f32> {
+        (0..len as u64)
+            .map(|i| {
+                let x = (i.wrapping_mul(2_654_435_761).wrapping_add(salt * 97) % 10_007) as f32;
+                let sign = if i % 3 == 0 { -1.0 } else { 1.0 };
+                sign * (0.1 + x / 10_007.0) * 10f32.powi((i % 4) as i32 - 2)
+            })
+            .collect()
+    }
+
+    fn tensor<B: Backend>(shape: [usize; 3], salt: u64) -> Tensor<B, 3> {
+        let len = shape.iter().product();
+        Tensor::from_data(
+            TensorData::new(values(len, salt), shape),
+            &Default::default(),
+        )
+    }
+
+    /// `[batch, n, k] @ [batch, k, m]` in f64 on the host.
+    fn reference(a: &[f32], b: &[f32], [batch, n, k]: [usize; 3], m: usize) -> Vec<f64> {
+        let mut out = vec![0.0; batch * n * m];
+        for (t, row, col) in
+            (0..batch).flat_map(|t| (0..n).flat_map(move |r| (0..m).map(move |c| (t, r, c))))
+        {
+            out[(t * n + row) * m + col] = (0..k)
+                .map(|i| f64::from(a[(t * n + row) * k + i]) * f64::from(b[(t * k + i) * m + col]))
+                .sum();
+        }
+        out
+    }
+
+    /// Rounds to tf32 (11 significant bits, nearest even), as a tensor core stages an f32.
+    fn to_tf32(x: f32) -> f32 {
+        let bits = x.to_bits();
+        f32::from_bits((bits + 0xFFF + ((bits >> 13) & 1)) & !0x1FFF)
+    }
+
+    /// A matmul that rounds its operands to tf32 and accumulates in f32.
+    fn tf32_matmul(lhs: FloatTensor<Host>, rhs: FloatTensor<Host>) -> FloatTensor<Host> {
+        let round = |x: FloatTensor<Host>| {
+            let x = Tensor::<Host, 3>::from_primitive(TensorPrimitive::Float(x));
+            let dims = x.dims();
+            let data: Vec<f32> = x.into_data().to_vec().expect("f32 data");
+            let rounded = data.into_iter().map(to_tf32).collect::<Vec<_>>();
+            Tensor::<Host, 3>::from_data(TensorData::new(rounded, dims), &Default::default())
+                .into_primitive()
+                .tensor()
+        };
+        Host::float_matmul(round(lhs), round(rhs))
+    }
+
+    fn worst_relative_error(got: Tensor<Host, 3>, want: &[f64]) -> f64 {
+        let scale = want.iter().fold(0f64, |m, w| m.max(w.abs()));
+        let got: Vec<f32> = got.into_data().to_vec().expect("f32 data");
+        got.iter()
+            .zip(want)
+            .map(|(g, w)| (f64::from(*g) - w).abs() / scale)
+            .fold(0.0, f64::max)
+    }
+
+    #[test]
+    fn the_split_product_keeps_f32_precision_where_each_product_rounds_to_tf32() {
+        let (shape, m) = ([3, 24, 40], 16);
+        let (a, b) = (tensor::<Host>(shape, 1), tensor::<Host>([3, 40, m], 2));
+        let a_values: Vec<f32> = a.clone().into_data().to_vec().expect("f32 data");
+        let b_values: Vec<f32> = b.clone().into_data().to_vec().expect("f32 data");
+        let want = reference(&a_values, &b_values, shape, m);
+        let (a, b) = (a.into_primitive().tensor(), b.into_primitive().tensor());
+
+        let rounded =
+            Tensor::from_primitive(TensorPrimitive::Float(tf32_matmul(a.clone(), b.clone())));
+        let split = Tensor::from_primitive(TensorPrimitive::Float(split_matmul::<Host>(
+            a,
+            b,
+            tf32_matmul,
+        )));
+        let (rounded, split) = (
+            worst_relative_error(rounded, &want),
+            worst_relative_error(split, &want),
+        );
+        // The emulation bites (tf32 alone is near 2^-11 off), and the split undoes it.
+        assert!(rounded > 1e-4, "tf32 product error {rounded:.2e}");
+        assert!(
+            split < 1e-6,
+            "split product error {split:.2e} (tf32 alone {rounded:.2e})"
+        );
+    }
+
+    #[test]
+    fn the_autodiff_product_gives_matmuls_values_and_gradients_with_broadcasting() {
+        type Diff = Autodiff<Host>;
+        let a = tensor::<Diff>([3, 5, 7], 3).require_grad();
+        let b = tensor::<Diff>([1, 7, 4], 4).require_grad();
+        let weights = tensor::<Diff>([3, 5, 4], 5);
+
+        let plain = a.clone().matmul(b.clone());
+        let precise = precise_matmul(a.clone(), b.clone());
+        plain
+            .clone()
+            .into_data()
+            .assert_approx_eq::<f32>(&precise.clone().into_data(), Default::default());
+
+        let plain_grads = (plain * weights.clone()).sum().backward();
+        let precise_grads = (precise * weights).sum().backward();
+        for (x, shape) in [(&a, [3, 5, 7]), (&b, [1, 7, 4])] {
+            let want = x.grad(&plain_grads).expect("gradient of the matmul");
+            let got = x
+                .grad(&precise_grads)
+                .expect("gradient of the precise matmul");
+            assert_eq!(got.dims(), shape);
+            want.into_data()
+                .assert_approx_eq::<f32>(&got.into_data(), Default::default());
+        }
+    }
+}
