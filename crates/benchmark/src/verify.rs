@@ -7,18 +7,17 @@
 //! the run's `--precision` where the device has a low precision, and are skipped, with the
 //! reason, where it has none.
 
-use quench_device::QuenchBackend;
 use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
 use std::fmt;
 use std::sync::Arc;
 
-use burn::tensor::{DType, Tensor};
+use burn::tensor::{DType, Tensor, TensorData};
 use quench_data::{Dataset, Loader, LoaderConfig, Mode};
 use quench_device::readback::to_host_f32;
 use quench_device::stats::max_or_nan;
 use quench_device::threefry::{StreamKey, normals_host, normals_tensor};
-use quench_device::{OnDevice, Precision, SelectedDevice, run_on};
+use quench_device::{OnDevice, Precision, QuenchBackend, SelectedDevice, precise_matmul, run_on};
 use quench_lindblad::conformance::{Pulses, state_error};
 use quench_lindblad::{Method, OperatorCache, Solver, presets};
 use quench_meta::{Algorithm, InnerLoop, MetaConfig, MetaRun, Target};
@@ -98,7 +97,8 @@ impl OnDevice for Checks<'_> {
     type Output = anyhow::Result<Vec<Check>>;
 
     fn run<B: QuenchBackend>(self, device: &B::Device) -> Self::Output {
-        let mut checks = solver_accuracy::<B>(device)?;
+        let mut checks = vec![matmul_precision::<B>(device)];
+        checks.extend(solver_accuracy::<B>(device)?);
         checks.push(meta_step::<B>(device)?);
         checks.push(sgld_chains::<B>(device)?);
         checks.push(sgld_fused::<B>(device)?);
@@ -111,6 +111,42 @@ impl OnDevice for Checks<'_> {
         checks.push(low_precision_forward::<B>(self.precision, device));
         Ok(checks)
     }
+}
+
+/// The seam's `precise_matmul` against an f64 product on the host, `[8, 64, 64] @ [8, 64, 64]`
+/// of standard normals: each entry's error relative to `sum_k |a_ik b_kj|`, whose bound in f32
+/// is `k 2^-24`. The backend's own matmul is measured beside it and named, where a GPU staging
+/// f32 operands as tf32 shows near 1e-3.
+fn matmul_precision<B: QuenchBackend>(device: &B::Device) -> Check {
+    const BATCH: usize = 8;
+    const N: usize = 64;
+    let a = normals_host(&[StreamKey::from_seed(1)], 0, BATCH * N * N);
+    let b = normals_host(&[StreamKey::from_seed(2)], 0, BATCH * N * N);
+    let tensor = |values: &[f32]| {
+        Tensor::<B::InnerBackend, 3>::from_data(
+            TensorData::new(values.to_vec(), [BATCH, N, N]),
+            device,
+        )
+    };
+    let precise = to_host_f32(precise_matmul(tensor(&a), tensor(&b)));
+    let plain = to_host_f32(tensor(&a).matmul(tensor(&b)));
+    let error = |got: &[f32]| {
+        max_or_nan((0..BATCH * N * N).map(|entry| {
+            let (t, row, col) = (entry / (N * N), entry / N % N, entry % N);
+            let terms = (0..N)
+                .map(|k| f64::from(a[(t * N + row) * N + k]) * f64::from(b[(t * N + k) * N + col]));
+            let (sum, scale) = terms.fold((0.0, 0.0), |(s, m), x| (s + x, m + x.abs()));
+            (f64::from(got[entry]) - sum).abs() / scale
+        }))
+    };
+    Check::measured(
+        &format!(
+            "matmul: precise_matmul in f32 vs f64 (the backend's own matmul: {:.1e})",
+            error(&plain)
+        ),
+        error(&precise),
+        N as f64 * 2f64.powi(-24),
+    )
 }
 
 /// The three solvers against the f64 reference on 32 random one-qubit tasks (20 segments,
@@ -565,7 +601,7 @@ mod tests {
     fn every_check_passes_on_the_cpu_and_mixed_precision_is_skipped_there() {
         let auto = RunPrecision::Auto.check_on(SelectedDevice::Cpu).unwrap();
         let checks = verify(SelectedDevice::Cpu, &auto).unwrap();
-        assert_eq!(checks.len(), 14);
+        assert_eq!(checks.len(), 15);
         assert_eq!(
             checks
                 .iter()
