@@ -4,24 +4,24 @@
 #   cargo build --release -p benchmark --features cuda
 #   mkdir -p .gpu && strip -o .gpu/benchmark target/release/benchmark && xz -T2 -f .gpu/benchmark
 #   cp -r /usr/share/datasets/fashion-mnist .gpu/   # optional: the hybrid's real images
-# then run `LIMIT=540 bash tools/gpu-session.sh STEP...` with `.gpu` carried.
+# then run `bash tools/gpu-session.sh STEP[:SECONDS]...` with `.gpu` carried.
 #
-# The steps run AT ONCE, each in its own folder with its own kernel cache: a cold process is
-# bound by compiling kernels on the host (NVRTC, and autotune compiling candidates; the H200's
-# first call spent verify's 240 s with the GPU 1 % busy), and the machine has 16 cores. So a
-# step's timings are taken beside the others' and are upper bounds; correctness, parity and
-# launch counts are not affected. Run one timing step alone (with the cache carried back) for
-# figures to publish. Every step stops at $LIMIT seconds; each writes its log STEP.log as it
-# goes into /tmp/quench/out/logs; at the end the logs are appended to $OUT/log.txt, and the logs
-# and reports (report.json, report.md, kernel-launches.log) are packed into $OUT/results.tgz
-# and the kernel caches into $OUT/cubecl-cache.tgz (carry it back as
-# .gpu/cubecl-cache.tgz and a later session starts warm: kernels whose source changed are
-# compiled again).
+# Steps run one after another, each stopped at its own limit (SECONDS, default $LIMIT = 120),
+# in the repository's folder, all with one kernel cache. Do not run them at once: CUDA contexts
+# of different processes take turns on the GPU (no MPS here), so eleven steps started together
+# on the H200 finished two in 525 s (docs/benchmarks.md). A cold process is bound by compiling
+# kernels on the host (NVRTC, and autotune compiling candidates), so the cache matters: it
+# comes back as $OUT/cubecl-cache.tar.xz.NN (parts of 15 MiB; the device tool returns files of
+# at most 16 MiB) and a later session that carries the parts in .gpu/ starts warm (kernels
+# whose source changed are compiled again). The carried folder may hold 64 MiB in all: the
+# binary (9 MB) and the cache, or Fashion-MNIST (30 MB; without it the hybrid and loader run
+# on their stand-in data). Each step's log goes to $OUT/log.txt as it is written; the reports
+# (report.json, report.md, kernel-launches.log) are packed into $OUT/results.tgz.
 # Steps: doctor verify-f32 verify-bf16 verify-f16 devices quick-a quick-b quick-c quick-d
-# meta1024 sgldfull (default: all).
+# meta1024 sgldfull (default: verify-f32 verify-bf16 verify-f16 quick-a).
 set -u
 OUT=${OUT:-/tmp/gpu-out}
-LIMIT=${LIMIT:-540}
+LIMIT=${LIMIT:-120}
 LOGS=/tmp/quench/out/logs
 mkdir -p "$OUT" "$LOGS"
 LOG="$OUT/log.txt"
@@ -48,63 +48,60 @@ done
 export QUENCH_PYTHON=${QUENCH_PYTHON:-python3}
 CACHE=/tmp/quench/cubecl-cache
 mkdir -p "$CACHE"
-[ -f .gpu/cubecl-cache.tgz ] && tar xzf .gpu/cubecl-cache.tgz -C /tmp/quench
+if ls .gpu/cubecl-cache.tar.xz.* > /dev/null 2>&1; then
+    cat .gpu/cubecl-cache.tar.xz.* | tar xJf - -C /tmp/quench
+fi
+cat > cubecl.toml <<TOML
+[compilation]
+cache = { file = "$CACHE" }
+[autotune]
+cache = { file = "$CACHE" }
+TOML
 
 stamp "machine"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv
 echo "CUDA_PATH=${CUDA_PATH:-unset} LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-unset} cores=$(nproc)"
 "$QUENCH_PYTHON" -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name(0))"
 
-start() { # start NAME COMMAND...: runs in the background in /tmp/quench/work/NAME
+step() { # step NAME COMMAND...: in the foreground, stopped at the step's limit
     local name=$1; shift
-    local dir=/tmp/quench/work/$name
-    mkdir -p "$dir" "$CACHE/$name"
-    for path in configs data peers; do [ -e "$REPO/$path" ] && ln -sfn "$REPO/$path" "$dir/$path"; done
-    cat > "$dir/cubecl.toml" <<TOML
-[compilation]
-cache = { file = "$CACHE/$name" }
-[autotune]
-cache = { file = "$CACHE/$name" }
-TOML
     stamp "$name: $*"
-    (
-        cd "$dir" || exit 1
-        s=$(date +%s)
-        timeout -k 5 "$LIMIT" "$@" > "$LOGS/$name.log" 2>&1
-        rc=$?
-        echo "== $name: exit $rc after $(( $(date +%s) - s )) s" | tee -a "$LOGS/$name.log"
-    ) &
+    timeout -k 5 "$limit" "$@" > "$LOGS/$name.log" 2>&1
+    local rc=$?
+    cat "$LOGS/$name.log"
+    stamp "$name: exit $rc"
 }
 
 quick() { # quick NAME WORKLOADS: part of the default suite, with PyTorch peers on the GPU
-    start "$1" "$B" run --device cuda --peers --only "$2" --out "/tmp/quench/out/$1"
+    step "$1" "$B" run --device cuda --peers --only "$2" --out "/tmp/quench/out/$1"
 }
 
-steps=${*:-doctor verify-f32 verify-bf16 verify-f16 devices quick-a quick-b quick-c quick-d meta1024 sgldfull}
-for s in $steps; do
+# The GPU's load while the steps run, every 30 s.
+nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader -l 30 > "$LOGS/nvidia-smi.log" 2>&1 &
+smi=$!
+for request in ${*:-verify-f32 verify-bf16 verify-f16 quick-a}; do
+    s=${request%%:*}
+    limit=$LIMIT
+    [ "$s" != "$request" ] && limit=${request#*:}
     case $s in
-    doctor) start doctor "$B" doctor --device cuda ;;
-    verify-f32) start "$s" "$B" verify --device cuda --precision f32 ;;
-    verify-bf16) start "$s" "$B" verify --device cuda --precision bf16 ;;
-    verify-f16) start "$s" "$B" verify --device cuda --precision f16 ;;
-    devices) start devices "$B" run --suite configs/devices.toml --device cuda --count-launches --out /tmp/quench/out/devices ;;
+    doctor) step doctor "$B" doctor --device cuda ;;
+    verify-f32) step "$s" "$B" verify --device cuda --precision f32 ;;
+    verify-bf16) step "$s" "$B" verify --device cuda --precision bf16 ;;
+    verify-f16) step "$s" "$B" verify --device cuda --precision f16 ;;
+    devices) step devices "$B" run --suite configs/devices.toml --device cuda --count-launches --out /tmp/quench/out/devices ;;
     quick-a) quick quick-a device,loader,lindblad-meta,qrng-distinguish ;;
     quick-b) quick quick-b qrng-gan,qrng-classifier,sgld ;;
     quick-c) quick quick-c hybrid ;;
     quick-d) quick quick-d temporal-lstm,temporal-transformer,temporal-mlp ;;
-    meta1024) start meta1024 "$B" run --suite configs/gpu-targets.toml --only lindblad-meta --device cuda --out /tmp/quench/out/meta1024 ;;
-    sgldfull) start sgldfull "$B" run --suite configs/gpu-targets.toml --only sgld --device cuda --out /tmp/quench/out/sgldfull ;;
+    meta1024) step meta1024 "$B" run --suite configs/gpu-targets.toml --only lindblad-meta --device cuda --out /tmp/quench/out/meta1024 ;;
+    sgldfull) step sgldfull "$B" run --suite configs/gpu-targets.toml --only sgld --device cuda --out /tmp/quench/out/sgldfull ;;
     *) echo "unknown step $s" ;;
     esac
 done
-# The GPU's load while the steps run, every 30 s.
-nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader -l 30 > "$LOGS/nvidia-smi.log" 2>&1 &
-smi=$!
-wait $(jobs -p | grep -v "^$smi$")
 kill "$smi" 2>/dev/null
 stamp "steps done"
-for f in "$LOGS"/*.log; do echo "=== $f"; cat "$f"; done
-mkdir -p /tmp/quench/out
+cat "$LOGS/nvidia-smi.log"
 tar czf "$OUT/results.tgz" -C /tmp/quench out 2>/dev/null
-tar czf "$OUT/cubecl-cache.tgz" -C /tmp/quench cubecl-cache && ls -la "$OUT"
+tar cf - -C /tmp/quench cubecl-cache | xz -T0 -6 | split -b 15M -d - "$OUT/cubecl-cache.tar.xz."
+ls -la "$OUT"
 stamp "done"
