@@ -1,14 +1,12 @@
 //! The one place that maps a run-time device choice onto a concrete Burn backend.
 
-use std::any::TypeId;
 use std::fmt;
 
 use burn::backend::{Autodiff, NdArray};
-use burn::tensor::backend::{AutodiffBackend, Backend};
 
 use crate::adapters::{AdapterKind, adapters};
 use crate::error::DeviceError;
-use crate::ops::QuenchBackend;
+use crate::ops::{QuenchBackend, QuenchOps};
 use crate::spec::DeviceSpec;
 
 /// The CPU backend: `burn_ndarray` in f32, with autodiff.
@@ -210,30 +208,24 @@ pub fn select_announced(spec: DeviceSpec) -> Result<Selection, DeviceError> {
     Ok(selection)
 }
 
-/// Whether backend `B` is the CPU backend (or its inner backend): its tensors live in host
-/// memory and each op runs on the calling thread, so host code may stand in for a chain of
-/// ops and read or write the values without a transfer.
-pub fn runs_on_host<B: Backend>() -> bool {
-    let host = [
-        TypeId::of::<CpuBackend>(),
-        TypeId::of::<<CpuBackend as AutodiffBackend>::InnerBackend>(),
-    ];
-    host.contains(&TypeId::of::<B>())
+/// Whether Quench's f32 host kernels may stand in for tensor ops on `B`
+/// ([`QuenchOps::host_kernels`]): the CPU backend in f32, with or without autodiff.
+pub fn runs_on_host<B: QuenchOps>() -> bool {
+    B::host_kernels()
 }
 
-/// Whether `B` is the CPU backend without autodiff (burn-ndarray in f32 or f64): a host
-/// kernel that computes values but records no gradient may stand in for its tensor ops.
-/// False for the autodiff CPU backend, whose graph such a kernel would cut.
-pub fn is_plain_host<B: Backend>() -> bool {
-    [TypeId::of::<NdArray<f32>>(), TypeId::of::<NdArray<f64>>()].contains(&TypeId::of::<B>())
+/// Whether a host kernel that records no gradient may stand in for `B`'s tensor ops
+/// ([`QuenchOps::plain_host`]): the CPU backend without autodiff, in f32 or f64.
+pub fn is_plain_host<B: QuenchOps>() -> bool {
+    B::plain_host()
 }
 
 /// Threads a computation may split independent rows over when backend `B` runs each op on
 /// the calling thread, as the CPU backend (and its inner backend) does for elementwise work:
 /// the cores available to the process. 1 for any other backend, whose ops are queued to a
 /// device asynchronously.
-pub fn host_lanes<B: Backend>() -> usize {
-    if runs_on_host::<B>() {
+pub fn host_lanes<B: QuenchOps>() -> usize {
+    if B::host_kernels() {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     } else {
         1
@@ -509,7 +501,7 @@ mod tests {
 
     impl OnDevice for SumOnDevice {
         type Output = f32;
-        fn run<B: AutodiffBackend>(self, device: &B::Device) -> f32 {
+        fn run<B: QuenchBackend>(self, device: &B::Device) -> f32 {
             Tensor::<B, 1>::from_floats(self.0.as_slice(), device)
                 .sum_all()
                 .into_scalar()
@@ -523,6 +515,19 @@ mod tests {
         assert!(is_plain_host::<NdArray<f64>>());
         assert!(!is_plain_host::<CpuBackend>(), "autodiff records a graph");
         assert!(!is_plain_host::<Autodiff<NdArray<f64>>>());
+    }
+
+    #[test]
+    fn the_host_kernels_follow_the_backend_not_its_exact_type() {
+        use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
+        // A type check named two exact types; any autodiff strategy over the f32 CPU backend
+        // runs its ops on the host all the same.
+        assert!(runs_on_host::<Autodiff<NdArray<f32>, BalancedCheckpointing>>());
+        assert!(runs_on_host::<CpuBackend>());
+        assert!(
+            !runs_on_host::<NdArray<f64>>(),
+            "the host kernels compute in f32"
+        );
     }
 
     #[test]

@@ -25,6 +25,9 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::ops::{FloatTensor, FloatTensorOps};
 use burn::tensor::{Shape, Tensor, TensorMetadata, TensorPrimitive};
 
+use crate::readback::float_tensor;
+use crate::threefry::{StreamKey, normals_host, normals_tensor};
+
 /// Operations Quench adds to a Burn backend; see the module documentation.
 pub trait QuenchOps: Backend {
     /// The batched matrix product `lhs @ rhs` (Burn's `matmul` rules: the last two axes
@@ -33,6 +36,35 @@ pub trait QuenchOps: Backend {
     /// `Tensor::matmul`: `[.., n, k] @ [.., k, m] -> [.., n, m]`.
     fn precise_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
         split_matmul::<Self>(lhs, rhs, Self::float_matmul)
+    }
+
+    /// Draw `draw` of each member's counter-based normal stream (Threefry-2x32-20 and
+    /// Box-Muller, [`crate::threefry`]), `[keys.len(), len]`: the same values on every
+    /// backend. The default composes integer and float tensor ops on the device.
+    fn counter_normals(
+        keys: &[StreamKey],
+        draw: u64,
+        len: usize,
+        device: &Self::Device,
+    ) -> FloatTensor<Self> {
+        normals_tensor::<Self>(keys, draw, len, device)
+            .into_primitive()
+            .tensor()
+    }
+
+    /// Whether tensors live in host memory and each op runs on the calling thread, so that
+    /// Quench's f32 host kernels (the fused SGLD, GAN, classifier and meta-policy steps,
+    /// member Adam's host state) may stand in for a chain of ops and read or write values
+    /// without a transfer: the CPU backend in f32, with or without autodiff.
+    fn host_kernels() -> bool {
+        false
+    }
+
+    /// Whether a host kernel that computes values but records no gradient may stand in for
+    /// tensor ops: host memory without autodiff (the CPU backend in f32 or f64), whose graph
+    /// such a kernel would otherwise cut.
+    fn plain_host() -> bool {
+        false
     }
 }
 
@@ -81,17 +113,44 @@ pub(crate) fn split_matmul<B: Backend>(
     B::float_add(product(lhs_high, rhs_high), corrections)
 }
 
-/// The CPU backend in f32 and f64: burn-ndarray's matmul multiplies in full precision already.
-macro_rules! host_ops {
-    ($($float:ty),*) => {$(
-        impl QuenchOps for NdArray<$float> {
-            fn precise_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
-                Self::float_matmul(lhs, rhs)
-            }
-        }
-    )*};
+/// The CPU backend in f32: burn-ndarray's matmul multiplies in full precision already, and
+/// the host kernels take the place of tensor-op compositions.
+impl QuenchOps for NdArray<f32> {
+    fn precise_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
+        Self::float_matmul(lhs, rhs)
+    }
+
+    fn counter_normals(
+        keys: &[StreamKey],
+        draw: u64,
+        len: usize,
+        device: &Self::Device,
+    ) -> FloatTensor<Self> {
+        float_tensor::<Self, f32, 2>(normals_host(keys, draw, len), [keys.len(), len], device)
+            .into_primitive()
+            .tensor()
+    }
+
+    fn host_kernels() -> bool {
+        true
+    }
+
+    fn plain_host() -> bool {
+        true
+    }
 }
-host_ops!(f32, f64);
+
+/// The CPU backend in f64, the tests' reference arithmetic: exact matmuls, and the tensor-op
+/// compositions (the host kernels compute in f32).
+impl QuenchOps for NdArray<f64> {
+    fn precise_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
+        Self::float_matmul(lhs, rhs)
+    }
+
+    fn plain_host() -> bool {
+        true
+    }
+}
 
 /// CUDA: the default, whose three products may run on tensor cores.
 #[cfg(feature = "cuda")]
@@ -152,6 +211,20 @@ impl<B: QuenchOps, C: CheckpointStrategy> QuenchOps for Autodiff<B, C> {
                 prep.finish(B::precise_matmul(lhs.primitive, rhs.primitive))
             }
         }
+    }
+
+    /// Constants: no gradient flows into random draws.
+    fn counter_normals(
+        keys: &[StreamKey],
+        draw: u64,
+        len: usize,
+        device: &Self::Device,
+    ) -> FloatTensor<Self> {
+        <Self as AutodiffBackend>::from_inner(B::counter_normals(keys, draw, len, device))
+    }
+
+    fn host_kernels() -> bool {
+        B::host_kernels()
     }
 }
 
@@ -276,5 +349,37 @@ mod tests {
             want.into_data()
                 .assert_approx_eq::<f32>(&got.into_data(), Default::default());
         }
+    }
+
+    #[test]
+    fn the_host_normals_are_the_default_compositions_on_every_form_of_the_cpu_backend() {
+        let keys = [StreamKey::from_seed(3), StreamKey::from_seed(u64::MAX)];
+        let device = Default::default();
+        let values = |x: FloatTensor<Host>| {
+            let x = Tensor::<Host, 2>::from_primitive(TensorPrimitive::Float(x));
+            x.into_data().to_vec::<f32>().expect("f32 data")
+        };
+        let default = normals_tensor::<Host>(&keys, 9, 1_001, &device);
+        let default: Vec<f32> = default.into_data().to_vec().expect("f32 data");
+        let host = values(Host::counter_normals(&keys, 9, 1_001, &device));
+        let worst = host
+            .iter()
+            .zip(&default)
+            .map(|(h, d)| (h - d).abs())
+            .fold(0f32, f32::max);
+        assert_eq!(host.len(), 2 * 1_001);
+        assert!(worst < 1e-5, "host kernel vs composition: {worst:e}");
+        assert_ne!(host[..1_001], host[1_001..], "each key its own stream");
+
+        let tracked = Autodiff::<Host>::counter_normals(&keys, 9, 1_001, &device);
+        let tracked = Tensor::<Autodiff<Host>, 2>::from_primitive(TensorPrimitive::Float(tracked));
+        assert_eq!(
+            tracked
+                .inner()
+                .into_data()
+                .to_vec::<f32>()
+                .expect("f32 data"),
+            host
+        );
     }
 }

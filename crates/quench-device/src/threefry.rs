@@ -18,11 +18,10 @@ use crate::views::ReshapeTo;
 use std::f32::consts::FRAC_PI_2;
 
 use burn::tensor::backend::Backend;
-use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
+use burn::tensor::{ElementConversion, Int, Tensor, TensorData, TensorPrimitive};
 
-use crate::backend::runs_on_host;
 use crate::lanes::in_lanes;
-use crate::readback::float_tensor;
+use crate::ops::QuenchOps;
 
 /// Rotation distances of Threefry-2x32, one per round modulo 8.
 const ROTATIONS: [u32; 8] = [13, 15, 26, 6, 17, 29, 16, 24];
@@ -471,20 +470,17 @@ pub fn normals_tensor<B: Backend>(
     }
 }
 
-/// Draw `draw` of each member's stream on `device`, `[keys.len(), len]`: host code on the CPU
-/// backend, tensor ops elsewhere.
-pub fn normals<B: Backend>(
+/// Draw `draw` of each member's stream on `device`, `[keys.len(), len]`
+/// ([`QuenchOps::counter_normals`]: host code on the CPU backend, tensor ops elsewhere).
+pub fn normals<B: QuenchOps>(
     keys: &[StreamKey],
     draw: u64,
     len: usize,
     device: &B::Device,
 ) -> Tensor<B, 2> {
-    if runs_on_host::<B>() {
-        let values = normals_host(keys, draw, len);
-        float_tensor(values, [keys.len(), len], device)
-    } else {
-        normals_tensor(keys, draw, len, device)
-    }
+    Tensor::from_primitive(TensorPrimitive::Float(B::counter_normals(
+        keys, draw, len, device,
+    )))
 }
 
 /// Per-member normal streams that advance one draw per call, so that every call gets fresh
@@ -515,7 +511,7 @@ impl NormalStreams {
     }
 
     /// The next draw, `dims = [members, ...]` (the first axis must be the member count).
-    pub fn next<B: Backend, const D: usize>(
+    pub fn next<B: QuenchOps, const D: usize>(
         &mut self,
         dims: [usize; D],
         device: &B::Device,

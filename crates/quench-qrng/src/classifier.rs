@@ -11,11 +11,11 @@
 
 use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
+use quench_device::{QuenchBackend, QuenchOps};
 use std::convert::Infallible;
 use std::fmt;
 use std::sync::Arc;
 
-use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor, TensorData};
 use quench_data::{Dataset, Loader, LoaderConfig, Mode};
 use quench_device::readback::to_host_f32;
@@ -289,7 +289,7 @@ impl fmt::Display for ClassifierOutcome {
 /// Refused: a data set too small to split, or a precision that
 /// `device` cannot run. Under f16 the gradients go through dynamic loss scaling
 /// ([`MixedPrecision`]).
-pub fn train_classifier<B: AutodiffBackend>(
+pub fn train_classifier<B: QuenchBackend>(
     data: &Dataset,
     config: &Valid<ClassifierConfig>,
     execution: &Execution,
@@ -383,7 +383,7 @@ impl<'a> Program<'a> {
     }
 
     /// The members' training batches, each shuffled from its seed, placed as `mode` says.
-    fn loader<B: Backend>(&self, mode: Mode, device: &B::Device) -> Result<Loader<B>, QrngError> {
+    fn loader<B: QuenchOps>(&self, mode: Mode, device: &B::Device) -> Result<Loader<B>, QrngError> {
         let shuffles: Vec<u64> = self
             .seeds
             .iter()
@@ -399,7 +399,7 @@ impl<'a> Program<'a> {
     }
 
     /// Freshly initialised members.
-    fn network<B: Backend>(&self, device: &B::Device) -> EnsembleMlp<B> {
+    fn network<B: QuenchOps>(&self, device: &B::Device) -> EnsembleMlp<B> {
         let inits: Vec<u64> = self
             .seeds
             .iter()
@@ -456,7 +456,7 @@ impl<'a> Program<'a> {
 }
 
 /// The members as tensors, trained through autodiff on any backend.
-struct TensorMembers<'a, B: AutodiffBackend> {
+struct TensorMembers<'a, B: QuenchBackend> {
     config: &'a ClassifierConfig,
     /// The forward pass's precision and, under f16, its loss scaler.
     amp: MixedPrecision,
@@ -472,7 +472,7 @@ struct TensorMembers<'a, B: AutodiffBackend> {
 }
 
 /// A split part of every member on the device.
-struct Part<B: Backend> {
+struct Part<B: QuenchOps> {
     /// `[members, samples, bits]`.
     features: Tensor<B, 3>,
     /// `[members, samples, 1]`.
@@ -498,7 +498,7 @@ fn part_values(
     (features, labels, samples)
 }
 
-impl<B: Backend> Part<B> {
+impl<B: QuenchOps> Part<B> {
     /// Stacks the `pick`ed part of each member's split.
     fn upload(
         data: &Dataset,
@@ -531,7 +531,7 @@ impl<B: Backend> Part<B> {
     }
 }
 
-impl<'a, B: AutodiffBackend> TensorMembers<'a, B> {
+impl<'a, B: QuenchBackend> TensorMembers<'a, B> {
     fn new(
         program: &Program<'a>,
         data: &Dataset,
@@ -563,7 +563,7 @@ impl<'a, B: AutodiffBackend> TensorMembers<'a, B> {
     }
 }
 
-impl<B: AutodiffBackend> SeedMembers for TensorMembers<'_, B> {
+impl<B: QuenchBackend> SeedMembers for TensorMembers<'_, B> {
     type Error = Infallible;
 
     fn epoch(
@@ -618,7 +618,7 @@ impl<B: AutodiffBackend> SeedMembers for TensorMembers<'_, B> {
     }
 }
 
-impl<B: AutodiffBackend> Members for TensorMembers<'_, B> {
+impl<B: QuenchBackend> Members for TensorMembers<'_, B> {
     fn test_accuracy(&self) -> Vec<f32> {
         to_host_f32(self.test.accuracy(&self.best))
     }

@@ -1,9 +1,9 @@
 //! The distinguishability tournament: no training, only divergences between the sources'
 //! feature sets, every pair at once.
 
+use quench_device::QuenchOps;
 use std::fmt;
 
-use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
 use quench_data::BitStrings;
 use quench_device::readback::to_host_f32;
@@ -96,7 +96,7 @@ impl fmt::Display for Distinguishability {
 /// Runs the tournament on every pair of `strings`' sources: the three feature sets of each
 /// source on `device`, then the three divergences of all pairs in one batched program, read
 /// back once.
-pub fn distinguish<B: Backend>(
+pub fn distinguish<B: QuenchOps>(
     strings: &BitStrings,
     config: &DistinguishConfig,
     device: &B::Device,

@@ -1,8 +1,8 @@
 //! Per-source features of the leading bits, and the symmetric KL divergence between them.
 
-use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use quench_data::BitStrings;
+use quench_device::QuenchOps;
 use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
 
@@ -56,7 +56,7 @@ pub fn source_bits(strings: &BitStrings, bits: usize) -> Result<Vec<DeviceBits>,
 
 /// The three feature sets of every source, on the device, one row per source.
 #[derive(Debug, Clone)]
-pub struct DeviceFeatures<B: Backend> {
+pub struct DeviceFeatures<B: QuenchOps> {
     /// Position frequencies `f_i = P(bit_i = 1)`: `[sources, bits]`.
     pub frequencies: Tensor<B, 2>,
     /// Co-occurrences `P(bit_i = 1 and bit_j = 1)`, row-major over `(i, j)`: `[sources, bits^2]`.
@@ -65,7 +65,7 @@ pub struct DeviceFeatures<B: Backend> {
     pub differences: Tensor<B, 2>,
 }
 
-impl<B: Backend> DeviceFeatures<B> {
+impl<B: QuenchOps> DeviceFeatures<B> {
     /// Computes the features of `sources` (all with the same `bits`) on `device`: the
     /// co-occurrences of a source are `X^T X / lines` for its bit matrix `X` `[lines, bits]`.
     pub fn compute(sources: &[DeviceBits], device: &B::Device) -> Self {
@@ -97,7 +97,7 @@ impl<B: Backend> DeviceFeatures<B> {
 }
 
 /// The bits of `source` on `device`: `[lines, bits]`.
-fn bit_matrix<B: Backend>(source: &DeviceBits, device: &B::Device) -> Tensor<B, 2> {
+fn bit_matrix<B: QuenchOps>(source: &DeviceBits, device: &B::Device) -> Tensor<B, 2> {
     Tensor::from_data(
         TensorData::new(source.values.clone(), [source.lines, source.bits]),
         device,
@@ -106,7 +106,7 @@ fn bit_matrix<B: Backend>(source: &DeviceBits, device: &B::Device) -> Tensor<B, 
 
 /// Position frequencies `f_i = P(bit_i = 1)` of `sources` (all with the same `bits`):
 /// `[sources, bits]`.
-pub fn frequencies<B: Backend>(sources: &[DeviceBits], device: &B::Device) -> Tensor<B, 2> {
+pub fn frequencies<B: QuenchOps>(sources: &[DeviceBits], device: &B::Device) -> Tensor<B, 2> {
     Tensor::cat(
         sources
             .iter()
@@ -119,7 +119,7 @@ pub fn frequencies<B: Backend>(sources: &[DeviceBits], device: &B::Device) -> Te
 /// Row-wise symmetric KL divergence `(KL(p||q) + KL(q||p)) / 2` in nats, after turning each
 /// row into a distribution: absolute values, plus `epsilon`, divided by the row's sum.
 /// `p` and `q` are `[rows, k]`; the result is `[rows]`.
-pub fn symmetric_kl<B: Backend>(p: Tensor<B, 2>, q: Tensor<B, 2>, epsilon: f64) -> Tensor<B, 1> {
+pub fn symmetric_kl<B: QuenchOps>(p: Tensor<B, 2>, q: Tensor<B, 2>, epsilon: f64) -> Tensor<B, 1> {
     let normalise = |x: Tensor<B, 2>| {
         let x = x.abs().add_scalar(epsilon);
         x.clone() / x.sum_along(1)

@@ -8,10 +8,11 @@
 
 use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
+use quench_device::{QuenchBackend, QuenchOps};
 use std::fmt;
 
 use burn::tensor::activation::{sigmoid, softmax};
-use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData};
 use quench_data::BitStrings;
 use quench_device::readback::{float_tensor, to_host_f32};
@@ -244,7 +245,7 @@ impl fmt::Display for GanTournament {
 
 /// Runs the tournament on every pair of `strings`' sources, once per seed, as one batched
 /// program or one member at a time.
-pub fn gan_tournament<B: AutodiffBackend>(
+pub fn gan_tournament<B: QuenchBackend>(
     strings: &BitStrings,
     config: &Valid<GanConfig>,
     batching: Batching,
@@ -257,7 +258,7 @@ pub fn gan_tournament<B: AutodiffBackend>(
 /// [`GanTournament::matches`]' order (pair-major, then seed), dealt round-robin
 /// ([`Shard::members`]). Each match's initialisation and noise come from its own pair and
 /// seed, so every rank's matches together are the whole tournament's.
-pub fn gan_tournament_shard<B: AutodiffBackend>(
+pub fn gan_tournament_shard<B: QuenchBackend>(
     strings: &BitStrings,
     config: &Valid<GanConfig>,
     batching: Batching,
@@ -355,7 +356,7 @@ fn grid_coordinates(bits: usize) -> Vec<f32> {
 }
 
 /// Freshly initialised players of `members`: the generator and the discriminator.
-fn players<B: Backend>(
+fn players<B: QuenchOps>(
     members: &[GanMember],
     bits: usize,
     device: &B::Device,
@@ -385,14 +386,14 @@ fn players<B: Backend>(
 }
 
 /// The targets as one tensor, `[members, 1, points]`.
-fn target_tensor<B: Backend>(targets: &[Vec<f32>], device: &B::Device) -> Tensor<B, 3> {
+fn target_tensor<B: QuenchOps>(targets: &[Vec<f32>], device: &B::Device) -> Tensor<B, 3> {
     let points = targets.first().map_or(0, Vec::len);
     let flat: Vec<f32> = targets.iter().flatten().copied().collect();
     float_tensor(flat, [targets.len(), 1, points], device)
 }
 
 /// Each member's KL history from the per-epoch tensors `[members]`, `[members][epochs]`.
-fn kl_histories<B: Backend>(history: Vec<Tensor<B, 1>>, members: usize) -> Vec<Vec<f64>> {
+fn kl_histories<B: QuenchOps>(history: Vec<Tensor<B, 1>>, members: usize) -> Vec<Vec<f64>> {
     let epochs = history.len();
     let kl: Vec<f32> = to_host_f32(Tensor::stack::<2>(history, 0));
     (0..members)
@@ -406,7 +407,7 @@ fn kl_histories<B: Backend>(history: Vec<Tensor<B, 1>>, members: usize) -> Vec<V
 
 /// Trains `members` (each with its target `[bits^2]`) as one batched program and returns each
 /// member's KL history, `[members][epochs]`.
-fn train_gan<B: AutodiffBackend>(
+fn train_gan<B: QuenchBackend>(
     members: &[GanMember],
     targets: &[Vec<f32>],
     config: &GanConfig,
@@ -464,7 +465,7 @@ fn train_gan<B: AutodiffBackend>(
 /// the losses' gradients derived by hand (below), each player's backward pass fused with its
 /// Adam step. The generator's step is memory-bound (its 1.6M weights and their moments are
 /// read and written once), which the op-by-op form made nine streams and a graph of copies.
-fn train_gan_host<B: Backend>(
+fn train_gan_host<B: QuenchOps>(
     members: &[GanMember],
     targets: &[Vec<f32>],
     config: &GanConfig,
@@ -546,7 +547,7 @@ fn sigmoid_host(x: f32) -> f32 {
 
 /// `KL(p || g)` per member after flooring both at 1e-10 and renormalising (the original's
 /// `scipy.stats.entropy(p_real, g)`): `p`, `g` `[members, 1, k]` to `[members]`.
-fn kl_metric<B: Backend>(p: Tensor<B, 3>, g: Tensor<B, 3>) -> Tensor<B, 1> {
+fn kl_metric<B: QuenchOps>(p: Tensor<B, 3>, g: Tensor<B, 3>) -> Tensor<B, 1> {
     let normalise = |x: Tensor<B, 3>| {
         let x = x.clamp(KL_FLOOR, 1.0);
         x.clone() / x.sum_along(2)
@@ -588,7 +589,7 @@ impl NoiseSource {
     }
 
     /// The next draw as a tensor on `device`.
-    fn draw<B: Backend>(&mut self, device: &B::Device) -> Tensor<B, 3> {
+    fn draw<B: QuenchOps>(&mut self, device: &B::Device) -> Tensor<B, 3> {
         match self {
             Self::Device { streams, points } => {
                 let shape = [streams.members(), 1, *points];

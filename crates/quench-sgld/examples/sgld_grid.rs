@@ -10,11 +10,11 @@
 //! and rank 0 gathers them, prints the table and each rank's time. Each chain gives the same
 //! result as in one process: its initialisation, batch order and noise come from its own seed.
 
+use quench_device::QuenchBackend;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use burn::tensor::backend::AutodiffBackend;
 use quench_device::DeviceSpec;
 use quench_device::spec::{run_example, take_device_flag};
 use quench_device::{OnDevice, run_on, select_announced};
@@ -36,7 +36,7 @@ struct GridShard<'a> {
 impl OnDevice for GridShard<'_> {
     type Output = Result<Vec<ChainOutcome>, SgldError>;
 
-    fn run<B: AutodiffBackend>(self, device: &B::Device) -> Self::Output {
+    fn run<B: QuenchBackend>(self, device: &B::Device) -> Self::Output {
         run_grid_shard::<B>(self.config, self.data, &self.execution, self.shard, device)
     }
 }

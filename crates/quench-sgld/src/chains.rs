@@ -2,9 +2,9 @@
 //! default initialisation): its training step, and its evaluation on whole data splits.
 
 use quench_device::reductions::Reduce;
+use quench_device::{QuenchBackend, QuenchOps};
 use std::sync::Arc;
 
-use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Tensor, TensorData};
 use quench_data::Dataset;
 use quench_device::readback::to_host_f32;
@@ -37,7 +37,7 @@ pub struct StepOptions {
 
 /// Where the parameters live between steps.
 #[derive(Debug, Clone)]
-enum State<B: Backend> {
+enum State<B: QuenchOps> {
     /// Tensors `[chains, ...]`, weight then bias of each layer.
     Tensors(Vec<Tensor<B, 3>>),
     /// Host memory, for the CPU backend's fused step.
@@ -47,7 +47,7 @@ enum State<B: Backend> {
 /// The state of `chains` chains sampled together: parameters `[chains, in, out]` and
 /// `[chains, 1, out]` on the inner (non-autodiff) backend, schedule and sampler.
 #[derive(Debug, Clone)]
-pub struct ChainBatch<B: AutodiffBackend> {
+pub struct ChainBatch<B: QuenchBackend> {
     state: State<B::InnerBackend>,
     schedule: ChainSchedule,
     sgld: Sgld,
@@ -61,7 +61,7 @@ pub struct ChainBatch<B: AutodiffBackend> {
     device: B::Device,
 }
 
-impl<B: AutodiffBackend> ChainBatch<B> {
+impl<B: QuenchBackend> ChainBatch<B> {
     /// Chains with layer widths `widths` (input first), chain `c` initialised from
     /// `init_seeds[c]` alone, so that its start does not depend on the other chains. There is
     /// one chain per seed (at least one), and `schedule` and `sgld`'s noise must cover them.
@@ -222,7 +222,7 @@ impl<B: AutodiffBackend> ChainBatch<B> {
 }
 
 /// The network whose layers are `params` (weight then bias of each layer).
-fn network<B: Backend>(params: Vec<Tensor<B, 3>>) -> EnsembleMlp<B> {
+fn network<B: QuenchOps>(params: Vec<Tensor<B, 3>>) -> EnsembleMlp<B> {
     let mut it = params.into_iter();
     let mut layers = Vec::new();
     while let (Some(weight), Some(bias)) = (it.next(), it.next()) {
@@ -246,7 +246,7 @@ pub struct SplitScores {
 /// Scores chains with parameters `params` (`[chains, ...]`, at least one layer) on `sets`: one
 /// data set per chain or one shared by all, all of the same length. The split is processed in chunks of samples,
 /// and the two sums are read back once at the end.
-pub fn evaluate<B: Backend>(
+pub fn evaluate<B: QuenchOps>(
     params: &[Tensor<B, 3>],
     sets: &[Arc<Dataset>],
     loss: &BoundedLoss,

@@ -1,11 +1,11 @@
 //! The grid as one batched program of every `(beta, repetition)` chain, or, as the original
 //! ran it, one chain after another.
 
+use quench_device::QuenchBackend;
 use quench_device::views::ReshapeTo;
 use std::cmp::Reverse;
 
 use burn::tensor::Tensor;
-use burn::tensor::backend::AutodiffBackend;
 use quench_data::{Loader, LoaderConfig, Mode};
 use quench_device::Precision;
 use quench_scale::Shard;
@@ -102,7 +102,7 @@ fn splitmix64(x: u64) -> u64 {
 /// Every chain is the same computation whichever way it runs: its initialisation, batch order
 /// and (with host noise) its noise come from its own seed. Chains are ordered by epoch count,
 /// longest first, so that the chains still running are always a prefix of the member axis.
-pub fn run_grid<B: AutodiffBackend>(
+pub fn run_grid<B: QuenchBackend>(
     config: &Valid<GridConfig>,
     data: &GridData,
     execution: &Execution,
@@ -126,7 +126,7 @@ pub fn shard_chains(config: &GridConfig, shard: Shard) -> Vec<(usize, usize)> {
 
 /// Runs rank `shard`'s chains of the grid ([`shard_chains`]) and scores them; the outcomes of
 /// every rank together are those of [`run_grid`], chain for chain.
-pub fn run_grid_shard<B: AutodiffBackend>(
+pub fn run_grid_shard<B: QuenchBackend>(
     config: &Valid<GridConfig>,
     data: &GridData,
     execution: &Execution,
@@ -178,7 +178,7 @@ fn ordered_chains(config: &GridConfig) -> Vec<Chain> {
 }
 
 /// Runs `chains` (longest first) as one program and scores their final states.
-fn run_chains<B: AutodiffBackend>(
+fn run_chains<B: QuenchBackend>(
     chains: &[Chain],
     config: &GridConfig,
     data: &GridData,

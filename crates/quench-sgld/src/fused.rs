@@ -14,7 +14,7 @@
 //! labels 0/1 `[chains, batch, 1]`.
 
 use burn::tensor::Tensor;
-use burn::tensor::backend::Backend;
+use quench_device::QuenchOps;
 use quench_device::host_lanes;
 use quench_device::lanes::in_lanes;
 use quench_device::readback::{float_tensor, to_host_f32};
@@ -25,7 +25,7 @@ use super::{BoundedLoss, HostScales};
 
 /// The gradients of each chain's objective `factor * mean_batch(loss)` with respect to
 /// `params` (weight, bias, output weight, output bias), in that order.
-pub fn mlp_gradients<B: Backend>(
+pub fn mlp_gradients<B: QuenchOps>(
     params: &[Tensor<B, 3>],
     features: Tensor<B, 3>,
     labels: Tensor<B, 3>,
@@ -94,7 +94,7 @@ struct ChainView<'a> {
 
 impl HostChains {
     /// The host copy of `params` (weight, bias, output weight, output bias).
-    pub fn from_tensors<B: Backend>(params: &[Tensor<B, 3>]) -> Self {
+    pub fn from_tensors<B: QuenchOps>(params: &[Tensor<B, 3>]) -> Self {
         let [_, inputs, hidden] = params[0].dims();
         let [w1, b1, w2, b2] = [0, 1, 2, 3].map(|i| to_host_f32(params[i].clone()));
         Self {
@@ -113,7 +113,7 @@ impl HostChains {
     }
 
     /// The parameters of chains `range` as tensors on `device`, in the tensor layout.
-    pub fn to_tensors<B: Backend>(
+    pub fn to_tensors<B: QuenchOps>(
         &self,
         range: std::ops::Range<usize>,
         device: &B::Device,
@@ -314,7 +314,7 @@ mod tests {
     use quench_train::params::{gradients, require_grad};
 
     /// Parameters of `chains` networks `4 -> 24 -> 1`, features and labels of batch 5.
-    fn case<B: Backend>(
+    fn case<B: QuenchOps>(
         chains: usize,
         device: &B::Device,
     ) -> (Vec<Tensor<B, 3>>, Tensor<B, 3>, Tensor<B, 3>) {

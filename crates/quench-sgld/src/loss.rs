@@ -3,7 +3,7 @@
 
 use burn::tensor::Tensor;
 use burn::tensor::activation::sigmoid;
-use burn::tensor::backend::Backend;
+use quench_device::QuenchOps;
 use serde::{Deserialize, Serialize};
 
 /// The loss the chains are trained on: the Gibbs posterior `exp(-beta L)` is of this `L`.
@@ -33,7 +33,7 @@ pub struct BoundedLoss {
 impl BoundedLoss {
     /// Per-sample loss: logits `[members, n, 1]` and labels 0/1 of the same shape (or with
     /// member axis 1, shared by all members) to `[members, n, 1]`, nats.
-    pub fn per_sample<B: Backend>(
+    pub fn per_sample<B: QuenchOps>(
         &self,
         logits: Tensor<B, 3>,
         labels: Tensor<B, 3>,
@@ -44,7 +44,7 @@ impl BoundedLoss {
 
     /// The sign `s = 2 y - 1`, the probability of the true class `p = sigmoid(s z)` and the
     /// mixed probability `psi = e^-l + (1 - 2 e^-l) p` of each sample.
-    fn mixed_probability<B: Backend>(
+    fn mixed_probability<B: QuenchOps>(
         &self,
         logits: Tensor<B, 3>,
         labels: Tensor<B, 3>,
@@ -78,7 +78,7 @@ impl BoundedLoss {
     /// The derivative of [`per_sample`](Self::per_sample) with respect to the logit, same
     /// shapes: `-(1 - 2 e^-l) s p (1 - p) / psi` with `p = sigmoid(s z)`, `s = 2 y - 1`. The
     /// clamp never binds away from `p = 0`, where this vanishes too.
-    pub fn logit_gradient<B: Backend>(
+    pub fn logit_gradient<B: QuenchOps>(
         &self,
         logits: Tensor<B, 3>,
         labels: Tensor<B, 3>,
@@ -97,7 +97,7 @@ impl BoundedLoss {
 
 /// Per-sample 0-1 error of the prediction `sigmoid(z) > 1/2`, i.e. `z > 0`: logits
 /// `[members, n, 1]` and labels 0/1 (member axis `members` or 1) to `[members, n, 1]` of 0/1.
-pub fn zero_one_error<B: Backend>(logits: Tensor<B, 3>, labels: Tensor<B, 3>) -> Tensor<B, 3> {
+pub fn zero_one_error<B: QuenchOps>(logits: Tensor<B, 3>, labels: Tensor<B, 3>) -> Tensor<B, 3> {
     (logits.greater_elem(0.0).float() - labels).abs()
 }
 

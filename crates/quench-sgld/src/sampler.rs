@@ -2,7 +2,7 @@
 //! of its Gaussian noise.
 
 use burn::tensor::Tensor;
-use burn::tensor::backend::Backend;
+use quench_device::QuenchOps;
 use quench_device::readback::float_tensor;
 use quench_device::threefry::NormalStreams;
 use quench_device::views::ReshapeTo;
@@ -49,7 +49,7 @@ impl Noise {
 
     /// Standard normal noise for one step of parameters shaped `dims` (each `[chains, a, b]`).
     /// Counter noise is one draw of `sum a b` values per chain, split in parameter order.
-    pub fn draw_step<B: Backend>(
+    pub fn draw_step<B: QuenchOps>(
         &mut self,
         dims: &[[usize; 3]],
         device: &B::Device,
@@ -97,7 +97,7 @@ impl Noise {
 /// The per-chain coefficients of every step in one epoch: the update is
 /// `theta - drift (grad + theta / sigma^2) - noise xi`.
 #[derive(Debug, Clone)]
-pub struct StepScales<B: Backend> {
+pub struct StepScales<B: QuenchOps> {
     /// `lr / 2` where `beta > 0`; 0 at `beta = 0` and for finished chains; `[chains, 1, 1]`.
     pub drift: Tensor<B, 3>,
     /// `sqrt(lr / beta)` where `beta > 0`, `lr` at `beta = 0`; 0 for finished chains;
@@ -144,7 +144,7 @@ impl ChainSchedule {
 
     /// The step coefficients of epoch `epoch` (from 0) on `device`; a chain whose epoch count
     /// is at most `epoch` gets zeros, so its steps leave it where it is.
-    pub fn scales<B: Backend>(&self, epoch: usize, device: &B::Device) -> StepScales<B> {
+    pub fn scales<B: QuenchOps>(&self, epoch: usize, device: &B::Device) -> StepScales<B> {
         let decay = ((epoch + 1) as f64).sqrt().recip();
         let (drift, noise): (Vec<f32>, Vec<f32>) = (0..self.chains())
             .map(|c| {
@@ -195,7 +195,7 @@ pub struct Sgld {
 impl Sgld {
     /// One step of every chain: `params` and `grads` in the same order, each `[chains, a, b]`,
     /// with this epoch's `scales`.
-    pub fn step<B: Backend>(
+    pub fn step<B: QuenchOps>(
         &mut self,
         params: Vec<Tensor<B, 3>>,
         grads: Vec<Tensor<B, 3>>,

@@ -6,8 +6,8 @@ use crate::{
     Execution, LstmCore, ModelKind, TemporalConfig, TemporalError, TemporalOutcome, Widths,
     train_temporal,
 };
-use burn::tensor::backend::AutodiffBackend;
 use quench_data::{MarketConfig, MarketData, Mode, WindowConfig, market_windows, synthetic_market};
+use quench_device::{QuenchBackend, QuenchOps};
 use quench_train::settings::Valid;
 
 fn market(bars: usize) -> MarketData {
@@ -43,7 +43,7 @@ fn small(model: ModelKind) -> TemporalConfig {
     }
 }
 
-fn train<B: AutodiffBackend>(
+fn train<B: QuenchBackend>(
     data: &MarketData,
     config: &TemporalConfig,
     execution: Execution,
@@ -264,9 +264,9 @@ quench_device::device_test! {
 fn a_seed_starts_from_the_same_weights_on_every_backend() {
     use crate::TemporalNet;
     use burn::backend::NdArray;
-    use burn::tensor::backend::Backend;
+
     /// Every initial parameter of `kind` for seeds 3 and 4 on backend `B`, as f32 values.
-    fn initial<B: Backend>(kind: ModelKind, widths: &Widths) -> Vec<Vec<f32>> {
+    fn initial<B: QuenchOps>(kind: ModelKind, widths: &Widths) -> Vec<Vec<f32>> {
         let device = Default::default();
         TemporalNet::<B>::new(kind, widths.clone(), 5, LstmCore::Burn, 0.1, &device)
             .initial_params(&[3, 4], &device)

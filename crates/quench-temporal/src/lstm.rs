@@ -17,6 +17,7 @@
 //! and every member: the backward direction reads its input reversed in time, so step `t`
 //! serves both. `burn::nn::Lstm` runs eight matmuls per step and direction, member by member.
 
+use quench_device::QuenchOps;
 use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
 use std::ops::Range;
@@ -24,7 +25,6 @@ use std::ops::Range;
 use burn::module::{Param, ParamId};
 use burn::nn::{Linear, Lstm, LstmConfig};
 use burn::tensor::activation::sigmoid;
-use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use quench_device::lanes::in_lanes;
 use rand::SeedableRng;
@@ -50,7 +50,7 @@ pub enum LstmCore {
 /// One layer's parameters `[w_x, w_h, b_x, b_h]` for the members drawn from `seeds` (one per
 /// member, each from its seed alone): Xavier-uniform input weights, orthogonal recurrent
 /// weights (as PyTorch's `orthogonal_` on `weight_hh`), zero biases.
-pub fn initial_layer<B: Backend>(
+pub fn initial_layer<B: QuenchOps>(
     seeds: &[u64],
     input: usize,
     hidden: usize,
@@ -88,7 +88,7 @@ pub fn initial_layer<B: Backend>(
 }
 
 /// The layer's tensors as `[2 members, ...]` rows (a reshape, no copy).
-fn rows<B: Backend>(layer: &[Tensor<B, 3>]) -> [Tensor<B, 3>; LAYER_PARAMS] {
+fn rows<B: QuenchOps>(layer: &[Tensor<B, 3>]) -> [Tensor<B, 3>; LAYER_PARAMS] {
     std::array::from_fn(|k| {
         let [members, inner, gates] = layer[k].dims();
         layer[k].clone().reshape_to([2 * members, inner / 2, gates])
@@ -98,7 +98,7 @@ fn rows<B: Backend>(layer: &[Tensor<B, 3>]) -> [Tensor<B, 3>; LAYER_PARAMS] {
 /// One bidirectional layer: `x` `[members, batch, seq, input]` to `[members, batch, seq,
 /// 2 hidden]` (forward then backward features, as PyTorch and `BiLstm` concatenate them).
 /// `layer` is `[w_x, w_h, b_x, b_h]` (module doc).
-pub fn bidirectional<B: Backend>(
+pub fn bidirectional<B: QuenchOps>(
     core: LstmCore,
     layer: &[Tensor<B, 3>],
     x: Tensor<B, 4>,
@@ -109,7 +109,7 @@ pub fn bidirectional<B: Backend>(
     }
 }
 
-fn fused<B: Backend>(layer: &[Tensor<B, 3>], x: Tensor<B, 4>) -> Tensor<B, 4> {
+fn fused<B: QuenchOps>(layer: &[Tensor<B, 3>], x: Tensor<B, 4>) -> Tensor<B, 4> {
     let [w_x, w_h, b_x, b_h] = rows(layer);
     let [members, batch, seq, input] = x.dims();
     let [rows, hidden, gates] = w_h.dims();
@@ -147,7 +147,7 @@ fn fused<B: Backend>(layer: &[Tensor<B, 3>], x: Tensor<B, 4>) -> Tensor<B, 4> {
 
 /// The same layer through `burn::nn::Lstm`: for every member, a forward and a reversed LSTM
 /// whose gate `Linear`s hold slices of the parameter list (so gradients reach the list).
-fn with_burn<B: Backend>(layer: &[Tensor<B, 3>], x: Tensor<B, 4>) -> Tensor<B, 4> {
+fn with_burn<B: QuenchOps>(layer: &[Tensor<B, 3>], x: Tensor<B, 4>) -> Tensor<B, 4> {
     let [members, batch, seq, input] = x.dims();
     let layer = rows(layer);
     let hidden = layer[1].dims()[1];
@@ -168,7 +168,7 @@ fn with_burn<B: Backend>(layer: &[Tensor<B, 3>], x: Tensor<B, 4>) -> Tensor<B, 4
 }
 
 /// `burn::nn::Lstm` for row `row` of the parameter list.
-fn burn_lstm<B: Backend>(
+fn burn_lstm<B: QuenchOps>(
     layer: &[Tensor<B, 3>],
     row: usize,
     reverse: bool,
@@ -211,7 +211,7 @@ fn burn_lstm<B: Backend>(
 
 /// What [`forward_taped`] keeps of a layer's forward pass for [`backward`].
 #[derive(Debug, Clone)]
-pub struct Tape<B: Backend> {
+pub struct Tape<B: QuenchOps> {
     /// Both directions' inputs, `[2 members, seq batch, input]`, step-major.
     inputs: Tensor<B, 3>,
     /// The recurrence of each lane (a range of rows).
@@ -223,7 +223,7 @@ pub struct Tape<B: Backend> {
 /// before the step and the tanh of the cell after it, and the hidden state after it
 /// `[rows, batch, hidden]`.
 #[derive(Debug, Clone)]
-struct LaneTape<B: Backend> {
+struct LaneTape<B: QuenchOps> {
     rows: Range<usize>,
     gates: Vec<Tensor<B, 3>>,
     tanh_gates: Vec<Tensor<B, 3>>,
@@ -235,7 +235,7 @@ struct LaneTape<B: Backend> {
 /// The gates through one tanh: `sigmoid(z) = (1 + tanh(z / 2)) / 2` for i, f and o, `tanh(z)`
 /// for g; per gate column `[4 hidden]`: the pre-activation scale, the output's scale and
 /// shift, and the derivative's factor (scale times output scale).
-fn gate_constants<B: Backend>(hidden: usize, device: &B::Device) -> [Tensor<B, 3>; 4] {
+fn gate_constants<B: QuenchOps>(hidden: usize, device: &B::Device) -> [Tensor<B, 3>; 4] {
     let column = |ifo: f32, g: f32| {
         let values: Vec<f32> = (0..4 * hidden)
             .map(|k| {
@@ -283,7 +283,7 @@ fn per_range<T: Send>(
 /// [`bidirectional`]'s fused layer on a backend without autodiff, keeping what [`backward`]
 /// needs: `x` `[members, batch, seq, input]` to `[members, batch, seq, 2 hidden]`. The
 /// recurrence runs in up to `lanes` threads, each over a range of the `2 members` rows.
-pub fn forward_taped<B: Backend>(
+pub fn forward_taped<B: QuenchOps>(
     layer: &[Tensor<B, 3>],
     x: Tensor<B, 4>,
     lanes: usize,
@@ -351,7 +351,7 @@ pub fn forward_taped<B: Backend>(
 
 /// `[members, 2, batch, seq, hidden]` (direction-own time order) to `[members, batch, seq,
 /// 2 hidden]` (forward features then backward, both in time order).
-fn directions_to_features<B: Backend>(out: Tensor<B, 5>) -> Tensor<B, 4> {
+fn directions_to_features<B: QuenchOps>(out: Tensor<B, 5>) -> Tensor<B, 4> {
     let [members, _, batch, seq, hidden] = out.dims();
     let forward = out.clone().slice([0..members, 0..1]);
     let backward = out.slice([0..members, 1..2]).flip([3]);
@@ -365,7 +365,7 @@ fn directions_to_features<B: Backend>(out: Tensor<B, 5>) -> Tensor<B, 4> {
 /// (in the parameter list's layout) and of its input `[members, batch, seq, input]`. The
 /// per-step work (elementwise, plus one recurrent matmul) runs in the forward pass's lanes;
 /// the weight and input gradients are three matmuls over all steps at once.
-pub fn backward<B: Backend>(
+pub fn backward<B: QuenchOps>(
     layer: &[Tensor<B, 3>],
     tape: Tape<B>,
     dy: Tensor<B, 4>,

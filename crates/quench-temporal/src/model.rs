@@ -24,8 +24,8 @@ use burn::nn::transformer::{
 };
 use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig, generate_sinusoids};
 use burn::tensor::activation::{gelu, relu, sigmoid, softmax};
-use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
+use quench_device::QuenchOps;
 use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
 use quench_device::{Precision, SeededGenerator};
@@ -229,7 +229,7 @@ impl Widths {
 /// The Transformer as Burn modules; one instance is a template whose parameters are replaced
 /// by a member's at every use.
 #[derive(Module, Debug)]
-pub struct TransformerNet<B: Backend> {
+pub struct TransformerNet<B: QuenchOps> {
     input: Linear<B>,
     input_norm: LayerNorm<B>,
     encoder: TransformerEncoder<B>,
@@ -238,7 +238,7 @@ pub struct TransformerNet<B: Backend> {
     output: Linear<B>,
 }
 
-impl<B: Backend> TransformerNet<B> {
+impl<B: QuenchOps> TransformerNet<B> {
     fn new(features: usize, widths: &Widths, dropout: f64, device: &B::Device) -> Self {
         let d = widths.d_model;
         Self {
@@ -277,9 +277,9 @@ impl<B: Backend> TransformerNet<B> {
 }
 
 /// Collects a module's float parameters in visiting order, each flattened to `[1, 1, n]`.
-struct Flatten<B: Backend>(Vec<Tensor<B, 3>>);
+struct Flatten<B: QuenchOps>(Vec<Tensor<B, 3>>);
 
-impl<B: Backend> ModuleVisitor<B> for Flatten<B> {
+impl<B: QuenchOps> ModuleVisitor<B> for Flatten<B> {
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
         let value = param.val();
         let n = value.shape().num_elements();
@@ -289,14 +289,14 @@ impl<B: Backend> ModuleVisitor<B> for Flatten<B> {
 
 /// Replaces a module's float parameters, in visiting order, with member `member` of `params`
 /// (each `[members, 1, n]`), keeping their autodiff history.
-struct Load<'a, B: Backend> {
+struct Load<'a, B: QuenchOps> {
     params: &'a [Tensor<B, 3>],
     member: usize,
     next: usize,
     precision: Precision,
 }
 
-impl<B: Backend> ModuleMapper<B> for Load<'_, B> {
+impl<B: QuenchOps> ModuleMapper<B> for Load<'_, B> {
     fn map_float<const D: usize>(&mut self, param: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
         let (id, old, _) = param.consume();
         let value = self.params[self.next]
@@ -311,7 +311,7 @@ impl<B: Backend> ModuleMapper<B> for Load<'_, B> {
 
 /// A temporal classifier's structure; its parameters live in a list.
 #[derive(Debug, Clone)]
-pub struct TemporalNet<B: Backend> {
+pub struct TemporalNet<B: QuenchOps> {
     /// Which network.
     pub kind: ModelKind,
     /// Sizes.
@@ -324,7 +324,7 @@ pub struct TemporalNet<B: Backend> {
     template: Option<TransformerNet<B>>,
 }
 
-impl<B: Backend> TemporalNet<B> {
+impl<B: QuenchOps> TemporalNet<B> {
     /// The network `kind` for bars of `features` features; `dropout` is the Transformer
     /// modules' rate (Burn's dropout is active whenever `B` tracks gradients).
     pub fn new(

@@ -10,8 +10,8 @@
 //! matmul and a few elementwise passes, and the weight gradients are three matmuls over all
 //! steps.
 
-use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Distribution, Int, Tensor};
+use quench_device::QuenchBackend;
 use quench_device::readback::to_host_f32;
 use quench_device::reductions::Reduce;
 use quench_device::stats::max_or_nan;
@@ -41,7 +41,7 @@ pub struct Objective<'a> {
 
 /// What a step computed: every member's loss `[members]`, the gradients of their sum (`None`
 /// when loss scaling skips the step) and the network's state after the step.
-pub struct StepGradients<B: AutodiffBackend> {
+pub struct StepGradients<B: QuenchBackend> {
     /// Loss per member.
     pub loss: Tensor<B::InnerBackend, 1>,
     /// Gradients in the parameter list's order.
@@ -52,7 +52,7 @@ pub struct StepGradients<B: AutodiffBackend> {
 
 /// Loss and gradients of one batch `x` `[members, batch, window, features]` with `labels`
 /// `[members, batch]`.
-pub fn step_gradients<B: AutodiffBackend>(
+pub fn step_gradients<B: QuenchBackend>(
     net: &TemporalNet<B>,
     params: &[Tensor<B::InnerBackend, 3>],
     state: &[Tensor<B::InnerBackend, 3>],
@@ -87,7 +87,7 @@ pub fn step_gradients<B: AutodiffBackend>(
 }
 
 /// The fused LSTM's step (module doc).
-fn fused_lstm<B: AutodiffBackend>(
+fn fused_lstm<B: QuenchBackend>(
     net: &TemporalNet<B>,
     params: &[Tensor<B::InnerBackend, 3>],
     state: &[Tensor<B::InnerBackend, 3>],
@@ -187,7 +187,7 @@ fn fused_lstm<B: AutodiffBackend>(
 /// seeds, label smoothing and class weights: the largest loss difference and the largest
 /// gradient difference relative to its parameter's largest gradient (at least 1). What the
 /// test and `benchmark verify` hold under a tolerance.
-pub fn fused_lstm_gap<B: AutodiffBackend>(device: &B::Device) -> (f64, f64) {
+pub fn fused_lstm_gap<B: QuenchBackend>(device: &B::Device) -> (f64, f64) {
     let widths = Widths {
         lstm_hidden: 6,
         lstm_layers: 3,

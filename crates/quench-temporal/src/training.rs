@@ -3,9 +3,9 @@
 //! clipping and early stopping on the validation loss.
 
 use quench_device::views::ReshapeTo;
+use quench_device::{QuenchBackend, QuenchOps};
 use std::sync::Arc;
 
-use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor, TensorData};
 use quench_data::{Dataset, Loader, LoaderConfig, MarketData, MarketPart, Mode};
 use quench_device::readback::float_tensor;
@@ -247,7 +247,7 @@ pub struct TemporalOutcome {
 }
 
 /// Trains `config.model` on `data`, one member per seed, as `execution` says.
-pub fn train_temporal<B: AutodiffBackend>(
+pub fn train_temporal<B: QuenchBackend>(
     data: &MarketData,
     config: &Valid<TemporalConfig>,
     execution: &Execution,
@@ -396,7 +396,7 @@ pub fn train_temporal<B: AutodiffBackend>(
 }
 
 /// The seeds' weights, optimiser and data as the shared epoch loop trains them.
-struct Members<'a, B: AutodiffBackend> {
+struct Members<'a, B: QuenchBackend> {
     net: TemporalNet<B>,
     /// The same network without dropout, on the inner backend, for evaluation.
     eval_net: &'a TemporalNet<B::InnerBackend>,
@@ -417,7 +417,7 @@ struct Members<'a, B: AutodiffBackend> {
     device: B::Device,
 }
 
-impl<B: AutodiffBackend> SeedMembers for Members<'_, B> {
+impl<B: QuenchBackend> SeedMembers for Members<'_, B> {
     type Error = TemporalError;
 
     /// Every batch through the network's step; then the validation loss `[members]` and the
@@ -518,12 +518,12 @@ fn balanced_weights(labels: &[i64]) -> Vec<f32> {
 }
 
 /// An evaluation part uploaded once: windows `[n, window, features]` and labels `[n]`.
-struct EvaluationPart<B: Backend> {
+struct EvaluationPart<B: QuenchOps> {
     windows: Tensor<B, 3>,
     labels: Tensor<B, 1, Int>,
 }
 
-impl<B: Backend> EvaluationPart<B> {
+impl<B: QuenchOps> EvaluationPart<B> {
     fn upload(part: &MarketPart, device: &B::Device) -> Self {
         let windows = &part.windows;
         let [window, features] = [windows.sample_shape()[0], windows.sample_shape()[1]];

@@ -4,7 +4,7 @@
 //! [`MixedPrecision::gradients`], so the policy means the same thing everywhere.
 
 use burn::tensor::Tensor;
-use burn::tensor::backend::AutodiffBackend;
+use quench_device::QuenchBackend;
 use quench_device::precision::all_finite;
 use quench_device::reductions::Reduce;
 use quench_device::{LossScaler, LossScalerConfig, Precision, StepDecision};
@@ -55,7 +55,7 @@ impl MixedPrecision {
     /// backs the scale off, which costs one read-back per step (as PyTorch's `GradScaler`
     /// does). The other policies take the gradients as they are, with no read-back: bf16 has
     /// f32's exponent range.
-    pub fn gradients<B: AutodiffBackend>(
+    pub fn gradients<B: QuenchBackend>(
         &mut self,
         loss: Tensor<B, 1>,
         leaves: &[Tensor<B, 3>],

@@ -2,15 +2,18 @@
 //! the loss, dropout, and per-member values and masks for the optimiser.
 
 use burn::tensor::activation::log_softmax;
-use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Distribution, Int, Tensor, TensorData};
 use quench_device::Precision;
+use quench_device::QuenchOps;
 use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
 
 /// Mean cross-entropy of each member's batch: logits `[members, batch, classes]`, labels
 /// `[members, batch]`, result `[members]`.
-pub fn cross_entropy<B: Backend>(logits: Tensor<B, 3>, labels: Tensor<B, 2, Int>) -> Tensor<B, 1> {
+pub fn cross_entropy<B: QuenchOps>(
+    logits: Tensor<B, 3>,
+    labels: Tensor<B, 2, Int>,
+) -> Tensor<B, 1> {
     let [members, batch, _] = logits.dims();
     log_softmax(logits, 2)
         .gather(2, labels.reshape_to([members, batch, 1]))
@@ -24,7 +27,7 @@ pub fn cross_entropy<B: Backend>(logits: Tensor<B, 3>, labels: Tensor<B, 2, Int>
 /// `[members]`. With smoothing `e` the target is `(1 - e)` on the label plus `e / classes`
 /// everywhere; each sample's terms are weighted by the class weights and the mean divides by
 /// the summed weights of the samples' labels, as PyTorch does.
-pub fn smoothed_cross_entropy<B: Backend>(
+pub fn smoothed_cross_entropy<B: QuenchOps>(
     logits: Tensor<B, 3>,
     labels: Tensor<B, 2, Int>,
     smoothing: f64,
@@ -57,7 +60,7 @@ pub fn smoothed_cross_entropy<B: Backend>(
 
 /// Inverted dropout with a fresh mask per member, sample and unit, drawn on the device from
 /// the backend's generator (hold a [`quench_device::SeededGenerator`] for reproducible masks).
-pub fn dropout<B: Backend, const D: usize>(
+pub fn dropout<B: QuenchOps, const D: usize>(
     h: Tensor<B, D>,
     rate: f64,
     precision: Precision,
@@ -70,7 +73,7 @@ pub fn dropout<B: Backend, const D: usize>(
 }
 
 /// The mask of inverted dropout at `rate`: `1 / (1 - rate)` where a unit is kept, 0 elsewhere.
-pub fn dropout_mask<B: Backend, const D: usize>(
+pub fn dropout_mask<B: QuenchOps, const D: usize>(
     shape: burn::tensor::Shape,
     rate: f64,
     device: &B::Device,
@@ -80,7 +83,7 @@ pub fn dropout_mask<B: Backend, const D: usize>(
 }
 
 /// `[members, 1, 1]` from one value per member.
-pub fn member_tensor<B: Backend>(
+pub fn member_tensor<B: QuenchOps>(
     values: impl Iterator<Item = f32>,
     device: &B::Device,
 ) -> Tensor<B, 3> {
@@ -90,7 +93,7 @@ pub fn member_tensor<B: Backend>(
 }
 
 /// `[members, 1, 1]` boolean mask from one flag per member.
-pub fn member_mask<B: Backend>(
+pub fn member_mask<B: QuenchOps>(
     flags: impl Iterator<Item = bool>,
     device: &B::Device,
 ) -> Tensor<B, 3, Bool> {

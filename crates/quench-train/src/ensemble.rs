@@ -2,8 +2,8 @@
 //! one batched matmul per layer.
 
 use burn::tensor::activation::{leaky_relu, relu};
-use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
+use quench_device::QuenchOps;
 use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
 
@@ -11,14 +11,14 @@ use crate::init::{Init, LayerValues, draw_mlp};
 
 /// `members` independent affine maps `x W + b`.
 #[derive(Debug, Clone)]
-pub struct EnsembleLinear<B: Backend> {
+pub struct EnsembleLinear<B: QuenchOps> {
     /// `[members, fan_in, fan_out]`.
     pub weight: Tensor<B, 3>,
     /// `[members, 1, fan_out]`.
     pub bias: Tensor<B, 3>,
 }
 
-impl<B: Backend> EnsembleLinear<B> {
+impl<B: QuenchOps> EnsembleLinear<B> {
     /// The layer of `values`, of shape `[members, fan_in, fan_out]`, on `device`.
     pub fn from_values(
         values: LayerValues,
@@ -55,7 +55,7 @@ impl<B: Backend> EnsembleLinear<B> {
 /// `x W + b` for every member on inputs of any rank with the member axis first:
 /// `x` `[members, ..., fan_in]`, `weight` `[members, fan_in, fan_out]`, `bias`
 /// `[members, 1, fan_out]`; returns `[members, ..., fan_out]`.
-pub fn member_linear<B: Backend, const D: usize>(
+pub fn member_linear<B: QuenchOps, const D: usize>(
     x: Tensor<B, D>,
     weight: &Tensor<B, 3>,
     bias: &Tensor<B, 3>,
@@ -71,7 +71,7 @@ pub fn member_linear<B: Backend, const D: usize>(
 /// Layer normalisation over the last axis with per-member gain and shift (PyTorch's
 /// `nn.LayerNorm`, biased variance, `eps` inside the root): `x` `[members, ..., width]`,
 /// `gamma`, `beta` `[members, 1, width]`.
-pub fn member_layer_norm<B: Backend, const D: usize>(
+pub fn member_layer_norm<B: QuenchOps, const D: usize>(
     x: Tensor<B, D>,
     gamma: &Tensor<B, 3>,
     beta: &Tensor<B, 3>,
@@ -100,7 +100,7 @@ pub enum Activation {
 
 impl Activation {
     /// Applies the nonlinearity elementwise.
-    pub fn apply<B: Backend, const D: usize>(self, x: Tensor<B, D>) -> Tensor<B, D> {
+    pub fn apply<B: QuenchOps, const D: usize>(self, x: Tensor<B, D>) -> Tensor<B, D> {
         match self {
             Self::Relu => relu(x),
             Self::Tanh => x.tanh(),
@@ -112,14 +112,14 @@ impl Activation {
 /// `members` independent MLPs of the same widths; the activation follows every layer but the
 /// last, whose output is returned raw (logits).
 #[derive(Debug, Clone)]
-pub struct EnsembleMlp<B: Backend> {
+pub struct EnsembleMlp<B: QuenchOps> {
     /// The layers, input first.
     pub layers: Vec<EnsembleLinear<B>>,
     /// The hidden nonlinearity.
     pub activation: Activation,
 }
 
-impl<B: Backend> EnsembleMlp<B> {
+impl<B: QuenchOps> EnsembleMlp<B> {
     /// An MLP with layer widths `widths` (input first, at least two), every layer drawn with
     /// `init` ([`draw_mlp`]: layer `l` uses seed `seed + l`).
     pub fn new(
@@ -202,7 +202,7 @@ impl<B: Backend> EnsembleMlp<B> {
 /// An ensemble whose member `m` is the single network drawn from `seeds[m]` alone, so that a
 /// member's initial weights do not depend on which other members share its program.
 /// `seeds` must not be empty (callers validate their configuration first).
-pub fn seeded_ensemble<B: Backend>(
+pub fn seeded_ensemble<B: QuenchOps>(
     init: Init,
     activation: Activation,
     widths: &[usize],

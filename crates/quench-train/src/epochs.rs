@@ -9,8 +9,8 @@
 //! per epoch (a closure of the epoch), or a rate per member that also sees the metric (the
 //! classifier's reduce-on-plateau).
 
-use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Tensor};
+use quench_device::QuenchOps;
 use quench_device::readback::to_host_f32;
 
 use crate::classify::{member_mask, member_tensor};
@@ -29,7 +29,7 @@ pub struct EpochValues {
 impl EpochValues {
     /// Every member's validation metric and summed training loss (both `[members]`, on the
     /// device), read back in one transfer.
-    pub fn read<B: Backend>(validation: Tensor<B, 1>, loss_sum: Tensor<B, 1>) -> Self {
+    pub fn read<B: QuenchOps>(validation: Tensor<B, 1>, loss_sum: Tensor<B, 1>) -> Self {
         let members = validation.dims()[0];
         let mut values = to_host_f32(Tensor::cat(vec![validation, loss_sum], 0));
         let loss_sum = values.split_off(members);
@@ -60,7 +60,7 @@ impl Rates {
 
     /// The rates as an optimiser takes them: `[1, 1, 1]` when shared, `[members, 1, 1]` per
     /// member, in f32.
-    pub fn tensor<B: Backend>(&self, device: &B::Device) -> Tensor<B, 3> {
+    pub fn tensor<B: QuenchOps>(&self, device: &B::Device) -> Tensor<B, 3> {
         match self {
             Self::Shared(rate) => Tensor::full([1, 1, 1], *rate, device),
             Self::PerMember(rates) => member_tensor(rates.iter().map(|&r| r as f32), device),
@@ -70,7 +70,7 @@ impl Rates {
 
 /// The `[members, 1, 1]` mask of the members an epoch steps; `None` while every member does
 /// (no masking needed).
-pub fn active_mask<B: Backend>(
+pub fn active_mask<B: QuenchOps>(
     active: Option<&[bool]>,
     device: &B::Device,
 ) -> Option<Tensor<B, 3, Bool>> {
@@ -78,7 +78,7 @@ pub fn active_mask<B: Backend>(
 }
 
 /// `best` with the members flagged in `improved` replaced by their `current` weights.
-pub fn keep_improved<B: Backend>(
+pub fn keep_improved<B: QuenchOps>(
     best: Vec<Tensor<B, 3>>,
     current: &[Tensor<B, 3>],
     improved: &[bool],

@@ -4,7 +4,7 @@
 //! members of about 38k parameters, one input row each).
 
 use burn::tensor::Tensor;
-use burn::tensor::backend::Backend;
+use quench_device::QuenchOps;
 use quench_device::lanes::in_lanes;
 use quench_device::readback::{float_tensor, to_host_f32};
 use quench_device::{CpuBackend, host_lanes};
@@ -158,7 +158,7 @@ impl Activation {
 
 impl HostMlp {
     /// The values of `mlp` (one device-to-host copy per tensor).
-    pub fn from_ensemble<B: Backend>(mlp: &EnsembleMlp<B>) -> Self {
+    pub fn from_ensemble<B: QuenchOps>(mlp: &EnsembleMlp<B>) -> Self {
         let layers = mlp
             .layers
             .iter()
@@ -180,7 +180,7 @@ impl HostMlp {
     }
 
     /// The same values as an [`EnsembleMlp`] on `device`.
-    pub fn to_ensemble<B: Backend>(&self, device: &B::Device) -> EnsembleMlp<B> {
+    pub fn to_ensemble<B: QuenchOps>(&self, device: &B::Device) -> EnsembleMlp<B> {
         let params = layer_tensors::<B>(&self.layers, self.members, device);
         EnsembleMlp::from_params(params, self.activation)
     }
@@ -434,7 +434,7 @@ impl HostMlp {
 
 /// Layers (or their gradients) of `members` members as tensors in [`EnsembleMlp::params`]'
 /// order: weight `[members, fan_in, fan_out]` then bias `[members, 1, fan_out]`.
-pub fn layer_tensors<B: Backend>(
+pub fn layer_tensors<B: QuenchOps>(
     layers: &[HostLayer],
     members: usize,
     device: &B::Device,

@@ -3,8 +3,8 @@
 //! update of each parameter is one fused pass over host memory; elsewhere it is tensor ops,
 //! which the device's compiler fuses.
 
-use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Tensor};
+use quench_device::QuenchOps;
 use quench_device::lanes::in_lanes;
 use quench_device::readback::{float_tensor, to_host_f32};
 use quench_device::{host_lanes, runs_on_host};
@@ -42,14 +42,14 @@ impl Default for AdamConfig {
 
 /// Adam state for a parameter list whose tensors share the leading member axis.
 #[derive(Debug, Clone)]
-pub struct MemberAdam<B: Backend> {
+pub struct MemberAdam<B: QuenchOps> {
     config: AdamConfig,
     state: State<B>,
 }
 
 /// Where the moments and step counts live.
 #[derive(Debug, Clone)]
-enum State<B: Backend> {
+enum State<B: QuenchOps> {
     /// Tensors, updated op by op (about 13 passes over each parameter): the form for backends
     /// that queue work to a device and fuse it there.
     Tensors {
@@ -71,7 +71,7 @@ enum State<B: Backend> {
 /// Values below which a fused update runs on the calling thread only.
 const THREADED_FROM: usize = 1 << 16;
 
-impl<B: Backend> MemberAdam<B> {
+impl<B: QuenchOps> MemberAdam<B> {
     /// Fresh state for `members` members: fused on the CPU backend, op by op elsewhere.
     pub fn new(config: AdamConfig, members: usize, device: &B::Device) -> Self {
         if runs_on_host::<B>() {
@@ -121,7 +121,7 @@ impl<B: Backend> MemberAdam<B> {
 
 /// Zero first and second moments for `params`, made at the first step (the parameter list is
 /// not known before it).
-fn zero_moments_once<B: Backend, T: Clone>(
+fn zero_moments_once<B: QuenchOps, T: Clone>(
     moments: &mut Vec<(T, T)>,
     params: &[Tensor<B, 3>],
     zeros: impl Fn(&Tensor<B, 3>) -> T,
@@ -138,7 +138,7 @@ fn zero_moments_once<B: Backend, T: Clone>(
 }
 
 /// The op-by-op update.
-fn tensor_step<B: Backend>(
+fn tensor_step<B: QuenchOps>(
     c: AdamConfig,
     moments: &mut Vec<(Tensor<B, 3>, Tensor<B, 3>)>,
     steps: &mut Tensor<B, 3>,
@@ -267,7 +267,7 @@ impl AdamUpdate {
 }
 
 /// The fused update on host memory.
-fn host_step<B: Backend>(
+fn host_step<B: QuenchOps>(
     c: AdamConfig,
     moments: &mut Vec<(Vec<f32>, Vec<f32>)>,
     steps: &mut [u64],

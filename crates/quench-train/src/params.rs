@@ -1,15 +1,15 @@
 //! Parameter lists with a member axis: gradients, per-member norms, clipping and masks.
 
-use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Bool, Tensor};
 use quench_device::Precision;
 use quench_device::readback::to_host_f32;
 use quench_device::reductions::Reduce;
 use quench_device::stats::{self, max_or_nan};
 use quench_device::views::ReshapeTo;
+use quench_device::{QuenchBackend, QuenchOps};
 
 /// Marks every parameter as requiring gradients (a fresh leaf of the autodiff graph).
-pub fn require_grad<B: AutodiffBackend>(
+pub fn require_grad<B: QuenchBackend>(
     params: Vec<Tensor<B::InnerBackend, 3>>,
 ) -> Vec<Tensor<B, 3>> {
     params
@@ -19,7 +19,7 @@ pub fn require_grad<B: AutodiffBackend>(
 }
 
 /// The gradients of `params` in `grads`, zero where a parameter took no part in the loss.
-pub fn gradients<B: AutodiffBackend>(
+pub fn gradients<B: QuenchBackend>(
     params: &[Tensor<B, 3>],
     grads: &B::Gradients,
 ) -> Vec<Tensor<B::InnerBackend, 3>> {
@@ -33,12 +33,12 @@ pub fn gradients<B: AutodiffBackend>(
 }
 
 /// The values of `params` without their autodiff history.
-pub fn values<B: AutodiffBackend>(params: &[Tensor<B, 3>]) -> Vec<Tensor<B::InnerBackend, 3>> {
+pub fn values<B: QuenchBackend>(params: &[Tensor<B, 3>]) -> Vec<Tensor<B::InnerBackend, 3>> {
     params.iter().map(|p| p.clone().inner()).collect()
 }
 
 /// The L2 norm of every member's whole gradient: `[members, 1, 1]`.
-pub fn member_norms<B: Backend>(grads: &[Tensor<B, 3>]) -> Tensor<B, 3> {
+pub fn member_norms<B: QuenchOps>(grads: &[Tensor<B, 3>]) -> Tensor<B, 3> {
     grads
         .iter()
         .map(|g| g.clone().powi_scalar(2).sum_along(2).sum_along(1))
@@ -49,7 +49,10 @@ pub fn member_norms<B: Backend>(grads: &[Tensor<B, 3>]) -> Tensor<B, 3> {
 
 /// Scales each member's gradient so that its norm is at most `max_norm`, as PyTorch's
 /// `clip_grad_norm_` does for one network (coefficient `max_norm / (norm + 1e-6)`, capped at 1).
-pub fn clip_member_norms<B: Backend>(grads: Vec<Tensor<B, 3>>, max_norm: f64) -> Vec<Tensor<B, 3>> {
+pub fn clip_member_norms<B: QuenchOps>(
+    grads: Vec<Tensor<B, 3>>,
+    max_norm: f64,
+) -> Vec<Tensor<B, 3>> {
     let denominator = member_norms(&grads) + 1e-6;
     // A division, not `recip`: burn-ndarray's `recip` is the CPU's 12-bit estimate
     // (`quench_device::allocator::VectorAligned` says more).
@@ -58,7 +61,7 @@ pub fn clip_member_norms<B: Backend>(grads: Vec<Tensor<B, 3>>, max_norm: f64) ->
 }
 
 /// `[members, 1, 1]`: true where every gradient entry of the member is finite.
-pub fn finite_members<B: Backend>(grads: &[Tensor<B, 3>]) -> Tensor<B, 3, Bool> {
+pub fn finite_members<B: QuenchOps>(grads: &[Tensor<B, 3>]) -> Tensor<B, 3, Bool> {
     grads
         .iter()
         .map(|g| g.clone().sum_along(2).sum_along(1))
@@ -70,7 +73,7 @@ pub fn finite_members<B: Backend>(grads: &[Tensor<B, 3>]) -> Tensor<B, 3, Bool> 
 /// The members that take this optimiser step, `[members, 1, 1]` (`None`: all): the `active`
 /// ones, and under a low `precision`, where the forward pass can overflow, only those whose
 /// whole gradient is finite.
-pub fn stepping_members<B: Backend>(
+pub fn stepping_members<B: QuenchOps>(
     active: Option<Tensor<B, 3, Bool>>,
     grads: &[Tensor<B, 3>],
     precision: Precision,
@@ -87,7 +90,7 @@ pub fn stepping_members<B: Backend>(
 
 /// `kept` with every member where `replace` (`[members, 1, 1]`) is true taken from
 /// `candidates` instead: how each member's best weights follow its improvements.
-pub fn replace_members<B: Backend>(
+pub fn replace_members<B: QuenchOps>(
     kept: Vec<Tensor<B, 3>>,
     candidates: &[Tensor<B, 3>],
     replace: Tensor<B, 3, Bool>,
@@ -100,7 +103,7 @@ pub fn replace_members<B: Backend>(
 
 /// Averages gradients over the member axis, leaving out members where `keep` is false:
 /// `[members, a, b]` to `[1, a, b]`. With no member kept the result is zero.
-pub fn masked_member_mean<B: Backend>(
+pub fn masked_member_mean<B: QuenchOps>(
     grads: Vec<Tensor<B, 3>>,
     keep: Tensor<B, 3, Bool>,
 ) -> Vec<Tensor<B, 3>> {
@@ -118,7 +121,7 @@ pub fn masked_member_mean<B: Backend>(
 
 /// Sums gradients over the member axis, leaving out members where `keep` is false:
 /// `[members, a, b]` to `[1, a, b]`; what each process contributes to a mean over processes.
-pub fn masked_member_sum<B: Backend>(
+pub fn masked_member_sum<B: QuenchOps>(
     grads: Vec<Tensor<B, 3>>,
     keep: Tensor<B, 3, Bool>,
 ) -> Vec<Tensor<B, 3>> {
@@ -134,7 +137,7 @@ pub fn masked_member_sum<B: Backend>(
 
 /// The largest `|a - b|` over the entries of two parameter lists of the same shapes, read
 /// back once per tensor: NaN when any entry is, infinite when the lists do not pair up.
-pub fn max_abs_difference<B: Backend>(a: &[Tensor<B, 3>], b: &[Tensor<B, 3>]) -> f64 {
+pub fn max_abs_difference<B: QuenchOps>(a: &[Tensor<B, 3>], b: &[Tensor<B, 3>]) -> f64 {
     if a.len() != b.len() || a.iter().zip(b).any(|(x, y)| x.dims() != y.dims()) {
         return f64::INFINITY;
     }
@@ -149,7 +152,7 @@ pub fn max_abs_difference<B: Backend>(a: &[Tensor<B, 3>], b: &[Tensor<B, 3>]) ->
 /// `|a|`, the worst over the list: how far two computations of the same gradients part,
 /// whatever their scale. Infinite when the lists do not pair up or a tensor of `a` is all zero
 /// while its partner is not; NaN when any entry is.
-pub fn max_relative_difference<B: Backend>(a: &[Tensor<B, 3>], b: &[Tensor<B, 3>]) -> f64 {
+pub fn max_relative_difference<B: QuenchOps>(a: &[Tensor<B, 3>], b: &[Tensor<B, 3>]) -> f64 {
     if a.len() != b.len() || a.iter().zip(b).any(|(x, y)| x.dims() != y.dims()) {
         return f64::INFINITY;
     }

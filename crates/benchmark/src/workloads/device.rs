@@ -2,6 +2,7 @@
 //! tiny-operation latency, matmul throughput and copy bandwidth beside the workloads.
 
 use burn::tensor::backend::AutodiffBackend;
+use quench_device::QuenchBackend;
 use quench_device::Stats;
 use quench_device::diagnostics::{
     CopyDirection, MatmulShape, copy_bandwidth, matmul_throughput, tiny_op_latency,
@@ -130,7 +131,7 @@ impl TableWorkload for DeviceFigures {
         Ok(params)
     }
 
-    fn run_variant<B: AutodiffBackend>(
+    fn run_variant<B: QuenchBackend>(
         &self,
         variant: &Variant<Measure>,
         params: &Params,

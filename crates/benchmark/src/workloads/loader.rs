@@ -4,11 +4,11 @@
 //! measured alone. Where no MNIST-like data set is installed it runs on quench-data's synthetic
 //! stand-in (same shapes), and says so.
 
+use quench_device::QuenchBackend;
 use std::path::Path;
 use std::sync::Arc;
 
 use burn::tensor::Tensor;
-use burn::tensor::backend::AutodiffBackend;
 use quench_data::{
     Dataset, Loader, LoaderConfig, MNIST_MEAN, MNIST_STD, Mnist, MnistSource, Mode, Split,
 };
@@ -173,7 +173,7 @@ impl TableWorkload for LoaderWorkload {
             .map(|dir| peer_on(dir, &prepared.params)))
     }
 
-    fn run_variant<B: AutodiffBackend>(
+    fn run_variant<B: QuenchBackend>(
         &self,
         variant: &Variant<Setting>,
         prepared: &PreparedLoader,

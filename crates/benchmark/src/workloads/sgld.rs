@@ -7,9 +7,9 @@
 //! iteration is one epoch of the grid (every chain still running takes an epoch), so speed-ups
 //! are ratios of whole-grid times.
 
+use quench_device::QuenchBackend;
 use std::path::{Path, PathBuf};
 
-use burn::tensor::backend::AutodiffBackend;
 use quench_data::MnistSource;
 use quench_device::files::in_working_folder_or_source_tree;
 use quench_sgld::{
@@ -206,7 +206,7 @@ impl TableWorkload for SgldGrid {
         Ok(peer_of(&prepared.config))
     }
 
-    fn run_variant<B: AutodiffBackend>(
+    fn run_variant<B: QuenchBackend>(
         &self,
         variant: &Variant<Plan>,
         prepared: &PreparedGrid,

@@ -11,10 +11,10 @@
 //! the suite names MetaTrader-5 exports; the PyTorch peer (`peers/temporal.py`) trains on the
 //! same windows, exported for it as numpy files.
 
+use quench_device::QuenchBackend;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use burn::tensor::backend::AutodiffBackend;
 use quench_data::{
     Bars, DOWN, FLAT, MarketConfig, MarketData, Mode, UP, WindowConfig, market_windows,
     synthetic_market,
@@ -489,7 +489,7 @@ impl<const MODEL: usize> TableWorkload for Temporal<MODEL> {
         )))
     }
 
-    fn run_variant<B: AutodiffBackend>(
+    fn run_variant<B: QuenchBackend>(
         &self,
         variant: &Variant<Setting>,
         prepared: &PreparedTemporal,

@@ -6,8 +6,8 @@
 //! batch 8 is a few hundred thousand flops, which autodiff's graph of some forty small ops
 //! (and the copies behind it) took several times longer to schedule than to compute.
 
-use burn::tensor::backend::Backend;
 use quench_data::{Dataset, Loader, Mode};
+use quench_device::QuenchOps;
 use quench_device::threefry::{StreamKey, fill_uniforms};
 
 use super::{DROPOUT_STREAM, Members, Program, part_values, rates_f32};
@@ -18,7 +18,7 @@ use quench_train::optim::AdamConfig;
 use std::convert::Infallible;
 
 /// The members in host memory.
-pub(super) struct HostMembers<'a, B: Backend> {
+pub(super) struct HostMembers<'a, B: QuenchOps> {
     config: &'a super::ClassifierConfig,
     /// Assembles each batch on the host (no threads, no device).
     loader: Loader<B>,
@@ -71,7 +71,7 @@ fn first_max(row: &[f32]) -> usize {
     best
 }
 
-impl<'a, B: Backend> HostMembers<'a, B> {
+impl<'a, B: QuenchOps> HostMembers<'a, B> {
     pub(super) fn new(
         program: &Program<'a>,
         data: &Dataset,
@@ -220,7 +220,7 @@ impl<'a, B: Backend> HostMembers<'a, B> {
     }
 }
 
-impl<B: Backend> SeedMembers for HostMembers<'_, B> {
+impl<B: QuenchOps> SeedMembers for HostMembers<'_, B> {
     type Error = Infallible;
 
     fn epoch(
@@ -270,7 +270,7 @@ impl<B: Backend> SeedMembers for HostMembers<'_, B> {
     }
 }
 
-impl<B: Backend> Members for HostMembers<'_, B> {
+impl<B: QuenchOps> Members for HostMembers<'_, B> {
     fn test_accuracy(&self) -> Vec<f32> {
         self.test.accuracy(&self.best)
     }

@@ -37,7 +37,7 @@ fn separable(lines_per_source: usize, bias: f64) -> Dataset {
 }
 
 /// `config` checked, then trained: refused settings come back as the error.
-fn train<B: burn::tensor::backend::AutodiffBackend>(
+fn train<B: quench_device::QuenchBackend>(
     data: &Dataset,
     config: &ClassifierConfig,
     execution: &Execution,

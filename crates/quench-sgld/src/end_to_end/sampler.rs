@@ -9,10 +9,10 @@
 //! with probability around 1e-5 per comparison while a wrong temperature, a missing prior term
 //! or a chain stuck in one mode fails by many standard errors.
 
+use quench_device::QuenchBackend;
 use std::sync::Arc;
 
 use crate::{ChainSchedule, Noise, Sgld};
-use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData};
 use quench_data::{Dataset, Loader, LoaderConfig, Mode, TwoModeMixture};
 use quench_device::readback::to_host_f32;
@@ -42,7 +42,7 @@ impl Run<'_> {
     /// Runs on `device` from `start` (`[chains][dim]`) with the minibatch loss
     /// `loss(theta, rows)`, which maps `[chains, dim, 1]` and `[chains, batch, width]` to
     /// per-chain losses `[chains, 1, 1]`; returns every chain's final parameters.
-    fn sample<B: AutodiffBackend>(
+    fn sample<B: QuenchBackend>(
         self,
         device: &B::Device,
         start: Vec<Vec<f64>>,

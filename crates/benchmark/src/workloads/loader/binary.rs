@@ -3,11 +3,11 @@
 //! a time from the loader's batches.
 
 use burn::tensor::activation::sigmoid;
-use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor};
 use quench_data::Batch;
 use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
+use quench_device::{QuenchBackend, QuenchOps};
 
 use quench_train::amp::MixedPrecision;
 use quench_train::ensemble::EnsembleMlp;
@@ -15,7 +15,7 @@ use quench_train::params::require_grad;
 
 /// Mean binary cross-entropy of logits `[members, batch, 1]` against labels 0/1 of the same
 /// shape, in the form that stays finite for large logits.
-pub fn binary_cross_entropy<B: Backend>(
+pub fn binary_cross_entropy<B: QuenchOps>(
     logits: Tensor<B, 3>,
     labels: Tensor<B, 3>,
 ) -> Tensor<B, 1> {
@@ -27,7 +27,7 @@ pub fn binary_cross_entropy<B: Backend>(
 /// One epoch of SGD with learning rate `lr` over `batches` (features `[members, batch, in]`,
 /// labels `[members, batch]`), starting from `params` (the layers of `model`, weight then bias
 /// each); the forward pass runs in `amp`'s precision. Returns the trained parameters.
-pub fn sgd_epoch<B: AutodiffBackend>(
+pub fn sgd_epoch<B: QuenchBackend>(
     model: &EnsembleMlp<B::InnerBackend>,
     mut params: Vec<Tensor<B::InnerBackend, 3>>,
     batches: impl Iterator<Item = Batch<B>>,
@@ -55,7 +55,7 @@ pub fn sgd_epoch<B: AutodiffBackend>(
 
 /// The fraction of `labels` (0/1, `[samples]`) that `model` with `params` predicts for
 /// `features` `[1, samples, in]` (logit > 0); reads the predictions back once.
-pub fn accuracy<B: Backend>(
+pub fn accuracy<B: QuenchOps>(
     model: &EnsembleMlp<B>,
     params: Vec<Tensor<B, 3>>,
     features: Tensor<B, 3>,

@@ -2,11 +2,11 @@
 //! early stopping; the baseline trains the seeds one at a time at batch 8 in f32 with data
 //! streamed from the host, as the original did.
 
+use quench_device::QuenchBackend;
 use std::path::Path;
 
 use anyhow::Context;
 
-use burn::tensor::backend::AutodiffBackend;
 use quench_data::{Dataset, Mode};
 use quench_qrng::Batching;
 use quench_qrng::classifier::{ClassifierConfig, Execution, train_classifier};
@@ -230,7 +230,7 @@ impl TableWorkload for QrngClassifier {
         }))
     }
 
-    fn run_variant<B: AutodiffBackend>(
+    fn run_variant<B: QuenchBackend>(
         &self,
         variant: &Variant<Setting>,
         prepared: &PreparedClassifier,

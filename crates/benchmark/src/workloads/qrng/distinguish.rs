@@ -1,6 +1,6 @@
 //! Workload `qrng-distinguish`: the distinguishability tournament of every pair of sources.
 
-use burn::tensor::backend::AutodiffBackend;
+use quench_device::QuenchBackend;
 use quench_qrng::distinguish::{DistinguishConfig, distinguish};
 use serde::Deserialize;
 
@@ -58,7 +58,7 @@ impl TableWorkload for QrngDistinguish {
         })
     }
 
-    fn run_variant<B: AutodiffBackend>(
+    fn run_variant<B: QuenchBackend>(
         &self,
         _variant: &Variant<()>,
         prepared: &PreparedDistinguish,

@@ -1,11 +1,11 @@
 //! Workload `qrng-gan`: the GAN tournament, a generator per pair of sources; the baseline plays
 //! the matches one at a time with noise drawn on the host and autodiff, as the original did.
 
+use quench_device::QuenchBackend;
 use std::path::Path;
 
 use anyhow::Context;
 
-use burn::tensor::backend::AutodiffBackend;
 use quench_qrng::Batching;
 use quench_qrng::gan::{GanConfig, Noise, gan_tournament_shard};
 use quench_train::settings::Valid;
@@ -151,7 +151,7 @@ impl TableWorkload for QrngGan {
         }))
     }
 
-    fn run_variant<B: AutodiffBackend>(
+    fn run_variant<B: QuenchBackend>(
         &self,
         variant: &Variant<GanSetting>,
         prepared: &PreparedGan,
