@@ -58,8 +58,11 @@ pub enum Mode {
         /// Finished batches each worker, and the staging thread, may hold ahead of the
         /// consumer (at least 1).
         prefetch: usize,
-        /// Whether a staging thread uploads the batches, so that the transfer overlaps the
-        /// caller's compute; without it the caller uploads.
+        /// Whether a staging thread copies each batch into the backend's page-locked memory
+        /// (`Backend::staging`), so that the caller's upload is an asynchronous transfer that
+        /// overlaps its compute. The caller uploads in both cases: a tensor made on another
+        /// thread would belong to that thread's stream on a GPU backend (see
+        /// `loader::pipeline`).
         staging: bool,
     },
     /// The data is uploaded once; each epoch uploads one shuffled index tensor, and each batch

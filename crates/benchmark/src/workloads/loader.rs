@@ -110,7 +110,7 @@ const VARIANTS: [Variant<Setting>; 7] = [
     ),
     variant(
         "staging",
-        "batch 32, workers plus a staging thread that uploads while the model computes",
+        "batch 32, workers plus a staging thread that pins batches for asynchronous uploads",
         (32, true, true, false),
         (F32, claimed(1.05, 1.2)),
     ),

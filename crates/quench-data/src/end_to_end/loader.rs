@@ -209,6 +209,40 @@ quench_device::device_test! {
         }
     }
 
+    fn staged_batches_are_the_callers_over_many_epochs_of_wide_samples<B>(device) {
+        // Wide samples and many batches in flight: the staging thread's page-locked buffers
+        // are reused often. Each batch is read as it arrives, as training does.
+        const WIDTH: usize = 128;
+        let n = 600;
+        let labels: Vec<i64> = (0..n as i64).collect();
+        let features = (0..n * WIDTH).map(|i| i as f32).collect();
+        let data = [Arc::new(Dataset::new(features, labels, vec![WIDTH]).unwrap())];
+        let staged = Mode::Streaming {
+            num_workers: 2,
+            prefetch: 2,
+            staging: true,
+        };
+        let read = |loader: &mut Loader<B::InnerBackend>, epoch| -> Vec<f32> {
+            loader
+                .epoch(epoch)
+                .flat_map(|batch| {
+                    let mut values = to_host_f32(batch.features);
+                    values.extend(to_host_i64(batch.labels).into_iter().map(|l| l as f32));
+                    values
+                })
+                .collect()
+        };
+        let mut serial =
+            loader::<B::InnerBackend>(&data, &[3, 4], &config(32, true, false, SERIAL), device);
+        let mut threaded =
+            loader::<B::InnerBackend>(&data, &[3, 4], &config(32, true, false, staged), device);
+        for epoch in 0..8 {
+            let expected = read(&mut serial, epoch);
+            assert_eq!(expected.len(), 2 * n * (WIDTH + 1));
+            assert!(read(&mut threaded, epoch) == expected, "epoch {epoch}");
+        }
+    }
+
     fn a_leaked_epoch_neither_blocks_nor_leaks_into_the_next<B>(device) {
         let data = [numbered(60, 0)];
         let mode = Mode::Streaming {

@@ -22,28 +22,12 @@ enum Msg<T> {
     End,
 }
 
-/// Moves a host batch to `device`. With `pin`, the backend may first copy it to page-locked
-/// memory so that the transfer runs asynchronously; that extra copy pays off only on the
-/// staging thread, off the caller's path.
-pub(crate) fn upload<B: Backend>(mut host: HostBatch, device: &B::Device, pin: bool) -> Batch<B> {
-    if pin {
-        B::staging([&mut host.features, &mut host.labels].into_iter(), device);
-    }
-    let batch = Batch {
+/// Moves a host batch to `device`, on the calling thread.
+pub(crate) fn upload<B: Backend>(host: HostBatch, device: &B::Device) -> Batch<B> {
+    Batch {
         features: Tensor::from_data(host.features, device),
         labels: Tensor::from_data(host.labels, device),
-    };
-    if pin {
-        // The copies from page-locked memory are asynchronous, and that memory goes back to
-        // the backend's pool when the host batch is dropped: wait for them here, on the
-        // staging thread, before the next batch may reuse it. On the H200 the `staging`
-        // variant ended at test accuracy 0.5000 (0.9825 when run alone, and on the CPU) while
-        // ten other processes held the GPU and delayed its copies; this reuse is the likeliest
-        // cause. An execution error here also fails the caller's first read of the batch,
-        // where it is reported.
-        let _ = B::sync(device);
     }
-    batch
 }
 
 /// Joins its threads when dropped.
@@ -184,12 +168,19 @@ fn work(
     }
 }
 
-/// The staging thread's life: for each epoch, upload the feed's batches in order.
+/// The staging thread's life: for each epoch, copy the feed's batches, in order, into the
+/// backend's page-locked memory (`Backend::staging`), so that the caller's upload is an
+/// asynchronous transfer. The upload itself stays with the caller: a tensor made on this thread
+/// belongs to its own stream on a CubeCL backend, and one freed on the caller's thread could be
+/// reused here under the caller's pending reads. Uploading here, the loader's `staging` mode
+/// served one batch's labels with another's features now and then (test accuracy 0.5000 on
+/// the H200 while other processes shared it; a batch mismatch in `verify` on lavapipe, 1 run
+/// in 4).
 fn stage<B: Backend>(
     mut feed: Feed,
     device: &B::Device,
     jobs: &Receiver<Arc<EpochOrder>>,
-    batches: &SyncSender<Msg<Batch<B>>>,
+    batches: &SyncSender<Msg<HostBatch>>,
     cancel: &AtomicBool,
 ) {
     while let Ok(order) = jobs.recv() {
@@ -198,11 +189,9 @@ fn stage<B: Backend>(
             if cancel.load(Ordering::Acquire) {
                 break;
             }
-            let Some(host) = feed.next(k) else { break };
-            if batches
-                .send(Msg::Batch(upload(host, device, true)))
-                .is_err()
-            {
+            let Some(mut host) = feed.next(k) else { break };
+            B::staging([&mut host.features, &mut host.labels].into_iter(), device);
+            if batches.send(Msg::Batch(host)).is_err() {
                 return;
             }
         }
@@ -213,14 +202,14 @@ fn stage<B: Backend>(
     }
 }
 
-/// Who uploads.
-enum Stage<B: Backend> {
-    /// The caller, from its own feed.
+/// Where the caller takes its host batches from.
+enum Stage {
+    /// Its own feed.
     Direct(Feed),
     /// The staging thread, fed epochs through `jobs`.
     Staged {
         jobs: Sender<Arc<EpochOrder>>,
-        batches: Receiver<Msg<Batch<B>>>,
+        batches: Receiver<Msg<HostBatch>>,
     },
 }
 
@@ -231,7 +220,7 @@ pub(crate) struct Pipeline<B: Backend> {
     cancel: Arc<AtomicBool>,
     /// Whether an epoch was started and not finished (its iterator may have been leaked).
     in_flight: bool,
-    stage: Stage<B>,
+    stage: Stage,
     /// Held only to be dropped, after `stage` (declaration order): the queues close first,
     /// which lets every thread return before it is joined.
     _threads: Threads,
@@ -288,14 +277,16 @@ impl<B: Backend> Pipeline<B> {
     /// Panics if a loader thread has died, which only a panic inside it (already printed)
     /// can cause.
     pub fn next(&mut self, k: usize) -> Batch<B> {
-        let batch = match &mut self.stage {
-            Stage::Direct(feed) => feed.next(k).map(|host| upload(host, &self.device, false)),
+        let host = match &mut self.stage {
+            Stage::Direct(feed) => feed.next(k),
             Stage::Staged { batches, .. } => match batches.recv() {
-                Ok(Msg::Batch(batch)) => Some(batch),
+                Ok(Msg::Batch(host)) => Some(host),
                 Ok(Msg::End) | Err(_) => None,
             },
         };
-        batch.unwrap_or_else(|| panic!("a loader thread stopped before batch {k}; see its panic"))
+        let host = host
+            .unwrap_or_else(|| panic!("a loader thread stopped before batch {k}; see its panic"));
+        upload(host, &self.device)
     }
 
     /// Ends the current epoch; when it is `abandoned` part-way, the threads stop assembling it
