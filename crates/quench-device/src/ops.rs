@@ -231,6 +231,7 @@ impl<B: QuenchOps, C: CheckpointStrategy> QuenchOps for Autodiff<B, C> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reductions::Reduce;
     use burn::tensor::TensorData;
 
     type Host = NdArray<f32>;
@@ -338,8 +339,8 @@ mod tests {
             .into_data()
             .assert_approx_eq::<f32>(&precise.clone().into_data(), Default::default());
 
-        let plain_grads = (plain * weights.clone()).sum().backward();
-        let precise_grads = (precise * weights).sum().backward();
+        let plain_grads = (plain * weights.clone()).sum_all().backward();
+        let precise_grads = (precise * weights).sum_all().backward();
         for (x, shape) in [(&a, [3, 5, 7]), (&b, [1, 7, 4])] {
             let want = x.grad(&plain_grads).expect("gradient of the matmul");
             let got = x
