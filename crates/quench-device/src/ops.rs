@@ -13,6 +13,14 @@
 //!   weights but not for quantum states compared with an f64 reference. The default splits
 //!   each operand into a part exact in tf32 and a remainder and sums three products; the CPU
 //!   backend's matmul is exact f32 and is used as it is.
+//! - [`QuenchOps::counter_normals`]: the counter-based normals of [`crate::threefry`], the host
+//!   kernel on the CPU backend and integer and float tensor ops elsewhere.
+//!
+//! Capabilities: [`QuenchOps::host_kernels`] and [`QuenchOps::plain_host`] say where Quench's
+//! host kernels may stand in for a chain of tensor ops. The fused paths that still choose by
+//! them (the SGLD step, the GAN's and the qRNG classifier's member steps, the meta policy's
+//! inner loop, member Adam's host state, the exact solver's host states) are to become
+//! operations of this trait one at a time.
 
 use burn::backend::Autodiff;
 use burn::backend::NdArray;
