@@ -6,10 +6,11 @@ use std::path::Path;
 use crate::peers::Peer;
 use anyhow::Context;
 use burn::tensor::backend::Backend;
-use quench_device::QuenchBackend;
 use quench_device::counters::CallCounts;
 pub use quench_device::run_precision::{CheckedPrecision, PrecisionRole, RunPrecision};
-use quench_device::{OnDevice, Precision, SelectedDevice, Stats, TimingConfig, run_on};
+use quench_device::{
+    OnDevice, Precision, QuenchBackend, SelectedDevice, Stats, TimingConfig, run_on,
+};
 use quench_scale::World;
 use quench_train::settings::{Seeded, Valid};
 use serde::de::DeserializeOwned;

@@ -3,10 +3,9 @@
 
 use burn::tensor::Tensor;
 use quench_circuit::{Circuit, Mode, Simulator, reference};
-use quench_device::Precision;
-use quench_device::QuenchOps;
 use quench_device::readback::{float_tensor, to_host_f32};
 use quench_device::views::ReshapeTo;
+use quench_device::{Precision, QuenchOps};
 use serde::{Deserialize, Serialize};
 
 use quench_train::classify::dropout;

@@ -2,14 +2,13 @@
 
 use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
-use quench_device::{QuenchBackend, QuenchOps};
+use quench_device::{Precision, QuenchBackend, QuenchOps, SeededGenerator};
 use std::sync::Arc;
 
 use burn::tensor::{Int, Tensor, TensorData};
 use quench_circuit::Circuit;
 use quench_data::{Dataset, Loader, LoaderConfig, Mode};
 use quench_device::readback::{float_tensor, to_host_f32};
-use quench_device::{Precision, SeededGenerator};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand_distr::{Distribution, Normal};

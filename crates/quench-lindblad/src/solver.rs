@@ -19,8 +19,7 @@
 use burn::tensor::{DType, Int, Tensor, TensorData};
 use quench_device::readback::{float_tensor, to_host_f64};
 use quench_device::views::ReshapeTo;
-use quench_device::{QuenchOps, precise_matmul};
-use quench_device::{host_lanes, is_plain_host};
+use quench_device::{QuenchOps, host_lanes, is_plain_host, precise_matmul};
 use serde::{Deserialize, Serialize};
 
 use crate::batched::{ProductTree, apply, identity, matmul, polynomial};

@@ -9,12 +9,11 @@
 //! tasks_per_batch`, the meta-gradient is averaged with one all-reduce, every rank takes the
 //! same step, and rank 0 prints and writes. The time the all-reduce took is reported.
 
-use quench_device::QuenchBackend;
+use quench_device::{OnDevice, QuenchBackend, run_on, select_announced};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use quench_device::spec::{run_example, take_device_flag};
-use quench_device::{OnDevice, run_on, select_announced};
 use quench_lindblad::OperatorCache;
 use quench_meta::{MetaConfig, MetaError, MetaRun, save_policy};
 use quench_scale::{World, local_rank};

@@ -11,7 +11,7 @@
 
 use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
-use quench_device::{QuenchBackend, QuenchOps};
+use quench_device::{Precision, QuenchBackend, QuenchOps, SeededGenerator, runs_on_host};
 use std::convert::Infallible;
 use std::fmt;
 use std::sync::Arc;
@@ -20,7 +20,6 @@ use burn::tensor::{Int, Tensor, TensorData};
 use quench_data::{Dataset, Loader, LoaderConfig, Mode};
 use quench_device::readback::to_host_f32;
 use quench_device::stats::max_or_nan;
-use quench_device::{Precision, SeededGenerator, runs_on_host};
 use serde::{Deserialize, Serialize};
 
 mod fused;

@@ -8,7 +8,7 @@
 
 use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
-use quench_device::{QuenchBackend, QuenchOps};
+use quench_device::{QuenchBackend, QuenchOps, runs_on_host};
 use std::fmt;
 
 use burn::tensor::activation::{sigmoid, softmax};
@@ -16,7 +16,6 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData};
 use quench_data::BitStrings;
 use quench_device::readback::{float_tensor, to_host_f32};
-use quench_device::runs_on_host;
 use quench_device::threefry::NormalStreams;
 use quench_scale::Shard;
 use rand::SeedableRng;

@@ -10,14 +10,12 @@
 //! and rank 0 gathers them, prints the table and each rank's time. Each chain gives the same
 //! result as in one process: its initialisation, batch order and noise come from its own seed.
 
-use quench_device::QuenchBackend;
+use quench_device::{DeviceSpec, OnDevice, QuenchBackend, run_on, select_announced};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use quench_device::DeviceSpec;
 use quench_device::spec::{run_example, take_device_flag};
-use quench_device::{OnDevice, run_on, select_announced};
 use quench_scale::{Shard, World, local_rank};
 use quench_sgld::{
     ChainOutcome, Execution, GridConfig, GridData, GridResult, SgldError, run_grid_shard,

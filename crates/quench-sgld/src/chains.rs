@@ -2,13 +2,12 @@
 //! default initialisation): its training step, and its evaluation on whole data splits.
 
 use quench_device::reductions::Reduce;
-use quench_device::{QuenchBackend, QuenchOps};
+use quench_device::{Precision, QuenchBackend, QuenchOps, runs_on_host};
 use std::sync::Arc;
 
 use burn::tensor::{Tensor, TensorData};
 use quench_data::Dataset;
 use quench_device::readback::to_host_f32;
-use quench_device::{Precision, runs_on_host};
 
 use super::fused::{HostChains, mlp_gradients};
 use super::loss::zero_one_error;

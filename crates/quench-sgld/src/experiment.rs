@@ -1,13 +1,12 @@
 //! The grid as one batched program of every `(beta, repetition)` chain, or, as the original
 //! ran it, one chain after another.
 
-use quench_device::QuenchBackend;
 use quench_device::views::ReshapeTo;
+use quench_device::{Precision, QuenchBackend};
 use std::cmp::Reverse;
 
 use burn::tensor::Tensor;
 use quench_data::{Loader, LoaderConfig, Mode};
-use quench_device::Precision;
 use quench_scale::Shard;
 use quench_train::settings::Valid;
 

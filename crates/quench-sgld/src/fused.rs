@@ -14,12 +14,11 @@
 //! labels 0/1 `[chains, batch, 1]`.
 
 use burn::tensor::Tensor;
-use quench_device::QuenchOps;
-use quench_device::host_lanes;
 use quench_device::lanes::in_lanes;
 use quench_device::readback::{float_tensor, to_host_f32};
 use quench_device::reductions::Reduce;
 use quench_device::threefry::{NormalStreams, StreamKey, fill_normals};
+use quench_device::{QuenchOps, host_lanes};
 
 use super::{BoundedLoss, HostScales};
 

@@ -25,10 +25,9 @@ use burn::nn::transformer::{
 use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig, generate_sinusoids};
 use burn::tensor::activation::{gelu, relu, sigmoid, softmax};
 use burn::tensor::{Tensor, TensorData};
-use quench_device::QuenchOps;
 use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
-use quench_device::{Precision, SeededGenerator};
+use quench_device::{Precision, QuenchOps, SeededGenerator};
 use serde::{Deserialize, Serialize};
 
 use super::lstm::{self, LAYER_PARAMS, LstmCore};

@@ -11,12 +11,11 @@
 //! steps.
 
 use burn::tensor::{Distribution, Int, Tensor};
-use quench_device::QuenchBackend;
 use quench_device::readback::to_host_f32;
 use quench_device::reductions::Reduce;
 use quench_device::stats::max_or_nan;
 use quench_device::views::ReshapeTo;
-use quench_device::{Precision, SeededGenerator};
+use quench_device::{Precision, QuenchBackend, SeededGenerator};
 
 use super::lstm::{self, LstmCore};
 use super::model::{ModelKind, TemporalNet, Widths};

@@ -3,13 +3,12 @@
 //! clipping and early stopping on the validation loss.
 
 use quench_device::views::ReshapeTo;
-use quench_device::{QuenchBackend, QuenchOps};
+use quench_device::{Precision, QuenchBackend, QuenchOps, SeededGenerator};
 use std::sync::Arc;
 
 use burn::tensor::{Int, Tensor, TensorData};
 use quench_data::{Dataset, Loader, LoaderConfig, MarketData, MarketPart, Mode};
 use quench_device::readback::float_tensor;
-use quench_device::{Precision, SeededGenerator};
 use serde::{Deserialize, Serialize};
 
 use super::TemporalError;

@@ -4,10 +4,9 @@
 //! [`MixedPrecision::gradients`], so the policy means the same thing everywhere.
 
 use burn::tensor::Tensor;
-use quench_device::QuenchBackend;
 use quench_device::precision::all_finite;
 use quench_device::reductions::Reduce;
-use quench_device::{LossScaler, LossScalerConfig, Precision, StepDecision};
+use quench_device::{LossScaler, LossScalerConfig, Precision, QuenchBackend, StepDecision};
 
 use crate::params::gradients;
 

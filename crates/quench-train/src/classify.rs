@@ -3,10 +3,9 @@
 
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{Bool, Distribution, Int, Tensor, TensorData};
-use quench_device::Precision;
-use quench_device::QuenchOps;
 use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
+use quench_device::{Precision, QuenchOps};
 
 /// Mean cross-entropy of each member's batch: logits `[members, batch, classes]`, labels
 /// `[members, batch]`, result `[members]`.

@@ -4,10 +4,9 @@
 //! members of about 38k parameters, one input row each).
 
 use burn::tensor::Tensor;
-use quench_device::QuenchOps;
 use quench_device::lanes::in_lanes;
 use quench_device::readback::{float_tensor, to_host_f32};
-use quench_device::{CpuBackend, host_lanes};
+use quench_device::{CpuBackend, QuenchOps, host_lanes};
 
 use crate::ensemble::{Activation, EnsembleMlp};
 use crate::optim::{AdamConfig, AdamUpdate};

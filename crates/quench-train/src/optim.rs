@@ -4,10 +4,9 @@
 //! which the device's compiler fuses.
 
 use burn::tensor::{Bool, Tensor};
-use quench_device::QuenchOps;
 use quench_device::lanes::in_lanes;
 use quench_device::readback::{float_tensor, to_host_f32};
-use quench_device::{host_lanes, runs_on_host};
+use quench_device::{QuenchOps, host_lanes, runs_on_host};
 use serde::{Deserialize, Serialize};
 
 /// Adam's constants, as PyTorch names them; `weight_decay` is PyTorch's coupled L2 term for

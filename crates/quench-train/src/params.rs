@@ -1,12 +1,11 @@
 //! Parameter lists with a member axis: gradients, per-member norms, clipping and masks.
 
 use burn::tensor::{Bool, Tensor};
-use quench_device::Precision;
 use quench_device::readback::to_host_f32;
 use quench_device::reductions::Reduce;
 use quench_device::stats::{self, max_or_nan};
 use quench_device::views::ReshapeTo;
-use quench_device::{QuenchBackend, QuenchOps};
+use quench_device::{Precision, QuenchBackend, QuenchOps};
 
 /// Marks every parameter as requiring gradients (a fresh leaf of the autodiff graph).
 pub fn require_grad<B: QuenchBackend>(

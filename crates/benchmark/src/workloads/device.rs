@@ -2,11 +2,10 @@
 //! tiny-operation latency, matmul throughput and copy bandwidth beside the workloads.
 
 use burn::tensor::backend::AutodiffBackend;
-use quench_device::QuenchBackend;
-use quench_device::Stats;
 use quench_device::diagnostics::{
     CopyDirection, MatmulShape, copy_bandwidth, matmul_throughput, tiny_op_latency,
 };
+use quench_device::{QuenchBackend, Stats};
 use serde::Deserialize;
 
 use crate::workload::{

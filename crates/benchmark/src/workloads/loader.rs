@@ -4,7 +4,7 @@
 //! measured alone. Where no MNIST-like data set is installed it runs on quench-data's synthetic
 //! stand-in (same shapes), and says so.
 
-use quench_device::QuenchBackend;
+use quench_device::{QuenchBackend, measure_on};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -12,7 +12,6 @@ use burn::tensor::Tensor;
 use quench_data::{
     Dataset, Loader, LoaderConfig, MNIST_MEAN, MNIST_STD, Mnist, MnistSource, Mode, Split,
 };
-use quench_device::measure_on;
 use quench_train::amp::MixedPrecision;
 use quench_train::ensemble::{Activation, EnsembleMlp};
 use quench_train::init::Init;

@@ -1,14 +1,13 @@
 //! The SGLD grid end to end: the configurations, the equivalence of its execution paths
 //! (batched, masked, compacted, one chain at a time), and what the chains learn.
 
-use quench_device::QuenchBackend;
+use quench_device::{Precision, QuenchBackend};
 use std::path::PathBuf;
 
 use crate::{
     DatasetKind, Execution, GridConfig, GridData, GridResult, LossScale, NoiseSource, SgldError,
     run_grid, run_grid_shard, shard_chains,
 };
-use quench_device::Precision;
 use quench_scale::Shard;
 use quench_train::settings::Valid;
 
