@@ -130,14 +130,21 @@ fn matmul_precision<B: QuenchBackend>(device: &B::Device) -> Check {
     };
     let precise = to_host_f32(precise_matmul(tensor(&a), tensor(&b)));
     let plain = to_host_f32(tensor(&a).matmul(tensor(&b)));
-    let error = |got: &[f32]| {
-        max_or_nan((0..BATCH * N * N).map(|entry| {
+    // Each entry's f64 value and the sum of its terms' magnitudes, once for both products.
+    let reference: Vec<(f64, f64)> = (0..BATCH * N * N)
+        .map(|entry| {
             let (t, row, col) = (entry / (N * N), entry / N % N, entry % N);
-            let terms = (0..N)
-                .map(|k| f64::from(a[(t * N + row) * N + k]) * f64::from(b[(t * N + k) * N + col]));
-            let (sum, scale) = terms.fold((0.0, 0.0), |(s, m), x| (s + x, m + x.abs()));
-            (f64::from(got[entry]) - sum).abs() / scale
-        }))
+            (0..N)
+                .map(|k| f64::from(a[(t * N + row) * N + k]) * f64::from(b[(t * N + k) * N + col]))
+                .fold((0.0, 0.0), |(s, m), x| (s + x, m + x.abs()))
+        })
+        .collect();
+    let error = |got: &[f32]| {
+        max_or_nan(
+            got.iter()
+                .zip(&reference)
+                .map(|(&g, &(sum, scale))| (f64::from(g) - sum).abs() / scale),
+        )
     };
     Check::measured(
         &format!(

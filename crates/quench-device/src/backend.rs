@@ -208,18 +208,6 @@ pub fn select_announced(spec: DeviceSpec) -> Result<Selection, DeviceError> {
     Ok(selection)
 }
 
-/// Whether Quench's f32 host kernels may stand in for tensor ops on `B`
-/// ([`QuenchOps::host_kernels`]): the CPU backend in f32, with or without autodiff.
-pub fn runs_on_host<B: QuenchOps>() -> bool {
-    B::host_kernels()
-}
-
-/// Whether a host kernel that records no gradient may stand in for `B`'s tensor ops
-/// ([`QuenchOps::plain_host`]): the CPU backend without autodiff, in f32 or f64.
-pub fn is_plain_host<B: QuenchOps>() -> bool {
-    B::plain_host()
-}
-
 /// Threads a computation may split independent rows over when backend `B` runs each op on
 /// the calling thread, as the CPU backend (and its inner backend) does for elementwise work:
 /// the cores available to the process. 1 for any other backend, whose ops are queued to a
@@ -511,10 +499,10 @@ mod tests {
 
     #[test]
     fn only_the_cpu_backend_without_autodiff_is_plain_host() {
-        assert!(is_plain_host::<NdArray<f32>>());
-        assert!(is_plain_host::<NdArray<f64>>());
-        assert!(!is_plain_host::<CpuBackend>(), "autodiff records a graph");
-        assert!(!is_plain_host::<Autodiff<NdArray<f64>>>());
+        assert!(NdArray::<f32>::plain_host());
+        assert!(NdArray::<f64>::plain_host());
+        assert!(!CpuBackend::plain_host(), "autodiff records a graph");
+        assert!(!Autodiff::<NdArray<f64>>::plain_host());
     }
 
     #[test]
@@ -522,10 +510,10 @@ mod tests {
         use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
         // A type check named two exact types; any autodiff strategy over the f32 CPU backend
         // runs its ops on the host all the same.
-        assert!(runs_on_host::<Autodiff<NdArray<f32>, BalancedCheckpointing>>());
-        assert!(runs_on_host::<CpuBackend>());
+        assert!(Autodiff::<NdArray<f32>, BalancedCheckpointing>::host_kernels());
+        assert!(CpuBackend::host_kernels());
         assert!(
-            !runs_on_host::<NdArray<f64>>(),
+            !NdArray::<f64>::host_kernels(),
             "the host kernels compute in f32"
         );
     }

@@ -39,8 +39,8 @@ pub use backend::CudaBackend;
 #[cfg(feature = "wgpu")]
 pub use backend::WgpuBackend;
 pub use backend::{
-    CpuBackend, OnDevice, SelectedDevice, Selection, WgpuAdapter, host_lanes, is_plain_host,
-    run_on, runs_on_host, select, select_announced,
+    CpuBackend, OnDevice, SelectedDevice, Selection, WgpuAdapter, host_lanes, run_on, select,
+    select_announced,
 };
 pub use config::{ConfigError, load_toml};
 pub use error::DeviceError;

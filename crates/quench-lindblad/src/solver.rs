@@ -19,7 +19,7 @@
 use burn::tensor::{DType, Int, Tensor, TensorData};
 use quench_device::readback::{float_tensor, to_host_f64};
 use quench_device::views::ReshapeTo;
-use quench_device::{QuenchOps, host_lanes, is_plain_host, precise_matmul};
+use quench_device::{QuenchOps, host_lanes, precise_matmul};
 use serde::{Deserialize, Serialize};
 
 use crate::batched::{ProductTree, apply, identity, matmul, polynomial};
@@ -327,7 +327,7 @@ impl Solver {
             .norms()
             .bound(self.control_bound, self.rate_bound)
             * t_segment;
-        if self.method == Method::Exact && output == Output::States && is_plain_host::<B>() {
+        if self.method == Method::Exact && output == Output::States && B::plain_host() {
             let table = DegreeTable::for_roundoff(unit_roundoff(dtype));
             if segment_bound <= table.reach() {
                 let states = self.host_states(generators, batch, t_segment, table);

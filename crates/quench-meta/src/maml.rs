@@ -4,7 +4,7 @@
 use burn::tensor::Tensor;
 use quench_device::readback::{float_tensor, to_host_f32};
 use quench_device::reductions::Reduce;
-use quench_device::{QuenchBackend, QuenchOps, runs_on_host};
+use quench_device::{QuenchBackend, QuenchOps};
 use quench_scale::World;
 use serde::{Deserialize, Serialize};
 
@@ -49,7 +49,7 @@ pub struct InnerLoop {
 
 impl InnerLoop {
     fn on_host<B: QuenchOps>(&self) -> bool {
-        self.fused && runs_on_host::<B>()
+        self.fused && B::host_kernels()
     }
 }
 

@@ -11,7 +11,7 @@
 
 use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
-use quench_device::{Precision, QuenchBackend, QuenchOps, SeededGenerator, runs_on_host};
+use quench_device::{Precision, QuenchBackend, QuenchOps, SeededGenerator};
 use std::convert::Infallible;
 use std::fmt;
 use std::sync::Arc;
@@ -305,7 +305,7 @@ pub fn train_classifier<B: QuenchBackend>(
     };
     for seeds in programs {
         let program = Program::new(data, seeds, config)?;
-        let fused = execution.fused && execution.precision == Precision::F32 && runs_on_host::<B>();
+        let fused = execution.fused && execution.precision == Precision::F32 && B::host_kernels();
         let (members, epochs) = if fused {
             let weights = fused::HostMembers::<B::InnerBackend>::new(&program, data, device)?;
             program.run(weights)

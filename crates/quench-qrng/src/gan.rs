@@ -8,7 +8,7 @@
 
 use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
-use quench_device::{QuenchBackend, QuenchOps, runs_on_host};
+use quench_device::{QuenchBackend, QuenchOps};
 use std::fmt;
 
 use burn::tensor::activation::{sigmoid, softmax};
@@ -412,7 +412,7 @@ fn train_gan<B: QuenchBackend>(
     config: &GanConfig,
     device: &B::Device,
 ) -> Vec<Vec<f64>> {
-    if config.fused && runs_on_host::<B>() {
+    if config.fused && B::host_kernels() {
         return train_gan_host::<B::InnerBackend>(members, targets, config, device);
     }
     type Inner<B> = <B as AutodiffBackend>::InnerBackend;

@@ -2,7 +2,7 @@
 //! default initialisation): its training step, and its evaluation on whole data splits.
 
 use quench_device::reductions::Reduce;
-use quench_device::{Precision, QuenchBackend, QuenchOps, runs_on_host};
+use quench_device::{Precision, QuenchBackend, QuenchOps};
 use std::sync::Arc;
 
 use burn::tensor::{Tensor, TensorData};
@@ -95,7 +95,7 @@ impl<B: QuenchBackend> ChainBatch<B> {
         let fused = options.fused && options.precision == Precision::F32;
         let on_host = fused
             && widths.len() == 3
-            && runs_on_host::<B::InnerBackend>()
+            && B::InnerBackend::host_kernels()
             && matches!(sgld.noise, Noise::Counter(_));
         Self {
             state: if on_host {

@@ -6,7 +6,7 @@
 use burn::tensor::{Bool, Tensor};
 use quench_device::lanes::in_lanes;
 use quench_device::readback::{float_tensor, to_host_f32};
-use quench_device::{QuenchOps, host_lanes, runs_on_host};
+use quench_device::{QuenchOps, host_lanes};
 use serde::{Deserialize, Serialize};
 
 /// Adam's constants, as PyTorch names them; `weight_decay` is PyTorch's coupled L2 term for
@@ -73,7 +73,7 @@ const THREADED_FROM: usize = 1 << 16;
 impl<B: QuenchOps> MemberAdam<B> {
     /// Fresh state for `members` members: fused on the CPU backend, op by op elsewhere.
     pub fn new(config: AdamConfig, members: usize, device: &B::Device) -> Self {
-        if runs_on_host::<B>() {
+        if B::host_kernels() {
             Self {
                 config,
                 state: State::Host {
