@@ -15,6 +15,8 @@ pub mod diagnostics;
 pub mod error;
 pub mod files;
 pub mod generator;
+pub mod host_gemm;
+mod host_lstm;
 pub mod lanes;
 pub mod machine;
 pub mod memory;

@@ -15,6 +15,10 @@
 //!   backend's matmul is exact f32 and is used as it is.
 //! - [`QuenchOps::counter_normals`]: the counter-based normals of [`crate::threefry`], the host
 //!   kernel on the CPU backend and integer and float tensor ops elsewhere.
+//! - [`QuenchOps::lstm_forward`] and [`QuenchOps::lstm_backward`]: a whole LSTM layer over its
+//!   sequence, forward and back ([`lstm`]); the host kernel of `host_lstm` on the CPU
+//!   backend in f32, the composition of [`lstm::composed_forward`] elsewhere, and under
+//!   autodiff one node whose backward pass is the inner backend's.
 //!
 //! Capabilities: [`QuenchOps::host_kernels`] and [`QuenchOps::plain_host`] say where Quench's
 //! host kernels may stand in for a chain of tensor ops. The fused paths that still choose by
@@ -35,6 +39,10 @@ use burn::tensor::{Shape, Tensor, TensorMetadata, TensorPrimitive};
 
 use crate::readback::float_tensor;
 use crate::threefry::{StreamKey, normals_host, normals_tensor};
+
+pub mod lstm;
+
+use lstm::{LstmGradients, LstmTape, LstmWeights};
 
 /// Operations Quench adds to a Burn backend; see the module documentation.
 pub trait QuenchOps: Backend {
@@ -58,6 +66,30 @@ pub trait QuenchOps: Backend {
         normals_tensor::<Self>(keys, draw, len, device)
             .into_primitive()
             .tensor()
+    }
+
+    /// A whole LSTM layer forward ([`lstm`]): `inputs` `[rows, seq, batch, input]`, each row
+    /// in its own time order, to the tape whose `hidden` `[rows, seq, batch, hidden]` is the
+    /// output. `lanes`: threads a host kernel may spread the rows over.
+    fn lstm_forward(
+        inputs: Tensor<Self, 4>,
+        weights: &LstmWeights<Self>,
+        lanes: usize,
+    ) -> LstmTape<Self> {
+        let _ = lanes;
+        lstm::composed_forward(inputs, weights)
+    }
+
+    /// The layer's backward pass from its output's gradient `d_hidden` `[rows, seq, batch,
+    /// hidden]` and the tape [`QuenchOps::lstm_forward`] kept.
+    fn lstm_backward(
+        weights: &LstmWeights<Self>,
+        tape: &LstmTape<Self>,
+        d_hidden: Tensor<Self, 4>,
+        lanes: usize,
+    ) -> LstmGradients<Self> {
+        let _ = lanes;
+        lstm::composed_backward(weights, tape, d_hidden)
     }
 
     /// Whether tensors live in host memory and each op runs on the calling thread, so that
@@ -137,6 +169,51 @@ impl QuenchOps for NdArray<f32> {
         float_tensor::<Self, f32, 2>(normals_host(keys, draw, len), [keys.len(), len], device)
             .into_primitive()
             .tensor()
+    }
+
+    fn lstm_forward(
+        inputs: Tensor<Self, 4>,
+        weights: &LstmWeights<Self>,
+        lanes: usize,
+    ) -> LstmTape<Self> {
+        let primitive = |t: Tensor<Self, 3>| t.into_primitive().tensor();
+        let (inputs, [gates, cells, hidden]) = crate::host_lstm::forward(
+            inputs.into_primitive().tensor(),
+            primitive(weights.w_x.clone()),
+            primitive(weights.w_h.clone()),
+            primitive(weights.bias.clone()),
+            lanes,
+        );
+        let tensor = |t| Tensor::from_primitive(TensorPrimitive::Float(t));
+        LstmTape {
+            inputs: tensor(inputs),
+            gates: tensor(gates),
+            cells: tensor(cells),
+            hidden: tensor(hidden),
+        }
+    }
+
+    fn lstm_backward(
+        weights: &LstmWeights<Self>,
+        tape: &LstmTape<Self>,
+        d_hidden: Tensor<Self, 4>,
+        lanes: usize,
+    ) -> LstmGradients<Self> {
+        let tape = [&tape.inputs, &tape.gates, &tape.cells, &tape.hidden]
+            .map(|t| t.clone().into_primitive().tensor());
+        let [w_x, w_h, bias, inputs] = crate::host_lstm::backward(
+            tape,
+            weights.w_x.clone().into_primitive().tensor(),
+            weights.w_h.clone().into_primitive().tensor(),
+            d_hidden.into_primitive().tensor(),
+            lanes,
+        );
+        LstmGradients {
+            w_x: Tensor::from_primitive(TensorPrimitive::Float(w_x)),
+            w_h: Tensor::from_primitive(TensorPrimitive::Float(w_h)),
+            bias: Tensor::from_primitive(TensorPrimitive::Float(bias)),
+            inputs: Tensor::from_primitive(TensorPrimitive::Float(inputs)),
+        }
     }
 
     fn host_kernels() -> bool {
@@ -229,6 +306,23 @@ impl<B: QuenchOps, C: CheckpointStrategy> QuenchOps for Autodiff<B, C> {
         device: &Self::Device,
     ) -> FloatTensor<Self> {
         <Self as AutodiffBackend>::from_inner(B::counter_normals(keys, draw, len, device))
+    }
+
+    fn lstm_forward(
+        inputs: Tensor<Self, 4>,
+        weights: &LstmWeights<Self>,
+        lanes: usize,
+    ) -> LstmTape<Self> {
+        lstm::autodiff_forward(inputs, weights, lanes)
+    }
+
+    fn lstm_backward(
+        weights: &LstmWeights<Self>,
+        tape: &LstmTape<Self>,
+        d_hidden: Tensor<Self, 4>,
+        lanes: usize,
+    ) -> LstmGradients<Self> {
+        lstm::autodiff_backward(weights, tape, d_hidden, lanes)
     }
 
     fn host_kernels() -> bool {

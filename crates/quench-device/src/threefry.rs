@@ -161,9 +161,9 @@ fn four_rounds<const A: u32, const B: u32, const C: u32, const D: u32>(
     }
 }
 
-crate::avx2_dispatch! {
+crate::simd_dispatch! {
     /// Fills `out` with values `first..first + out.len()` of one member's draw. `first` is
-    /// even. AVX2 where the CPU has it, with the same values (`crate::simd`).
+    /// even. AVX-512 or AVX2 where the CPU has them, with the same values (`crate::simd`).
     fn fill_member(key: StreamKey, draw: u64, first: usize, out: &mut [f32]) => fill_member_portable
 }
 

@@ -192,9 +192,9 @@ impl HostChains {
     }
 }
 
-quench_device::avx2_dispatch! {
-    /// Steps `chains`, each with its own scratch reused; AVX2 where the CPU has it, with the
-    /// same values (`quench_device::simd`).
+quench_device::simd_dispatch! {
+    /// Steps `chains`, each with its own scratch reused; AVX-512 or AVX2 where the CPU has
+    /// them, with the same values (`quench_device::simd`).
     fn step_chains(chains: Vec<ChainView>, inputs: usize, hidden: usize, k: Constants) => step_chains_portable
 }
 
