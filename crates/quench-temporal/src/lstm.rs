@@ -12,21 +12,19 @@
 //! A member's two directions share its axis entry, so per-member clipping, early stopping and
 //! optimiser masks cover the whole network of a seed.
 //!
-//! The fused layer runs one input projection for every time step, both directions and every
-//! member (one batched matmul), then one recurrent batched matmul per step for both directions
-//! and every member: the backward direction reads its input reversed in time, so step `t`
-//! serves both. `burn::nn::Lstm` runs eight matmuls per step and direction, member by member.
+//! The fused layer is one [`QuenchOps::lstm_forward`] over `2 members` rows (the backward
+//! direction reads its input reversed in time), its gradient one [`QuenchOps::lstm_backward`]:
+//! on the CPU a host kernel (one thread per row range, AVX-512 products), elsewhere a
+//! composition of Burn ops with one recurrent product per step for every row.
+//! `burn::nn::Lstm` runs eight matmuls per step and direction, member by member.
 
 use quench_device::QuenchOps;
-use quench_device::reductions::Reduce;
+use quench_device::ops::lstm::{LstmTape, LstmWeights};
 use quench_device::views::ReshapeTo;
-use std::ops::Range;
 
 use burn::module::{Param, ParamId};
 use burn::nn::{Linear, Lstm, LstmConfig};
-use burn::tensor::activation::sigmoid;
 use burn::tensor::{Tensor, TensorData};
-use quench_device::lanes::in_lanes;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use serde::{Deserialize, Serialize};
@@ -110,39 +108,7 @@ pub fn bidirectional<B: QuenchOps>(
 }
 
 fn fused<B: QuenchOps>(layer: &[Tensor<B, 3>], x: Tensor<B, 4>) -> Tensor<B, 4> {
-    let [w_x, w_h, b_x, b_h] = rows(layer);
-    let [members, batch, seq, input] = x.dims();
-    let [rows, hidden, gates] = w_h.dims();
-    let device = x.device();
-    // Both directions' inputs, the backward one reversed in time: [2 members, batch seq, in].
-    let both =
-        Tensor::stack::<5>(vec![x.clone(), x.flip([2])], 1).reshape_to([rows, batch * seq, input]);
-    let bias = b_x + b_h;
-    // Every step's input projection at once, time-major so that a step is one slice.
-    let projected = (both.matmul(w_x.clone()) + bias)
-        .reshape_to([rows, batch, seq, gates])
-        .permute([2, 0, 1, 3]);
-    let mut h = Tensor::<B, 3>::zeros([rows, batch, hidden], &device);
-    let mut c = h.clone();
-    let mut outputs = Vec::with_capacity(seq);
-    for t in 0..seq {
-        let step = projected
-            .clone()
-            .narrow(0, t, 1)
-            .reshape_to([rows, batch, gates]);
-        let z = step + h.matmul(w_h.clone());
-        let s = sigmoid(z.clone());
-        let i = s.clone().slice([0..rows, 0..batch, 0..hidden]);
-        let f = s.clone().slice([0..rows, 0..batch, hidden..2 * hidden]);
-        let o = s.slice([0..rows, 0..batch, 3 * hidden..4 * hidden]);
-        let g = z.slice([0..rows, 0..batch, 2 * hidden..3 * hidden]).tanh();
-        c = f * c + i * g;
-        h = o * c.clone().tanh();
-        outputs.push(h.clone());
-    }
-    directions_to_features(
-        Tensor::stack::<4>(outputs, 2).reshape_to([members, 2, batch, seq, hidden]),
-    )
+    forward_taped(layer, x, quench_device::host_lanes::<B>()).0
 }
 
 /// The same layer through `burn::nn::Lstm`: for every member, a forward and a reversed LSTM
@@ -209,144 +175,42 @@ fn burn_lstm<B: QuenchOps>(
     lstm
 }
 
-/// What [`forward_taped`] keeps of a layer's forward pass for [`backward`].
-#[derive(Debug, Clone)]
-pub struct Tape<B: QuenchOps> {
-    /// Both directions' inputs, `[2 members, seq batch, input]`, step-major.
-    inputs: Tensor<B, 3>,
-    /// The recurrence of each lane (a range of rows).
-    lanes: Vec<LaneTape<B>>,
+/// What [`forward_taped`] keeps of a layer's forward pass for [`backward`]: the operation's
+/// tape, rows `2 m + d`.
+pub type Tape<B> = LstmTape<B>;
+
+/// The layer's weights as the operation takes them: `[2 members, ...]` rows, biases summed.
+fn weights<B: QuenchOps>(layer: &[Tensor<B, 3>]) -> LstmWeights<B> {
+    let [w_x, w_h, b_x, b_h] = rows(layer);
+    LstmWeights {
+        w_x,
+        w_h,
+        bias: b_x + b_h,
+    }
 }
 
-/// One lane's record, per time step in each direction's own order: the gate activations
-/// `[i, f, g, o]` `[rows, batch, 4 hidden]`, the tanh of their scaled pre-activations, the cell
-/// before the step and the tanh of the cell after it, and the hidden state after it
-/// `[rows, batch, hidden]`.
-#[derive(Debug, Clone)]
-struct LaneTape<B: QuenchOps> {
-    rows: Range<usize>,
-    gates: Vec<Tensor<B, 3>>,
-    tanh_gates: Vec<Tensor<B, 3>>,
-    cells: Vec<Tensor<B, 3>>,
-    tanh_cells: Vec<Tensor<B, 3>>,
-    hidden: Vec<Tensor<B, 3>>,
-}
-
-/// The gates through one tanh: `sigmoid(z) = (1 + tanh(z / 2)) / 2` for i, f and o, `tanh(z)`
-/// for g; per gate column `[4 hidden]`: the pre-activation scale, the output's scale and
-/// shift, and the derivative's factor (scale times output scale).
-fn gate_constants<B: QuenchOps>(hidden: usize, device: &B::Device) -> [Tensor<B, 3>; 4] {
-    let column = |ifo: f32, g: f32| {
-        let values: Vec<f32> = (0..4 * hidden)
-            .map(|k| {
-                if (2 * hidden..3 * hidden).contains(&k) {
-                    g
-                } else {
-                    ifo
-                }
-            })
-            .collect();
-        Tensor::from_data(TensorData::new(values, [1, 1, 4 * hidden]), device)
-    };
-    [
-        column(0.5, 1.0),
-        column(0.5, 1.0),
-        column(0.5, 0.0),
-        column(0.25, 1.0),
-    ]
-}
-
-/// `rows` split into at most `lanes` contiguous, nearly equal ranges.
-fn lane_ranges(rows: usize, lanes: usize) -> Vec<Range<usize>> {
-    let lanes = lanes.clamp(1, rows.max(1));
-    (0..lanes)
-        .map(|l| l * rows / lanes..(l + 1) * rows / lanes)
-        .collect()
-}
-
-/// `work` on every range, each in its own scoped thread when there are several: the per-step
-/// elementwise work of a backend that runs ops on the calling thread (burn-ndarray) then
-/// spreads over the cores.
-fn per_range<T: Send>(
-    ranges: Vec<Range<usize>>,
-    work: impl Fn(Range<usize>) -> T + Sync,
-) -> Vec<T> {
-    let lanes = ranges.len();
-    in_lanes(ranges, lanes, |group| {
-        group.into_iter().map(&work).collect::<Vec<T>>()
-    })
-    .into_iter()
-    .flatten()
-    .collect()
-}
-
-/// [`bidirectional`]'s fused layer on a backend without autodiff, keeping what [`backward`]
-/// needs: `x` `[members, batch, seq, input]` to `[members, batch, seq, 2 hidden]`. The
-/// recurrence runs in up to `lanes` threads, each over a range of the `2 members` rows.
+/// [`bidirectional`]'s fused layer, keeping what [`backward`] needs: `x` `[members, batch,
+/// seq, input]` to `[members, batch, seq, 2 hidden]`, through [`QuenchOps::lstm_forward`]
+/// (differentiable on an autodiff backend). A host kernel spreads the `2 members` rows over
+/// up to `lanes` threads.
 pub fn forward_taped<B: QuenchOps>(
     layer: &[Tensor<B, 3>],
     x: Tensor<B, 4>,
     lanes: usize,
 ) -> (Tensor<B, 4>, Tape<B>) {
-    let [w_x, w_h, b_x, b_h] = rows(layer);
     let [members, batch, seq, input] = x.dims();
-    let [rows, hidden, gates] = w_h.dims();
-    let device = x.device();
-    let [scale, out_scale, out_shift, _] = gate_constants::<B>(hidden, &device);
-    // The gates' pre-activation scale folded into the weights: one pass less per step.
-    let (w_x, w_h) = (w_x * scale.clone(), w_h * scale.clone());
     // Step-major rows per direction, the backward direction reversed in time.
     let inputs = Tensor::stack::<5>(vec![x.clone(), x.flip([2])], 1)
         .permute([0, 1, 3, 2, 4])
-        .reshape_to([rows, seq * batch, input]);
-    let projected = inputs.clone().matmul(w_x) + (b_x + b_h) * scale;
-    let lanes = per_range(lane_ranges(rows, lanes), |range| {
-        let n = range.len();
-        let projected = projected.clone().slice([range.clone()]);
-        let w_h = w_h.clone().slice([range.clone()]);
-        let mut h = Tensor::<B, 3>::zeros([n, batch, hidden], &device);
-        let mut c = h.clone();
-        let mut lane = LaneTape {
-            rows: range,
-            gates: Vec::with_capacity(seq),
-            tanh_gates: Vec::with_capacity(seq),
-            cells: Vec::with_capacity(seq),
-            tanh_cells: Vec::with_capacity(seq),
-            hidden: Vec::with_capacity(seq),
-        };
-        for t in 0..seq {
-            // Already scaled: the tanh's argument.
-            let z = projected
-                .clone()
-                .slice([0..n, t * batch..(t + 1) * batch, 0..gates])
-                + h.matmul(w_h.clone());
-            let tz = z.tanh();
-            let a = tz.clone() * out_scale.clone() + out_shift.clone();
-            let gate = |k: usize| {
-                a.clone()
-                    .slice([0..n, 0..batch, k * hidden..(k + 1) * hidden])
-            };
-            let (i, f, g, o) = (gate(0), gate(1), gate(2), gate(3));
-            lane.cells.push(c.clone());
-            c = f * c + i * g;
-            let tc = c.clone().tanh();
-            h = o * tc.clone();
-            lane.gates.push(a);
-            lane.tanh_gates.push(tz);
-            lane.tanh_cells.push(tc);
-            lane.hidden.push(h.clone());
-        }
-        lane
-    });
-    let out = Tensor::cat(
-        lanes
-            .iter()
-            .map(|lane| Tensor::stack::<4>(lane.hidden.clone(), 2))
-            .collect(),
-        0,
-    )
-    .reshape_to([members, 2, batch, seq, hidden]);
-    (directions_to_features(out), Tape { inputs, lanes })
+        .reshape_to([2 * members, seq, batch, input]);
+    let tape = B::lstm_forward(inputs, &weights(layer), lanes);
+    let hidden = tape.hidden.dims()[3];
+    let out = tape
+        .hidden
+        .clone()
+        .reshape_to([members, 2, seq, batch, hidden])
+        .swap_dims(2, 3);
+    (directions_to_features(out), tape)
 }
 
 /// `[members, 2, batch, seq, hidden]` (direction-own time order) to `[members, batch, seq,
@@ -360,94 +224,37 @@ fn directions_to_features<B: QuenchOps>(out: Tensor<B, 5>) -> Tensor<B, 4> {
         .reshape_to([members, batch, seq, 2 * hidden])
 }
 
-/// Back-propagation through time of a layer run by [`forward_taped`]: from the gradient of
-/// its output `dy` `[members, batch, seq, 2 hidden]`, the gradients of `[w_x, w_h, b_x, b_h]`
-/// (in the parameter list's layout) and of its input `[members, batch, seq, input]`. The
-/// per-step work (elementwise, plus one recurrent matmul) runs in the forward pass's lanes;
-/// the weight and input gradients are three matmuls over all steps at once.
+/// Back-propagation through time of a layer run by [`forward_taped`]
+/// ([`QuenchOps::lstm_backward`]): from the gradient of its output `dy` `[members, batch, seq,
+/// 2 hidden]`, the gradients of `[w_x, w_h, b_x, b_h]` (in the parameter list's layout) and of
+/// its input `[members, batch, seq, input]`.
 pub fn backward<B: QuenchOps>(
     layer: &[Tensor<B, 3>],
     tape: Tape<B>,
     dy: Tensor<B, 4>,
+    lanes: usize,
 ) -> (Vec<Tensor<B, 3>>, Tensor<B, 4>) {
-    let [w_x, w_h, _, _] = rows(layer);
+    let weights = weights(layer);
     let [members, batch, seq, _] = dy.dims();
-    let [rows, hidden, gates] = w_h.dims();
-    let input = w_x.dims()[1];
-    let device = dy.device();
-    let [_, _, _, derivative] = gate_constants::<B>(hidden, &device);
-    let negative_derivative = derivative.clone().neg();
+    let [rows, hidden, gates] = weights.w_h.dims();
+    let input = weights.w_x.dims()[1];
     // dy in the directions' own time order: [2 members, seq, batch, hidden], step-major.
     let dy = dy
         .reshape_to([members, batch, seq, 2, hidden])
         .permute([0, 3, 2, 1, 4]);
     let d_forward = dy.clone().slice([0..members, 0..1]);
     let d_backward = dy.slice([0..members, 1..2]).flip([2]);
-    let d_out = Tensor::cat(vec![d_forward, d_backward], 1).reshape_to([rows, seq, batch, hidden]);
-    let w_h_t = w_h.clone().swap_dims(1, 2);
-    let Tape { inputs, lanes } = tape;
-    let ranges = lanes.iter().map(|lane| lane.rows.clone()).collect();
-    // Each lane's [rows, seq batch, 4 hidden] pre-activation gradients and [rows, seq batch,
-    // hidden] hidden states before each step, step-major like the tape's inputs.
-    let per_lane = per_range(ranges, |range| {
-        let lane = lanes
-            .iter()
-            .find(|lane| lane.rows == range)
-            .unwrap_or_else(|| unreachable!("the ranges are the lanes'"));
-        let n = range.len();
-        let d_out = d_out.clone().slice([range.clone()]);
-        let w_h_t = w_h_t.clone().slice([range]);
-        let mut dh_next = Tensor::<B, 3>::zeros([n, batch, hidden], &device);
-        let mut dc_next = dh_next.clone();
-        let mut dz_steps = Vec::with_capacity(seq);
-        for t in (0..seq).rev() {
-            let a = &lane.gates[t];
-            let gate = |k: usize| {
-                a.clone()
-                    .slice([0..n, 0..batch, k * hidden..(k + 1) * hidden])
-            };
-            let (i, f, g, o) = (gate(0), gate(1), gate(2), gate(3));
-            let tc = lane.tanh_cells[t].clone();
-            let dh = d_out
-                .clone()
-                .slice([0..n, t..t + 1])
-                .reshape_to([n, batch, hidden])
-                + dh_next;
-            let d_o = dh.clone() * tc.clone();
-            let dc = dc_next + dh * o * (tc.clone() * tc).neg().add_scalar(1.0);
-            let d_i = dc.clone() * g;
-            let d_g = dc.clone() * i;
-            let d_f = dc.clone() * lane.cells[t].clone();
-            dc_next = dc * f;
-            let tz = lane.tanh_gates[t].clone();
-            // d tanh(k z) / dz = k (1 - tanh^2), as k + (-k) tanh^2: three passes.
-            let dz = Tensor::cat(vec![d_i, d_f, d_g, d_o], 2)
-                * ((tz.clone() * tz) * negative_derivative.clone() + derivative.clone());
-            dh_next = dz.clone().matmul(w_h_t.clone());
-            dz_steps.push(dz);
-        }
-        dz_steps.reverse();
-        let previous: Vec<Tensor<B, 3>> =
-            std::iter::once(Tensor::<B, 3>::zeros([n, batch, hidden], &device))
-                .chain(lane.hidden[..seq - 1].iter().cloned())
-                .collect();
-        (Tensor::cat(dz_steps, 1), Tensor::cat(previous, 1))
-    });
-    let (dz, previous): (Vec<_>, Vec<_>) = per_lane.into_iter().unzip();
-    let (dz, previous) = (Tensor::cat(dz, 0), Tensor::cat(previous, 0));
-    let d_w_h = previous.swap_dims(1, 2).matmul(dz.clone());
-    let d_w_x = inputs.swap_dims(1, 2).matmul(dz.clone());
-    let d_b = dz.clone().sum_along(1);
-    let dx = dz
-        .matmul(w_x.swap_dims(1, 2))
-        .reshape_to([members, 2, seq, batch, input]);
+    let d_hidden =
+        Tensor::cat(vec![d_forward, d_backward], 1).reshape_to([rows, seq, batch, hidden]);
+    let g = B::lstm_backward(&weights, &tape, d_hidden, lanes);
+    let dx = g.inputs.reshape_to([members, 2, seq, batch, input]);
     let dx = dx.clone().slice([0..members, 0..1]) + dx.slice([0..members, 1..2]).flip([2]);
     let dx = dx.reshape_to([members, seq, batch, input]).swap_dims(1, 2);
     let grads = vec![
-        d_w_x.reshape_to([members, 2 * input, gates]),
-        d_w_h.reshape_to([members, 2 * hidden, gates]),
-        d_b.clone().reshape_to([members, 2, gates]),
-        d_b.reshape_to([members, 2, gates]),
+        g.w_x.reshape_to([members, 2 * input, gates]),
+        g.w_h.reshape_to([members, 2 * hidden, gates]),
+        g.bias.clone().reshape_to([members, 2, gates]),
+        g.bias.reshape_to([members, 2, gates]),
     ];
     (grads, dx)
 }
@@ -459,6 +266,7 @@ mod tests {
     use burn::nn::BiLstmConfig;
     use burn::tensor::Distribution;
     use quench_device::readback::to_host_f32;
+    use quench_device::reductions::Reduce;
 
     type Train = Autodiff<NdArray<f32>>;
 
@@ -523,18 +331,17 @@ mod tests {
     }
 
     #[test]
-    fn hand_written_backpropagation_through_time_matches_autodiff() {
+    fn hand_written_backpropagation_through_time_matches_autodiff_through_burns_lstm() {
         let (layer, x, weights) = random_case([2, 3, 5, 4, 6], 3);
         let x = x.require_grad();
-        let y = bidirectional(LstmCore::Fused, &layer, x.clone());
+        let y = bidirectional(LstmCore::Burn, &layer, x.clone());
         let grads = (y.clone() * weights.clone()).sum_all().backward();
         let inner: Vec<_> = layer.iter().map(|p| p.clone().inner()).collect();
         // One lane, one per row, and lanes of uneven size give the same result.
         for lanes in [1, 4, 3] {
             let (taped_y, tape) = forward_taped(&inner, x.clone().inner(), lanes);
-            assert_eq!(tape.lanes.len(), lanes);
-            assert!(worst(&to_host_f32(taped_y), &to_host_f32(y.clone())) < 1e-6);
-            let (hand, dx) = backward(&inner, tape, weights.clone().inner());
+            assert!(worst(&to_host_f32(taped_y), &to_host_f32(y.clone())) < 1e-5);
+            let (hand, dx) = backward(&inner, tape, weights.clone().inner(), lanes);
             for (k, (p, g)) in layer.iter().zip(&hand).enumerate() {
                 let want = to_host_f32(p.grad(&grads).unwrap());
                 let got = to_host_f32(g.clone());

@@ -1,10 +1,11 @@
 //! One training step's losses and gradients.
 //!
 //! Every model but the fused LSTM is differentiated by Burn's autodiff. The fused LSTM's
-//! recurrence is differentiated by hand ([`lstm::backward`]) and autodiff covers the rest in
-//! two pieces: the head, with the last layer's output as a leaf whose gradient starts the
-//! back-propagation through time, and the input LayerNorm, whose parameters receive the
-//! gradient that comes out of the first layer. Autodiff through the recurrence would record
+//! recurrence is differentiated by hand ([`lstm::backward`], the `QuenchOps` LSTM operation's
+//! backward pass: a host kernel on the CPU) and autodiff covers the rest in two pieces: the
+//! head, with the last layer's output as a leaf whose gradient starts the back-propagation
+//! through time, and the input LayerNorm, whose parameters receive the gradient that comes out
+//! of the first layer. Autodiff through the recurrence would record
 //! tens of small ops per step, and every step's slice of the time-major projection would be
 //! back-propagated as a zero-filled tensor of the whole projection; by hand a step costs one
 //! matmul and a few elementwise passes, and the weight gradients are three matmuls over all
@@ -160,7 +161,8 @@ fn fused_lstm<B: QuenchBackend>(
                 let tape = tapes
                     .pop()
                     .unwrap_or_else(|| unreachable!("one tape per layer"));
-                let (g, dx) = lstm::backward(layer, tape, precision.to_compute(d));
+                let (g, dx) =
+                    lstm::backward(layer, tape, precision.to_compute(d), objective.lanes);
                 layer_grads[l] = g.into_iter().map(|t| precision.to_master(t)).collect();
                 d = match (l > 0).then(|| masks.pop()).flatten() {
                     Some(mask) => dx * mask,
