@@ -3,6 +3,7 @@
 //! the fused recurrence (in as many lanes as cores, and in one) against `burn::nn::Lstm`, and
 //! the Transformer. Throughput is in
 //! windows; `docs/benchmarks.md` turns it into GFLOP/s against `benchmark doctor`'s matmul.
+//! And one LSTM layer alone, forward and backward, its throughput in flops.
 
 // criterion_group! defines a public function that cannot carry a doc comment.
 #![allow(missing_docs)]
@@ -82,5 +83,40 @@ fn temporal(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, temporal);
+/// One bidirectional LSTM layer of the guide's network at batch 256 (the second layer: 256
+/// inputs, 128 hidden units per direction, 20 steps), forward and backward through the
+/// `QuenchOps` operation, layout changes included; in GFLOP of products per iteration
+/// (forward `2 S N 4H (I + H)` per direction, backward twice that).
+fn lstm_layer(c: &mut Criterion) {
+    let device = Default::default();
+    let (input, hidden) = (256, 128);
+    let layer = quench_temporal::lstm::initial_layer::<Cpu>(&[1], input, hidden, &device);
+    let x = Tensor::<Cpu, 4>::random(
+        [1, BATCH, WINDOW, input],
+        Distribution::Normal(0.0, 1.0),
+        &device,
+    );
+    let dy = Tensor::<Cpu, 4>::random(
+        [1, BATCH, WINDOW, 2 * hidden],
+        Distribution::Normal(0.0, 1.0),
+        &device,
+    );
+    let flops = 3 * 2 * 2 * WINDOW * BATCH * 4 * hidden * (input + hidden);
+    let mut group = c.benchmark_group("lstm_layer_b256");
+    group.sample_size(20);
+    group.throughput(Throughput::Elements(flops as u64));
+    for lanes in [quench_device::host_lanes::<Cpu>(), 1] {
+        group.bench_function(BenchmarkId::new("lanes", lanes), |b| {
+            b.iter(|| {
+                let (y, tape) = quench_temporal::lstm::forward_taped(&layer, x.clone(), lanes);
+                let (g, dx) = quench_temporal::lstm::backward(&layer, tape, dy.clone(), lanes);
+                // The CPU backend computes eagerly: the tensors hold the work done.
+                black_box((y, g, dx));
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, temporal, lstm_layer);
 criterion_main!(benches);

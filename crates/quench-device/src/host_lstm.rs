@@ -56,11 +56,14 @@ const LN2_LO: f32 = -2.121_944_4e-4;
 const ROUND: f32 = 12_582_912.0;
 
 /// `e^x` for finite `x`, clamped to `[-87, 88]` (normal results); relative error below 1e-7.
-/// Branch-free so that loops over it vectorise.
+/// Branch-free and without float-to-int conversions (whose saturation checks keep loops
+/// scalar), so that loops over it vectorise.
 #[inline(always)]
 fn exp(x: f32) -> f32 {
     let x = x.clamp(-87.0, 88.0);
-    let n = (x * std::f32::consts::LOG2_E + ROUND) - ROUND;
+    // `shifted` holds round(x / ln 2) in its low mantissa bits, offset by ROUND's.
+    let shifted = x * std::f32::consts::LOG2_E + ROUND;
+    let n = shifted - ROUND;
     let r = (x - n * LN2_HI) - n * LN2_LO;
     // e^r on |r| <= ln2 / 2 by its Taylor polynomial of degree 7 (remainder below 6e-9).
     let p = 1.0
@@ -69,7 +72,8 @@ fn exp(x: f32) -> f32 {
                 + r * (1.0 / 6.0
                     + r * (1.0 / 24.0
                         + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r * (1.0 / 5040.0)))))));
-    p * f32::from_bits(((n as i32 + 127) as u32) << 23)
+    let n_bits = shifted.to_bits().wrapping_sub(ROUND.to_bits());
+    p * f32::from_bits(n_bits.wrapping_add(127) << 23)
 }
 
 #[inline(always)]
@@ -100,19 +104,26 @@ fn cells_forward_portable(z: &mut [f32], c_prev: &[f32], c: &mut [f32], h: &mut 
         .zip(c.chunks_exact_mut(n))
         .zip(h.chunks_exact_mut(n))
     {
-        let (zi, rest) = z.split_at_mut(n);
-        let (zf, rest) = rest.split_at_mut(n);
-        let (zg, zo) = rest.split_at_mut(n);
-        let (zo, c_prev, c, h) = (&mut zo[..n], &c_prev[..n], &mut c[..n], &mut h[..n]);
+        // The activations a gate at a time: simple loops vectorise, where one loop over the
+        // four gates is packed across them instead.
+        let (ifg, zo) = z.split_at_mut(3 * n);
+        let (zif, zg) = ifg.split_at_mut(2 * n);
+        for v in zif.iter_mut() {
+            *v = sigmoid(*v);
+        }
+        for v in zo.iter_mut() {
+            *v = sigmoid(*v);
+        }
+        for v in zg.iter_mut() {
+            *v = tanh(*v);
+        }
+        let (zi, zf) = zif.split_at(n);
+        let (zi, zf, zg, zo) = (&zi[..n], &zf[..n], &zg[..n], &zo[..n]);
+        let (c_prev, c, h) = (&c_prev[..n], &mut c[..n], &mut h[..n]);
         for j in 0..n {
-            let i = sigmoid(zi[j]);
-            let f = sigmoid(zf[j]);
-            let g = tanh(zg[j]);
-            let o = sigmoid(zo[j]);
-            let cell = f * c_prev[j] + i * g;
-            (zi[j], zf[j], zg[j], zo[j]) = (i, f, g, o);
+            let cell = zf[j] * c_prev[j] + zi[j] * zg[j];
             c[j] = cell;
-            h[j] = o * tanh(cell);
+            h[j] = zo[j] * tanh(cell);
         }
     }
 }
