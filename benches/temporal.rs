@@ -49,6 +49,8 @@ fn step(
 }
 
 fn temporal(c: &mut Criterion) {
+    // As the benchmark binary runs: freed buffers reused, not mapped again every step.
+    quench_device::allocator::keep_freed_memory();
     let device = Default::default();
     let x = Tensor::<Cpu, 4>::random(
         [1, BATCH, WINDOW, FEATURES],
@@ -88,6 +90,7 @@ fn temporal(c: &mut Criterion) {
 /// `QuenchOps` operation, layout changes included; in GFLOP of products per iteration
 /// (forward `2 S N 4H (I + H)` per direction, backward twice that).
 fn lstm_layer(c: &mut Criterion) {
+    quench_device::allocator::keep_freed_memory();
     let device = Default::default();
     let (input, hidden) = (256, 128);
     let layer = quench_temporal::lstm::initial_layer::<Cpu>(&[1], input, hidden, &device);
