@@ -37,6 +37,23 @@ impl<'a> MatRef<'a> {
         }
     }
 
+    /// `rows x cols` with `row_stride` between rows' starts (a block of a wider matrix, or
+    /// every `k`-th row of one). Panics if the last row runs past `data`.
+    pub fn strided(data: &'a [f32], rows: usize, cols: usize, row_stride: usize) -> Self {
+        assert!(
+            rows == 0 || cols == 0 || (rows - 1) * row_stride + cols <= data.len(),
+            "{rows} rows of {cols} every {row_stride} in {} values",
+            data.len()
+        );
+        Self {
+            data,
+            rows,
+            cols,
+            row_stride,
+            col_stride: 1,
+        }
+    }
+
     /// The transpose (no copy).
     pub fn t(self) -> Self {
         Self {
@@ -62,15 +79,34 @@ impl<'a> MatRef<'a> {
 /// `dst = lhs @ rhs`, or `dst += lhs @ rhs` when `accumulate`; `dst` row-major `[lhs.rows,
 /// rhs.cols]`. Panics if the inner sizes differ or `dst` is too short (callers' shape errors).
 pub fn gemm(dst: &mut [f32], lhs: MatRef<'_>, rhs: MatRef<'_>, accumulate: bool) {
+    let n = rhs.cols;
+    gemm_strided(dst, n, lhs, rhs, accumulate);
+}
+
+/// [`gemm`] into rows `row_stride` apart in `dst` (a block of a wider matrix, or every `k`-th
+/// row of one).
+pub fn gemm_strided(
+    dst: &mut [f32],
+    row_stride: usize,
+    lhs: MatRef<'_>,
+    rhs: MatRef<'_>,
+    accumulate: bool,
+) {
     let (m, k, n) = (lhs.rows, lhs.cols, rhs.cols);
     assert_eq!(k, rhs.rows, "inner sizes of a [{m}, {k}] @ [{}, {n}]", rhs.rows);
-    assert!(dst.len() >= m * n, "a [{m}, {n}] product in {} values", dst.len());
     if m == 0 || n == 0 {
         return;
     }
+    assert!(
+        row_stride >= n && (m - 1) * row_stride + n <= dst.len(),
+        "a [{m}, {n}] product every {row_stride} in {} values",
+        dst.len()
+    );
     if k == 0 {
         if !accumulate {
-            dst[..m * n].fill(0.0);
+            for row in 0..m {
+                dst[row * row_stride..row * row_stride + n].fill(0.0);
+            }
         }
         return;
     }
@@ -84,7 +120,7 @@ pub fn gemm(dst: &mut [f32], lhs: MatRef<'_>, rhs: MatRef<'_>, accumulate: bool)
             k,
             dst.as_mut_ptr(),
             1,
-            n as isize,
+            row_stride as isize,
             accumulate,
             lhs.data.as_ptr(),
             lhs.col_stride as isize,
@@ -105,6 +141,22 @@ pub fn gemm(dst: &mut [f32], lhs: MatRef<'_>, rhs: MatRef<'_>, accumulate: bool)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn strided_blocks_multiply_in_place() {
+        // Every other row of a [4, 2] lhs, times [2, 1], into every third value of dst.
+        let lhs = [1.0, 2.0, 9.0, 9.0, 3.0, 4.0, 9.0, 9.0];
+        let rhs = [10.0, 1.0];
+        let mut dst = [0.5; 6];
+        gemm_strided(
+            &mut dst,
+            3,
+            MatRef::strided(&lhs, 2, 2, 4),
+            MatRef::row_major(&rhs, 2, 1),
+            true,
+        );
+        assert_eq!(dst, [12.5, 0.5, 0.5, 34.5, 0.5, 0.5]);
+    }
 
     #[test]
     fn products_of_transposed_views_accumulate_as_written() {

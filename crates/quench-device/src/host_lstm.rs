@@ -26,7 +26,7 @@ use burn::tensor::{FloatDType, TensorData, TensorMetadata};
 use burn::tensor::ops::FloatTensorOps;
 use burn_ndarray::{NdArray, NdArrayTensor};
 
-use crate::host_gemm::{MatRef, gemm};
+use crate::host_gemm::{MatRef, gemm, gemm_strided};
 use crate::lanes::in_lanes;
 
 /// One row's sizes.
@@ -176,11 +176,52 @@ fn cells_backward_portable(
     }
 }
 
-/// One row's forward pass: `x` `[S N, I]` (step-major), weights `w_x` `[I, G]`, `w_h` `[H, G]`,
-/// `bias` `[G]`; writes the activated gates `[S N, G]`, cells and hidden states `[S N, H]`.
+/// Where a row is in its sequence: the time step it reads at its `s`-th step (forward rows
+/// read times in order, backward rows from the last), and the one it read just before.
+#[derive(Debug, Clone, Copy)]
+struct Direction {
+    backward: bool,
+    seq: usize,
+}
+
+impl Direction {
+    fn time(self, step: usize) -> usize {
+        if self.backward {
+            self.seq - 1 - step
+        } else {
+            step
+        }
+    }
+}
+
+/// `width` values at row `n`, time `t` of a `[batch, seq, width]` buffer.
+fn at(n: usize, t: usize, seq: usize, width: usize) -> std::ops::Range<usize> {
+    let start = (n * seq + t) * width;
+    start..start + width
+}
+
+/// Two disjoint `width`-long pieces of `data` at `read` and `write` (different starts).
+fn read_and_write(
+    data: &mut [f32],
+    read: std::ops::Range<usize>,
+    write: std::ops::Range<usize>,
+) -> (&[f32], &mut [f32]) {
+    if read.start < write.start {
+        let (low, high) = data.split_at_mut(write.start);
+        (&low[read], &mut high[..write.len()])
+    } else {
+        let (low, high) = data.split_at_mut(read.start);
+        (&high[..read.len()], &mut low[write])
+    }
+}
+
+/// One row's forward pass over its member's inputs `x` `[N, S, I]` with `w_x` `[I, G]`, `w_h`
+/// `[H, G]` and `bias` `[G]`: writes the activated gates `[N, S, G]`, the cells and the hidden
+/// states `[N, S, H]`, all in time order whichever way the row reads.
 #[allow(clippy::too_many_arguments)]
 fn forward_row(
     s: RowShape,
+    direction: Direction,
     x: &[f32],
     w_x: &[f32],
     w_h: &[f32],
@@ -189,38 +230,42 @@ fn forward_row(
     cells: &mut [f32],
     hidden: &mut [f32],
 ) {
-    let (g, h, n) = (s.gates(), s.hidden, s.batch);
+    let (g, h, n, seq) = (s.gates(), s.hidden, s.batch, s.seq);
     for row in gates.chunks_exact_mut(g) {
         row.copy_from_slice(bias);
     }
     gemm(
         gates,
-        MatRef::row_major(x, s.seq * n, s.input),
+        MatRef::row_major(x, n * seq, s.input),
         MatRef::row_major(w_x, s.input, g),
         true,
     );
-    let zeros = vec![0.0; n * h];
-    for t in 0..s.seq {
-        let z = &mut gates[t * n * g..(t + 1) * n * g];
-        let (before, now) = cells.split_at_mut(t * n * h);
-        let (h_before, h_now) = hidden.split_at_mut(t * n * h);
-        let c_prev = if t == 0 {
-            &zeros[..]
-        } else {
-            let previous = &h_before[(t - 1) * n * h..];
-            gemm(
-                z,
-                MatRef::row_major(previous, n, h),
+    let zeros = vec![0.0; h];
+    for step in 0..seq {
+        let t = direction.time(step);
+        let before = (step > 0).then(|| direction.time(step - 1));
+        if let Some(tb) = before {
+            // z(n, t) += h(n, tb) W_h for every n: rows `seq` apart in both buffers.
+            gemm_strided(
+                &mut gates[t * g..],
+                seq * g,
+                MatRef::strided(&hidden[tb * h..], n, h, seq * h),
                 MatRef::row_major(w_h, h, g),
                 true,
             );
-            &before[(t - 1) * n * h..]
-        };
-        cells_forward(z, c_prev, &mut now[..n * h], &mut h_now[..n * h], h);
+        }
+        for b in 0..n {
+            let (c_prev, c) = match before {
+                Some(tb) => read_and_write(cells, at(b, tb, seq, h), at(b, t, seq, h)),
+                None => (&zeros[..], &mut cells[at(b, t, seq, h)]),
+            };
+            cells_forward(&mut gates[at(b, t, seq, g)], c_prev, c, &mut hidden[at(b, t, seq, h)], h);
+        }
     }
 }
 
-/// One row's gradients, written by [`backward_row`].
+/// One row's gradients, written by [`backward_row`]: `w_x` `[I, G]`, `w_h` `[H, G]`, `bias`
+/// `[G]` and its share of the input gradient `x` `[N, S, I]`.
 struct RowGradients<'a> {
     w_x: &'a mut [f32],
     w_h: &'a mut [f32],
@@ -228,61 +273,86 @@ struct RowGradients<'a> {
     x: &'a mut [f32],
 }
 
-/// One row's tape and weights, read by [`backward_row`].
+/// One row's tape and weights, read by [`backward_row`]: its member's inputs `x` `[N, S, I]`,
+/// `w_x`, `w_h`, its gates `[N, S, G]` and cells `[N, S, H]`, and the member's output `[N, S,
+/// 2H]` with this row's hidden states at `offset` in each time step's `2H`.
 struct RowTape<'a> {
     x: &'a [f32],
     w_x: &'a [f32],
     w_h: &'a [f32],
     gates: &'a [f32],
     cells: &'a [f32],
-    hidden: &'a [f32],
+    output: &'a [f32],
+    offset: usize,
 }
 
-/// One row's backward pass from the hidden states' gradient `d_hidden` `[S N, H]`.
-fn backward_row(s: RowShape, tape: RowTape<'_>, d_hidden: &[f32], out: RowGradients<'_>) {
-    let (g, h, n) = (s.gates(), s.hidden, s.batch);
-    if s.seq == 0 {
+/// One row's backward pass from the member's output gradient `d_output` `[N, S, 2H]` (this
+/// row's part at the tape's `offset`).
+fn backward_row(
+    s: RowShape,
+    direction: Direction,
+    tape: RowTape<'_>,
+    d_output: &[f32],
+    out: RowGradients<'_>,
+) {
+    let (g, h, n, seq) = (s.gates(), s.hidden, s.batch, s.seq);
+    if seq == 0 {
         for out in [out.w_x, out.w_h, out.bias, out.x] {
             out.fill(0.0);
         }
         return;
     }
-    let mut dz = vec![0.0; s.seq * n * g];
+    let mut dz = vec![0.0; n * seq * g];
     let mut dh = vec![0.0; n * h];
     let mut dc = vec![0.0; n * h];
-    let zeros = vec![0.0; n * h];
-    for t in (0..s.seq).rev() {
-        dh.copy_from_slice(&d_hidden[t * n * h..(t + 1) * n * h]);
-        let (now, after) = dz.split_at_mut((t + 1) * n * g);
-        if t + 1 < s.seq {
+    let zeros = vec![0.0; h];
+    for step in (0..seq).rev() {
+        let t = direction.time(step);
+        for (b, dh) in dh.chunks_exact_mut(h).enumerate() {
+            let start = (b * seq + t) * 2 * h + tape.offset;
+            dh.copy_from_slice(&d_output[start..start + h]);
+        }
+        if step + 1 < seq {
+            let after = direction.time(step + 1);
             gemm(
                 &mut dh,
-                MatRef::row_major(&after[..n * g], n, g),
+                MatRef::strided(&dz[after * g..], n, g, seq * g),
                 MatRef::row_major(tape.w_h, h, g).t(),
                 true,
             );
         }
-        let c_prev = if t == 0 {
-            &zeros[..]
-        } else {
-            &tape.cells[(t - 1) * n * h..t * n * h]
-        };
-        cells_backward(
-            &tape.gates[t * n * g..(t + 1) * n * g],
-            c_prev,
-            &tape.cells[t * n * h..(t + 1) * n * h],
-            &dh,
-            &mut dc,
-            &mut now[t * n * g..],
-            h,
-        );
+        let before = (step > 0).then(|| direction.time(step - 1));
+        for (b, (dh, dc)) in dh.chunks_exact(h).zip(dc.chunks_exact_mut(h)).enumerate() {
+            let c_prev = match before {
+                Some(tb) => &tape.cells[at(b, tb, seq, h)],
+                None => &zeros[..],
+            };
+            cells_backward(
+                &tape.gates[at(b, t, seq, g)],
+                c_prev,
+                &tape.cells[at(b, t, seq, h)],
+                dh,
+                dc,
+                &mut dz[at(b, t, seq, g)],
+                h,
+            );
+        }
     }
-    // Weight gradients over every step: the recurrent one pairs step t's dz with h_{t-1}.
-    let steps = s.seq * n;
+    // The recurrent weights' gradient pairs dz(n, t) with h(n, t'), t' the step before t in
+    // this row's order: the hidden states shifted one step, zero at the first.
+    let mut previous = vec![0.0; n * seq * h];
+    for step in 1..seq {
+        let (t, tb) = (direction.time(step), direction.time(step - 1));
+        for b in 0..n {
+            let start = (b * seq + tb) * 2 * h + tape.offset;
+            previous[at(b, t, seq, h)].copy_from_slice(&tape.output[start..start + h]);
+        }
+    }
+    let steps = n * seq;
     gemm(
         out.w_h,
-        MatRef::row_major(tape.hidden, steps - n, h).t(),
-        MatRef::row_major(&dz[n * g..], steps - n, g),
+        MatRef::row_major(&previous, steps, h).t(),
+        MatRef::row_major(&dz, steps, g),
         false,
     );
     gemm(
@@ -329,26 +399,27 @@ fn values(t: &FloatTensor<Host>) -> Cow<'_, [f32]> {
     }
 }
 
-fn tensor(values: Vec<f32>, shape: [usize; 4]) -> FloatTensor<Host> {
+fn tensor<const D: usize>(values: Vec<f32>, shape: [usize; D]) -> FloatTensor<Host> {
     NdArrayTensor::from_data(TensorData::new(values, shape))
 }
 
-/// The layer's sizes from `inputs` `[rows, S, N, I]` and `w_h` `[rows, H, G]`.
+/// The layer's sizes from `inputs` `[members, N, S, I]` and `w_h` `[2 members, H, G]`.
 fn shape_of(inputs: &FloatTensor<Host>, w_h: &FloatTensor<Host>) -> (usize, RowShape) {
     let (x, w) = (inputs.shape(), w_h.shape());
     (
         x[0],
         RowShape {
-            seq: x[1],
-            batch: x[2],
+            batch: x[1],
+            seq: x[2],
             input: x[3],
             hidden: w[1],
         },
     )
 }
 
-/// Forward over every row in up to `lanes` threads: the tape's `[gates, cells, hidden]`
-/// `[rows, S, N, G | H | H]` for `inputs` `[rows, S, N, I]` and `w_x`, `w_h`, `bias`.
+/// Forward over every row (`2 m + d`: member `m`'s direction `d`) in up to `lanes` threads,
+/// for `inputs` `[members, N, S, I]` and `w_x`, `w_h`, `bias`: the inputs in f32 and the
+/// tape's `[gates, cells, output]`: `[2 members, N, S, G | H]` and `[members, N, S, 2H]`.
 pub(crate) fn forward(
     inputs: FloatTensor<Host>,
     w_x: FloatTensor<Host>,
@@ -357,10 +428,11 @@ pub(crate) fn forward(
     lanes: usize,
 ) -> (FloatTensor<Host>, [FloatTensor<Host>; 3]) {
     let [inputs, w_x, w_h, bias] = [inputs, w_x, w_h, bias].map(in_f32);
-    let (rows, s) = shape_of(&inputs, &w_h);
+    let (members, s) = shape_of(&inputs, &w_h);
     let (x, wx, wh, b) = (values(&inputs), values(&w_x), values(&w_h), values(&bias));
     let steps = s.seq * s.batch;
-    let (g, h) = (s.gates(), s.hidden);
+    let (g, h, i) = (s.gates(), s.hidden, s.input);
+    let rows = 2 * members;
     let mut gates = vec![0.0; rows * steps * g];
     let mut cells = vec![0.0; rows * steps * h];
     let mut hidden = vec![0.0; rows * steps * h];
@@ -372,10 +444,16 @@ pub(crate) fn forward(
         .collect();
     in_lanes(jobs, lanes, |group| {
         for (r, ((gates, cells), hidden)) in group {
+            let m = r / 2;
+            let direction = Direction {
+                backward: r % 2 == 1,
+                seq: s.seq,
+            };
             forward_row(
                 s,
-                &x[r * steps * s.input..(r + 1) * steps * s.input],
-                &wx[r * s.input * g..(r + 1) * s.input * g],
+                direction,
+                &x[m * steps * i..(m + 1) * steps * i],
+                &wx[r * i * g..(r + 1) * i * g],
                 &wh[r * h * g..(r + 1) * h * g],
                 &b[r * g..(r + 1) * g],
                 gates,
@@ -385,53 +463,72 @@ pub(crate) fn forward(
         }
     });
     drop((x, wx, wh, b));
-    let shape = |width| [rows, s.seq, s.batch, width];
+    // The directions side by side in each time step's features, as PyTorch lays them out.
+    let mut output = vec![0.0; members * steps * 2 * h];
+    for (step_out, (forward, backward)) in output.chunks_exact_mut(2 * h).zip(
+        hidden
+            .chunks_exact(steps * h)
+            .step_by(2)
+            .zip(hidden.chunks_exact(steps * h).skip(1).step_by(2))
+            .flat_map(|(f, b)| f.chunks_exact(h).zip(b.chunks_exact(h))),
+    ) {
+        step_out[..h].copy_from_slice(forward);
+        step_out[h..].copy_from_slice(backward);
+    }
     (
         inputs,
         [
-            tensor(gates, shape(g)),
-            tensor(cells, shape(h)),
-            tensor(hidden, shape(h)),
+            tensor(gates, [rows, s.batch, s.seq, g]),
+            tensor(cells, [rows, s.batch, s.seq, h]),
+            tensor(output, [members, s.batch, s.seq, 2 * h]),
         ],
     )
 }
 
 /// Backward over every row in up to `lanes` threads: the gradients `[w_x, w_h, bias,
-/// inputs]` from the tape `[inputs, gates, cells, hidden]`, the weights and `d_hidden`.
+/// inputs]` from the tape `[inputs, gates, cells, output]`, the weights and `d_output`
+/// `[members, N, S, 2H]`.
 pub(crate) fn backward(
     tape: [FloatTensor<Host>; 4],
     w_x: FloatTensor<Host>,
     w_h: FloatTensor<Host>,
-    d_hidden: FloatTensor<Host>,
+    d_output: FloatTensor<Host>,
     lanes: usize,
 ) -> [FloatTensor<Host>; 4] {
-    let [inputs, gates, cells, hidden] = tape.map(in_f32);
-    let [w_x, w_h, d_hidden] = [w_x, w_h, d_hidden].map(in_f32);
-    let (rows, s) = shape_of(&inputs, &w_h);
-    let (x, a, c, hs) = (values(&inputs), values(&gates), values(&cells), values(&hidden));
-    let (wx, wh, dy) = (values(&w_x), values(&w_h), values(&d_hidden));
+    let [inputs, gates, cells, output] = tape.map(in_f32);
+    let [w_x, w_h, d_output] = [w_x, w_h, d_output].map(in_f32);
+    let (members, s) = shape_of(&inputs, &w_h);
+    let (x, a, c, y) = (values(&inputs), values(&gates), values(&cells), values(&output));
+    let (wx, wh, dy) = (values(&w_x), values(&w_h), values(&d_output));
     let steps = s.seq * s.batch;
     let (g, h, i) = (s.gates(), s.hidden, s.input);
+    let rows = 2 * members;
     let mut d_w_x = vec![0.0; rows * i * g];
     let mut d_w_h = vec![0.0; rows * h * g];
     let mut d_bias = vec![0.0; rows * g];
-    let mut d_x = vec![0.0; rows * steps * i];
+    // Each direction's share of the input gradient, summed per member below.
+    let mut d_x_rows = vec![0.0; rows * steps * i];
     let jobs: Vec<_> = d_w_x
         .chunks_exact_mut(i * g)
         .zip(d_w_h.chunks_exact_mut(h * g))
         .zip(d_bias.chunks_exact_mut(g))
-        .zip(d_x.chunks_exact_mut(steps * i))
+        .zip(d_x_rows.chunks_exact_mut(steps * i))
         .enumerate()
         .collect();
     in_lanes(jobs, lanes, |group| {
         for (r, (((w_x, w_h), bias), x_grad)) in group {
+            let m = r / 2;
+            fn member(values: &[f32], m: usize, len: usize) -> &[f32] {
+                &values[m * len..(m + 1) * len]
+            }
             let tape = RowTape {
-                x: &x[r * steps * i..(r + 1) * steps * i],
+                x: member(&x, m, steps * i),
                 w_x: &wx[r * i * g..(r + 1) * i * g],
                 w_h: &wh[r * h * g..(r + 1) * h * g],
                 gates: &a[r * steps * g..(r + 1) * steps * g],
                 cells: &c[r * steps * h..(r + 1) * steps * h],
-                hidden: &hs[r * steps * h..(r + 1) * steps * h],
+                output: member(&y, m, steps * 2 * h),
+                offset: (r % 2) * h,
             };
             let out = RowGradients {
                 w_x,
@@ -439,14 +536,25 @@ pub(crate) fn backward(
                 bias,
                 x: x_grad,
             };
-            backward_row(s, tape, &dy[r * steps * h..(r + 1) * steps * h], out);
+            let direction = Direction {
+                backward: r % 2 == 1,
+                seq: s.seq,
+            };
+            backward_row(s, direction, tape, member(&dy, m, steps * 2 * h), out);
         }
     });
+    let mut d_x = vec![0.0; members * steps * i];
+    for (d_x, rows) in d_x.chunks_exact_mut(steps * i).zip(d_x_rows.chunks_exact(2 * steps * i)) {
+        let (forward, backward) = rows.split_at(steps * i);
+        for ((d, f), b) in d_x.iter_mut().zip(forward).zip(backward) {
+            *d = f + b;
+        }
+    }
     [
-        NdArrayTensor::from_data(TensorData::new(d_w_x, [rows, i, g])),
-        NdArrayTensor::from_data(TensorData::new(d_w_h, [rows, h, g])),
-        NdArrayTensor::from_data(TensorData::new(d_bias, [rows, 1, g])),
-        tensor(d_x, [rows, s.seq, s.batch, i]),
+        tensor(d_w_x, [rows, i, g]),
+        tensor(d_w_h, [rows, h, g]),
+        tensor(d_bias, [rows, 1, g]),
+        tensor(d_x, [members, s.batch, s.seq, i]),
     ]
 }
 

@@ -68,9 +68,9 @@ pub trait QuenchOps: Backend {
             .tensor()
     }
 
-    /// A whole LSTM layer forward ([`lstm`]): `inputs` `[rows, seq, batch, input]`, each row
-    /// in its own time order, to the tape whose `hidden` `[rows, seq, batch, hidden]` is the
-    /// output. `lanes`: threads a host kernel may spread the rows over.
+    /// A whole bidirectional LSTM layer forward ([`lstm`]): `inputs` `[members, batch, seq,
+    /// input]` to the tape whose `output` `[members, batch, seq, 2 hidden]` is the layer's.
+    /// `lanes`: threads a host kernel may spread the `2 members` rows over.
     fn lstm_forward(
         inputs: Tensor<Self, 4>,
         weights: &LstmWeights<Self>,
@@ -80,16 +80,16 @@ pub trait QuenchOps: Backend {
         lstm::composed_forward(inputs, weights)
     }
 
-    /// The layer's backward pass from its output's gradient `d_hidden` `[rows, seq, batch,
-    /// hidden]` and the tape [`QuenchOps::lstm_forward`] kept.
+    /// The layer's backward pass from its output's gradient `d_output` `[members, batch, seq,
+    /// 2 hidden]` and the tape [`QuenchOps::lstm_forward`] kept.
     fn lstm_backward(
         weights: &LstmWeights<Self>,
         tape: &LstmTape<Self>,
-        d_hidden: Tensor<Self, 4>,
+        d_output: Tensor<Self, 4>,
         lanes: usize,
     ) -> LstmGradients<Self> {
         let _ = lanes;
-        lstm::composed_backward(weights, tape, d_hidden)
+        lstm::composed_backward(weights, tape, d_output)
     }
 
     /// Whether tensors live in host memory and each op runs on the calling thread, so that
@@ -177,7 +177,7 @@ impl QuenchOps for NdArray<f32> {
         lanes: usize,
     ) -> LstmTape<Self> {
         let primitive = |t: Tensor<Self, 3>| t.into_primitive().tensor();
-        let (inputs, [gates, cells, hidden]) = crate::host_lstm::forward(
+        let (inputs, [gates, cells, output]) = crate::host_lstm::forward(
             inputs.into_primitive().tensor(),
             primitive(weights.w_x.clone()),
             primitive(weights.w_h.clone()),
@@ -189,23 +189,23 @@ impl QuenchOps for NdArray<f32> {
             inputs: tensor(inputs),
             gates: tensor(gates),
             cells: tensor(cells),
-            hidden: tensor(hidden),
+            output: tensor(output),
         }
     }
 
     fn lstm_backward(
         weights: &LstmWeights<Self>,
         tape: &LstmTape<Self>,
-        d_hidden: Tensor<Self, 4>,
+        d_output: Tensor<Self, 4>,
         lanes: usize,
     ) -> LstmGradients<Self> {
-        let tape = [&tape.inputs, &tape.gates, &tape.cells, &tape.hidden]
+        let tape = [&tape.inputs, &tape.gates, &tape.cells, &tape.output]
             .map(|t| t.clone().into_primitive().tensor());
         let [w_x, w_h, bias, inputs] = crate::host_lstm::backward(
             tape,
             weights.w_x.clone().into_primitive().tensor(),
             weights.w_h.clone().into_primitive().tensor(),
-            d_hidden.into_primitive().tensor(),
+            d_output.into_primitive().tensor(),
             lanes,
         );
         LstmGradients {
@@ -319,10 +319,10 @@ impl<B: QuenchOps, C: CheckpointStrategy> QuenchOps for Autodiff<B, C> {
     fn lstm_backward(
         weights: &LstmWeights<Self>,
         tape: &LstmTape<Self>,
-        d_hidden: Tensor<Self, 4>,
+        d_output: Tensor<Self, 4>,
         lanes: usize,
     ) -> LstmGradients<Self> {
-        lstm::autodiff_backward(weights, tape, d_hidden, lanes)
+        lstm::autodiff_backward(weights, tape, d_output, lanes)
     }
 
     fn host_kernels() -> bool {

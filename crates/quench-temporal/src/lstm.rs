@@ -198,30 +198,8 @@ pub fn forward_taped<B: QuenchOps>(
     x: Tensor<B, 4>,
     lanes: usize,
 ) -> (Tensor<B, 4>, Tape<B>) {
-    let [members, batch, seq, input] = x.dims();
-    // Step-major rows per direction, the backward direction reversed in time.
-    let inputs = Tensor::stack::<5>(vec![x.clone(), x.flip([2])], 1)
-        .permute([0, 1, 3, 2, 4])
-        .reshape_to([2 * members, seq, batch, input]);
-    let tape = B::lstm_forward(inputs, &weights(layer), lanes);
-    let hidden = tape.hidden.dims()[3];
-    let out = tape
-        .hidden
-        .clone()
-        .reshape_to([members, 2, seq, batch, hidden])
-        .swap_dims(2, 3);
-    (directions_to_features(out), tape)
-}
-
-/// `[members, 2, batch, seq, hidden]` (direction-own time order) to `[members, batch, seq,
-/// 2 hidden]` (forward features then backward, both in time order).
-fn directions_to_features<B: QuenchOps>(out: Tensor<B, 5>) -> Tensor<B, 4> {
-    let [members, _, batch, seq, hidden] = out.dims();
-    let forward = out.clone().slice([0..members, 0..1]);
-    let backward = out.slice([0..members, 1..2]).flip([3]);
-    Tensor::cat(vec![forward, backward], 4)
-        .permute([0, 2, 3, 1, 4])
-        .reshape_to([members, batch, seq, 2 * hidden])
+    let tape = B::lstm_forward(x, &weights(layer), lanes);
+    (tape.output.clone(), tape)
 }
 
 /// Back-propagation through time of a layer run by [`forward_taped`]
@@ -235,28 +213,13 @@ pub fn backward<B: QuenchOps>(
     lanes: usize,
 ) -> (Vec<Tensor<B, 3>>, Tensor<B, 4>) {
     let weights = weights(layer);
-    let [members, batch, seq, _] = dy.dims();
-    let [rows, hidden, gates] = weights.w_h.dims();
-    let input = weights.w_x.dims()[1];
-    // dy in the directions' own time order: [2 members, seq, batch, hidden], step-major.
-    let dy = dy
-        .reshape_to([members, batch, seq, 2, hidden])
-        .permute([0, 3, 2, 1, 4]);
-    let d_forward = dy.clone().slice([0..members, 0..1]);
-    let d_backward = dy.slice([0..members, 1..2]).flip([2]);
-    let d_hidden =
-        Tensor::cat(vec![d_forward, d_backward], 1).reshape_to([rows, seq, batch, hidden]);
-    let g = B::lstm_backward(&weights, &tape, d_hidden, lanes);
-    let dx = g.inputs.reshape_to([members, 2, seq, batch, input]);
-    let dx = dx.clone().slice([0..members, 0..1]) + dx.slice([0..members, 1..2]).flip([2]);
-    let dx = dx.reshape_to([members, seq, batch, input]).swap_dims(1, 2);
-    let grads = vec![
-        g.w_x.reshape_to([members, 2 * input, gates]),
-        g.w_h.reshape_to([members, 2 * hidden, gates]),
-        g.bias.clone().reshape_to([members, 2, gates]),
-        g.bias.reshape_to([members, 2, gates]),
-    ];
-    (grads, dx)
+    let g = B::lstm_backward(&weights, &tape, dy, lanes);
+    let grads = [g.w_x, g.w_h, g.bias.clone(), g.bias]
+        .into_iter()
+        .zip(layer)
+        .map(|(gradient, param)| gradient.reshape_to(param.dims()))
+        .collect();
+    (grads, g.inputs)
 }
 
 #[cfg(test)]
