@@ -14,19 +14,15 @@
 //!   sums and the input gradient as `dz @ W_x^T`: twice the forward's product flops.
 //!
 //! Products go through [`crate::host_gemm`]; the element passes through [`crate::simd_dispatch`]
-//! with an exponential of our own (Cody-Waite reduction and a degree-7 polynomial, below
-//! 1e-7 relative error) that vectorises, where libm's `tanhf` is a call per element. No
-//! buffer is allocated inside a step: each row's tape is written where the tensors that hold
-//! it will live.
+//! with `crate::host_math`'s activations, which vectorise. No buffer is allocated inside a
+//! step: each row's tape is written where the tensors that hold it will live.
 
-use std::borrow::Cow;
-
+use burn::tensor::TensorMetadata;
 use burn::tensor::ops::FloatTensor;
-use burn::tensor::{FloatDType, TensorData, TensorMetadata};
-use burn::tensor::ops::FloatTensorOps;
-use burn_ndarray::{NdArray, NdArrayTensor};
 
 use crate::host_gemm::{MatRef, gemm, gemm_strided};
+use crate::host_math::{sigmoid, tanh};
+use crate::host_tensor::{Host, in_f32, tensor, values};
 use crate::lanes::in_lanes;
 
 /// One row's sizes.
@@ -46,46 +42,6 @@ impl RowShape {
     fn gates(&self) -> usize {
         4 * self.hidden
     }
-}
-
-/// `ln 2` in two parts for the exponential's range reduction: the first exact in 9 bits, so
-/// `n ln2_hi` is exact for the `n` that occur.
-const LN2_HI: f32 = 0.693_359_4;
-const LN2_LO: f32 = -2.121_944_4e-4;
-/// `1.5 2^23`: adding and subtracting it rounds an f32 below `2^22` to an integer.
-const ROUND: f32 = 12_582_912.0;
-
-/// `e^x` for finite `x`, clamped to `[-87, 88]` (normal results); relative error below 1e-7.
-/// Branch-free and without float-to-int conversions (whose saturation checks keep loops
-/// scalar), so that loops over it vectorise.
-#[inline(always)]
-fn exp(x: f32) -> f32 {
-    let x = x.clamp(-87.0, 88.0);
-    // `shifted` holds round(x / ln 2) in its low mantissa bits, offset by ROUND's.
-    let shifted = x * std::f32::consts::LOG2_E + ROUND;
-    let n = shifted - ROUND;
-    let r = (x - n * LN2_HI) - n * LN2_LO;
-    // e^r on |r| <= ln2 / 2 by its Taylor polynomial of degree 7 (remainder below 6e-9).
-    let p = 1.0
-        + r * (1.0
-            + r * (0.5
-                + r * (1.0 / 6.0
-                    + r * (1.0 / 24.0
-                        + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r * (1.0 / 5040.0)))))));
-    let n_bits = shifted.to_bits().wrapping_sub(ROUND.to_bits());
-    p * f32::from_bits(n_bits.wrapping_add(127) << 23)
-}
-
-#[inline(always)]
-fn sigmoid(x: f32) -> f32 {
-    1.0 / (1.0 + exp(-x))
-}
-
-/// `tanh x = 1 - 2 / (1 + e^{2x})`: absolute error near f32's epsilon, which is what the cell
-/// update adds it to.
-#[inline(always)]
-fn tanh(x: f32) -> f32 {
-    1.0 - 2.0 / (1.0 + exp(2.0 * x))
 }
 
 crate::simd_dispatch! {
@@ -375,34 +331,6 @@ fn backward_row(
     );
 }
 
-type Host = NdArray<f32>;
-
-/// `t` as an f32 tensor of the CPU backend (a cast only if it holds another float type).
-fn in_f32(t: FloatTensor<Host>) -> FloatTensor<Host> {
-    match t {
-        NdArrayTensor::F32(_) => t,
-        other => Host::float_cast(other, FloatDType::F32),
-    }
-}
-
-/// The values of an f32 tensor, row-major: borrowed when contiguous.
-fn values(t: &FloatTensor<Host>) -> Cow<'_, [f32]> {
-    match t {
-        NdArrayTensor::F32(storage) => {
-            let view = storage.view();
-            match view.to_slice() {
-                Some(values) => Cow::Borrowed(values),
-                None => Cow::Owned(view.iter().copied().collect()),
-            }
-        }
-        _ => unreachable!("cast to f32 by in_f32 first"),
-    }
-}
-
-fn tensor<const D: usize>(values: Vec<f32>, shape: [usize; D]) -> FloatTensor<Host> {
-    NdArrayTensor::from_data(TensorData::new(values, shape))
-}
-
 /// The layer's sizes from `inputs` `[members, N, S, I]` and `w_h` `[2 members, H, G]`.
 fn shape_of(inputs: &FloatTensor<Host>, w_h: &FloatTensor<Host>) -> (usize, RowShape) {
     let (x, w) = (inputs.shape(), w_h.shape());
@@ -556,30 +484,4 @@ pub(crate) fn backward(
         tensor(d_bias, [rows, 1, g]),
         tensor(d_x, [members, s.batch, s.seq, i]),
     ]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_vectorised_activations_match_the_standard_library() {
-        let mut worst = [0f64; 3];
-        for k in -40_000..=40_000 {
-            let x = k as f32 * 5e-4;
-            let pairs = [
-                (exp(x), x.exp()),
-                (sigmoid(x), 1.0 / (1.0 + (-x).exp())),
-                (tanh(x), x.tanh()),
-            ];
-            for (w, (got, want)) in worst.iter_mut().zip(pairs) {
-                *w = w.max(f64::from((got - want).abs()) / f64::from(want.abs().max(1.0)));
-            }
-        }
-        assert!(worst.iter().all(|&w| w < 3e-7), "worst errors {worst:?}");
-        // Saturation, not overflow or NaN, far out.
-        assert_eq!((tanh(500.0), tanh(-500.0)), (1.0, -1.0));
-        assert_eq!(sigmoid(-500.0).max(0.0), sigmoid(-500.0));
-        assert!(sigmoid(-500.0) < 1e-37 && sigmoid(500.0) == 1.0);
-    }
 }

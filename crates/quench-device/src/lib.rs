@@ -17,6 +17,8 @@ pub mod files;
 pub mod generator;
 pub mod host_gemm;
 mod host_lstm;
+mod host_math;
+mod host_tensor;
 pub mod lanes;
 pub mod machine;
 pub mod memory;

@@ -1,0 +1,39 @@
+//! The CPU backend's f32 tensors as host slices, for host kernels: read in place when
+//! contiguous, written by moving a `Vec` into a tensor.
+
+use std::borrow::Cow;
+
+use burn::tensor::ops::{FloatTensor, FloatTensorOps};
+use burn::tensor::{FloatDType, TensorData};
+use burn_ndarray::{NdArray, NdArrayTensor};
+
+/// The backend the host kernels serve.
+pub(crate) type Host = NdArray<f32>;
+
+/// `t` as an f32 tensor of the CPU backend (a cast only if it holds another float type).
+pub(crate) fn in_f32(t: FloatTensor<Host>) -> FloatTensor<Host> {
+    match t {
+        NdArrayTensor::F32(_) => t,
+        other => Host::float_cast(other, FloatDType::F32),
+    }
+}
+
+/// The values of an f32 tensor, row-major: borrowed when contiguous.
+pub(crate) fn values(t: &FloatTensor<Host>) -> Cow<'_, [f32]> {
+    match t {
+        NdArrayTensor::F32(storage) => {
+            let view = storage.view();
+            match view.to_slice() {
+                Some(values) => Cow::Borrowed(values),
+                None => Cow::Owned(view.iter().copied().collect()),
+            }
+        }
+        _ => unreachable!("cast to f32 by in_f32 first"),
+    }
+}
+
+/// A tensor of `values` (row-major, `shape`), the `Vec` moved in.
+pub(crate) fn tensor<const D: usize>(values: Vec<f32>, shape: [usize; D]) -> FloatTensor<Host> {
+    NdArrayTensor::from_data(TensorData::new(values, shape))
+}
+
