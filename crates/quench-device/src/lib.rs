@@ -16,6 +16,7 @@ pub mod error;
 pub mod files;
 pub mod generator;
 pub mod host_gemm;
+mod host_layers;
 mod host_lstm;
 mod host_math;
 mod host_tensor;

@@ -19,6 +19,10 @@
 //!   sequence, forward and back ([`lstm`]); the host kernel of `host_lstm` on the CPU
 //!   backend in f32, the composition of [`lstm::composed_forward`] elsewhere, and under
 //!   autodiff one node whose backward pass is the inner backend's.
+//! - [`QuenchOps::dense_forward`] / [`QuenchOps::dense_backward`] (a dense layer with its
+//!   activation) and [`QuenchOps::layer_norm_forward`] / [`QuenchOps::layer_norm_backward`],
+//!   over a member axis ([`dense`]): host kernels on the CPU backend in f32, Burn ops
+//!   elsewhere, one autodiff node each.
 //!
 //! Capabilities: [`QuenchOps::host_kernels`] and [`QuenchOps::plain_host`] say where Quench's
 //! host kernels may stand in for a chain of tensor ops. The fused paths that still choose by
@@ -40,8 +44,10 @@ use burn::tensor::{Shape, Tensor, TensorMetadata, TensorPrimitive};
 use crate::readback::float_tensor;
 use crate::threefry::{StreamKey, normals_host, normals_tensor};
 
+pub mod dense;
 pub mod lstm;
 
+use dense::{Activation, DenseGradients, NormGradients, NormTape};
 use lstm::{LstmGradients, LstmTape, LstmWeights};
 
 /// Operations Quench adds to a Burn backend; see the module documentation.
@@ -90,6 +96,52 @@ pub trait QuenchOps: Backend {
     ) -> LstmGradients<Self> {
         let _ = lanes;
         lstm::composed_backward(weights, tape, d_output)
+    }
+
+    /// `activation(x W + b)` per member ([`dense::dense`]): `x` `[members, rows, fan_in]`,
+    /// `weight` `[members, fan_in, fan_out]`, `bias` `[members, 1, fan_out]`, to `[members,
+    /// rows, fan_out]`. An activation whose derivative does not follow from its output (a
+    /// leaky ReLU with a negative slope) is applied by [`dense::dense`] after the layer.
+    fn dense_forward(
+        x: Tensor<Self, 3>,
+        weight: &Tensor<Self, 3>,
+        bias: &Tensor<Self, 3>,
+        activation: Option<Activation>,
+    ) -> Tensor<Self, 3> {
+        dense::composed_dense(x, weight, bias, activation)
+    }
+
+    /// The dense layer's gradients from its input `x`, `weight`, its output `y` and the
+    /// output's gradient `dy` `[members, rows, fan_out]`.
+    fn dense_backward(
+        x: Tensor<Self, 3>,
+        weight: &Tensor<Self, 3>,
+        y: Tensor<Self, 3>,
+        dy: Tensor<Self, 3>,
+        activation: Option<Activation>,
+    ) -> DenseGradients<Self> {
+        dense::composed_dense_backward(x, weight, y, dy, activation)
+    }
+
+    /// Layer normalisation over the last axis per member ([`dense::layer_norm`]): `x`
+    /// `[members, rows, width]`, `gamma`, `beta` `[members, 1, width]`; the output and what
+    /// the backward pass needs.
+    fn layer_norm_forward(
+        x: Tensor<Self, 3>,
+        gamma: &Tensor<Self, 3>,
+        beta: &Tensor<Self, 3>,
+        eps: f64,
+    ) -> (Tensor<Self, 3>, NormTape<Self>) {
+        dense::composed_layer_norm(x, gamma, beta, eps)
+    }
+
+    /// Layer normalisation's gradients from its tape, `gamma` and the output's gradient.
+    fn layer_norm_backward(
+        tape: &NormTape<Self>,
+        gamma: &Tensor<Self, 3>,
+        dy: Tensor<Self, 3>,
+    ) -> NormGradients<Self> {
+        dense::composed_layer_norm_backward(tape, gamma, dy)
     }
 
     /// Whether tensors live in host memory and each op runs on the calling thread, so that
@@ -153,6 +205,16 @@ pub(crate) fn split_matmul<B: Backend>(
     B::float_add(product(lhs_high, rhs_high), corrections)
 }
 
+/// A float tensor's primitive, for the host kernels.
+fn host_primitive(t: Tensor<NdArray<f32>, 3>) -> FloatTensor<NdArray<f32>> {
+    t.into_primitive().tensor()
+}
+
+/// A host kernel's result as a tensor.
+fn from_host<const D: usize>(t: FloatTensor<NdArray<f32>>) -> Tensor<NdArray<f32>, D> {
+    Tensor::from_primitive(TensorPrimitive::Float(t))
+}
+
 /// The CPU backend in f32: burn-ndarray's matmul multiplies in full precision already, and
 /// the host kernels take the place of tensor-op compositions.
 impl QuenchOps for NdArray<f32> {
@@ -214,6 +276,53 @@ impl QuenchOps for NdArray<f32> {
             bias: Tensor::from_primitive(TensorPrimitive::Float(bias)),
             inputs: Tensor::from_primitive(TensorPrimitive::Float(inputs)),
         }
+    }
+
+    fn dense_forward(
+        x: Tensor<Self, 3>,
+        weight: &Tensor<Self, 3>,
+        bias: &Tensor<Self, 3>,
+        activation: Option<Activation>,
+    ) -> Tensor<Self, 3> {
+        let [x, weight, bias] = [x, weight.clone(), bias.clone()].map(host_primitive);
+        from_host(crate::host_layers::dense_forward(x, weight, bias, activation))
+    }
+
+    fn dense_backward(
+        x: Tensor<Self, 3>,
+        weight: &Tensor<Self, 3>,
+        y: Tensor<Self, 3>,
+        dy: Tensor<Self, 3>,
+        activation: Option<Activation>,
+    ) -> DenseGradients<Self> {
+        let [x, weight, y, dy] = [x, weight.clone(), y, dy].map(host_primitive);
+        let [x, weight, bias] =
+            crate::host_layers::dense_backward(x, weight, y, dy, activation).map(from_host);
+        DenseGradients { x, weight, bias }
+    }
+
+    fn layer_norm_forward(
+        x: Tensor<Self, 3>,
+        gamma: &Tensor<Self, 3>,
+        beta: &Tensor<Self, 3>,
+        eps: f64,
+    ) -> (Tensor<Self, 3>, NormTape<Self>) {
+        let [x, gamma, beta] = [x, gamma.clone(), beta.clone()].map(host_primitive);
+        let [y, normed, inv_std] =
+            crate::host_layers::layer_norm_forward(x, gamma, beta, eps).map(from_host);
+        (y, NormTape { normed, inv_std })
+    }
+
+    fn layer_norm_backward(
+        tape: &NormTape<Self>,
+        gamma: &Tensor<Self, 3>,
+        dy: Tensor<Self, 3>,
+    ) -> NormGradients<Self> {
+        let [normed, inv_std, gamma, dy] =
+            [tape.normed.clone(), tape.inv_std.clone(), gamma.clone(), dy].map(host_primitive);
+        let [x, gamma, beta] =
+            crate::host_layers::layer_norm_backward(normed, inv_std, gamma, dy).map(from_host);
+        NormGradients { x, gamma, beta }
     }
 
     fn host_kernels() -> bool {
@@ -323,6 +432,56 @@ impl<B: QuenchOps, C: CheckpointStrategy> QuenchOps for Autodiff<B, C> {
         lanes: usize,
     ) -> LstmGradients<Self> {
         lstm::autodiff_backward(weights, tape, d_output, lanes)
+    }
+
+    fn dense_forward(
+        x: Tensor<Self, 3>,
+        weight: &Tensor<Self, 3>,
+        bias: &Tensor<Self, 3>,
+        activation: Option<Activation>,
+    ) -> Tensor<Self, 3> {
+        dense::autodiff_dense(x, weight, bias, activation)
+    }
+
+    fn dense_backward(
+        x: Tensor<Self, 3>,
+        weight: &Tensor<Self, 3>,
+        y: Tensor<Self, 3>,
+        dy: Tensor<Self, 3>,
+        activation: Option<Activation>,
+    ) -> DenseGradients<Self> {
+        let g = B::dense_backward(x.inner(), &weight.clone().inner(), y.inner(), dy.inner(), activation);
+        DenseGradients {
+            x: Tensor::from_inner(g.x),
+            weight: Tensor::from_inner(g.weight),
+            bias: Tensor::from_inner(g.bias),
+        }
+    }
+
+    fn layer_norm_forward(
+        x: Tensor<Self, 3>,
+        gamma: &Tensor<Self, 3>,
+        beta: &Tensor<Self, 3>,
+        eps: f64,
+    ) -> (Tensor<Self, 3>, NormTape<Self>) {
+        dense::autodiff_layer_norm(x, gamma, beta, eps)
+    }
+
+    fn layer_norm_backward(
+        tape: &NormTape<Self>,
+        gamma: &Tensor<Self, 3>,
+        dy: Tensor<Self, 3>,
+    ) -> NormGradients<Self> {
+        let tape = NormTape {
+            normed: tape.normed.clone().inner(),
+            inv_std: tape.inv_std.clone().inner(),
+        };
+        let g = B::layer_norm_backward(&tape, &gamma.clone().inner(), dy.inner());
+        NormGradients {
+            x: Tensor::from_inner(g.x),
+            gamma: Tensor::from_inner(g.gamma),
+            beta: Tensor::from_inner(g.beta),
+        }
     }
 
     fn host_kernels() -> bool {

@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use super::lstm::{self, LAYER_PARAMS, LstmCore};
 use quench_train::classify::dropout;
-use quench_train::ensemble::{member_layer_norm, member_linear};
+use quench_train::ensemble::{Activation, member_dense, member_layer_norm, member_linear};
 use quench_train::init::{Init, draw_layers, sub_seed};
 use quench_train::settings::{self, Refusal};
 
@@ -548,13 +548,14 @@ impl<B: QuenchOps> TemporalNet<B> {
     ) -> Tensor<B, 3> {
         let [members, batch, _, two_h] = h.dims();
         let h = member_layer_norm(h, &p[0], &p[1], NORM_EPS);
-        let scores = member_linear(member_linear(h.clone(), &p[2], &p[3]).tanh(), &p[4], &p[5]);
+        let scorer = member_dense(h.clone(), &p[2], &p[3], Some(Activation::Tanh));
+        let scores = member_linear(scorer, &p[4], &p[5]);
         let weights = softmax(scores, 2);
         let pooled = (h * weights)
             .sum_along(2)
             .reshape_to([members, batch, two_h]);
         let z = drop(member_layer_norm(pooled, &p[6], &p[7], NORM_EPS));
-        let z = relu(member_linear(z, &p[8], &p[9]));
+        let z = member_dense(z, &p[8], &p[9], Some(Activation::Relu));
         let z = member_layer_norm(z, &p[10], &p[11], NORM_EPS);
         member_linear(z, &p[12], &p[13])
     }

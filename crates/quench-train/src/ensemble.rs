@@ -1,9 +1,11 @@
 //! Layers and MLPs with a leading member axis: `members` independent networks applied with
 //! one batched matmul per layer.
 
-use burn::tensor::activation::{leaky_relu, relu};
 use burn::tensor::{Tensor, TensorData};
 use quench_device::QuenchOps;
+/// The nonlinearity between hidden layers (the dense operation's).
+pub use quench_device::ops::dense::Activation;
+use quench_device::ops::dense::{dense, layer_norm};
 use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
 
@@ -54,23 +56,34 @@ impl<B: QuenchOps> EnsembleLinear<B> {
 
 /// `x W + b` for every member on inputs of any rank with the member axis first:
 /// `x` `[members, ..., fan_in]`, `weight` `[members, fan_in, fan_out]`, `bias`
-/// `[members, 1, fan_out]`; returns `[members, ..., fan_out]`.
+/// `[members, 1, fan_out]`; returns `[members, ..., fan_out]`. The `QuenchOps` dense layer.
 pub fn member_linear<B: QuenchOps, const D: usize>(
     x: Tensor<B, D>,
     weight: &Tensor<B, 3>,
     bias: &Tensor<B, 3>,
+) -> Tensor<B, D> {
+    member_dense(x, weight, bias, None)
+}
+
+/// [`member_linear`] followed by `activation`, fused into one operation (the activation
+/// applied where the product's values are still in cache on the CPU).
+pub fn member_dense<B: QuenchOps, const D: usize>(
+    x: Tensor<B, D>,
+    weight: &Tensor<B, 3>,
+    bias: &Tensor<B, 3>,
+    activation: Option<Activation>,
 ) -> Tensor<B, D> {
     let dims = x.dims();
     let [members, fan_in, fan_out] = weight.dims();
     let rows = dims[1..D - 1].iter().product();
     let mut out = dims;
     out[D - 1] = fan_out;
-    (x.reshape_to([members, rows, fan_in]).matmul(weight.clone()) + bias.clone()).reshape_to(out)
+    dense(x.reshape_to([members, rows, fan_in]), weight, bias, activation).reshape_to(out)
 }
 
 /// Layer normalisation over the last axis with per-member gain and shift (PyTorch's
 /// `nn.LayerNorm`, biased variance, `eps` inside the root): `x` `[members, ..., width]`,
-/// `gamma`, `beta` `[members, 1, width]`.
+/// `gamma`, `beta` `[members, 1, width]`. The `QuenchOps` layer normalisation.
 pub fn member_layer_norm<B: QuenchOps, const D: usize>(
     x: Tensor<B, D>,
     gamma: &Tensor<B, 3>,
@@ -80,33 +93,7 @@ pub fn member_layer_norm<B: QuenchOps, const D: usize>(
     let dims = x.dims();
     let [members, _, width] = gamma.dims();
     let rows = dims[1..D - 1].iter().product();
-    let x = x.reshape_to([members, rows, width]);
-    let centred = x.clone() - x.mean_along(2);
-    let variance = centred.clone().powi_scalar(2).mean_along(2);
-    let normed = centred / variance.add_scalar(eps).sqrt();
-    (normed * gamma.clone() + beta.clone()).reshape_to(dims)
-}
-
-/// The nonlinearity between hidden layers.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Activation {
-    /// `max(0, x)`.
-    Relu,
-    /// `tanh(x)`.
-    Tanh,
-    /// `x` for positive inputs, `slope x` otherwise.
-    LeakyRelu(f64),
-}
-
-impl Activation {
-    /// Applies the nonlinearity elementwise.
-    pub fn apply<B: QuenchOps, const D: usize>(self, x: Tensor<B, D>) -> Tensor<B, D> {
-        match self {
-            Self::Relu => relu(x),
-            Self::Tanh => x.tanh(),
-            Self::LeakyRelu(slope) => leaky_relu(x, slope),
-        }
-    }
+    layer_norm(x.reshape_to([members, rows, width]), gamma, beta, eps).reshape_to(dims)
 }
 
 /// `members` independent MLPs of the same widths; the activation follows every layer but the

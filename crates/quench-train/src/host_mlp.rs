@@ -124,37 +124,6 @@ pub struct Trace {
     pub output: Vec<f32>,
 }
 
-impl Activation {
-    fn host(self, x: f32) -> f32 {
-        match self {
-            Self::Relu => x.max(0.0),
-            Self::Tanh => x.tanh(),
-            Self::LeakyRelu(slope) => {
-                if x >= 0.0 {
-                    x
-                } else {
-                    slope as f32 * x
-                }
-            }
-        }
-    }
-
-    /// The derivative at pre-activation `pre`, whose activation is `post`.
-    fn host_slope(self, pre: f32, post: f32) -> f32 {
-        match self {
-            Self::Relu => f32::from(u8::from(pre > 0.0)),
-            Self::Tanh => 1.0 - post * post,
-            Self::LeakyRelu(slope) => {
-                if pre >= 0.0 {
-                    1.0
-                } else {
-                    slope as f32
-                }
-            }
-        }
-    }
-}
-
 impl HostMlp {
     /// The values of `mlp` (one device-to-host copy per tensor).
     pub fn from_ensemble<B: QuenchOps>(mlp: &EnsembleMlp<B>) -> Self {
@@ -223,7 +192,7 @@ impl HostMlp {
         for (l, layer) in self.layers.iter().enumerate() {
             let z = layer.apply(&h, self.members, rows);
             let next = if l < last {
-                let mut post: Vec<f32> = z.iter().map(|&v| self.activation.host(v)).collect();
+                let mut post: Vec<f32> = z.iter().map(|&v| self.activation.at(v)).collect();
                 if let Some(mask) = masks.get(l) {
                     post.iter_mut().zip(mask).for_each(|(h, &k)| *h *= k);
                 }
@@ -252,13 +221,13 @@ impl HostMlp {
             None => below
                 .iter_mut()
                 .zip(pre.iter().zip(post))
-                .for_each(|(b, (&p, &h))| *b *= self.activation.host_slope(p, h)),
+                .for_each(|(b, (&p, &h))| *b *= self.activation.slope(p, h)),
             // The stored output is masked: the slope takes the activation itself.
             Some(mask) => below
                 .iter_mut()
                 .zip(pre.iter().zip(mask))
                 .for_each(|(b, (&p, &k))| {
-                    *b *= k * self.activation.host_slope(p, self.activation.host(p));
+                    *b *= k * self.activation.slope(p, self.activation.at(p));
                 }),
         }
     }

@@ -1,0 +1,394 @@
+//! Host kernels of the dense layer and layer normalisation ([`crate::ops::dense`]) on the CPU
+//! backend in f32.
+//!
+//! The dense layer is one product per member through [`crate::host_gemm`] into a buffer
+//! that starts as the bias, then one pass applying the activation in place; backward, one pass
+//! for the pre-activation gradient, then `dx = dz W^T`, `dW = x^T dz` and the bias sums. Large
+//! layers split over lanes: rows of `x` forward and for `dx`, rows of `dW` (columns of `x`)
+//! for the weight gradient. Layer normalisation is two passes over each row forward (mean,
+//! then variance and output) and two backward, rows split over lanes.
+
+use burn::tensor::TensorMetadata;
+use burn::tensor::ops::FloatTensor;
+
+use crate::host_gemm::{MatRef, gemm, gemm_strided};
+use crate::host_math::tanh;
+use crate::host_tensor::{Host, in_f32, tensor, values};
+use crate::lanes::in_lanes;
+use crate::ops::dense::Activation;
+
+/// Multiply-adds below which a layer runs on one thread: a thread's start costs about as
+/// much as a million of them.
+const SPLIT_FROM: usize = 1 << 21;
+
+/// The lanes for `work` multiply-adds.
+fn lanes_for(work: usize) -> usize {
+    if work < SPLIT_FROM {
+        1
+    } else {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    }
+}
+
+/// `0..len` cut into `parts` nearly equal ranges.
+fn ranges(len: usize, parts: usize) -> Vec<std::ops::Range<usize>> {
+    let parts = parts.clamp(1, len.max(1));
+    (0..parts)
+        .map(|p| p * len / parts..(p + 1) * len / parts)
+        .collect()
+}
+
+crate::simd_dispatch! {
+    /// `activation` in place.
+    fn activate(values: &mut [f32], activation: Activation) => activate_portable
+}
+
+#[inline(always)]
+fn activate_portable(values: &mut [f32], activation: Activation) {
+    match activation {
+        Activation::Relu => values.iter_mut().for_each(|v| *v = v.max(0.0)),
+        Activation::Tanh => values.iter_mut().for_each(|v| *v = tanh(*v)),
+        Activation::LeakyRelu(slope) => {
+            let slope = slope as f32;
+            values
+                .iter_mut()
+                .for_each(|v| *v = if *v > 0.0 { *v } else { slope * *v });
+        }
+    }
+}
+
+crate::simd_dispatch! {
+    /// `dz = dy f'(x)` from the output `y = f(x)` (the activation's derivative from its
+    /// output; a leaky ReLU's slope is not negative).
+    fn pre_activation_gradient(dz: &mut [f32], y: &[f32], dy: &[f32], activation: Activation) => pre_activation_gradient_portable
+}
+
+#[inline(always)]
+fn pre_activation_gradient_portable(dz: &mut [f32], y: &[f32], dy: &[f32], activation: Activation) {
+    let slope = match activation {
+        Activation::Relu => 0.0,
+        Activation::LeakyRelu(slope) => slope as f32,
+        Activation::Tanh => {
+            for ((d, y), g) in dz.iter_mut().zip(y).zip(dy) {
+                *d = g * (1.0 - y * y);
+            }
+            return;
+        }
+    };
+    for ((d, y), g) in dz.iter_mut().zip(y).zip(dy) {
+        *d = if *y > 0.0 { *g } else { slope * g };
+    }
+}
+
+/// `activation(x W + b)` for `x` `[members, rows, fan_in]`, `weight` `[members, fan_in,
+/// fan_out]`, `bias` `[members, 1, fan_out]`.
+pub(crate) fn dense_forward(
+    x: FloatTensor<Host>,
+    weight: FloatTensor<Host>,
+    bias: FloatTensor<Host>,
+    activation: Option<Activation>,
+) -> FloatTensor<Host> {
+    let [x, weight, bias] = [x, weight, bias].map(in_f32);
+    let (xs, ws) = (x.shape(), weight.shape());
+    let (members, rows, fan_in, fan_out) = (xs[0], xs[1], xs[2], ws[2]);
+    let (xv, wv, bv) = (values(&x), values(&weight), values(&bias));
+    let mut out = vec![0.0; members * rows * fan_out];
+    let parts = lanes_for(members * rows * fan_in * fan_out);
+    // Jobs: (member, its rows' range, those rows of the output).
+    let mut jobs = Vec::new();
+    for (m, block) in out.chunks_exact_mut(rows * fan_out).enumerate() {
+        let mut rest = block;
+        for range in ranges(rows, parts.div_ceil(members)) {
+            let (part, tail) = rest.split_at_mut(range.len() * fan_out);
+            rest = tail;
+            jobs.push((m, range, part));
+        }
+    }
+    let lanes = parts.min(jobs.len());
+    in_lanes(jobs, lanes, |group| {
+        for (m, range, part) in group {
+            let bias = &bv[m * fan_out..(m + 1) * fan_out];
+            for row in part.chunks_exact_mut(fan_out) {
+                row.copy_from_slice(bias);
+            }
+            let x_rows = &xv[(m * rows + range.start) * fan_in..(m * rows + range.end) * fan_in];
+            gemm(
+                part,
+                MatRef::row_major(x_rows, range.len(), fan_in),
+                MatRef::row_major(&wv[m * fan_in * fan_out..(m + 1) * fan_in * fan_out], fan_in, fan_out),
+                true,
+            );
+            if let Some(activation) = activation {
+                activate(part, activation);
+            }
+        }
+    });
+    drop((xv, wv, bv));
+    tensor(out, [members, rows, fan_out])
+}
+
+/// The dense layer's gradients `[x, weight, bias]` from its input, weight, output `y` and the
+/// output's gradient `dy`.
+pub(crate) fn dense_backward(
+    x: FloatTensor<Host>,
+    weight: FloatTensor<Host>,
+    y: FloatTensor<Host>,
+    dy: FloatTensor<Host>,
+    activation: Option<Activation>,
+) -> [FloatTensor<Host>; 3] {
+    let [x, weight, y, dy] = [x, weight, y, dy].map(in_f32);
+    let (xs, ws) = (x.shape(), weight.shape());
+    let (members, rows, fan_in, fan_out) = (xs[0], xs[1], xs[2], ws[2]);
+    let (xv, wv, yv, dyv) = (values(&x), values(&weight), values(&y), values(&dy));
+    let dz: std::borrow::Cow<'_, [f32]> = match activation {
+        None => dyv,
+        Some(activation) => {
+            let mut dz = vec![0.0; dyv.len()];
+            pre_activation_gradient(&mut dz, &yv, &dyv, activation);
+            dz.into()
+        }
+    };
+    let parts = lanes_for(members * rows * fan_in * fan_out);
+    let w_len = fan_in * fan_out;
+    // dx by rows: dz [rows, fan_out] @ W^T [fan_out, fan_in].
+    let mut dx = vec![0.0; members * rows * fan_in];
+    let mut jobs = Vec::new();
+    for (m, block) in dx.chunks_exact_mut(rows * fan_in).enumerate() {
+        let mut rest = block;
+        for range in ranges(rows, parts.div_ceil(members)) {
+            let (part, tail) = rest.split_at_mut(range.len() * fan_in);
+            rest = tail;
+            jobs.push((m, range, part));
+        }
+    }
+    in_lanes(jobs, parts, |group| {
+        for (m, range, part) in group {
+            let dz_rows = &dz[(m * rows + range.start) * fan_out..(m * rows + range.end) * fan_out];
+            gemm(
+                part,
+                MatRef::row_major(dz_rows, range.len(), fan_out),
+                MatRef::row_major(&wv[m * w_len..(m + 1) * w_len], fan_in, fan_out).t(),
+                false,
+            );
+        }
+    });
+    // dW by its rows (columns of x): x[:, block]^T [block, rows] @ dz [rows, fan_out].
+    let mut dw = vec![0.0; members * w_len];
+    let mut jobs = Vec::new();
+    for (m, block) in dw.chunks_exact_mut(w_len).enumerate() {
+        let mut rest = block;
+        for range in ranges(fan_in, parts.div_ceil(members)) {
+            let (part, tail) = rest.split_at_mut(range.len() * fan_out);
+            rest = tail;
+            jobs.push((m, range, part));
+        }
+    }
+    in_lanes(jobs, parts, |group| {
+        for (m, range, part) in group {
+            let x_member = &xv[m * rows * fan_in + range.start..(m + 1) * rows * fan_in];
+            gemm_strided(
+                part,
+                fan_out,
+                MatRef::strided(x_member, rows, range.len(), fan_in).t(),
+                MatRef::row_major(&dz[m * rows * fan_out..(m + 1) * rows * fan_out], rows, fan_out),
+                false,
+            );
+        }
+    });
+    let mut db = vec![0.0; members * fan_out];
+    for (db, dz) in db.chunks_exact_mut(fan_out).zip(dz.chunks_exact(rows * fan_out)) {
+        for row in dz.chunks_exact(fan_out) {
+            for (b, d) in db.iter_mut().zip(row) {
+                *b += d;
+            }
+        }
+    }
+    [
+        tensor(dx, [members, rows, fan_in]),
+        tensor(dw, [members, fan_in, fan_out]),
+        tensor(db, [members, 1, fan_out]),
+    ]
+}
+
+crate::simd_dispatch! {
+    /// Normalises each row of `x` (`width` wide) into `normed`, writes `y = normed gamma +
+    /// beta` and each row's `1 / sqrt(variance + eps)` into `inv_std`.
+    fn norm_rows(x: &[f32], gamma: &[f32], beta: &[f32], eps: f32, y: &mut [f32], normed: &mut [f32], inv_std: &mut [f32]) => norm_rows_portable
+}
+
+#[inline(always)]
+fn norm_rows_portable(
+    x: &[f32],
+    gamma: &[f32],
+    beta: &[f32],
+    eps: f32,
+    y: &mut [f32],
+    normed: &mut [f32],
+    inv_std: &mut [f32],
+) {
+    let width = gamma.len();
+    let scale = 1.0 / width as f32;
+    for (((x, y), normed), inv) in x
+        .chunks_exact(width)
+        .zip(y.chunks_exact_mut(width))
+        .zip(normed.chunks_exact_mut(width))
+        .zip(inv_std.iter_mut())
+    {
+        let mean = x.iter().sum::<f32>() * scale;
+        // Centred first: the variance of rows far from zero must not cancel.
+        let variance = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() * scale;
+        *inv = 1.0 / (variance + eps).sqrt();
+        for ((((n, y), x), g), b) in normed.iter_mut().zip(y.iter_mut()).zip(x).zip(gamma).zip(beta) {
+            *n = (x - mean) * *inv;
+            *y = *n * g + b;
+        }
+    }
+}
+
+crate::simd_dispatch! {
+    /// Each row's input gradient `dx = inv_std (g - mean(g) - normed mean(g normed))`, `g = dy
+    /// gamma`; adds `dy normed` and `dy` into the row sums `d_gamma` and `d_beta`.
+    fn norm_rows_backward(normed: &[f32], inv_std: &[f32], gamma: &[f32], dy: &[f32], dx: &mut [f32], d_gamma: &mut [f32], d_beta: &mut [f32]) => norm_rows_backward_portable
+}
+
+#[inline(always)]
+fn norm_rows_backward_portable(
+    normed: &[f32],
+    inv_std: &[f32],
+    gamma: &[f32],
+    dy: &[f32],
+    dx: &mut [f32],
+    d_gamma: &mut [f32],
+    d_beta: &mut [f32],
+) {
+    let width = gamma.len();
+    let scale = 1.0 / width as f32;
+    for (((normed, inv), dy), dx) in normed
+        .chunks_exact(width)
+        .zip(inv_std)
+        .zip(dy.chunks_exact(width))
+        .zip(dx.chunks_exact_mut(width))
+    {
+        let (mut sum_g, mut sum_gn) = (0.0f32, 0.0f32);
+        for ((n, d), g) in normed.iter().zip(dy).zip(gamma) {
+            sum_g += d * g;
+            sum_gn += d * g * n;
+        }
+        let (mean_g, mean_gn) = (sum_g * scale, sum_gn * scale);
+        for (((((x, n), d), g), dg), db) in dx
+            .iter_mut()
+            .zip(normed)
+            .zip(dy)
+            .zip(gamma)
+            .zip(d_gamma.iter_mut())
+            .zip(d_beta.iter_mut())
+        {
+            *x = inv * (d * g - mean_g - n * mean_gn);
+            *dg += d * n;
+            *db += d;
+        }
+    }
+}
+
+/// Layer normalisation of `x` `[members, rows, width]`: `(y, normed, inv_std)`, the last
+/// `[members, rows, 1]`.
+pub(crate) fn layer_norm_forward(
+    x: FloatTensor<Host>,
+    gamma: FloatTensor<Host>,
+    beta: FloatTensor<Host>,
+    eps: f64,
+) -> [FloatTensor<Host>; 3] {
+    let [x, gamma, beta] = [x, gamma, beta].map(in_f32);
+    let xs = x.shape();
+    let (members, rows, width) = (xs[0], xs[1], xs[2]);
+    let (xv, gv, bv) = (values(&x), values(&gamma), values(&beta));
+    let mut y = vec![0.0; members * rows * width];
+    let mut normed = vec![0.0; members * rows * width];
+    let mut inv_std = vec![0.0; members * rows];
+    let parts = lanes_for(members * rows * width * 4);
+    let mut jobs = Vec::new();
+    let (mut y_rest, mut n_rest, mut i_rest) = (&mut y[..], &mut normed[..], &mut inv_std[..]);
+    for m in 0..members {
+        for range in ranges(rows, parts.div_ceil(members)) {
+            let len = range.len();
+            let (y_part, y_tail) = y_rest.split_at_mut(len * width);
+            let (n_part, n_tail) = n_rest.split_at_mut(len * width);
+            let (i_part, i_tail) = i_rest.split_at_mut(len);
+            (y_rest, n_rest, i_rest) = (y_tail, n_tail, i_tail);
+            jobs.push((m, range, y_part, n_part, i_part));
+        }
+    }
+    in_lanes(jobs, parts, |group| {
+        for (m, range, y, normed, inv) in group {
+            let x_rows = &xv[(m * rows + range.start) * width..(m * rows + range.end) * width];
+            let member = m * width..(m + 1) * width;
+            norm_rows(x_rows, &gv[member.clone()], &bv[member], eps as f32, y, normed, inv);
+        }
+    });
+    drop((xv, gv, bv));
+    [
+        tensor(y, [members, rows, width]),
+        tensor(normed, [members, rows, width]),
+        tensor(inv_std, [members, rows, 1]),
+    ]
+}
+
+/// Layer normalisation's gradients `[x, gamma, beta]` from its tape and `dy`.
+pub(crate) fn layer_norm_backward(
+    normed: FloatTensor<Host>,
+    inv_std: FloatTensor<Host>,
+    gamma: FloatTensor<Host>,
+    dy: FloatTensor<Host>,
+) -> [FloatTensor<Host>; 3] {
+    let [normed, inv_std, gamma, dy] = [normed, inv_std, gamma, dy].map(in_f32);
+    let ns = normed.shape();
+    let (members, rows, width) = (ns[0], ns[1], ns[2]);
+    let (nv, iv, gv, dyv) = (values(&normed), values(&inv_std), values(&gamma), values(&dy));
+    let mut dx = vec![0.0; members * rows * width];
+    let parts = lanes_for(members * rows * width * 4);
+    let mut jobs = Vec::new();
+    let mut rest = &mut dx[..];
+    for m in 0..members {
+        for range in ranges(rows, parts.div_ceil(members)) {
+            let (part, tail) = rest.split_at_mut(range.len() * width);
+            rest = tail;
+            jobs.push((m, range, part));
+        }
+    }
+    // Each job's own gain and shift sums, added per member below in job order.
+    let sums = in_lanes(jobs, parts, |group| {
+        group
+            .into_iter()
+            .map(|(m, range, dx)| {
+                let block = (m * rows + range.start) * width..(m * rows + range.end) * width;
+                let mut d_gamma = vec![0.0; width];
+                let mut d_beta = vec![0.0; width];
+                norm_rows_backward(
+                    &nv[block.clone()],
+                    &iv[m * rows + range.start..m * rows + range.end],
+                    &gv[m * width..(m + 1) * width],
+                    &dyv[block],
+                    dx,
+                    &mut d_gamma,
+                    &mut d_beta,
+                );
+                (m, d_gamma, d_beta)
+            })
+            .collect::<Vec<_>>()
+    });
+    let mut d_gamma = vec![0.0; members * width];
+    let mut d_beta = vec![0.0; members * width];
+    for (m, g, b) in sums.into_iter().flatten() {
+        for (total, part) in d_gamma[m * width..(m + 1) * width].iter_mut().zip(&g) {
+            *total += part;
+        }
+        for (total, part) in d_beta[m * width..(m + 1) * width].iter_mut().zip(&b) {
+            *total += part;
+        }
+    }
+    [
+        tensor(dx, [members, rows, width]),
+        tensor(d_gamma, [members, 1, width]),
+        tensor(d_beta, [members, 1, width]),
+    ]
+}

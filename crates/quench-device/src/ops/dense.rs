@@ -1,0 +1,454 @@
+//! The dense layer with its activation, and layer normalisation, as operations over a member
+//! axis: their default compositions of Burn tensor ops and their autodiff forms, each one node
+//! whose backward pass is the inner backend's operation.
+
+use burn::backend::Autodiff;
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::tensor::activation::{leaky_relu, relu};
+use burn::tensor::backend::Backend;
+use burn::tensor::{Tensor, TensorPrimitive};
+
+use super::QuenchOps;
+use crate::reductions::Reduce;
+
+/// A nonlinearity that follows a dense layer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Activation {
+    /// `max(0, x)`.
+    Relu,
+    /// `tanh(x)`.
+    Tanh,
+    /// `x` for positive inputs, `slope x` otherwise.
+    LeakyRelu(f64),
+}
+
+impl Activation {
+    /// Applies the nonlinearity elementwise (Burn's ops).
+    pub fn apply<B: Backend, const D: usize>(self, x: Tensor<B, D>) -> Tensor<B, D> {
+        match self {
+            Self::Relu => relu(x),
+            Self::Tanh => x.tanh(),
+            Self::LeakyRelu(slope) => leaky_relu(x, slope),
+        }
+    }
+
+    /// The nonlinearity at one value, on the host (libm's `tanh`).
+    pub fn at(self, x: f32) -> f32 {
+        match self {
+            Self::Relu => x.max(0.0),
+            Self::Tanh => x.tanh(),
+            Self::LeakyRelu(slope) => {
+                if x >= 0.0 {
+                    x
+                } else {
+                    slope as f32 * x
+                }
+            }
+        }
+    }
+
+    /// The derivative at pre-activation `pre`, whose activation is `post`, on the host.
+    pub fn slope(self, pre: f32, post: f32) -> f32 {
+        match self {
+            Self::Relu => f32::from(u8::from(pre > 0.0)),
+            Self::Tanh => 1.0 - post * post,
+            Self::LeakyRelu(slope) => {
+                if pre >= 0.0 {
+                    1.0
+                } else {
+                    slope as f32
+                }
+            }
+        }
+    }
+
+    /// Whether the derivative follows from the output alone (what the fused layer keeps): all
+    /// but a leaky ReLU with a negative slope, which maps negative inputs to positive outputs.
+    fn from_output(self) -> bool {
+        !matches!(self, Self::LeakyRelu(slope) if slope < 0.0)
+    }
+
+    /// The derivative at the input that gave output `y`, as tensor ops.
+    fn derivative<B: Backend>(self, y: Tensor<B, 3>) -> Tensor<B, 3> {
+        match self {
+            Self::Tanh => (y.clone() * y).neg().add_scalar(1.0),
+            Self::Relu => y.greater_elem(0.0).float(),
+            Self::LeakyRelu(slope) => {
+                let positive = y.greater_elem(0.0).float();
+                positive.clone().mul_scalar(1.0 - slope).add_scalar(slope)
+            }
+        }
+    }
+}
+
+/// Gradients of a dense layer, shaped as its operands.
+#[derive(Debug, Clone)]
+pub struct DenseGradients<B: Backend> {
+    /// `[members, rows, fan_in]`.
+    pub x: Tensor<B, 3>,
+    /// `[members, fan_in, fan_out]`.
+    pub weight: Tensor<B, 3>,
+    /// `[members, 1, fan_out]`.
+    pub bias: Tensor<B, 3>,
+}
+
+/// `activation(x W + b)` per member: `x` `[members, rows, fan_in]`, `weight` `[members, fan_in,
+/// fan_out]`, `bias` `[members, 1, fan_out]`, to `[members, rows, fan_out]`; differentiable on
+/// an autodiff backend (through [`QuenchOps::dense_backward`]).
+pub fn dense<B: QuenchOps>(
+    x: Tensor<B, 3>,
+    weight: &Tensor<B, 3>,
+    bias: &Tensor<B, 3>,
+    activation: Option<Activation>,
+) -> Tensor<B, 3> {
+    match activation {
+        Some(a) if !a.from_output() => a.apply(B::dense_forward(x, weight, bias, None)),
+        _ => B::dense_forward(x, weight, bias, activation),
+    }
+}
+
+/// The dense layer as Burn ops.
+pub fn composed_dense<B: Backend>(
+    x: Tensor<B, 3>,
+    weight: &Tensor<B, 3>,
+    bias: &Tensor<B, 3>,
+    activation: Option<Activation>,
+) -> Tensor<B, 3> {
+    let z = x.matmul(weight.clone()) + bias.clone();
+    match activation {
+        Some(a) => a.apply(z),
+        None => z,
+    }
+}
+
+/// The dense layer's gradients as Burn ops, from its input `x`, `weight`, its output `y` and
+/// the output's gradient `dy`.
+pub fn composed_dense_backward<B: Backend>(
+    x: Tensor<B, 3>,
+    weight: &Tensor<B, 3>,
+    y: Tensor<B, 3>,
+    dy: Tensor<B, 3>,
+    activation: Option<Activation>,
+) -> DenseGradients<B> {
+    let dz = match activation {
+        Some(a) => dy * a.derivative(y),
+        None => dy,
+    };
+    DenseGradients {
+        x: dz.clone().matmul(weight.clone().swap_dims(1, 2)),
+        weight: x.swap_dims(1, 2).matmul(dz.clone()),
+        bias: dz.sum_along(1),
+    }
+}
+
+/// What a layer normalisation keeps for its backward pass.
+#[derive(Debug, Clone)]
+pub struct NormTape<B: Backend> {
+    /// The input standardised, before gain and shift: `[members, rows, width]`.
+    pub normed: Tensor<B, 3>,
+    /// `1 / sqrt(variance + eps)` per row: `[members, rows, 1]`.
+    pub inv_std: Tensor<B, 3>,
+}
+
+/// Gradients of a layer normalisation, shaped as its operands.
+#[derive(Debug, Clone)]
+pub struct NormGradients<B: Backend> {
+    /// `[members, rows, width]`.
+    pub x: Tensor<B, 3>,
+    /// `[members, 1, width]`.
+    pub gamma: Tensor<B, 3>,
+    /// `[members, 1, width]`.
+    pub beta: Tensor<B, 3>,
+}
+
+/// Layer normalisation over the last axis with per-member gain and shift (PyTorch's
+/// `nn.LayerNorm`: biased variance, `eps` inside the root): `x` `[members, rows, width]`,
+/// `gamma`, `beta` `[members, 1, width]`; differentiable on an autodiff backend (through
+/// [`QuenchOps::layer_norm_backward`]).
+pub fn layer_norm<B: QuenchOps>(
+    x: Tensor<B, 3>,
+    gamma: &Tensor<B, 3>,
+    beta: &Tensor<B, 3>,
+    eps: f64,
+) -> Tensor<B, 3> {
+    B::layer_norm_forward(x, gamma, beta, eps).0
+}
+
+/// Layer normalisation as Burn ops: the output and the tape.
+pub fn composed_layer_norm<B: Backend>(
+    x: Tensor<B, 3>,
+    gamma: &Tensor<B, 3>,
+    beta: &Tensor<B, 3>,
+    eps: f64,
+) -> (Tensor<B, 3>, NormTape<B>) {
+    let centred = x.clone() - x.mean_along(2);
+    let variance = centred.clone().powi_scalar(2).mean_along(2);
+    let inv_std = variance.add_scalar(eps).sqrt().recip();
+    let normed = centred * inv_std.clone();
+    let y = normed.clone() * gamma.clone() + beta.clone();
+    (y, NormTape { normed, inv_std })
+}
+
+/// Layer normalisation's gradients as Burn ops: `dx = inv_std (g - mean(g) - normed
+/// mean(g normed))` with `g = dy gamma`; the gain's and shift's summed over rows.
+pub fn composed_layer_norm_backward<B: Backend>(
+    tape: &NormTape<B>,
+    gamma: &Tensor<B, 3>,
+    dy: Tensor<B, 3>,
+) -> NormGradients<B> {
+    let g = dy.clone() * gamma.clone();
+    let mean_g = g.clone().mean_along(2);
+    let mean_gn = (g.clone() * tape.normed.clone()).mean_along(2);
+    NormGradients {
+        x: (g - mean_g - tape.normed.clone() * mean_gn) * tape.inv_std.clone(),
+        gamma: (dy.clone() * tape.normed.clone()).sum_along(1),
+        beta: dy.sum_along(1),
+    }
+}
+
+fn primitive<B: Backend>(t: Tensor<B, 3>) -> burn::tensor::ops::FloatTensor<B> {
+    t.into_primitive().tensor()
+}
+
+fn from_primitive<B: Backend>(t: burn::tensor::ops::FloatTensor<B>) -> Tensor<B, 3> {
+    Tensor::from_primitive(TensorPrimitive::Float(t))
+}
+
+/// The autodiff backend's dense layer: the inner backend's forward pass as one node whose
+/// backward pass is the inner backend's [`QuenchOps::dense_backward`].
+pub(super) fn autodiff_dense<B: QuenchOps, C: CheckpointStrategy>(
+    x: Tensor<Autodiff<B, C>, 3>,
+    weight: &Tensor<Autodiff<B, C>, 3>,
+    bias: &Tensor<Autodiff<B, C>, 3>,
+    activation: Option<Activation>,
+) -> Tensor<Autodiff<B, C>, 3> {
+    #[derive(Debug)]
+    struct Dense;
+
+    type DenseState<B> = (Tensor<B, 3>, Tensor<B, 3>, Tensor<B, 3>, Option<Activation>);
+
+    impl<B: QuenchOps> Backward<B, 3> for Dense {
+        type State = DenseState<B>;
+
+        fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
+            let dy = from_primitive(grads.consume::<B>(&ops.node));
+            let (x, weight, y, activation) = ops.state;
+            let g = B::dense_backward(x, &weight, y, dy, activation);
+            let [node_x, node_w, node_b] = ops.parents;
+            for (node, gradient) in [(node_x, g.x), (node_w, g.weight), (node_b, g.bias)] {
+                if let Some(node) = node {
+                    grads.register::<B>(node.id, primitive(gradient));
+                }
+            }
+        }
+    }
+
+    let (x_inner, w_inner) = (x.clone().inner(), weight.clone().inner());
+    let y = B::dense_forward(x_inner.clone(), &w_inner, &bias.clone().inner(), activation);
+    let parents = [x, weight.clone(), bias.clone()].map(|t| primitive(t).node);
+    let out = match Dense.prepare::<C>(parents).compute_bound().stateful() {
+        OpsKind::Tracked(prep) => prep.finish(
+            (x_inner, w_inner, y.clone(), activation),
+            primitive(y),
+        ),
+        OpsKind::UnTracked(prep) => prep.finish(primitive(y)),
+    };
+    from_primitive(out)
+}
+
+/// The autodiff backend's layer normalisation, one node as [`autodiff_dense`].
+pub(super) fn autodiff_layer_norm<B: QuenchOps, C: CheckpointStrategy>(
+    x: Tensor<Autodiff<B, C>, 3>,
+    gamma: &Tensor<Autodiff<B, C>, 3>,
+    beta: &Tensor<Autodiff<B, C>, 3>,
+    eps: f64,
+) -> (Tensor<Autodiff<B, C>, 3>, NormTape<Autodiff<B, C>>) {
+    #[derive(Debug)]
+    struct LayerNorm;
+
+    impl<B: QuenchOps> Backward<B, 3> for LayerNorm {
+        type State = (NormTape<B>, Tensor<B, 3>);
+
+        fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
+            let dy = from_primitive(grads.consume::<B>(&ops.node));
+            let (tape, gamma) = ops.state;
+            let g = B::layer_norm_backward(&tape, &gamma, dy);
+            let [node_x, node_g, node_b] = ops.parents;
+            for (node, gradient) in [(node_x, g.x), (node_g, g.gamma), (node_b, g.beta)] {
+                if let Some(node) = node {
+                    grads.register::<B>(node.id, primitive(gradient));
+                }
+            }
+        }
+    }
+
+    let gamma_inner = gamma.clone().inner();
+    let (y, tape) = B::layer_norm_forward(
+        x.clone().inner(),
+        &gamma_inner,
+        &beta.clone().inner(),
+        eps,
+    );
+    let parents = [x, gamma.clone(), beta.clone()].map(|t| primitive(t).node);
+    let out = match LayerNorm.prepare::<C>(parents).compute_bound().stateful() {
+        OpsKind::Tracked(prep) => prep.finish((tape.clone(), gamma_inner), primitive(y)),
+        OpsKind::UnTracked(prep) => prep.finish(primitive(y)),
+    };
+    let tape = NormTape {
+        normed: Tensor::from_inner(tape.normed),
+        inv_std: Tensor::from_inner(tape.inv_std),
+    };
+    (from_primitive(out), tape)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::readback::to_host_f32;
+    use burn::backend::NdArray;
+    use burn::tensor::Distribution;
+
+    type Host = NdArray<f32>;
+    type Diff = Autodiff<Host>;
+
+    fn worst<B: Backend>(a: Tensor<B, 3>, b: Tensor<B, 3>) -> f32 {
+        let (a, b) = (to_host_f32(a), to_host_f32(b));
+        assert_eq!(a.len(), b.len());
+        a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    }
+
+    fn random<B: Backend>(shape: [usize; 3], scale: f64) -> Tensor<B, 3> {
+        Tensor::random(shape, Distribution::Normal(0.0, scale), &Default::default())
+    }
+
+    const ACTIVATIONS: [Option<Activation>; 5] = [
+        None,
+        Some(Activation::Relu),
+        Some(Activation::Tanh),
+        Some(Activation::LeakyRelu(0.2)),
+        Some(Activation::LeakyRelu(-0.5)),
+    ];
+
+    #[test]
+    fn the_host_dense_layer_is_the_composition_in_values_and_gradients() {
+        let _generator = crate::SeededGenerator::acquire::<Host>(&Default::default(), 21);
+        // Small (one thread) and large enough to be split over lanes.
+        for [members, rows, fan_in, fan_out] in [[3, 5, 4, 6], [2, 600, 40, 70]] {
+            let x = random::<Host>([members, rows, fan_in], 1.0);
+            let w = random::<Host>([members, fan_in, fan_out], 0.5);
+            let b = random::<Host>([members, 1, fan_out], 0.5);
+            let dy = random::<Host>([members, rows, fan_out], 1.0);
+            for activation in ACTIVATIONS.into_iter().filter(|a| a.is_none_or(|a| a.from_output())) {
+                let want = composed_dense(x.clone(), &w, &b, activation);
+                let got = Host::dense_forward(x.clone(), &w, &b, activation);
+                assert!(worst(got.clone(), want.clone()) < 1e-5, "{activation:?}");
+                let want =
+                    composed_dense_backward(x.clone(), &w, want, dy.clone(), activation);
+                let got = Host::dense_backward(x.clone(), &w, got, dy.clone(), activation);
+                for (name, a, b) in [
+                    ("x", got.x, want.x),
+                    ("weight", got.weight, want.weight),
+                    ("bias", got.bias, want.bias),
+                ] {
+                    let gap = worst(a, b);
+                    assert!(gap < 1e-4, "{activation:?} {rows} rows: d{name} off by {gap:e}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_autodiff_dense_layer_and_norm_give_autodiffs_gradients_of_the_compositions() {
+        let _generator = crate::SeededGenerator::acquire::<Diff>(&Default::default(), 22);
+        let x = random::<Diff>([2, 7, 5], 1.0).require_grad();
+        let w = random::<Diff>([2, 5, 4], 0.5).require_grad();
+        let b = random::<Diff>([2, 1, 4], 0.5).require_grad();
+        let loss = random::<Diff>([2, 7, 4], 1.0);
+        for activation in ACTIVATIONS {
+            let op = dense(x.clone(), &w, &b, activation);
+            let ops = composed_dense(x.clone(), &w, &b, activation);
+            assert!(worst(op.clone(), ops.clone()) < 1e-5, "{activation:?}");
+            let op = (op * loss.clone()).sum_all().backward();
+            let ops = (ops * loss.clone()).sum_all().backward();
+            for (k, p) in [&x, &w, &b].into_iter().enumerate() {
+                let gap = worst(p.grad(&op).expect("op"), p.grad(&ops).expect("ops"));
+                assert!(gap < 1e-5, "{activation:?}: operand {k} off by {gap:e}");
+            }
+        }
+        let x = random::<Diff>([2, 7, 5], 1.0).require_grad();
+        let gamma = random::<Diff>([2, 1, 5], 1.0).require_grad();
+        let beta = random::<Diff>([2, 1, 5], 1.0).require_grad();
+        let loss = random::<Diff>([2, 7, 5], 1.0);
+        let op = layer_norm(x.clone(), &gamma, &beta, 1e-5);
+        let ops = composed_layer_norm(x.clone(), &gamma, &beta, 1e-5).0;
+        assert!(worst(op.clone(), ops.clone()) < 1e-5);
+        let op = (op * loss.clone()).sum_all().backward();
+        let ops = (ops * loss).sum_all().backward();
+        for (k, p) in [&x, &gamma, &beta].into_iter().enumerate() {
+            let gap = worst(p.grad(&op).expect("op"), p.grad(&ops).expect("ops"));
+            assert!(gap < 1e-5, "layer norm operand {k} off by {gap:e}");
+        }
+    }
+
+    /// Layer normalisation of `x` `[members, rows, width]` in f64.
+    fn norm_reference(x: &Tensor<Host, 3>, gamma: &Tensor<Host, 3>, beta: &Tensor<Host, 3>) -> Vec<f64> {
+        let [_, rows, width] = x.dims();
+        let (xs, gs, bs) = (to_host_f32(x.clone()), to_host_f32(gamma.clone()), to_host_f32(beta.clone()));
+        let mut reference = Vec::with_capacity(xs.len());
+        for (r, row) in xs.chunks(width).enumerate() {
+            let member = (r / rows) * width;
+            let mean = row.iter().map(|&v| f64::from(v)).sum::<f64>() / width as f64;
+            let variance =
+                row.iter().map(|&v| (f64::from(v) - mean).powi(2)).sum::<f64>() / width as f64;
+            for (k, &v) in row.iter().enumerate() {
+                let normed = (f64::from(v) - mean) / (variance + 1e-5).sqrt();
+                reference.push(normed * f64::from(gs[member + k]) + f64::from(bs[member + k]));
+            }
+        }
+        reference
+    }
+
+    #[test]
+    fn the_host_layer_norm_is_the_composition_in_values_and_gradients() {
+        let _generator = crate::SeededGenerator::acquire::<Host>(&Default::default(), 23);
+        for [members, rows, width] in [[3, 5, 7], [1, 3000, 256]] {
+            // Rows far from zero mean: the variance must not cancel.
+            let x = random::<Host>([members, rows, width], 2.0).add_scalar(30.0);
+            let gamma = random::<Host>([members, 1, width], 1.0);
+            let beta = random::<Host>([members, 1, width], 1.0);
+            let dy = random::<Host>([members, rows, width], 1.0);
+            let (want, want_tape) = composed_layer_norm(x.clone(), &gamma, &beta, 1e-5);
+            let (got, got_tape) = Host::layer_norm_forward(x.clone(), &gamma, &beta, 1e-5);
+            // Both against f64 arithmetic on the same values: the host kernel's two passes
+            // over each row are the more precise (the composition loses digits to rows far
+            // from zero).
+            let reference = norm_reference(&x, &gamma, &beta);
+            let off = |t: Tensor<Host, 3>| {
+                to_host_f32(t)
+                    .iter()
+                    .zip(&reference)
+                    .map(|(a, b)| (f64::from(*a) - b).abs())
+                    .fold(0.0, f64::max)
+            };
+            let (host_off, ops_off) = (off(got), off(want));
+            assert!(host_off < 1e-4, "host kernel off f64 by {host_off:e}");
+            assert!(host_off <= ops_off.max(1e-5), "{host_off:e} against {ops_off:e}");
+            let want = composed_layer_norm_backward(&want_tape, &gamma, dy.clone());
+            let got = Host::layer_norm_backward(&got_tape, &gamma, dy);
+            for (name, a, b) in [
+                ("x", got.x, want.x),
+                ("gamma", got.gamma, want.gamma),
+                ("beta", got.beta, want.beta),
+            ] {
+                // Relative to the gradient's scale: the composition's own error (above) carries
+                // into sums over thousands of rows.
+                let scale = to_host_f32(b.clone()).iter().fold(1f32, |m, v| m.max(v.abs()));
+                let gap = worst(a, b) / scale;
+                assert!(gap < 1e-3, "{rows} rows: d{name} off by {gap:e} of its scale");
+            }
+        }
+    }
+}
