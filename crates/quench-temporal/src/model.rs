@@ -45,6 +45,9 @@ const BATCH_NORM_EPS: f64 = 1e-5;
 const BATCH_NORM_MOMENTUM: f64 = 0.1;
 /// Purpose tags of a seed's initialisation streams (see [`sub_seed`]).
 const INIT_STREAM: u64 = 41;
+/// Parameters per encoder layer in the Transformer's list: the attention's query, key, value
+/// and output `W, b`; the feed-forward's two `W, b`; `norm_1` and `norm_2` gain and shift.
+const TRANSFORMER_LAYER_PARAMS: usize = 16;
 
 /// Which network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -257,22 +260,6 @@ impl<B: QuenchOps> TransformerNet<B> {
             output: LinearConfig::new(d / 2, CLASSES).init(device),
         }
     }
-
-    /// Logits `[batch, 3]` of windows `[batch, window, features]`.
-    fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
-        let [batch, window, _] = x.dims();
-        let h = self.input_norm.forward(self.input.forward(x));
-        let d = h.dims()[2];
-        let positions =
-            generate_sinusoids::<B>(window, d, 10_000, &h.device()).reshape_to([1, window, d]);
-        let h = self
-            .encoder
-            .forward(TransformerEncoderInput::new(h + positions));
-        let pooled = self.final_norm.forward(h).mean_along(1);
-        self.output
-            .forward(gelu(self.hidden.forward(pooled)))
-            .reshape_to([1, batch, CLASSES])
-    }
 }
 
 /// Collects a module's float parameters in visiting order, each flattened to `[1, 1, n]`.
@@ -283,28 +270,6 @@ impl<B: QuenchOps> ModuleVisitor<B> for Flatten<B> {
         let value = param.val();
         let n = value.shape().num_elements();
         self.0.push(value.reshape_to([1, 1, n]));
-    }
-}
-
-/// Replaces a module's float parameters, in visiting order, with member `member` of `params`
-/// (each `[members, 1, n]`), keeping their autodiff history.
-struct Load<'a, B: QuenchOps> {
-    params: &'a [Tensor<B, 3>],
-    member: usize,
-    next: usize,
-    precision: Precision,
-}
-
-impl<B: QuenchOps> ModuleMapper<B> for Load<'_, B> {
-    fn map_float<const D: usize>(&mut self, param: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
-        let (id, old, _) = param.consume();
-        let value = self.params[self.next]
-            .clone()
-            .narrow(0, self.member, 1)
-            .reshape_to(old.dims());
-        self.next += 1;
-        // `initialized` keeps the slice's history (`from_tensor` would cut it into a leaf).
-        Param::initialized(id, self.precision.to_compute(value))
     }
 }
 
@@ -483,13 +448,15 @@ impl<B: QuenchOps> TemporalNet<B> {
             Some(rate) => dropout(h, rate, precision),
             None => h,
         };
-        // The Transformer's modules cast their own parameters as they load them.
         let (logits, state) = match self.kind {
             ModelKind::Lstm => (
                 self.lstm(&precision.to_compute_all(params), x, drop),
                 state.to_vec(),
             ),
-            ModelKind::Transformer => (self.transformer(params, x, precision), state.to_vec()),
+            ModelKind::Transformer => (
+                self.transformer(&precision.to_compute_all(params), x, drop),
+                state.to_vec(),
+            ),
             ModelKind::Mlp => self.mlp(
                 &precision.to_compute_all(params),
                 state,
@@ -560,33 +527,64 @@ impl<B: QuenchOps> TemporalNet<B> {
         member_linear(z, &p[12], &p[13])
     }
 
+    /// The pre-norm Transformer on every member at once, from the parameter list in the
+    /// template's visiting order (module doc of [`TransformerNet`]): dense layers and layer
+    /// norms through the `QuenchOps` operations, attention as batched products over members,
+    /// windows and heads. Dropout (when training) where Burn's encoder has it: on the attention
+    /// scores before the softmax, after the feed-forward's GELU, and on each sub-layer's
+    /// output before its residual sum.
     fn transformer(
         &self,
-        params: &[Tensor<B, 3>],
+        p: &[Tensor<B, 3>],
         x: Tensor<B, 4>,
-        precision: Precision,
+        drop: impl Fn(Tensor<B, 3>) -> Tensor<B, 3>,
     ) -> Tensor<B, 3> {
         let [members, batch, window, features] = x.dims();
-        let template = self
-            .template
-            .as_ref()
-            .unwrap_or_else(|| unreachable!("built with the kind"));
-        let logits = (0..members)
-            .map(|m| {
-                let net = template.clone().map(&mut Load {
-                    params,
-                    member: m,
-                    next: 0,
-                    precision,
-                });
-                net.forward(
-                    x.clone()
-                        .narrow(0, m, 1)
-                        .reshape_to([batch, window, features]),
-                )
-            })
-            .collect();
-        Tensor::cat(logits, 0)
+        let w = &self.widths;
+        let (d, heads) = (w.d_model, w.heads);
+        let d_k = d / heads;
+        // A Linear's weight, flattened `[members, 1, fan_in fan_out]`, as `[members, fan_in,
+        // fan_out]`.
+        let weight = |k: usize, fan_in: usize, fan_out: usize| -> Tensor<B, 3> {
+            p[k].clone().reshape_to([members, fan_in, fan_out])
+        };
+        let linear = |h: Tensor<B, 4>, k: usize, fan_in: usize, fan_out: usize| {
+            member_linear(h, &weight(k, fan_in, fan_out), &p[k + 1])
+        };
+        let norm = |h: Tensor<B, 4>, k: usize| member_layer_norm(h, &p[k], &p[k + 1], NORM_EPS);
+        let drop4 = |h: Tensor<B, 4>| {
+            let dims = h.dims();
+            drop(h.reshape_to([dims[0], dims[1] * dims[2], dims[3]])).reshape_to(dims)
+        };
+        let positions = generate_sinusoids::<B>(window, d, 10_000, &x.device())
+            .reshape_to([1, 1, window, d]);
+        let mut h = norm(linear(x, 0, features, d), 2) + positions;
+        for layer in 0..w.encoder_layers {
+            let k = 4 + layer * TRANSFORMER_LAYER_PARAMS;
+            // Attention: [members batch, heads, window, d_k] per projection.
+            let r = norm(h.clone(), k + 14);
+            let project = |j: usize| {
+                linear(r.clone(), k + 2 * j, d, d)
+                    .reshape_to([members * batch, window, heads, d_k])
+                    .swap_dims(1, 2)
+            };
+            let (q, key, v) = (project(0), project(1), project(2));
+            let scores = q.matmul(key.swap_dims(2, 3)).div_scalar((d_k as f64).sqrt());
+            let weights = softmax(drop4(scores), 3);
+            let context = weights
+                .matmul(v)
+                .swap_dims(1, 2)
+                .reshape_to([members, batch, window, d]);
+            h = h + drop4(linear(context, k + 6, d, d));
+            // Feed-forward.
+            let r = norm(h.clone(), k + 12);
+            let inner = drop4(gelu(linear(r, k + 8, d, w.feed_forward)));
+            h = h + drop4(linear(inner, k + 10, w.feed_forward, d));
+        }
+        let k = 4 + w.encoder_layers * TRANSFORMER_LAYER_PARAMS;
+        let pooled = norm(h, k).mean_along(2).reshape_to([members, batch, 1, d]);
+        let hidden = gelu(linear(pooled, k + 2, d, d / 2));
+        linear(hidden, k + 4, d / 2, CLASSES).reshape_to([members, batch, CLASSES])
     }
 
     fn mlp(
@@ -707,6 +705,83 @@ mod tests {
             .map(|&s| to_host_f32(logits(&[s], false).0))
             .collect();
         (to_host_f32(y), gradients, alone)
+    }
+
+    /// Replaces a module's float parameters, in visiting order, with member `member` of
+    /// `params` (each `[members, 1, n]`), keeping their autodiff history.
+    struct Load<'a, B: QuenchOps> {
+        params: &'a [Tensor<B, 3>],
+        member: usize,
+        next: usize,
+    }
+
+    impl<B: QuenchOps> ModuleMapper<B> for Load<'_, B> {
+        fn map_float<const D: usize>(&mut self, param: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
+            let (id, old, _) = param.consume();
+            let value = self.params[self.next]
+                .clone()
+                .narrow(0, self.member, 1)
+                .reshape_to(old.dims());
+            self.next += 1;
+            // `initialized` keeps the slice's history (`from_tensor` would cut it into a leaf).
+            Param::initialized(id, value)
+        }
+    }
+
+    /// Logits `[1, batch, 3]` of windows `[batch, window, features]` through Burn's modules
+    /// (`TransformerEncoder`, pre-norm): the reference the batched Transformer is held to.
+    fn burn_transformer<B: QuenchOps>(net: &TransformerNet<B>, x: Tensor<B, 3>) -> Tensor<B, 3> {
+        let [batch, window, _] = x.dims();
+        let h = net.input_norm.forward(net.input.forward(x));
+        let d = h.dims()[2];
+        let positions =
+            generate_sinusoids::<B>(window, d, 10_000, &h.device()).reshape_to([1, window, d]);
+        let h = net.encoder.forward(TransformerEncoderInput::new(h + positions));
+        let pooled = net.final_norm.forward(h).mean_along(1);
+        net.output
+            .forward(gelu(net.hidden.forward(pooled)))
+            .reshape_to([1, batch, CLASSES])
+    }
+
+    #[test]
+    fn the_batched_transformer_is_burns_encoder_member_by_member() {
+        let device = Default::default();
+        let (batch, window, features) = (4, 5, 3);
+        let kind = ModelKind::Transformer;
+        let net = TemporalNet::<Train>::new(kind, small(), features, LstmCore::Fused, 0.0, &device);
+        let inner =
+            TemporalNet::<NdArray<f32>>::new(kind, small(), features, LstmCore::Fused, 0.0, &device);
+        let (params, _) = inner.initial_params(&[3, 4], &device);
+        let params: Vec<Tensor<Train, 3>> =
+            params.into_iter().map(|p| Tensor::from_inner(p).require_grad()).collect();
+        let _generator = SeededGenerator::acquire::<Train>(&device, 5);
+        let normal = Distribution::Normal(0.0, 1.0);
+        let x = Tensor::<Train, 4>::random([2, batch, window, features], normal, &device);
+        let loss = Tensor::<Train, 3>::random([2, batch, CLASSES], normal, &device);
+        let (batched, _) = net.forward(&params, &[], x.clone(), None, Precision::F32);
+        let template = net.template.clone().expect("a Transformer has its template");
+        let reference = Tensor::cat(
+            (0..2)
+                .map(|member| {
+                    let module = template.clone().map(&mut Load { params: &params, member, next: 0 });
+                    burn_transformer(&module, x.clone().narrow(0, member, 1).reshape_to([batch, window, features]))
+                })
+                .collect(),
+            0,
+        );
+        let gap = |a: Vec<f32>, b: Vec<f32>| {
+            let scale = b.iter().fold(1f32, |m, v| m.max(v.abs()));
+            a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max) / scale
+        };
+        let values = gap(to_host_f32(batched.clone()), to_host_f32(reference.clone()));
+        assert!(values < 1e-5, "logits differ by {values:e}");
+        let ours = (batched * loss.clone()).sum_all().backward();
+        let burns = (reference * loss).sum_all().backward();
+        for (k, p) in params.iter().enumerate() {
+            let (a, b) = (p.grad(&ours).expect("ours"), p.grad(&burns).expect("Burn's"));
+            let off = gap(to_host_f32(a), to_host_f32(b));
+            assert!(off < 1e-4, "parameter {k}: gradients differ by {off:e} of their scale");
+        }
     }
 
     #[test]
