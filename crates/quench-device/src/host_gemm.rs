@@ -93,7 +93,11 @@ pub fn gemm_strided(
     accumulate: bool,
 ) {
     let (m, k, n) = (lhs.rows, lhs.cols, rhs.cols);
-    assert_eq!(k, rhs.rows, "inner sizes of a [{m}, {k}] @ [{}, {n}]", rhs.rows);
+    assert_eq!(
+        k, rhs.rows,
+        "inner sizes of a [{m}, {k}] @ [{}, {n}]",
+        rhs.rows
+    );
     if m == 0 || n == 0 {
         return;
     }

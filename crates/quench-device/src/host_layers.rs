@@ -12,7 +12,7 @@ use burn::tensor::TensorMetadata;
 use burn::tensor::ops::FloatTensor;
 
 use crate::host_gemm::{MatRef, gemm, gemm_strided};
-use crate::host_math::tanh;
+use crate::host_math::{gelu, gelu_slope, tanh};
 use crate::host_tensor::{Host, in_f32, tensor, values};
 use crate::lanes::in_lanes;
 use crate::ops::dense::Activation;
@@ -54,40 +54,54 @@ fn activate_portable(values: &mut [f32], activation: Activation) {
                 .iter_mut()
                 .for_each(|v| *v = if *v > 0.0 { *v } else { slope * *v });
         }
+        Activation::Gelu => values.iter_mut().for_each(|v| *v = gelu(*v)),
     }
 }
 
 crate::simd_dispatch! {
-    /// `dz = dy f'(x)` from the output `y = f(x)` (the activation's derivative from its
-    /// output; a leaky ReLU's slope is not negative).
-    fn pre_activation_gradient(dz: &mut [f32], y: &[f32], dy: &[f32], activation: Activation) => pre_activation_gradient_portable
+    /// `dz = dy f'(z)` from what the layer kept: the pre-activation `z` where the activation
+    /// keeps its input, else its output.
+    fn pre_activation_gradient(dz: &mut [f32], kept: &[f32], dy: &[f32], activation: Activation) => pre_activation_gradient_portable
 }
 
 #[inline(always)]
-fn pre_activation_gradient_portable(dz: &mut [f32], y: &[f32], dy: &[f32], activation: Activation) {
+fn pre_activation_gradient_portable(
+    dz: &mut [f32],
+    kept: &[f32],
+    dy: &[f32],
+    activation: Activation,
+) {
     let slope = match activation {
         Activation::Relu => 0.0,
         Activation::LeakyRelu(slope) => slope as f32,
         Activation::Tanh => {
-            for ((d, y), g) in dz.iter_mut().zip(y).zip(dy) {
+            for ((d, y), g) in dz.iter_mut().zip(kept).zip(dy) {
                 *d = g * (1.0 - y * y);
             }
             return;
         }
+        Activation::Gelu => {
+            for ((d, z), g) in dz.iter_mut().zip(kept).zip(dy) {
+                *d = g * gelu_slope(*z);
+            }
+            return;
+        }
     };
-    for ((d, y), g) in dz.iter_mut().zip(y).zip(dy) {
-        *d = if *y > 0.0 { *g } else { slope * g };
+    // ReLU from its output, leaky ReLU from its input: positive exactly where the input is.
+    for ((d, k), g) in dz.iter_mut().zip(kept).zip(dy) {
+        *d = if *k > 0.0 { *g } else { slope * g };
     }
 }
 
 /// `activation(x W + b)` for `x` `[members, rows, fan_in]`, `weight` `[members, fan_in,
-/// fan_out]`, `bias` `[members, 1, fan_out]`.
+/// fan_out]`, `bias` `[members, 1, fan_out]`, and what the backward pass needs (the
+/// pre-activation where the activation keeps its input, else the output).
 pub(crate) fn dense_forward(
     x: FloatTensor<Host>,
     weight: FloatTensor<Host>,
     bias: FloatTensor<Host>,
     activation: Option<Activation>,
-) -> FloatTensor<Host> {
+) -> [FloatTensor<Host>; 2] {
     let [x, weight, bias] = [x, weight, bias].map(in_f32);
     let (xs, ws) = (x.shape(), weight.shape());
     let (members, rows, fan_in, fan_out) = (xs[0], xs[1], xs[2], ws[2]);
@@ -115,28 +129,57 @@ pub(crate) fn dense_forward(
             gemm(
                 part,
                 MatRef::row_major(x_rows, range.len(), fan_in),
-                MatRef::row_major(&wv[m * fan_in * fan_out..(m + 1) * fan_in * fan_out], fan_in, fan_out),
+                MatRef::row_major(
+                    &wv[m * fan_in * fan_out..(m + 1) * fan_in * fan_out],
+                    fan_in,
+                    fan_out,
+                ),
                 true,
             );
-            if let Some(activation) = activation {
-                activate(part, activation);
-            }
         }
     });
     drop((xv, wv, bv));
-    tensor(out, [members, rows, fan_out])
+    let shape = [members, rows, fan_out];
+    match activation {
+        Some(a) if a.keeps_input() => {
+            let mut output = out.clone();
+            activate_all(&mut output, a);
+            [tensor(output, shape), tensor(out, shape)]
+        }
+        Some(a) => {
+            activate_all(&mut out, a);
+            let output = tensor(out, shape);
+            [output.clone(), output]
+        }
+        None => {
+            let output = tensor(out, shape);
+            [output.clone(), output]
+        }
+    }
 }
 
-/// The dense layer's gradients `[x, weight, bias]` from its input, weight, output `y` and the
-/// output's gradient `dy`.
+/// `activation` over `values`, in lanes when there are many.
+fn activate_all(values: &mut [f32], activation: Activation) {
+    let parts = lanes_for(values.len() * 8);
+    let chunk = values.len().div_ceil(parts).max(1);
+    let jobs: Vec<&mut [f32]> = values.chunks_mut(chunk).collect();
+    in_lanes(jobs, parts, |group| {
+        for part in group {
+            activate(part, activation);
+        }
+    });
+}
+
+/// The dense layer's gradients `[x, weight, bias]` from its input, weight, what the forward
+/// pass kept and the output's gradient `dy`.
 pub(crate) fn dense_backward(
     x: FloatTensor<Host>,
     weight: FloatTensor<Host>,
-    y: FloatTensor<Host>,
+    kept: FloatTensor<Host>,
     dy: FloatTensor<Host>,
     activation: Option<Activation>,
 ) -> [FloatTensor<Host>; 3] {
-    let [x, weight, y, dy] = [x, weight, y, dy].map(in_f32);
+    let [x, weight, y, dy] = [x, weight, kept, dy].map(in_f32);
     let (xs, ws) = (x.shape(), weight.shape());
     let (members, rows, fan_in, fan_out) = (xs[0], xs[1], xs[2], ws[2]);
     let (xv, wv, yv, dyv) = (values(&x), values(&weight), values(&y), values(&dy));
@@ -190,13 +233,20 @@ pub(crate) fn dense_backward(
                 part,
                 fan_out,
                 MatRef::strided(x_member, rows, range.len(), fan_in).t(),
-                MatRef::row_major(&dz[m * rows * fan_out..(m + 1) * rows * fan_out], rows, fan_out),
+                MatRef::row_major(
+                    &dz[m * rows * fan_out..(m + 1) * rows * fan_out],
+                    rows,
+                    fan_out,
+                ),
                 false,
             );
         }
     });
     let mut db = vec![0.0; members * fan_out];
-    for (db, dz) in db.chunks_exact_mut(fan_out).zip(dz.chunks_exact(rows * fan_out)) {
+    for (db, dz) in db
+        .chunks_exact_mut(fan_out)
+        .zip(dz.chunks_exact(rows * fan_out))
+    {
         for row in dz.chunks_exact(fan_out) {
             for (b, d) in db.iter_mut().zip(row) {
                 *b += d;
@@ -238,7 +288,13 @@ fn norm_rows_portable(
         // Centred first: the variance of rows far from zero must not cancel.
         let variance = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() * scale;
         *inv = 1.0 / (variance + eps).sqrt();
-        for ((((n, y), x), g), b) in normed.iter_mut().zip(y.iter_mut()).zip(x).zip(gamma).zip(beta) {
+        for ((((n, y), x), g), b) in normed
+            .iter_mut()
+            .zip(y.iter_mut())
+            .zip(x)
+            .zip(gamma)
+            .zip(beta)
+        {
             *n = (x - mean) * *inv;
             *y = *n * g + b;
         }
@@ -322,7 +378,15 @@ pub(crate) fn layer_norm_forward(
         for (m, range, y, normed, inv) in group {
             let x_rows = &xv[(m * rows + range.start) * width..(m * rows + range.end) * width];
             let member = m * width..(m + 1) * width;
-            norm_rows(x_rows, &gv[member.clone()], &bv[member], eps as f32, y, normed, inv);
+            norm_rows(
+                x_rows,
+                &gv[member.clone()],
+                &bv[member],
+                eps as f32,
+                y,
+                normed,
+                inv,
+            );
         }
     });
     drop((xv, gv, bv));
@@ -343,7 +407,12 @@ pub(crate) fn layer_norm_backward(
     let [normed, inv_std, gamma, dy] = [normed, inv_std, gamma, dy].map(in_f32);
     let ns = normed.shape();
     let (members, rows, width) = (ns[0], ns[1], ns[2]);
-    let (nv, iv, gv, dyv) = (values(&normed), values(&inv_std), values(&gamma), values(&dy));
+    let (nv, iv, gv, dyv) = (
+        values(&normed),
+        values(&inv_std),
+        values(&gamma),
+        values(&dy),
+    );
     let mut dx = vec![0.0; members * rows * width];
     let parts = lanes_for(members * rows * width * 4);
     let mut jobs = Vec::new();

@@ -52,7 +52,13 @@ crate::simd_dispatch! {
 }
 
 #[inline(always)]
-fn cells_forward_portable(z: &mut [f32], c_prev: &[f32], c: &mut [f32], h: &mut [f32], hidden: usize) {
+fn cells_forward_portable(
+    z: &mut [f32],
+    c_prev: &[f32],
+    c: &mut [f32],
+    h: &mut [f32],
+    hidden: usize,
+) {
     let n = hidden;
     for (((z, c_prev), c), h) in z
         .chunks_exact_mut(4 * n)
@@ -215,7 +221,13 @@ fn forward_row(
                 Some(tb) => read_and_write(cells, at(b, tb, seq, h), at(b, t, seq, h)),
                 None => (&zeros[..], &mut cells[at(b, t, seq, h)]),
             };
-            cells_forward(&mut gates[at(b, t, seq, g)], c_prev, c, &mut hidden[at(b, t, seq, h)], h);
+            cells_forward(
+                &mut gates[at(b, t, seq, g)],
+                c_prev,
+                c,
+                &mut hidden[at(b, t, seq, h)],
+                h,
+            );
         }
     }
 }
@@ -426,7 +438,12 @@ pub(crate) fn backward(
     let [inputs, gates, cells, output] = tape.map(in_f32);
     let [w_x, w_h, d_output] = [w_x, w_h, d_output].map(in_f32);
     let (members, s) = shape_of(&inputs, &w_h);
-    let (x, a, c, y) = (values(&inputs), values(&gates), values(&cells), values(&output));
+    let (x, a, c, y) = (
+        values(&inputs),
+        values(&gates),
+        values(&cells),
+        values(&output),
+    );
     let (wx, wh, dy) = (values(&w_x), values(&w_h), values(&d_output));
     let steps = s.seq * s.batch;
     let (g, h, i) = (s.gates(), s.hidden, s.input);
@@ -472,7 +489,10 @@ pub(crate) fn backward(
         }
     });
     let mut d_x = vec![0.0; members * steps * i];
-    for (d_x, rows) in d_x.chunks_exact_mut(steps * i).zip(d_x_rows.chunks_exact(2 * steps * i)) {
+    for (d_x, rows) in d_x
+        .chunks_exact_mut(steps * i)
+        .zip(d_x_rows.chunks_exact(2 * steps * i))
+    {
         let (forward, backward) = rows.split_at(steps * i);
         for ((d, f), b) in d_x.iter_mut().zip(forward).zip(backward) {
             *d = f + b;

@@ -36,4 +36,3 @@ pub(crate) fn values(t: &FloatTensor<Host>) -> Cow<'_, [f32]> {
 pub(crate) fn tensor<const D: usize>(values: Vec<f32>, shape: [usize; D]) -> FloatTensor<Host> {
     NdArrayTensor::from_data(TensorData::new(values, shape))
 }
-

@@ -47,7 +47,7 @@ use crate::threefry::{StreamKey, normals_host, normals_tensor};
 pub mod dense;
 pub mod lstm;
 
-use dense::{Activation, DenseGradients, NormGradients, NormTape};
+use dense::{Activation, DenseGradients, DenseOutput, NormGradients, NormTape};
 use lstm::{LstmGradients, LstmTape, LstmWeights};
 
 /// Operations Quench adds to a Burn backend; see the module documentation.
@@ -100,27 +100,26 @@ pub trait QuenchOps: Backend {
 
     /// `activation(x W + b)` per member ([`dense::dense`]): `x` `[members, rows, fan_in]`,
     /// `weight` `[members, fan_in, fan_out]`, `bias` `[members, 1, fan_out]`, to `[members,
-    /// rows, fan_out]`. An activation whose derivative does not follow from its output (a
-    /// leaky ReLU with a negative slope) is applied by [`dense::dense`] after the layer.
+    /// rows, fan_out]`, with what the backward pass needs.
     fn dense_forward(
         x: Tensor<Self, 3>,
         weight: &Tensor<Self, 3>,
         bias: &Tensor<Self, 3>,
         activation: Option<Activation>,
-    ) -> Tensor<Self, 3> {
+    ) -> DenseOutput<Self> {
         dense::composed_dense(x, weight, bias, activation)
     }
 
-    /// The dense layer's gradients from its input `x`, `weight`, its output `y` and the
-    /// output's gradient `dy` `[members, rows, fan_out]`.
+    /// The dense layer's gradients from its input `x`, `weight`, what the forward pass kept
+    /// and the output's gradient `dy` `[members, rows, fan_out]`.
     fn dense_backward(
         x: Tensor<Self, 3>,
         weight: &Tensor<Self, 3>,
-        y: Tensor<Self, 3>,
+        kept: Tensor<Self, 3>,
         dy: Tensor<Self, 3>,
         activation: Option<Activation>,
     ) -> DenseGradients<Self> {
-        dense::composed_dense_backward(x, weight, y, dy, activation)
+        dense::composed_dense_backward(x, weight, kept, dy, activation)
     }
 
     /// Layer normalisation over the last axis per member ([`dense::layer_norm`]): `x`
@@ -283,21 +282,23 @@ impl QuenchOps for NdArray<f32> {
         weight: &Tensor<Self, 3>,
         bias: &Tensor<Self, 3>,
         activation: Option<Activation>,
-    ) -> Tensor<Self, 3> {
+    ) -> DenseOutput<Self> {
         let [x, weight, bias] = [x, weight.clone(), bias.clone()].map(host_primitive);
-        from_host(crate::host_layers::dense_forward(x, weight, bias, activation))
+        let [output, kept] =
+            crate::host_layers::dense_forward(x, weight, bias, activation).map(from_host);
+        DenseOutput { output, kept }
     }
 
     fn dense_backward(
         x: Tensor<Self, 3>,
         weight: &Tensor<Self, 3>,
-        y: Tensor<Self, 3>,
+        kept: Tensor<Self, 3>,
         dy: Tensor<Self, 3>,
         activation: Option<Activation>,
     ) -> DenseGradients<Self> {
-        let [x, weight, y, dy] = [x, weight.clone(), y, dy].map(host_primitive);
+        let [x, weight, kept, dy] = [x, weight.clone(), kept, dy].map(host_primitive);
         let [x, weight, bias] =
-            crate::host_layers::dense_backward(x, weight, y, dy, activation).map(from_host);
+            crate::host_layers::dense_backward(x, weight, kept, dy, activation).map(from_host);
         DenseGradients { x, weight, bias }
     }
 
@@ -439,18 +440,19 @@ impl<B: QuenchOps, C: CheckpointStrategy> QuenchOps for Autodiff<B, C> {
         weight: &Tensor<Self, 3>,
         bias: &Tensor<Self, 3>,
         activation: Option<Activation>,
-    ) -> Tensor<Self, 3> {
+    ) -> DenseOutput<Self> {
         dense::autodiff_dense(x, weight, bias, activation)
     }
 
     fn dense_backward(
         x: Tensor<Self, 3>,
         weight: &Tensor<Self, 3>,
-        y: Tensor<Self, 3>,
+        kept: Tensor<Self, 3>,
         dy: Tensor<Self, 3>,
         activation: Option<Activation>,
     ) -> DenseGradients<Self> {
-        let g = B::dense_backward(x.inner(), &weight.clone().inner(), y.inner(), dy.inner(), activation);
+        let weight = weight.clone().inner();
+        let g = B::dense_backward(x.inner(), &weight, kept.inner(), dy.inner(), activation);
         DenseGradients {
             x: Tensor::from_inner(g.x),
             weight: Tensor::from_inner(g.weight),

@@ -18,12 +18,10 @@
 //!   running statistics are the network's state (not parameters), updated as PyTorch does
 //!   (momentum 0.1, unbiased running variance).
 
-use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
-use burn::nn::transformer::{
-    TransformerEncoder, TransformerEncoderConfig, TransformerEncoderInput,
-};
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::nn::transformer::{TransformerEncoder, TransformerEncoderConfig};
 use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig, generate_sinusoids};
-use burn::tensor::activation::{gelu, relu, sigmoid, softmax};
+use burn::tensor::activation::{relu, sigmoid, softmax};
 use burn::tensor::{Tensor, TensorData};
 use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
@@ -548,16 +546,17 @@ impl<B: QuenchOps> TemporalNet<B> {
         let weight = |k: usize, fan_in: usize, fan_out: usize| -> Tensor<B, 3> {
             p[k].clone().reshape_to([members, fan_in, fan_out])
         };
-        let linear = |h: Tensor<B, 4>, k: usize, fan_in: usize, fan_out: usize| {
-            member_linear(h, &weight(k, fan_in, fan_out), &p[k + 1])
+        let dense = |h: Tensor<B, 4>, k: usize, [fan_in, fan_out]: [usize; 2], activation| {
+            member_dense(h, &weight(k, fan_in, fan_out), &p[k + 1], activation)
         };
+        let linear = |h, k, fan_in, fan_out| dense(h, k, [fan_in, fan_out], None);
         let norm = |h: Tensor<B, 4>, k: usize| member_layer_norm(h, &p[k], &p[k + 1], NORM_EPS);
         let drop4 = |h: Tensor<B, 4>| {
             let dims = h.dims();
             drop(h.reshape_to([dims[0], dims[1] * dims[2], dims[3]])).reshape_to(dims)
         };
-        let positions = generate_sinusoids::<B>(window, d, 10_000, &x.device())
-            .reshape_to([1, 1, window, d]);
+        let positions =
+            generate_sinusoids::<B>(window, d, 10_000, &x.device()).reshape_to([1, 1, window, d]);
         let mut h = norm(linear(x, 0, features, d), 2) + positions;
         for layer in 0..w.encoder_layers {
             let k = 4 + layer * TRANSFORMER_LAYER_PARAMS;
@@ -569,7 +568,9 @@ impl<B: QuenchOps> TemporalNet<B> {
                     .swap_dims(1, 2)
             };
             let (q, key, v) = (project(0), project(1), project(2));
-            let scores = q.matmul(key.swap_dims(2, 3)).div_scalar((d_k as f64).sqrt());
+            let scores = q
+                .matmul(key.swap_dims(2, 3))
+                .div_scalar((d_k as f64).sqrt());
             let weights = softmax(drop4(scores), 3);
             let context = weights
                 .matmul(v)
@@ -578,12 +579,12 @@ impl<B: QuenchOps> TemporalNet<B> {
             h = h + drop4(linear(context, k + 6, d, d));
             // Feed-forward.
             let r = norm(h.clone(), k + 12);
-            let inner = drop4(gelu(linear(r, k + 8, d, w.feed_forward)));
+            let inner = drop4(dense(r, k + 8, [d, w.feed_forward], Some(Activation::Gelu)));
             h = h + drop4(linear(inner, k + 10, w.feed_forward, d));
         }
         let k = 4 + w.encoder_layers * TRANSFORMER_LAYER_PARAMS;
         let pooled = norm(h, k).mean_along(2).reshape_to([members, batch, 1, d]);
-        let hidden = gelu(linear(pooled, k + 2, d, d / 2));
+        let hidden = dense(pooled, k + 2, [d, d / 2], Some(Activation::Gelu));
         linear(hidden, k + 4, d / 2, CLASSES).reshape_to([members, batch, CLASSES])
     }
 
@@ -635,7 +636,10 @@ impl<B: QuenchOps> TemporalNet<B> {
 mod tests {
     use super::*;
     use burn::backend::{Autodiff, NdArray};
+    use burn::module::ModuleMapper;
+    use burn::nn::transformer::TransformerEncoderInput;
     use burn::tensor::Distribution;
+    use burn::tensor::activation::gelu;
     use quench_device::readback::to_host_f32;
 
     type Train = Autodiff<NdArray<f32>>;
@@ -736,7 +740,9 @@ mod tests {
         let d = h.dims()[2];
         let positions =
             generate_sinusoids::<B>(window, d, 10_000, &h.device()).reshape_to([1, window, d]);
-        let h = net.encoder.forward(TransformerEncoderInput::new(h + positions));
+        let h = net
+            .encoder
+            .forward(TransformerEncoderInput::new(h + positions));
         let pooled = net.final_norm.forward(h).mean_along(1);
         net.output
             .forward(gelu(net.hidden.forward(pooled)))
@@ -749,38 +755,70 @@ mod tests {
         let (batch, window, features) = (4, 5, 3);
         let kind = ModelKind::Transformer;
         let net = TemporalNet::<Train>::new(kind, small(), features, LstmCore::Fused, 0.0, &device);
-        let inner =
-            TemporalNet::<NdArray<f32>>::new(kind, small(), features, LstmCore::Fused, 0.0, &device);
+        let inner = TemporalNet::<NdArray<f32>>::new(
+            kind,
+            small(),
+            features,
+            LstmCore::Fused,
+            0.0,
+            &device,
+        );
         let (params, _) = inner.initial_params(&[3, 4], &device);
-        let params: Vec<Tensor<Train, 3>> =
-            params.into_iter().map(|p| Tensor::from_inner(p).require_grad()).collect();
+        let params: Vec<Tensor<Train, 3>> = params
+            .into_iter()
+            .map(|p| Tensor::from_inner(p).require_grad())
+            .collect();
         let _generator = SeededGenerator::acquire::<Train>(&device, 5);
         let normal = Distribution::Normal(0.0, 1.0);
         let x = Tensor::<Train, 4>::random([2, batch, window, features], normal, &device);
         let loss = Tensor::<Train, 3>::random([2, batch, CLASSES], normal, &device);
         let (batched, _) = net.forward(&params, &[], x.clone(), None, Precision::F32);
-        let template = net.template.clone().expect("a Transformer has its template");
+        let template = net
+            .template
+            .clone()
+            .expect("a Transformer has its template");
         let reference = Tensor::cat(
             (0..2)
                 .map(|member| {
-                    let module = template.clone().map(&mut Load { params: &params, member, next: 0 });
-                    burn_transformer(&module, x.clone().narrow(0, member, 1).reshape_to([batch, window, features]))
+                    let module = template.clone().map(&mut Load {
+                        params: &params,
+                        member,
+                        next: 0,
+                    });
+                    burn_transformer(
+                        &module,
+                        x.clone()
+                            .narrow(0, member, 1)
+                            .reshape_to([batch, window, features]),
+                    )
                 })
                 .collect(),
             0,
         );
         let gap = |a: Vec<f32>, b: Vec<f32>| {
             let scale = b.iter().fold(1f32, |m, v| m.max(v.abs()));
-            a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max) / scale
+            a.iter()
+                .zip(&b)
+                .map(|(x, y)| (x - y).abs())
+                .fold(0f32, f32::max)
+                / scale
         };
         let values = gap(to_host_f32(batched.clone()), to_host_f32(reference.clone()));
         assert!(values < 1e-5, "logits differ by {values:e}");
+        // Burn's GELU backward differentiates its tanh approximation (about 1e-3 off the
+        // exact GELU it computes); ours differentiates the exact one.
         let ours = (batched * loss.clone()).sum_all().backward();
         let burns = (reference * loss).sum_all().backward();
         for (k, p) in params.iter().enumerate() {
-            let (a, b) = (p.grad(&ours).expect("ours"), p.grad(&burns).expect("Burn's"));
+            let (a, b) = (
+                p.grad(&ours).expect("ours"),
+                p.grad(&burns).expect("Burn's"),
+            );
             let off = gap(to_host_f32(a), to_host_f32(b));
-            assert!(off < 1e-4, "parameter {k}: gradients differ by {off:e} of their scale");
+            assert!(
+                off < 3e-3,
+                "parameter {k}: gradients differ by {off:e} of their scale"
+            );
         }
     }
 

@@ -161,8 +161,7 @@ fn fused_lstm<B: QuenchBackend>(
                 let tape = tapes
                     .pop()
                     .unwrap_or_else(|| unreachable!("one tape per layer"));
-                let (g, dx) =
-                    lstm::backward(layer, tape, precision.to_compute(d), objective.lanes);
+                let (g, dx) = lstm::backward(layer, tape, precision.to_compute(d), objective.lanes);
                 layer_grads[l] = g.into_iter().map(|t| precision.to_master(t)).collect();
                 d = match (l > 0).then(|| masks.pop()).flatten() {
                     Some(mask) => dx * mask,

@@ -78,7 +78,13 @@ pub fn member_dense<B: QuenchOps, const D: usize>(
     let rows = dims[1..D - 1].iter().product();
     let mut out = dims;
     out[D - 1] = fan_out;
-    dense(x.reshape_to([members, rows, fan_in]), weight, bias, activation).reshape_to(out)
+    dense(
+        x.reshape_to([members, rows, fan_in]),
+        weight,
+        bias,
+        activation,
+    )
+    .reshape_to(out)
 }
 
 /// Layer normalisation over the last axis with per-member gain and shift (PyTorch's

@@ -7,7 +7,7 @@ use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
-use burn::tensor::activation::{leaky_relu, relu};
+use burn::tensor::activation::{gelu, leaky_relu, relu};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorPrimitive};
 
@@ -23,6 +23,9 @@ pub enum Activation {
     Tanh,
     /// `x` for positive inputs, `slope x` otherwise.
     LeakyRelu(f64),
+    /// `x Phi(x)` with `Phi` the standard normal distribution function (the exact GELU, as
+    /// PyTorch's and Burn's default).
+    Gelu,
 }
 
 impl Activation {
@@ -32,6 +35,7 @@ impl Activation {
             Self::Relu => relu(x),
             Self::Tanh => x.tanh(),
             Self::LeakyRelu(slope) => leaky_relu(x, slope),
+            Self::Gelu => gelu(x),
         }
     }
 
@@ -47,6 +51,7 @@ impl Activation {
                     slope as f32 * x
                 }
             }
+            Self::Gelu => crate::host_math::gelu(x),
         }
     }
 
@@ -62,26 +67,54 @@ impl Activation {
                     slope as f32
                 }
             }
+            Self::Gelu => crate::host_math::gelu_slope(pre),
         }
     }
 
-    /// Whether the derivative follows from the output alone (what the fused layer keeps): all
-    /// but a leaky ReLU with a negative slope, which maps negative inputs to positive outputs.
-    fn from_output(self) -> bool {
-        !matches!(self, Self::LeakyRelu(slope) if slope < 0.0)
+    /// Whether the derivative needs the pre-activation (what the fused layer then keeps),
+    /// rather than following from the output: GELU's, and a leaky ReLU's (whose output's sign
+    /// is the input's only for a positive slope).
+    pub fn keeps_input(self) -> bool {
+        matches!(self, Self::Gelu | Self::LeakyRelu(_))
     }
 
-    /// The derivative at the input that gave output `y`, as tensor ops.
-    fn derivative<B: Backend>(self, y: Tensor<B, 3>) -> Tensor<B, 3> {
+    /// The derivative as tensor ops, from what the layer kept: the pre-activation `z` where
+    /// [`Activation::keeps_input`], else the output.
+    fn derivative<B: Backend>(self, kept: Tensor<B, 3>) -> Tensor<B, 3> {
         match self {
-            Self::Tanh => (y.clone() * y).neg().add_scalar(1.0),
-            Self::Relu => y.greater_elem(0.0).float(),
+            Self::Tanh => (kept.clone() * kept).neg().add_scalar(1.0),
+            Self::Relu => kept.greater_elem(0.0).float(),
             Self::LeakyRelu(slope) => {
-                let positive = y.greater_elem(0.0).float();
-                positive.clone().mul_scalar(1.0 - slope).add_scalar(slope)
+                let positive = kept.greater_elem(0.0).float();
+                positive.mul_scalar(1.0 - slope).add_scalar(slope)
+            }
+            Self::Gelu => {
+                // Phi(z) + z phi(z).
+                let cdf = kept
+                    .clone()
+                    .div_scalar(std::f64::consts::SQRT_2)
+                    .erf()
+                    .add_scalar(1.0)
+                    .mul_scalar(0.5);
+                let density = kept
+                    .clone()
+                    .powi_scalar(2)
+                    .mul_scalar(-0.5)
+                    .exp()
+                    .mul_scalar(1.0 / (2.0 * std::f64::consts::PI).sqrt());
+                cdf + kept * density
             }
         }
     }
+}
+
+/// A dense layer's output and what its backward pass needs.
+#[derive(Debug, Clone)]
+pub struct DenseOutput<B: Backend> {
+    /// `activation(x W + b)` `[members, rows, fan_out]`.
+    pub output: Tensor<B, 3>,
+    /// The pre-activation `x W + b` where [`Activation::keeps_input`], else the output.
+    pub kept: Tensor<B, 3>,
 }
 
 /// Gradients of a dense layer, shaped as its operands.
@@ -104,10 +137,7 @@ pub fn dense<B: QuenchOps>(
     bias: &Tensor<B, 3>,
     activation: Option<Activation>,
 ) -> Tensor<B, 3> {
-    match activation {
-        Some(a) if !a.from_output() => a.apply(B::dense_forward(x, weight, bias, None)),
-        _ => B::dense_forward(x, weight, bias, activation),
-    }
+    B::dense_forward(x, weight, bias, activation).output
 }
 
 /// The dense layer as Burn ops.
@@ -116,25 +146,32 @@ pub fn composed_dense<B: Backend>(
     weight: &Tensor<B, 3>,
     bias: &Tensor<B, 3>,
     activation: Option<Activation>,
-) -> Tensor<B, 3> {
+) -> DenseOutput<B> {
     let z = x.matmul(weight.clone()) + bias.clone();
     match activation {
-        Some(a) => a.apply(z),
-        None => z,
+        Some(a) => {
+            let output = a.apply(z.clone());
+            let kept = if a.keeps_input() { z } else { output.clone() };
+            DenseOutput { output, kept }
+        }
+        None => DenseOutput {
+            output: z.clone(),
+            kept: z,
+        },
     }
 }
 
-/// The dense layer's gradients as Burn ops, from its input `x`, `weight`, its output `y` and
-/// the output's gradient `dy`.
+/// The dense layer's gradients as Burn ops, from its input `x`, `weight`, what the forward
+/// pass kept ([`DenseOutput::kept`]) and the output's gradient `dy`.
 pub fn composed_dense_backward<B: Backend>(
     x: Tensor<B, 3>,
     weight: &Tensor<B, 3>,
-    y: Tensor<B, 3>,
+    kept: Tensor<B, 3>,
     dy: Tensor<B, 3>,
     activation: Option<Activation>,
 ) -> DenseGradients<B> {
     let dz = match activation {
-        Some(a) => dy * a.derivative(y),
+        Some(a) => dy * a.derivative(kept),
         None => dy,
     };
     DenseGradients {
@@ -224,7 +261,7 @@ pub(super) fn autodiff_dense<B: QuenchOps, C: CheckpointStrategy>(
     weight: &Tensor<Autodiff<B, C>, 3>,
     bias: &Tensor<Autodiff<B, C>, 3>,
     activation: Option<Activation>,
-) -> Tensor<Autodiff<B, C>, 3> {
+) -> DenseOutput<Autodiff<B, C>> {
     #[derive(Debug)]
     struct Dense;
 
@@ -235,8 +272,8 @@ pub(super) fn autodiff_dense<B: QuenchOps, C: CheckpointStrategy>(
 
         fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
             let dy = from_primitive(grads.consume::<B>(&ops.node));
-            let (x, weight, y, activation) = ops.state;
-            let g = B::dense_backward(x, &weight, y, dy, activation);
+            let (x, weight, kept, activation) = ops.state;
+            let g = B::dense_backward(x, &weight, kept, dy, activation);
             let [node_x, node_w, node_b] = ops.parents;
             for (node, gradient) in [(node_x, g.x), (node_w, g.weight), (node_b, g.bias)] {
                 if let Some(node) = node {
@@ -247,16 +284,19 @@ pub(super) fn autodiff_dense<B: QuenchOps, C: CheckpointStrategy>(
     }
 
     let (x_inner, w_inner) = (x.clone().inner(), weight.clone().inner());
-    let y = B::dense_forward(x_inner.clone(), &w_inner, &bias.clone().inner(), activation);
+    let inner = B::dense_forward(x_inner.clone(), &w_inner, &bias.clone().inner(), activation);
     let parents = [x, weight.clone(), bias.clone()].map(|t| primitive(t).node);
-    let out = match Dense.prepare::<C>(parents).compute_bound().stateful() {
-        OpsKind::Tracked(prep) => prep.finish(
-            (x_inner, w_inner, y.clone(), activation),
-            primitive(y),
-        ),
-        OpsKind::UnTracked(prep) => prep.finish(primitive(y)),
+    let output = primitive(inner.output);
+    let output = match Dense.prepare::<C>(parents).compute_bound().stateful() {
+        OpsKind::Tracked(prep) => {
+            prep.finish((x_inner, w_inner, inner.kept.clone(), activation), output)
+        }
+        OpsKind::UnTracked(prep) => prep.finish(output),
     };
-    from_primitive(out)
+    DenseOutput {
+        output: from_primitive(output),
+        kept: Tensor::from_inner(inner.kept),
+    }
 }
 
 /// The autodiff backend's layer normalisation, one node as [`autodiff_dense`].
@@ -286,12 +326,8 @@ pub(super) fn autodiff_layer_norm<B: QuenchOps, C: CheckpointStrategy>(
     }
 
     let gamma_inner = gamma.clone().inner();
-    let (y, tape) = B::layer_norm_forward(
-        x.clone().inner(),
-        &gamma_inner,
-        &beta.clone().inner(),
-        eps,
-    );
+    let (y, tape) =
+        B::layer_norm_forward(x.clone().inner(), &gamma_inner, &beta.clone().inner(), eps);
     let parents = [x, gamma.clone(), beta.clone()].map(|t| primitive(t).node);
     let out = match LayerNorm.prepare::<C>(parents).compute_bound().stateful() {
         OpsKind::Tracked(prep) => prep.finish((tape.clone(), gamma_inner), primitive(y)),
@@ -317,19 +353,23 @@ mod tests {
     fn worst<B: Backend>(a: Tensor<B, 3>, b: Tensor<B, 3>) -> f32 {
         let (a, b) = (to_host_f32(a), to_host_f32(b));
         assert_eq!(a.len(), b.len());
-        a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+        a.iter()
+            .zip(&b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0, f32::max)
     }
 
     fn random<B: Backend>(shape: [usize; 3], scale: f64) -> Tensor<B, 3> {
         Tensor::random(shape, Distribution::Normal(0.0, scale), &Default::default())
     }
 
-    const ACTIVATIONS: [Option<Activation>; 5] = [
+    const ACTIVATIONS: [Option<Activation>; 6] = [
         None,
         Some(Activation::Relu),
         Some(Activation::Tanh),
         Some(Activation::LeakyRelu(0.2)),
         Some(Activation::LeakyRelu(-0.5)),
+        Some(Activation::Gelu),
     ];
 
     #[test]
@@ -341,20 +381,27 @@ mod tests {
             let w = random::<Host>([members, fan_in, fan_out], 0.5);
             let b = random::<Host>([members, 1, fan_out], 0.5);
             let dy = random::<Host>([members, rows, fan_out], 1.0);
-            for activation in ACTIVATIONS.into_iter().filter(|a| a.is_none_or(|a| a.from_output())) {
+            for activation in ACTIVATIONS {
                 let want = composed_dense(x.clone(), &w, &b, activation);
                 let got = Host::dense_forward(x.clone(), &w, &b, activation);
-                assert!(worst(got.clone(), want.clone()) < 1e-5, "{activation:?}");
+                assert!(worst(got.output, want.output) < 1e-5, "{activation:?}");
+                assert!(
+                    worst(got.kept.clone(), want.kept.clone()) < 1e-5,
+                    "{activation:?}"
+                );
                 let want =
-                    composed_dense_backward(x.clone(), &w, want, dy.clone(), activation);
-                let got = Host::dense_backward(x.clone(), &w, got, dy.clone(), activation);
+                    composed_dense_backward(x.clone(), &w, want.kept, dy.clone(), activation);
+                let got = Host::dense_backward(x.clone(), &w, got.kept, dy.clone(), activation);
                 for (name, a, b) in [
                     ("x", got.x, want.x),
                     ("weight", got.weight, want.weight),
                     ("bias", got.bias, want.bias),
                 ] {
                     let gap = worst(a, b);
-                    assert!(gap < 1e-4, "{activation:?} {rows} rows: d{name} off by {gap:e}");
+                    assert!(
+                        gap < 1e-4,
+                        "{activation:?} {rows} rows: d{name} off by {gap:e}"
+                    );
                 }
             }
         }
@@ -367,9 +414,15 @@ mod tests {
         let w = random::<Diff>([2, 5, 4], 0.5).require_grad();
         let b = random::<Diff>([2, 1, 4], 0.5).require_grad();
         let loss = random::<Diff>([2, 7, 4], 1.0);
-        for activation in ACTIVATIONS {
+        // Not GELU: Burn's GELU backward is the derivative of its tanh approximation (about
+        // 1e-3 off the exact GELU it computes forward); ours is exact (host_math's test) and
+        // the same as the composition's (the host kernel's test).
+        for activation in ACTIVATIONS
+            .into_iter()
+            .filter(|a| *a != Some(Activation::Gelu))
+        {
             let op = dense(x.clone(), &w, &b, activation);
-            let ops = composed_dense(x.clone(), &w, &b, activation);
+            let ops = composed_dense(x.clone(), &w, &b, activation).output;
             assert!(worst(op.clone(), ops.clone()) < 1e-5, "{activation:?}");
             let op = (op * loss.clone()).sum_all().backward();
             let ops = (ops * loss.clone()).sum_all().backward();
@@ -394,15 +447,26 @@ mod tests {
     }
 
     /// Layer normalisation of `x` `[members, rows, width]` in f64.
-    fn norm_reference(x: &Tensor<Host, 3>, gamma: &Tensor<Host, 3>, beta: &Tensor<Host, 3>) -> Vec<f64> {
+    fn norm_reference(
+        x: &Tensor<Host, 3>,
+        gamma: &Tensor<Host, 3>,
+        beta: &Tensor<Host, 3>,
+    ) -> Vec<f64> {
         let [_, rows, width] = x.dims();
-        let (xs, gs, bs) = (to_host_f32(x.clone()), to_host_f32(gamma.clone()), to_host_f32(beta.clone()));
+        let (xs, gs, bs) = (
+            to_host_f32(x.clone()),
+            to_host_f32(gamma.clone()),
+            to_host_f32(beta.clone()),
+        );
         let mut reference = Vec::with_capacity(xs.len());
         for (r, row) in xs.chunks(width).enumerate() {
             let member = (r / rows) * width;
             let mean = row.iter().map(|&v| f64::from(v)).sum::<f64>() / width as f64;
-            let variance =
-                row.iter().map(|&v| (f64::from(v) - mean).powi(2)).sum::<f64>() / width as f64;
+            let variance = row
+                .iter()
+                .map(|&v| (f64::from(v) - mean).powi(2))
+                .sum::<f64>()
+                / width as f64;
             for (k, &v) in row.iter().enumerate() {
                 let normed = (f64::from(v) - mean) / (variance + 1e-5).sqrt();
                 reference.push(normed * f64::from(gs[member + k]) + f64::from(bs[member + k]));
@@ -435,7 +499,10 @@ mod tests {
             };
             let (host_off, ops_off) = (off(got), off(want));
             assert!(host_off < 1e-4, "host kernel off f64 by {host_off:e}");
-            assert!(host_off <= ops_off.max(1e-5), "{host_off:e} against {ops_off:e}");
+            assert!(
+                host_off <= ops_off.max(1e-5),
+                "{host_off:e} against {ops_off:e}"
+            );
             let want = composed_layer_norm_backward(&want_tape, &gamma, dy.clone());
             let got = Host::layer_norm_backward(&got_tape, &gamma, dy);
             for (name, a, b) in [
@@ -445,9 +512,14 @@ mod tests {
             ] {
                 // Relative to the gradient's scale: the composition's own error (above) carries
                 // into sums over thousands of rows.
-                let scale = to_host_f32(b.clone()).iter().fold(1f32, |m, v| m.max(v.abs()));
+                let scale = to_host_f32(b.clone())
+                    .iter()
+                    .fold(1f32, |m, v| m.max(v.abs()));
                 let gap = worst(a, b) / scale;
-                assert!(gap < 1e-3, "{rows} rows: d{name} off by {gap:e} of its scale");
+                assert!(
+                    gap < 1e-3,
+                    "{rows} rows: d{name} off by {gap:e} of its scale"
+                );
             }
         }
     }

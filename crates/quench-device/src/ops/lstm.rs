@@ -91,7 +91,9 @@ pub fn composed_forward<B: Backend>(inputs: Tensor<B, 4>, weights: &LstmWeights<
         Tensor::stack::<5>(vec![inputs.clone(), inputs.clone()], 1)
             .reshape_to([rows, batch, seq, input]),
     );
-    let projected = (both.reshape_to([rows, batch * seq, input]).matmul(weights.w_x.clone())
+    let projected = (both
+        .reshape_to([rows, batch * seq, input])
+        .matmul(weights.w_x.clone())
         + weights.bias.clone())
     .reshape_to([rows, batch, seq, gates]);
     let mut h = Tensor::<B, 3>::zeros([rows, batch, hidden], &device);
@@ -107,7 +109,12 @@ pub fn composed_forward<B: Backend>(inputs: Tensor<B, 4>, weights: &LstmWeights<
             z.clone()
                 .slice([0..rows, 0..batch, k * hidden..(k + 1) * hidden])
         };
-        let (i, f, g, o) = (sigmoid(part(0)), sigmoid(part(1)), part(2).tanh(), sigmoid(part(3)));
+        let (i, f, g, o) = (
+            sigmoid(part(0)),
+            sigmoid(part(1)),
+            part(2).tanh(),
+            sigmoid(part(3)),
+        );
         c = f.clone() * c + i.clone() * g.clone();
         h = o.clone() * c.clone().tanh();
         all_gates.push(Tensor::cat(vec![i, f, g, o], 2));
@@ -145,7 +152,10 @@ pub fn composed_backward<B: Backend>(
                 .reshape_to([rows, batch, seq, hidden]),
         )
     };
-    let (a_all, c_all) = (reading_order(tape.gates.clone()), reading_order(tape.cells.clone()));
+    let (a_all, c_all) = (
+        reading_order(tape.gates.clone()),
+        reading_order(tape.cells.clone()),
+    );
     let (h_all, dy_all) = (per_row(tape.output.clone()), per_row(d_output));
     let at = |t: &Tensor<B, 4>, step: usize| {
         let width = t.dims()[3];
@@ -165,7 +175,11 @@ pub fn composed_backward<B: Backend>(
                 .slice([0..rows, 0..batch, k * hidden..(k + 1) * hidden])
         };
         let (i, f, g, o) = (part(0), part(1), part(2), part(3));
-        let c_prev = if s == 0 { zeros.clone() } else { at(&c_all, s - 1) };
+        let c_prev = if s == 0 {
+            zeros.clone()
+        } else {
+            at(&c_all, s - 1)
+        };
         let tc = at(&c_all, s).tanh();
         let dh = at(&dy_all, s) + dh_next;
         let dc = dc_next + dh.clone() * o.clone() * one_minus(tc.clone() * tc.clone());
@@ -187,7 +201,10 @@ pub fn composed_backward<B: Backend>(
     // The hidden state each step started from, in reading order: zero, then one step behind.
     let previous = if seq > 1 {
         let behind = h_all.slice([0..rows, 0..batch, 0..seq - 1]);
-        Tensor::cat(vec![Tensor::zeros([rows, batch, 1, hidden], &device), behind], 2)
+        Tensor::cat(
+            vec![Tensor::zeros([rows, batch, 1, hidden], &device), behind],
+            2,
+        )
     } else {
         Tensor::zeros([rows, batch, 1, hidden], &device)
     }
@@ -324,7 +341,10 @@ mod tests {
     fn worst(a: Tensor<impl Backend, 4>, b: Tensor<impl Backend, 4>) -> f32 {
         let (a, b) = (to_host_f32(a), to_host_f32(b));
         assert_eq!(a.len(), b.len());
-        a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+        a.iter()
+            .zip(&b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0, f32::max)
     }
 
     fn rank4<B: Backend>(t: Tensor<B, 3>) -> Tensor<B, 4> {
@@ -373,7 +393,10 @@ mod tests {
                 ("output", &got.output, &want.output),
             ] {
                 let gap = worst(a.clone(), b.clone());
-                assert!(gap < 2e-6, "{sizes:?} in {lanes} lanes: {name} differ by {gap:e}");
+                assert!(
+                    gap < 2e-6,
+                    "{sizes:?} in {lanes} lanes: {name} differ by {gap:e}"
+                );
             }
             let want = composed_backward(&weights, &want, loss.clone());
             let got = Host::lstm_backward(&weights, &got, loss, lanes);
@@ -384,7 +407,10 @@ mod tests {
                 ("inputs", got.inputs, want.inputs),
             ] {
                 let gap = worst(a, b);
-                assert!(gap < 2e-5, "{sizes:?} in {lanes} lanes: d{name} differs by {gap:e}");
+                assert!(
+                    gap < 2e-5,
+                    "{sizes:?} in {lanes} lanes: d{name} differs by {gap:e}"
+                );
             }
         }
     }
@@ -405,7 +431,10 @@ mod tests {
         let op = (through_op * loss.clone()).sum_all().backward();
         let ops = (through_ops * loss).sum_all().backward();
         for (k, p) in params.iter().enumerate() {
-            let (a, b) = (p.grad(&op).expect("op gradient"), p.grad(&ops).expect("ops gradient"));
+            let (a, b) = (
+                p.grad(&op).expect("op gradient"),
+                p.grad(&ops).expect("ops gradient"),
+            );
             let gap = worst(rank4(a), rank4(b));
             assert!(gap < 2e-5, "weight {k}: gradients differ by {gap:e}");
         }
