@@ -15,6 +15,7 @@ pub mod diagnostics;
 pub mod error;
 pub mod files;
 pub mod generator;
+mod host_attention;
 pub mod host_gemm;
 mod host_layers;
 mod host_lstm;

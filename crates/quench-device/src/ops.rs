@@ -23,6 +23,9 @@
 //!   activation) and [`QuenchOps::layer_norm_forward`] / [`QuenchOps::layer_norm_backward`],
 //!   over a member axis ([`dense`]): host kernels on the CPU backend in f32, Burn ops
 //!   elsewhere, one autodiff node each.
+//! - [`QuenchOps::attention_forward`] / [`QuenchOps::attention_backward`]: multi-head
+//!   scaled dot-product attention with its softmax and optional dropout of the scores
+//!   ([`attention`]), on queries, keys and values as dense layers leave them.
 //!
 //! Capabilities: [`QuenchOps::host_kernels`] and [`QuenchOps::plain_host`] say where Quench's
 //! host kernels may stand in for a chain of tensor ops. The fused paths that still choose by
@@ -44,9 +47,11 @@ use burn::tensor::{Shape, Tensor, TensorMetadata, TensorPrimitive};
 use crate::readback::float_tensor;
 use crate::threefry::{StreamKey, normals_host, normals_tensor};
 
+pub mod attention;
 pub mod dense;
 pub mod lstm;
 
+use attention::{AttentionGradients, AttentionInputs, AttentionOutput};
 use dense::{Activation, DenseGradients, DenseOutput, NormGradients, NormTape};
 use lstm::{LstmGradients, LstmTape, LstmWeights};
 
@@ -141,6 +146,21 @@ pub trait QuenchOps: Backend {
         dy: Tensor<Self, 3>,
     ) -> NormGradients<Self> {
         dense::composed_layer_norm_backward(tape, gamma, dy)
+    }
+
+    /// Multi-head scaled dot-product attention ([`attention::attention`]): the context
+    /// `[groups, seq, heads d_k]` and the softmax's weights `[groups, heads, seq, seq]`.
+    fn attention_forward(inputs: &AttentionInputs<Self>) -> AttentionOutput<Self> {
+        attention::composed_attention(inputs)
+    }
+
+    /// The attention's gradients from its inputs, the weights and the context's gradient.
+    fn attention_backward(
+        inputs: &AttentionInputs<Self>,
+        weights: &Tensor<Self, 4>,
+        d_context: Tensor<Self, 3>,
+    ) -> AttentionGradients<Self> {
+        attention::composed_attention_backward(inputs, weights, d_context)
     }
 
     /// Whether tensors live in host memory and each op runs on the calling thread, so that
@@ -326,6 +346,34 @@ impl QuenchOps for NdArray<f32> {
         NormGradients { x, gamma, beta }
     }
 
+    fn attention_forward(inputs: &AttentionInputs<Self>) -> AttentionOutput<Self> {
+        let qkv = [&inputs.q, &inputs.k, &inputs.v].map(|t| host_primitive(t.clone()));
+        let mask = inputs.mask.clone().map(|m| m.into_primitive().tensor());
+        let [context, weights] = crate::host_attention::forward(qkv, mask, inputs.heads);
+        AttentionOutput {
+            context: from_host(context),
+            weights: from_host(weights),
+        }
+    }
+
+    fn attention_backward(
+        inputs: &AttentionInputs<Self>,
+        weights: &Tensor<Self, 4>,
+        d_context: Tensor<Self, 3>,
+    ) -> AttentionGradients<Self> {
+        let qkv = [&inputs.q, &inputs.k, &inputs.v].map(|t| host_primitive(t.clone()));
+        let mask = inputs.mask.clone().map(|m| m.into_primitive().tensor());
+        let [q, k, v] = crate::host_attention::backward(
+            qkv,
+            mask,
+            inputs.heads,
+            weights.clone().into_primitive().tensor(),
+            host_primitive(d_context),
+        )
+        .map(from_host);
+        AttentionGradients { q, k, v }
+    }
+
     fn host_kernels() -> bool {
         true
     }
@@ -484,6 +532,18 @@ impl<B: QuenchOps, C: CheckpointStrategy> QuenchOps for Autodiff<B, C> {
             gamma: Tensor::from_inner(g.gamma),
             beta: Tensor::from_inner(g.beta),
         }
+    }
+
+    fn attention_forward(inputs: &AttentionInputs<Self>) -> AttentionOutput<Self> {
+        attention::autodiff_attention(inputs)
+    }
+
+    fn attention_backward(
+        inputs: &AttentionInputs<Self>,
+        weights: &Tensor<Self, 4>,
+        d_context: Tensor<Self, 3>,
+    ) -> AttentionGradients<Self> {
+        attention::autodiff_attention_backward(inputs, weights, d_context)
     }
 
     fn host_kernels() -> bool {

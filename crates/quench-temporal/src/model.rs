@@ -23,13 +23,14 @@ use burn::nn::transformer::{TransformerEncoder, TransformerEncoderConfig};
 use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig, generate_sinusoids};
 use burn::tensor::activation::{relu, sigmoid, softmax};
 use burn::tensor::{Tensor, TensorData};
+use quench_device::ops::attention::{AttentionInputs, attention};
 use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
 use quench_device::{Precision, QuenchOps, SeededGenerator};
 use serde::{Deserialize, Serialize};
 
 use super::lstm::{self, LAYER_PARAMS, LstmCore};
-use quench_train::classify::dropout;
+use quench_train::classify::{dropout, dropout_mask};
 use quench_train::ensemble::{Activation, member_dense, member_layer_norm, member_linear};
 use quench_train::init::{Init, draw_layers, sub_seed};
 use quench_train::settings::{self, Refusal};
@@ -452,7 +453,13 @@ impl<B: QuenchOps> TemporalNet<B> {
                 state.to_vec(),
             ),
             ModelKind::Transformer => (
-                self.transformer(&precision.to_compute_all(params), x, drop),
+                self.transformer(
+                    &precision.to_compute_all(params),
+                    x,
+                    dropout_rate,
+                    precision,
+                    drop,
+                ),
                 state.to_vec(),
             ),
             ModelKind::Mlp => self.mlp(
@@ -526,21 +533,21 @@ impl<B: QuenchOps> TemporalNet<B> {
     }
 
     /// The pre-norm Transformer on every member at once, from the parameter list in the
-    /// template's visiting order (module doc of [`TransformerNet`]): dense layers and layer
-    /// norms through the `QuenchOps` operations, attention as batched products over members,
-    /// windows and heads. Dropout (when training) where Burn's encoder has it: on the attention
+    /// template's visiting order (module doc of [`TransformerNet`]): dense layers, layer norms
+    /// and attention through the `QuenchOps` operations. Dropout (when training) where Burn's encoder has it: on the attention
     /// scores before the softmax, after the feed-forward's GELU, and on each sub-layer's
     /// output before its residual sum.
     fn transformer(
         &self,
         p: &[Tensor<B, 3>],
         x: Tensor<B, 4>,
+        dropout_rate: Option<f64>,
+        precision: Precision,
         drop: impl Fn(Tensor<B, 3>) -> Tensor<B, 3>,
     ) -> Tensor<B, 3> {
         let [members, batch, window, features] = x.dims();
         let w = &self.widths;
         let (d, heads) = (w.d_model, w.heads);
-        let d_k = d / heads;
         // A Linear's weight, flattened `[members, 1, fan_in fan_out]`, as `[members, fan_in,
         // fan_out]`.
         let weight = |k: usize, fan_in: usize, fan_out: usize| -> Tensor<B, 3> {
@@ -560,22 +567,26 @@ impl<B: QuenchOps> TemporalNet<B> {
         let mut h = norm(linear(x, 0, features, d), 2) + positions;
         for layer in 0..w.encoder_layers {
             let k = 4 + layer * TRANSFORMER_LAYER_PARAMS;
-            // Attention: [members batch, heads, window, d_k] per projection.
+            // Attention over each window, heads as the dense layers lay them out.
             let r = norm(h.clone(), k + 14);
             let project = |j: usize| {
-                linear(r.clone(), k + 2 * j, d, d)
-                    .reshape_to([members * batch, window, heads, d_k])
-                    .swap_dims(1, 2)
+                linear(r.clone(), k + 2 * j, d, d).reshape_to([members * batch, window, d])
             };
-            let (q, key, v) = (project(0), project(1), project(2));
-            let scores = q
-                .matmul(key.swap_dims(2, 3))
-                .div_scalar((d_k as f64).sqrt());
-            let weights = softmax(drop4(scores), 3);
-            let context = weights
-                .matmul(v)
-                .swap_dims(1, 2)
-                .reshape_to([members, batch, window, d]);
+            let mask = dropout_rate.filter(|&rate| rate > 0.0).map(|rate| {
+                precision.to_compute(dropout_mask::<B, 4>(
+                    [members * batch, heads, window, window].into(),
+                    rate,
+                    &p[0].device(),
+                ))
+            });
+            let context = attention(&AttentionInputs {
+                q: project(0),
+                k: project(1),
+                v: project(2),
+                mask,
+                heads,
+            })
+            .reshape_to([members, batch, window, d]);
             h = h + drop4(linear(context, k + 6, d, d));
             // Feed-forward.
             let r = norm(h.clone(), k + 12);

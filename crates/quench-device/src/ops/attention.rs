@@ -1,0 +1,304 @@
+//! Multi-head scaled dot-product attention as one operation: the default composition of Burn
+//! tensor ops and the autodiff form with its own backward pass.
+//!
+//! Queries, keys and values arrive as a dense layer leaves them, `[groups, seq, heads d_k]`
+//! (a group is one sequence: a member's window), head `h` in columns `h d_k..(h + 1) d_k`; the
+//! context leaves in the same layout, ready for the output projection. Per group and head:
+//! `scores = Q K^T / sqrt(d_k)`, optionally times a dropout mask (Burn's encoder drops out the
+//! scores before the softmax), `weights = softmax(scores)` over keys, `context = weights V`.
+
+use burn::backend::Autodiff;
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::tensor::activation::softmax;
+use burn::tensor::backend::Backend;
+use burn::tensor::{Tensor, TensorPrimitive};
+
+use super::QuenchOps;
+use crate::reductions::Reduce;
+use crate::views::ReshapeTo;
+
+/// Queries, keys and values `[groups, seq, heads d_k]`, and the dropout mask of the scores
+/// `[groups, heads, seq, seq]` (0 where dropped, `1 / (1 - rate)` where kept), if any.
+#[derive(Debug, Clone)]
+pub struct AttentionInputs<B: Backend> {
+    /// `[groups, seq, heads d_k]`.
+    pub q: Tensor<B, 3>,
+    /// `[groups, seq, heads d_k]`.
+    pub k: Tensor<B, 3>,
+    /// `[groups, seq, heads d_k]`.
+    pub v: Tensor<B, 3>,
+    /// `[groups, heads, seq, seq]`.
+    pub mask: Option<Tensor<B, 4>>,
+    /// Heads.
+    pub heads: usize,
+}
+
+/// The attention's output and what its backward pass needs.
+#[derive(Debug, Clone)]
+pub struct AttentionOutput<B: Backend> {
+    /// `[groups, seq, heads d_k]`.
+    pub context: Tensor<B, 3>,
+    /// The softmax's output `[groups, heads, seq, seq]`.
+    pub weights: Tensor<B, 4>,
+}
+
+/// Gradients of the queries, keys and values, shaped as they are.
+#[derive(Debug, Clone)]
+pub struct AttentionGradients<B: Backend> {
+    /// `[groups, seq, heads d_k]`.
+    pub q: Tensor<B, 3>,
+    /// `[groups, seq, heads d_k]`.
+    pub k: Tensor<B, 3>,
+    /// `[groups, seq, heads d_k]`.
+    pub v: Tensor<B, 3>,
+}
+
+/// The attention's context `[groups, seq, heads d_k]`, differentiable in the queries, keys
+/// and values on an autodiff backend (through [`QuenchOps::attention_backward`]).
+pub fn attention<B: QuenchOps>(inputs: &AttentionInputs<B>) -> Tensor<B, 3> {
+    B::attention_forward(inputs).context
+}
+
+/// `[groups, seq, heads d_k]` to `[groups, heads, seq, d_k]`.
+fn split_heads<B: Backend>(t: Tensor<B, 3>, heads: usize) -> Tensor<B, 4> {
+    let [groups, seq, width] = t.dims();
+    t.reshape_to([groups, seq, heads, width / heads])
+        .swap_dims(1, 2)
+}
+
+/// `[groups, heads, seq, d_k]` to `[groups, seq, heads d_k]`.
+fn merge_heads<B: Backend>(t: Tensor<B, 4>) -> Tensor<B, 3> {
+    let [groups, heads, seq, d_k] = t.dims();
+    t.swap_dims(1, 2).reshape_to([groups, seq, heads * d_k])
+}
+
+fn scale(d_k: usize) -> f64 {
+    1.0 / (d_k as f64).sqrt()
+}
+
+/// The attention as Burn ops.
+pub fn composed_attention<B: Backend>(inputs: &AttentionInputs<B>) -> AttentionOutput<B> {
+    let heads = inputs.heads;
+    let [q, k, v] = [&inputs.q, &inputs.k, &inputs.v].map(|t| split_heads(t.clone(), heads));
+    let d_k = q.dims()[3];
+    let mut scores = q.matmul(k.swap_dims(2, 3)).mul_scalar(scale(d_k));
+    if let Some(mask) = &inputs.mask {
+        scores = scores * mask.clone();
+    }
+    let weights = softmax(scores, 3);
+    AttentionOutput {
+        context: merge_heads(weights.clone().matmul(v)),
+        weights,
+    }
+}
+
+/// The attention's gradients as Burn ops, from its inputs, the softmax's output and the
+/// context's gradient.
+pub fn composed_attention_backward<B: Backend>(
+    inputs: &AttentionInputs<B>,
+    weights: &Tensor<B, 4>,
+    d_context: Tensor<B, 3>,
+) -> AttentionGradients<B> {
+    let heads = inputs.heads;
+    let [q, k, v] = [&inputs.q, &inputs.k, &inputs.v].map(|t| split_heads(t.clone(), heads));
+    let d_k = q.dims()[3];
+    let dc = split_heads(d_context, heads);
+    let dv = weights.clone().swap_dims(2, 3).matmul(dc.clone());
+    let dw = dc.matmul(v.swap_dims(2, 3));
+    let row = (dw.clone() * weights.clone()).sum_along(3);
+    let mut ds = weights.clone() * (dw - row);
+    if let Some(mask) = &inputs.mask {
+        ds = ds * mask.clone();
+    }
+    let ds = ds.mul_scalar(scale(d_k));
+    AttentionGradients {
+        q: merge_heads(ds.clone().matmul(k)),
+        k: merge_heads(ds.swap_dims(2, 3).matmul(q)),
+        v: merge_heads(dv),
+    }
+}
+
+/// The autodiff backend's attention: the inner backend's forward pass as one node whose
+/// backward pass is the inner backend's [`QuenchOps::attention_backward`]. The mask is a
+/// constant.
+pub(super) fn autodiff_attention<B: QuenchOps, C: CheckpointStrategy>(
+    inputs: &AttentionInputs<Autodiff<B, C>>,
+) -> AttentionOutput<Autodiff<B, C>> {
+    #[derive(Debug)]
+    struct Attention;
+
+    impl<B: QuenchOps> Backward<B, 3> for Attention {
+        type State = (AttentionInputs<B>, Tensor<B, 4>);
+
+        fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
+            let d_context = grads.consume::<B>(&ops.node);
+            let d_context = Tensor::from_primitive(TensorPrimitive::Float(d_context));
+            let (inputs, weights) = ops.state;
+            let g = B::attention_backward(&inputs, &weights, d_context);
+            let [node_q, node_k, node_v] = ops.parents;
+            for (node, gradient) in [(node_q, g.q), (node_k, g.k), (node_v, g.v)] {
+                if let Some(node) = node {
+                    grads.register::<B>(node.id, gradient.into_primitive().tensor());
+                }
+            }
+        }
+    }
+
+    let inner = AttentionInputs {
+        q: inputs.q.clone().inner(),
+        k: inputs.k.clone().inner(),
+        v: inputs.v.clone().inner(),
+        mask: inputs.mask.clone().map(|m| m.inner()),
+        heads: inputs.heads,
+    };
+    let out = B::attention_forward(&inner);
+    let parents =
+        [&inputs.q, &inputs.k, &inputs.v].map(|t| t.clone().into_primitive().tensor().node);
+    let context = out.context.into_primitive().tensor();
+    let context = match Attention.prepare::<C>(parents).compute_bound().stateful() {
+        OpsKind::Tracked(prep) => prep.finish((inner, out.weights.clone()), context),
+        OpsKind::UnTracked(prep) => prep.finish(context),
+    };
+    AttentionOutput {
+        context: Tensor::from_primitive(TensorPrimitive::Float(context)),
+        weights: Tensor::from_inner(out.weights),
+    }
+}
+
+/// The autodiff backend's explicit backward pass: the inner backend's, on values.
+pub(super) fn autodiff_attention_backward<B: QuenchOps, C: CheckpointStrategy>(
+    inputs: &AttentionInputs<Autodiff<B, C>>,
+    weights: &Tensor<Autodiff<B, C>, 4>,
+    d_context: Tensor<Autodiff<B, C>, 3>,
+) -> AttentionGradients<Autodiff<B, C>> {
+    let inner = AttentionInputs {
+        q: inputs.q.clone().inner(),
+        k: inputs.k.clone().inner(),
+        v: inputs.v.clone().inner(),
+        mask: inputs.mask.clone().map(|m| m.inner()),
+        heads: inputs.heads,
+    };
+    let g = B::attention_backward(&inner, &weights.clone().inner(), d_context.inner());
+    AttentionGradients {
+        q: Tensor::from_inner(g.q),
+        k: Tensor::from_inner(g.k),
+        v: Tensor::from_inner(g.v),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::readback::to_host_f32;
+    use burn::backend::NdArray;
+    use burn::tensor::Distribution;
+
+    type Host = NdArray<f32>;
+    type Diff = Autodiff<Host>;
+
+    fn worst<B: Backend, const D: usize>(a: Tensor<B, D>, b: Tensor<B, D>) -> f32 {
+        let (a, b) = (to_host_f32(a), to_host_f32(b));
+        assert_eq!(a.len(), b.len());
+        a.iter()
+            .zip(&b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0, f32::max)
+    }
+
+    /// Random inputs `[groups, seq, heads d_k]` with a dropout mask or none, and a loss weight
+    /// of the context.
+    fn case<B: Backend>(
+        [groups, seq, heads, d_k]: [usize; 4],
+        masked: bool,
+    ) -> (AttentionInputs<B>, Tensor<B, 3>) {
+        let device = Default::default();
+        let normal = Distribution::Normal(0.0, 1.0);
+        let qkv = || Tensor::<B, 3>::random([groups, seq, heads * d_k], normal, &device);
+        let mask = masked.then(|| {
+            Tensor::<B, 4>::random(
+                [groups, heads, seq, seq],
+                Distribution::Bernoulli(0.8),
+                &device,
+            )
+            .div_scalar(0.8)
+        });
+        let inputs = AttentionInputs {
+            q: qkv(),
+            k: qkv(),
+            v: qkv(),
+            mask,
+            heads,
+        };
+        (inputs, qkv())
+    }
+
+    #[test]
+    fn the_host_attention_is_the_composition_in_values_and_gradients() {
+        let _generator = crate::SeededGenerator::acquire::<Host>(&Default::default(), 31);
+        for (sizes, masked) in [
+            ([3, 5, 2, 4], false),
+            ([64, 20, 8, 16], true),
+            ([2, 1, 1, 3], true),
+        ] {
+            let (inputs, d_context) = case::<Host>(sizes, masked);
+            let want = composed_attention(&inputs);
+            let got = Host::attention_forward(&inputs);
+            assert!(
+                worst(got.context.clone(), want.context.clone()) < 1e-5,
+                "{sizes:?}"
+            );
+            assert!(
+                worst(got.weights.clone(), want.weights.clone()) < 1e-6,
+                "{sizes:?}"
+            );
+            let want = composed_attention_backward(&inputs, &want.weights, d_context.clone());
+            let got = Host::attention_backward(&inputs, &got.weights, d_context);
+            for (name, a, b) in [
+                ("q", got.q, want.q),
+                ("k", got.k, want.k),
+                ("v", got.v, want.v),
+            ] {
+                let gap = worst(a, b);
+                assert!(
+                    gap < 1e-5,
+                    "{sizes:?} masked {masked}: d{name} off by {gap:e}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_autodiff_attention_gives_autodiffs_gradients_of_the_composition() {
+        let _generator = crate::SeededGenerator::acquire::<Diff>(&Default::default(), 32);
+        for masked in [false, true] {
+            let (inputs, loss) = case::<Diff>([3, 6, 2, 4], masked);
+            let inputs = AttentionInputs {
+                q: inputs.q.require_grad(),
+                k: inputs.k.require_grad(),
+                v: inputs.v.require_grad(),
+                ..inputs
+            };
+            let op = attention(&inputs);
+            let ops = composed_attention(&inputs).context;
+            assert!(worst(op.clone(), ops.clone()) < 1e-5);
+            let op = (op * loss.clone()).sum_all().backward();
+            let ops = (ops * loss).sum_all().backward();
+            // Relative to the gradient's scale: burn-ndarray differentiates the softmax's
+            // division with an approximate reciprocal (quench_device::allocator's note).
+            for (k, t) in [&inputs.q, &inputs.k, &inputs.v].into_iter().enumerate() {
+                let want = t.grad(&ops).expect("ops");
+                let scale = to_host_f32(want.clone())
+                    .iter()
+                    .fold(1f32, |m, v| m.max(v.abs()));
+                let gap = worst(t.grad(&op).expect("op"), want) / scale;
+                assert!(
+                    gap < 1e-4,
+                    "masked {masked}: operand {k} off by {gap:e} of its scale"
+                );
+            }
+        }
+    }
+}
