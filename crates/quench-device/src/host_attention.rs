@@ -41,6 +41,28 @@ impl Shape {
     }
 }
 
+/// Partial results kept per lane in reductions: a float sum or maximum taken in order is one
+/// long dependency chain that cannot be vectorised; eight chains can.
+const LANES: usize = 8;
+
+#[inline(always)]
+fn lane_max(values: &[f32]) -> f32 {
+    let mut lanes = [f32::NEG_INFINITY; LANES];
+    for (k, v) in values.iter().enumerate() {
+        lanes[k % LANES] = lanes[k % LANES].max(*v);
+    }
+    lanes.iter().fold(f32::NEG_INFINITY, |m, v| m.max(*v))
+}
+
+#[inline(always)]
+fn lane_sum(values: &[f32]) -> f32 {
+    let mut lanes = [0.0f32; LANES];
+    for (k, v) in values.iter().enumerate() {
+        lanes[k % LANES] += v;
+    }
+    lanes.iter().sum()
+}
+
 crate::simd_dispatch! {
     /// Each row of `scores` (`seq` wide) scaled by `scale`, times its mask row if any, then
     /// replaced by its softmax.
@@ -57,13 +79,11 @@ fn softmax_rows_portable(scores: &mut [f32], mask: &[f32], seq: usize, scale: f3
                 *s *= scale * m;
             }
         }
-        let max = row.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
-        let mut total = 0.0;
+        let max = lane_max(row);
         for s in row.iter_mut() {
             *s = exp(*s - max);
-            total += *s;
         }
-        let inverse = 1.0 / total;
+        let inverse = 1.0 / lane_sum(row);
         row.iter_mut().for_each(|s| *s *= inverse);
     }
 }
@@ -87,7 +107,11 @@ fn softmax_rows_backward_portable(
         .zip(weights.chunks_exact(seq))
         .enumerate()
     {
-        let dot: f32 = d.iter().zip(w).map(|(a, b)| a * b).sum();
+        let mut products = [0.0f32; LANES];
+        for (k, (a, b)) in d.iter().zip(w).enumerate() {
+            products[k % LANES] += a * b;
+        }
+        let dot: f32 = products.iter().sum();
         for (d, w) in d.iter_mut().zip(w) {
             *d = w * (*d - dot) * scale;
         }

@@ -187,7 +187,15 @@ pub(crate) fn dense_backward(
         None => dyv,
         Some(activation) => {
             let mut dz = vec![0.0; dyv.len()];
-            pre_activation_gradient(&mut dz, &yv, &dyv, activation);
+            let parts = lanes_for(dz.len() * 8);
+            let chunk = dz.len().div_ceil(parts).max(1);
+            let jobs: Vec<_> = dz.chunks_mut(chunk).enumerate().collect();
+            in_lanes(jobs, parts, |group| {
+                for (c, dz) in group {
+                    let at = c * chunk..c * chunk + dz.len();
+                    pre_activation_gradient(dz, &yv[at.clone()], &dyv[at], activation);
+                }
+            });
             dz.into()
         }
     };
