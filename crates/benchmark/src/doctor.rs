@@ -24,9 +24,38 @@ pub fn doctor(selection: &Selection, config: DiagnosticsConfig) -> anyhow::Resul
             Ok((figures, support))
         }
     }
+    let repeats = config.timing.repeats;
     let (figures, support) = run_on(selection.device, Measure(config))??;
     let machine = MachineInfo::read(selection.device);
-    Ok(render(selection, &machine, &figures, &support))
+    let mut out = render(selection, &machine, &figures, &support);
+    out.push_str(&host_gemm(repeats));
+    Ok(out)
+}
+
+/// The host kernels' GEMM (the `gemm` crate) on their shapes, on one thread and on every core
+/// at once (each its own product, as the kernels give each core its own rows): the roofline
+/// the CPU kernels' GFLOP/s are read against.
+fn host_gemm(repeats: usize) -> String {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut out = format!(
+        "\nhost gemm  shape (the CPU kernels')                1 thread   {cores} threads (GFLOP/s)\n"
+    );
+    for shape in quench_device::host_gemm::KERNEL_SHAPES {
+        let rate = |lanes: usize| {
+            let times = quench_device::host_gemm::time_product(shape, lanes, repeats);
+            quench_device::Stats::from_samples(&times)
+                .map_or(f64::NAN, |t| lanes as f64 * shape.flops() / t.median / 1e9)
+        };
+        let (one, all) = (rate(1), rate(cores));
+        let _ = writeln!(
+            out,
+            "           {:<40} {:>8}   {:>8}",
+            shape.label,
+            significant(one),
+            significant(all)
+        );
+    }
+    out
 }
 
 fn render(

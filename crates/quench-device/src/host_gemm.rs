@@ -142,6 +142,99 @@ pub fn gemm_strided(
     }
 }
 
+/// A product shape of the host kernels, `[m, k] @ [k, n]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GemmShape {
+    /// What the shape is in Quench's kernels.
+    pub label: &'static str,
+    /// Rows of the product.
+    pub m: usize,
+    /// Inner size.
+    pub k: usize,
+    /// Columns of the product.
+    pub n: usize,
+}
+
+impl GemmShape {
+    /// Flops of one product: `2 m k n`.
+    pub fn flops(&self) -> f64 {
+        2.0 * (self.m * self.k * self.n) as f64
+    }
+}
+
+/// The shapes `benchmark doctor` measures: the LSTM's step and input projection and the
+/// Transformer's feed-forward at the guide's batch of 256 windows of 20 bars, and a square one.
+pub const KERNEL_SHAPES: [GemmShape; 4] = [
+    GemmShape {
+        label: "LSTM step [256,128]@[128,512]",
+        m: 256,
+        k: 128,
+        n: 512,
+    },
+    GemmShape {
+        label: "LSTM projection [5120,256]@[256,512]",
+        m: 5120,
+        k: 256,
+        n: 512,
+    },
+    GemmShape {
+        label: "feed-forward [5120,128]@[128,512]",
+        m: 5120,
+        k: 128,
+        n: 512,
+    },
+    GemmShape {
+        label: "square [1024,1024]@[1024,1024]",
+        m: 1024,
+        k: 1024,
+        n: 1024,
+    },
+];
+
+/// Runs `shape`'s product on each of `lanes` threads at once (each thread its own operands,
+/// as the host kernels give each core its own rows), `repeats` times after one untimed run;
+/// returns each run's seconds per product and thread. A run repeats the product on each
+/// thread for about 2 GFLOP, as the LSTM's rows run twenty steps per thread.
+pub fn time_product(shape: GemmShape, lanes: usize, repeats: usize) -> Vec<f64> {
+    let GemmShape { m, k, n, .. } = shape;
+    // Values in [-1, 1) from a fixed recurrence: the time does not depend on them.
+    let fill = |len: usize, salt: u32| -> Vec<f32> {
+        (0..len as u32)
+            .map(|i| {
+                (i.wrapping_mul(2_654_435_761).wrapping_add(salt) >> 8) as f32 / 8_388_608.0 - 1.0
+            })
+            .collect()
+    };
+    let lanes = lanes.max(1);
+    let mut operands: Vec<(Vec<f32>, Vec<f32>, Vec<f32>)> = (0..lanes as u32)
+        .map(|l| (fill(m * k, 2 * l), fill(k * n, 2 * l + 1), vec![0.0; m * n]))
+        .collect();
+    let inner = (2e9 / shape.flops()).ceil().max(1.0) as usize;
+    let mut once = || {
+        let jobs: Vec<_> = operands.iter_mut().collect();
+        crate::lanes::in_lanes(jobs, lanes, |group| {
+            for (a, b, c) in group {
+                for _ in 0..inner {
+                    gemm(
+                        c,
+                        MatRef::row_major(a, m, k),
+                        MatRef::row_major(b, k, n),
+                        false,
+                    );
+                }
+            }
+        });
+    };
+    once();
+    (0..repeats.max(1))
+        .map(|_| {
+            let start = std::time::Instant::now();
+            once();
+            start.elapsed().as_secs_f64() / inner as f64
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
