@@ -45,12 +45,26 @@ impl<B: QuenchOps> EnsembleLinear<B> {
     /// gradients through such a matmul followed by an activation came out wrong (on lavapipe,
     /// errors larger than the gradients), while this form's are right.
     pub fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
+        self.forward_activated(x, None)
+    }
+
+    /// [`forward`](Self::forward) followed by `activation`: with several rows per member, the
+    /// `QuenchOps` dense layer (on the CPU one product and one pass over its output).
+    pub fn forward_activated(
+        &self,
+        x: Tensor<B, 3>,
+        activation: Option<Activation>,
+    ) -> Tensor<B, 3> {
         let [members, rows, fan_in] = x.dims();
         if rows == 1 {
-            return (x.reshape_to([members, fan_in, 1]) * self.weight.clone()).sum_along(1)
+            let z = (x.reshape_to([members, fan_in, 1]) * self.weight.clone()).sum_along(1)
                 + self.bias.clone();
+            return match activation {
+                Some(a) => a.apply(z),
+                None => z,
+            };
         }
-        x.matmul(self.weight.clone()) + self.bias.clone()
+        dense(x, &self.weight, &self.bias, activation)
     }
 }
 
@@ -149,11 +163,10 @@ impl<B: QuenchOps> EnsembleMlp<B> {
     ) -> Tensor<B, 3> {
         let last = self.layers.len().saturating_sub(1);
         self.layers.iter().enumerate().fold(x, |h, (l, layer)| {
-            let z = layer.forward(h);
             if l < last {
-                hidden(self.activation.apply(z))
+                hidden(layer.forward_activated(h, Some(self.activation)))
             } else {
-                z
+                layer.forward(h)
             }
         })
     }

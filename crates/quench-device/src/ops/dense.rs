@@ -130,13 +130,18 @@ pub struct DenseGradients<B: Backend> {
 
 /// `activation(x W + b)` per member: `x` `[members, rows, fan_in]`, `weight` `[members, fan_in,
 /// fan_out]`, `bias` `[members, 1, fan_out]`, to `[members, rows, fan_out]`; differentiable on
-/// an autodiff backend (through [`QuenchOps::dense_backward`]).
+/// an autodiff backend (through [`QuenchOps::dense_backward`]). A weight or bias shared by
+/// every member (`[1, ..]`, broadcast) takes Burn's ops, whose autodiff sums its gradient.
 pub fn dense<B: QuenchOps>(
     x: Tensor<B, 3>,
     weight: &Tensor<B, 3>,
     bias: &Tensor<B, 3>,
     activation: Option<Activation>,
 ) -> Tensor<B, 3> {
+    let members = x.dims()[0];
+    if weight.dims()[0] != members || bias.dims()[0] != members {
+        return composed_dense(x, weight, bias, activation).output;
+    }
     B::dense_forward(x, weight, bias, activation).output
 }
 
@@ -204,13 +209,18 @@ pub struct NormGradients<B: Backend> {
 /// Layer normalisation over the last axis with per-member gain and shift (PyTorch's
 /// `nn.LayerNorm`: biased variance, `eps` inside the root): `x` `[members, rows, width]`,
 /// `gamma`, `beta` `[members, 1, width]`; differentiable on an autodiff backend (through
-/// [`QuenchOps::layer_norm_backward`]).
+/// [`QuenchOps::layer_norm_backward`]). A gain or shift shared by every member (`[1, 1,
+/// width]`) takes Burn's ops, as in [`dense`].
 pub fn layer_norm<B: QuenchOps>(
     x: Tensor<B, 3>,
     gamma: &Tensor<B, 3>,
     beta: &Tensor<B, 3>,
     eps: f64,
 ) -> Tensor<B, 3> {
+    let members = x.dims()[0];
+    if gamma.dims()[0] != members || beta.dims()[0] != members {
+        return composed_layer_norm(x, gamma, beta, eps).0;
+    }
     B::layer_norm_forward(x, gamma, beta, eps).0
 }
 
