@@ -707,3 +707,104 @@ mod tests {
         );
     }
 }
+
+/// The layer operations on the tests' device (the default compositions on wgpu and CUDA, under
+/// the autodiff backend's nodes) against the CPU backend's host kernels: values and gradients.
+#[cfg(test)]
+mod on_device {
+    use super::QuenchBackend;
+    use super::attention::{AttentionInputs, attention};
+    use super::dense::{Activation, dense, layer_norm};
+    use super::lstm::{LstmWeights, lstm};
+    use crate::readback::{float_tensor, to_host_f32};
+    use crate::reductions::Reduce;
+    use crate::views::ReshapeTo;
+    use burn::backend::{Autodiff, NdArray};
+
+    /// Deterministic values in [-1, 1).
+    fn values(len: usize, salt: u32) -> Vec<f32> {
+        (0..len as u32)
+            .map(|i| {
+                let bits = i
+                    .wrapping_mul(2_654_435_761)
+                    .wrapping_add(salt.wrapping_mul(40_503));
+                (bits >> 8) as f32 / 8_388_608.0 - 1.0
+            })
+            .collect()
+    }
+
+    /// Every layer operation in one loss on backend `X`: the output values of each and the
+    /// gradient of every input, all read back to the host.
+    fn layers<X: QuenchBackend>(device: &X::Device) -> Vec<Vec<f32>> {
+        let input = |shape: [usize; 3], salt: u32| {
+            float_tensor::<X, f32, 3>(values(shape.iter().product(), salt), shape, device)
+                .require_grad()
+        };
+        let (members, batch, seq, features, hidden, heads) = (2, 3, 5, 4, 3, 2);
+        let x = input([members, batch * seq, features], 1);
+        let rows = 2 * members;
+        let w_x = input([rows, features, 4 * hidden], 2);
+        let w_h = input([rows, hidden, 4 * hidden], 3);
+        let bias = input([rows, 1, 4 * hidden], 4);
+        let weights = LstmWeights {
+            w_x: w_x.clone(),
+            w_h: w_h.clone(),
+            bias: bias.clone(),
+        };
+        let h = lstm(
+            x.clone().reshape_to([members, batch, seq, features]),
+            &weights,
+            2,
+        )
+        .reshape_to([members, batch * seq, 2 * hidden]);
+        let gamma = input([members, 1, 2 * hidden], 5);
+        let beta = input([members, 1, 2 * hidden], 6);
+        let normed = layer_norm(h.clone(), &gamma, &beta, 1e-5);
+        let w = input([members, 2 * hidden, 2 * hidden], 7);
+        let b = input([members, 1, 2 * hidden], 8);
+        let activated = dense(normed.clone(), &w, &b, Some(Activation::Gelu));
+        let qkv = activated
+            .clone()
+            .reshape_to([members * batch, seq, 2 * hidden]);
+        let context = attention(&AttentionInputs {
+            q: qkv.clone(),
+            k: qkv.clone().mul_scalar(0.5),
+            v: qkv,
+            mask: None,
+            heads,
+        });
+        let loss_weights = float_tensor::<X, f32, 3>(
+            values(members * batch * seq * 2 * hidden, 9),
+            [members * batch, seq, 2 * hidden],
+            device,
+        );
+        let grads = (context.clone() * loss_weights).sum_all().backward();
+        let mut out: Vec<Vec<f32>> = [h, normed, activated]
+            .into_iter()
+            .map(to_host_f32)
+            .collect();
+        out.push(to_host_f32(context));
+        for p in [&x, &w_x, &w_h, &bias, &gamma, &beta, &w, &b] {
+            out.push(p.grad(&grads).map(to_host_f32).unwrap_or_default());
+        }
+        out
+    }
+
+    crate::device_test! {
+        fn the_layer_operations_give_the_host_kernels_values_and_gradients<B>(device) {
+            let on_device = layers::<B>(device);
+            let on_host = layers::<Autodiff<NdArray<f32>>>(&Default::default());
+            let names = [
+                "lstm", "layer norm", "dense", "attention", "dx", "dw_x", "dw_h", "dbias",
+                "dgamma", "dbeta", "dw", "db",
+            ];
+            for ((name, got), want) in names.iter().zip(&on_device).zip(&on_host) {
+                assert_eq!(got.len(), want.len(), "{name}: sizes");
+                assert!(!want.is_empty(), "{name}: no gradient");
+                let scale = want.iter().fold(1f32, |m, v| m.max(v.abs()));
+                let gap = got.iter().zip(want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+                assert!(gap / scale < 1e-4, "{name}: off by {:e} of its scale", gap / scale);
+            }
+        }
+    }
+}
