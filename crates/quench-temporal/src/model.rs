@@ -668,21 +668,22 @@ mod tests {
         }
     }
 
+    /// The small network `kind` for training and for holding its parameters.
+    fn nets(kind: ModelKind, features: usize) -> (TemporalNet<Train>, TemporalNet<NdArray<f32>>) {
+        let device = Default::default();
+        (
+            TemporalNet::new(kind, small(), features, LstmCore::Fused, 0.0, &device),
+            TemporalNet::new(kind, small(), features, LstmCore::Fused, 0.0, &device),
+        )
+    }
+
     /// Logits of `seeds` batched and of each seed alone, and every parameter's gradient of the
     /// batched run's logits.
     fn run(kind: ModelKind, seeds: &[u64]) -> (Vec<f32>, Vec<Vec<f32>>, Vec<Vec<f32>>) {
         let device = Default::default();
         let (batch, window, features) = (4, 5, 3);
-        let net = TemporalNet::<Train>::new(kind, small(), features, LstmCore::Fused, 0.0, &device);
         // Parameters are drawn on the inner backend, as training holds them.
-        let inner = TemporalNet::<NdArray<f32>>::new(
-            kind,
-            small(),
-            features,
-            LstmCore::Fused,
-            0.0,
-            &device,
-        );
+        let (net, inner) = nets(kind, features);
         let x = {
             let _generator = SeededGenerator::acquire::<Train>(&device, 9);
             Tensor::<Train, 4>::random(
@@ -764,16 +765,7 @@ mod tests {
     fn the_batched_transformer_is_burns_encoder_member_by_member() {
         let device = Default::default();
         let (batch, window, features) = (4, 5, 3);
-        let kind = ModelKind::Transformer;
-        let net = TemporalNet::<Train>::new(kind, small(), features, LstmCore::Fused, 0.0, &device);
-        let inner = TemporalNet::<NdArray<f32>>::new(
-            kind,
-            small(),
-            features,
-            LstmCore::Fused,
-            0.0,
-            &device,
-        );
+        let (net, inner) = nets(ModelKind::Transformer, features);
         let (params, _) = inner.initial_params(&[3, 4], &device);
         let params: Vec<Tensor<Train, 3>> = params
             .into_iter()

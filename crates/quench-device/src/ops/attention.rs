@@ -121,6 +121,19 @@ pub fn composed_attention_backward<B: Backend>(
     }
 }
 
+/// The inputs' values on the inner backend.
+fn inner_inputs<B: QuenchOps, C: CheckpointStrategy>(
+    inputs: &AttentionInputs<Autodiff<B, C>>,
+) -> AttentionInputs<B> {
+    AttentionInputs {
+        q: inputs.q.clone().inner(),
+        k: inputs.k.clone().inner(),
+        v: inputs.v.clone().inner(),
+        mask: inputs.mask.clone().map(|m| m.inner()),
+        heads: inputs.heads,
+    }
+}
+
 /// The autodiff backend's attention: the inner backend's forward pass as one node whose
 /// backward pass is the inner backend's [`QuenchOps::attention_backward`]. The mask is a
 /// constant.
@@ -147,13 +160,7 @@ pub(super) fn autodiff_attention<B: QuenchOps, C: CheckpointStrategy>(
         }
     }
 
-    let inner = AttentionInputs {
-        q: inputs.q.clone().inner(),
-        k: inputs.k.clone().inner(),
-        v: inputs.v.clone().inner(),
-        mask: inputs.mask.clone().map(|m| m.inner()),
-        heads: inputs.heads,
-    };
+    let inner = inner_inputs(inputs);
     let out = B::attention_forward(&inner);
     let parents =
         [&inputs.q, &inputs.k, &inputs.v].map(|t| t.clone().into_primitive().tensor().node);
@@ -174,13 +181,7 @@ pub(super) fn autodiff_attention_backward<B: QuenchOps, C: CheckpointStrategy>(
     weights: &Tensor<Autodiff<B, C>, 4>,
     d_context: Tensor<Autodiff<B, C>, 3>,
 ) -> AttentionGradients<Autodiff<B, C>> {
-    let inner = AttentionInputs {
-        q: inputs.q.clone().inner(),
-        k: inputs.k.clone().inner(),
-        v: inputs.v.clone().inner(),
-        mask: inputs.mask.clone().map(|m| m.inner()),
-        heads: inputs.heads,
-    };
+    let inner = inner_inputs(inputs);
     let g = B::attention_backward(&inner, &weights.clone().inner(), d_context.inner());
     AttentionGradients {
         q: Tensor::from_inner(g.q),
