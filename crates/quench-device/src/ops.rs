@@ -52,7 +52,7 @@ pub mod dense;
 pub mod lstm;
 
 use attention::{AttentionGradients, AttentionInputs, AttentionOutput};
-use dense::{Activation, DenseGradients, DenseOutput, NormGradients, NormTape};
+use dense::{Activation, DenseGradients, DenseOutput, NormGradients, NormTape, Normed};
 use lstm::{LstmGradients, LstmTape, LstmWeights};
 
 /// Operations Quench adds to a Burn backend; see the module documentation.
@@ -135,7 +135,7 @@ pub trait QuenchOps: Backend {
         gamma: &Tensor<Self, 3>,
         beta: &Tensor<Self, 3>,
         eps: f64,
-    ) -> (Tensor<Self, 3>, NormTape<Self>) {
+    ) -> Normed<Self> {
         dense::composed_layer_norm(x, gamma, beta, eps)
     }
 
@@ -327,7 +327,7 @@ impl QuenchOps for NdArray<f32> {
         gamma: &Tensor<Self, 3>,
         beta: &Tensor<Self, 3>,
         eps: f64,
-    ) -> (Tensor<Self, 3>, NormTape<Self>) {
+    ) -> Normed<Self> {
         let [x, gamma, beta] = [x, gamma.clone(), beta.clone()].map(host_primitive);
         let [y, normed, inv_std] =
             crate::host_layers::layer_norm_forward(x, gamma, beta, eps).map(from_host);
@@ -513,7 +513,7 @@ impl<B: QuenchOps, C: CheckpointStrategy> QuenchOps for Autodiff<B, C> {
         gamma: &Tensor<Self, 3>,
         beta: &Tensor<Self, 3>,
         eps: f64,
-    ) -> (Tensor<Self, 3>, NormTape<Self>) {
+    ) -> Normed<Self> {
         dense::autodiff_layer_norm(x, gamma, beta, eps)
     }
 

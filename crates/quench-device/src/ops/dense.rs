@@ -195,6 +195,9 @@ pub struct NormTape<B: Backend> {
     pub inv_std: Tensor<B, 3>,
 }
 
+/// A layer normalisation's output `[members, rows, width]` and its tape.
+pub type Normed<B> = (Tensor<B, 3>, NormTape<B>);
+
 /// Gradients of a layer normalisation, shaped as its operands.
 #[derive(Debug, Clone)]
 pub struct NormGradients<B: Backend> {
@@ -230,7 +233,7 @@ pub fn composed_layer_norm<B: Backend>(
     gamma: &Tensor<B, 3>,
     beta: &Tensor<B, 3>,
     eps: f64,
-) -> (Tensor<B, 3>, NormTape<B>) {
+) -> Normed<B> {
     let centred = x.clone() - x.mean_along(2);
     let variance = centred.clone().powi_scalar(2).mean_along(2);
     let inv_std = variance.add_scalar(eps).sqrt().recip();
@@ -315,7 +318,7 @@ pub(super) fn autodiff_layer_norm<B: QuenchOps, C: CheckpointStrategy>(
     gamma: &Tensor<Autodiff<B, C>, 3>,
     beta: &Tensor<Autodiff<B, C>, 3>,
     eps: f64,
-) -> (Tensor<Autodiff<B, C>, 3>, NormTape<Autodiff<B, C>>) {
+) -> Normed<Autodiff<B, C>> {
     #[derive(Debug)]
     struct LayerNorm;
 
