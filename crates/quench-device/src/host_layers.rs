@@ -38,6 +38,25 @@ fn ranges(len: usize, parts: usize) -> Vec<std::ops::Range<usize>> {
         .collect()
 }
 
+/// Work items over `buffer`, `[members, rows, width]`: per member, its rows cut into about
+/// `parts / members` ranges, each with that range's rows of the buffer.
+fn member_rows(
+    buffer: &mut [f32],
+    [members, rows, width]: [usize; 3],
+    parts: usize,
+) -> Vec<(usize, std::ops::Range<usize>, &mut [f32])> {
+    let mut jobs = Vec::new();
+    let mut rest = buffer;
+    for m in 0..members {
+        for range in ranges(rows, parts.div_ceil(members.max(1))) {
+            let (part, tail) = rest.split_at_mut(range.len() * width);
+            rest = tail;
+            jobs.push((m, range, part));
+        }
+    }
+    jobs
+}
+
 crate::simd_dispatch! {
     /// `activation` in place.
     fn activate(values: &mut [f32], activation: Activation) => activate_portable
@@ -109,15 +128,7 @@ pub(crate) fn dense_forward(
     let mut out = vec![0.0; members * rows * fan_out];
     let parts = lanes_for(members * rows * fan_in * fan_out);
     // Jobs: (member, its rows' range, those rows of the output).
-    let mut jobs = Vec::new();
-    for (m, block) in out.chunks_exact_mut(rows * fan_out).enumerate() {
-        let mut rest = block;
-        for range in ranges(rows, parts.div_ceil(members)) {
-            let (part, tail) = rest.split_at_mut(range.len() * fan_out);
-            rest = tail;
-            jobs.push((m, range, part));
-        }
-    }
+    let jobs = member_rows(&mut out, [members, rows, fan_out], parts);
     let lanes = parts.min(jobs.len());
     in_lanes(jobs, lanes, |group| {
         for (m, range, part) in group {
@@ -203,15 +214,7 @@ pub(crate) fn dense_backward(
     let w_len = fan_in * fan_out;
     // dx by rows: dz [rows, fan_out] @ W^T [fan_out, fan_in].
     let mut dx = vec![0.0; members * rows * fan_in];
-    let mut jobs = Vec::new();
-    for (m, block) in dx.chunks_exact_mut(rows * fan_in).enumerate() {
-        let mut rest = block;
-        for range in ranges(rows, parts.div_ceil(members)) {
-            let (part, tail) = rest.split_at_mut(range.len() * fan_in);
-            rest = tail;
-            jobs.push((m, range, part));
-        }
-    }
+    let jobs = member_rows(&mut dx, [members, rows, fan_in], parts);
     in_lanes(jobs, parts, |group| {
         for (m, range, part) in group {
             let dz_rows = &dz[(m * rows + range.start) * fan_out..(m * rows + range.end) * fan_out];
@@ -225,15 +228,7 @@ pub(crate) fn dense_backward(
     });
     // dW by its rows (columns of x): x[:, block]^T [block, rows] @ dz [rows, fan_out].
     let mut dw = vec![0.0; members * w_len];
-    let mut jobs = Vec::new();
-    for (m, block) in dw.chunks_exact_mut(w_len).enumerate() {
-        let mut rest = block;
-        for range in ranges(fan_in, parts.div_ceil(members)) {
-            let (part, tail) = rest.split_at_mut(range.len() * fan_out);
-            rest = tail;
-            jobs.push((m, range, part));
-        }
-    }
+    let jobs = member_rows(&mut dw, [members, fan_in, fan_out], parts);
     in_lanes(jobs, parts, |group| {
         for (m, range, part) in group {
             let x_member = &xv[m * rows * fan_in + range.start..(m + 1) * rows * fan_in];
@@ -423,15 +418,7 @@ pub(crate) fn layer_norm_backward(
     );
     let mut dx = vec![0.0; members * rows * width];
     let parts = lanes_for(members * rows * width * 4);
-    let mut jobs = Vec::new();
-    let mut rest = &mut dx[..];
-    for m in 0..members {
-        for range in ranges(rows, parts.div_ceil(members)) {
-            let (part, tail) = rest.split_at_mut(range.len() * width);
-            rest = tail;
-            jobs.push((m, range, part));
-        }
-    }
+    let jobs = member_rows(&mut dx, [members, rows, width], parts);
     // Each job's own gain and shift sums, added per member below in job order.
     let sums = in_lanes(jobs, parts, |group| {
         group
