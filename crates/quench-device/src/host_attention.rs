@@ -123,6 +123,19 @@ fn softmax_rows_backward_portable(
     }
 }
 
+/// Whether the host kernel takes these inputs: at least one head, sequence step and group,
+/// heads that divide the width, and a mask (if any) of the full `[groups, heads, seq, seq]`
+/// shape. Others take the composition, which broadcasts a mask or refuses the shapes itself.
+pub(crate) fn fits(q: &[usize], heads: usize, mask: Option<&[usize]>) -> bool {
+    let [groups, seq, width] = [q[0], q[1], q[2]];
+    heads > 0
+        && groups > 0
+        && seq > 0
+        && width > 0
+        && width.is_multiple_of(heads)
+        && mask.is_none_or(|m| m == [groups, heads, seq, seq])
+}
+
 fn shape_of(q: &FloatTensor<Host>, heads: usize) -> Shape {
     let s = q.shape();
     Shape {
@@ -152,7 +165,7 @@ pub(crate) fn forward(
         .zip(weights.chunks_exact_mut(s.scores()))
         .enumerate()
         .collect();
-    let lanes = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let lanes = crate::host_layers::lanes_for(s.groups * s.scores() * s.d_k * 2);
     in_lanes(jobs, lanes, |group| {
         for (g, (context, weights)) in group {
             let block = g * s.group()..(g + 1) * s.group();
@@ -208,7 +221,7 @@ pub(crate) fn backward(
         .zip(dv.chunks_exact_mut(s.group()))
         .enumerate()
         .collect();
-    let lanes = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let lanes = crate::host_layers::lanes_for(s.groups * s.scores() * s.d_k * 4);
     in_lanes(jobs, lanes, |group| {
         let mut ds = vec![0.0; s.seq * s.seq];
         for (g, ((dq, dk), dv)) in group {

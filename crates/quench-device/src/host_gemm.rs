@@ -8,6 +8,12 @@
 //! `[256, 128] @ [128, 512]`, the projection's `[5120, 256] @ [256, 512]`) against 190-220 for
 //! `matrixmultiply` on the shapes it does not parallelise; `benchmark doctor` measures it.
 
+/// One past the last element of `rows` rows of `cols` values `row_stride` apart (`rows` at
+/// least 1), or `None` where that overflows: the bounds checks must not wrap.
+fn last_end(rows: usize, row_stride: usize, cols: usize) -> Option<usize> {
+    (rows - 1).checked_mul(row_stride)?.checked_add(cols)
+}
+
 /// A read-only `rows x cols` f32 matrix in `data`: element `(r, c)` at `r * row_stride + c *
 /// col_stride`. A transpose is the same data with the strides swapped.
 #[derive(Debug, Clone, Copy)]
@@ -24,7 +30,7 @@ impl<'a> MatRef<'a> {
     /// caller's shape error, not an input error.
     pub fn row_major(data: &'a [f32], rows: usize, cols: usize) -> Self {
         assert!(
-            data.len() >= rows * cols,
+            rows.checked_mul(cols).is_some_and(|len| len <= data.len()),
             "a {rows} x {cols} matrix in {} values",
             data.len()
         );
@@ -41,7 +47,9 @@ impl<'a> MatRef<'a> {
     /// every `k`-th row of one). Panics if the last row runs past `data`.
     pub fn strided(data: &'a [f32], rows: usize, cols: usize, row_stride: usize) -> Self {
         assert!(
-            rows == 0 || cols == 0 || (rows - 1) * row_stride + cols <= data.len(),
+            rows == 0
+                || cols == 0
+                || last_end(rows, row_stride, cols).is_some_and(|end| end <= data.len()),
             "{rows} rows of {cols} every {row_stride} in {} values",
             data.len()
         );
@@ -102,7 +110,7 @@ pub fn gemm_strided(
         return;
     }
     assert!(
-        row_stride >= n && (m - 1) * row_stride + n <= dst.len(),
+        row_stride >= n && last_end(m, row_stride, n).is_some_and(|end| end <= dst.len()),
         "a [{m}, {n}] product every {row_stride} in {} values",
         dst.len()
     );
@@ -238,6 +246,12 @@ pub fn time_product(shape: GemmShape, lanes: usize, repeats: usize) -> Vec<f64> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    #[should_panic(expected = "matrix in 4 values")]
+    fn a_shape_whose_size_overflows_is_refused() {
+        let _ = MatRef::row_major(&[0.0; 4], 1 << 32, 1 << 32);
+    }
 
     #[test]
     fn strided_blocks_multiply_in_place() {

@@ -5,8 +5,8 @@
 //! that starts as the bias, then one pass applying the activation in place; backward, one pass
 //! for the pre-activation gradient, then `dx = dz W^T`, `dW = x^T dz` and the bias sums. Large
 //! layers split over lanes: rows of `x` forward and for `dx`, rows of `dW` (columns of `x`)
-//! for the weight gradient. Layer normalisation is two passes over each row forward (mean,
-//! then variance and output) and two backward, rows split over lanes.
+//! for the weight gradient. Layer normalisation is three passes over each row forward (mean,
+//! centred variance, output) and two backward, rows split over lanes.
 
 use burn::tensor::TensorMetadata;
 use burn::tensor::ops::FloatTensor;
@@ -22,7 +22,7 @@ use crate::ops::dense::Activation;
 const SPLIT_FROM: usize = 1 << 21;
 
 /// The lanes for `work` multiply-adds.
-fn lanes_for(work: usize) -> usize {
+pub(crate) fn lanes_for(work: usize) -> usize {
     if work < SPLIT_FROM {
         1
     } else {
@@ -106,9 +106,16 @@ fn pre_activation_gradient_portable(
             return;
         }
     };
-    // ReLU from its output, leaky ReLU from its input: positive exactly where the input is.
-    for ((d, k), g) in dz.iter_mut().zip(kept).zip(dy) {
-        *d = if *k > 0.0 { *g } else { slope * g };
+    // ReLU from its output (positive where the input is), leaky ReLU from its input (slope 1
+    // from zero up, as `Activation::slope` has it).
+    if matches!(activation, Activation::Relu) {
+        for ((d, k), g) in dz.iter_mut().zip(kept).zip(dy) {
+            *d = if *k > 0.0 { *g } else { 0.0 };
+        }
+    } else {
+        for ((d, k), g) in dz.iter_mut().zip(kept).zip(dy) {
+            *d = if *k >= 0.0 { *g } else { slope * g };
+        }
     }
 }
 
@@ -126,6 +133,10 @@ pub(crate) fn dense_forward(
     let (members, rows, fan_in, fan_out) = (xs[0], xs[1], xs[2], ws[2]);
     let (xv, wv, bv) = (values(&x), values(&weight), values(&bias));
     let mut out = vec![0.0; members * rows * fan_out];
+    if out.is_empty() {
+        let empty = tensor(out, [members, rows, fan_out]);
+        return [empty.clone(), empty];
+    }
     let parts = lanes_for(members * rows * fan_in * fan_out);
     // Jobs: (member, its rows' range, those rows of the output).
     let jobs = member_rows(&mut out, [members, rows, fan_out], parts);

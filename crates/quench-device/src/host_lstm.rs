@@ -369,10 +369,17 @@ pub(crate) fn forward(
 ) -> (FloatTensor<Host>, [FloatTensor<Host>; 3]) {
     let [inputs, w_x, w_h, bias] = [inputs, w_x, w_h, bias].map(in_f32);
     let (members, s) = shape_of(&inputs, &w_h);
-    let (x, wx, wh, b) = (values(&inputs), values(&w_x), values(&w_h), values(&bias));
     let steps = s.seq * s.batch;
     let (g, h, i) = (s.gates(), s.hidden, s.input);
     let rows = 2 * members;
+    let shape = |width| [rows, s.batch, s.seq, width];
+    if steps == 0 || h == 0 {
+        // Nothing to run: empty tapes and outputs.
+        let empty = |shape: [usize; 4]| tensor(vec![0.0; shape.iter().product()], shape);
+        let output = empty([members, s.batch, s.seq, 2 * h]);
+        return (inputs, [empty(shape(g)), empty(shape(h)), output]);
+    }
+    let (x, wx, wh, b) = (values(&inputs), values(&w_x), values(&w_h), values(&bias));
     let mut gates = vec![0.0; rows * steps * g];
     let mut cells = vec![0.0; rows * steps * h];
     let mut hidden = vec![0.0; rows * steps * h];
@@ -448,6 +455,16 @@ pub(crate) fn backward(
     let steps = s.seq * s.batch;
     let (g, h, i) = (s.gates(), s.hidden, s.input);
     let rows = 2 * members;
+    if steps == 0 || h == 0 || i == 0 {
+        // No step, unit or input: every gradient is zero (or empty).
+        let zeros = |len: usize| vec![0.0; len];
+        return [
+            tensor(zeros(rows * i * g), [rows, i, g]),
+            tensor(zeros(rows * h * g), [rows, h, g]),
+            tensor(zeros(rows * g), [rows, 1, g]),
+            tensor(zeros(members * steps * i), [members, s.batch, s.seq, i]),
+        ];
+    }
     let mut d_w_x = vec![0.0; rows * i * g];
     let mut d_w_h = vec![0.0; rows * h * g];
     let mut d_bias = vec![0.0; rows * g];

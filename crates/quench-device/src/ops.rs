@@ -224,6 +224,16 @@ pub(crate) fn split_matmul<B: Backend>(
     B::float_add(product(lhs_high, rhs_high), corrections)
 }
 
+/// Whether the attention's host kernel takes these inputs (`host_attention::fits`).
+fn host_fits(inputs: &AttentionInputs<NdArray<f32>>) -> bool {
+    let mask = inputs.mask.as_ref().map(|m| m.dims());
+    crate::host_attention::fits(
+        &inputs.q.dims(),
+        inputs.heads,
+        mask.as_ref().map(|m| &m[..]),
+    )
+}
+
 /// A float tensor's primitive, for the host kernels.
 fn host_primitive(t: Tensor<NdArray<f32>, 3>) -> FloatTensor<NdArray<f32>> {
     t.into_primitive().tensor()
@@ -347,6 +357,9 @@ impl QuenchOps for NdArray<f32> {
     }
 
     fn attention_forward(inputs: &AttentionInputs<Self>) -> AttentionOutput<Self> {
+        if !host_fits(inputs) {
+            return attention::composed_attention(inputs);
+        }
         let qkv = [&inputs.q, &inputs.k, &inputs.v].map(|t| host_primitive(t.clone()));
         let mask = inputs.mask.clone().map(|m| m.into_primitive().tensor());
         let [context, weights] = crate::host_attention::forward(qkv, mask, inputs.heads);
@@ -361,6 +374,9 @@ impl QuenchOps for NdArray<f32> {
         weights: &Tensor<Self, 4>,
         d_context: Tensor<Self, 3>,
     ) -> AttentionGradients<Self> {
+        if !host_fits(inputs) {
+            return attention::composed_attention_backward(inputs, weights, d_context);
+        }
         let qkv = [&inputs.q, &inputs.k, &inputs.v].map(|t| host_primitive(t.clone()));
         let mask = inputs.mask.clone().map(|m| m.into_primitive().tensor());
         let [q, k, v] = crate::host_attention::backward(

@@ -85,7 +85,8 @@ impl Activation {
             Self::Tanh => (kept.clone() * kept).neg().add_scalar(1.0),
             Self::Relu => kept.greater_elem(0.0).float(),
             Self::LeakyRelu(slope) => {
-                let positive = kept.greater_elem(0.0).float();
+                // Slope 1 from zero up, as `Activation::slope` has it.
+                let positive = kept.greater_equal_elem(0.0).float();
                 positive.mul_scalar(1.0 - slope).add_scalar(slope)
             }
             Self::Gelu => {

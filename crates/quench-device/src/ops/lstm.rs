@@ -416,6 +416,18 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_batch_gives_empty_outputs_and_zero_gradients_on_the_host() {
+        let (weights, _, _) = case::<Host>([2, 1, 3, 4, 5], 13);
+        let x = Tensor::<Host, 4>::zeros([2, 0, 3, 4], &Default::default());
+        let tape = Host::lstm_forward(x, &weights, 2);
+        assert_eq!(tape.output.dims(), [2, 0, 3, 10]);
+        let d_output = tape.output.clone();
+        let g = Host::lstm_backward(&weights, &tape, d_output, 2);
+        assert_eq!((g.w_x.dims(), g.inputs.dims()), ([4, 4, 20], [2, 0, 3, 4]));
+        assert!(to_host_f32(g.w_h).iter().all(|&v| v == 0.0));
+    }
+
+    #[test]
     fn the_autodiff_layer_gives_autodiffs_gradients_of_the_composition() {
         let (weights, x, loss) = case::<Diff>([2, 3, 6, 4, 5], 12);
         let params = [&weights.w_x, &weights.w_h, &weights.bias].map(|w| w.clone().require_grad());
