@@ -150,6 +150,36 @@ pub fn gemm_strided(
     }
 }
 
+/// `dst = lhs @ rhs + bias`, `bias` `[rhs.cols]` added to every row of the row-major `dst`.
+pub fn gemm_with_bias(dst: &mut [f32], lhs: MatRef<'_>, rhs: MatRef<'_>, bias: &[f32]) {
+    assert_eq!(
+        bias.len(),
+        rhs.cols,
+        "a bias of {} for {} columns",
+        bias.len(),
+        rhs.cols
+    );
+    if !bias.is_empty() {
+        for row in dst.chunks_exact_mut(bias.len()) {
+            row.copy_from_slice(bias);
+        }
+    }
+    gemm(dst, lhs, rhs, !bias.is_empty());
+}
+
+/// Adds every `sums.len()`-wide row of `rows` into `sums`: a row-major matrix's column sums
+/// (a bias's gradient), accumulated.
+pub fn add_rows(sums: &mut [f32], rows: &[f32]) {
+    if sums.is_empty() {
+        return;
+    }
+    for row in rows.chunks_exact(sums.len()) {
+        for (sum, value) in sums.iter_mut().zip(row) {
+            *sum += value;
+        }
+    }
+}
+
 /// A product shape of the host kernels, `[m, k] @ [k, n]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GemmShape {
@@ -251,6 +281,23 @@ mod tests {
     #[should_panic(expected = "matrix in 4 values")]
     fn a_shape_whose_size_overflows_is_refused() {
         let _ = MatRef::row_major(&[0.0; 4], 1 << 32, 1 << 32);
+    }
+
+    #[test]
+    fn a_bias_starts_every_row_and_rows_sum_into_columns() {
+        let mut dst = [9.0; 4];
+        // [[1, 2], [3, 4]] @ I + [10, 20].
+        let (a, identity) = ([1.0, 2.0, 3.0, 4.0], [1.0, 0.0, 0.0, 1.0]);
+        let (a, identity) = (
+            MatRef::row_major(&a, 2, 2),
+            MatRef::row_major(&identity, 2, 2),
+        );
+        gemm_with_bias(&mut dst, a, identity, &[10.0, 20.0]);
+        assert_eq!(dst, [11.0, 22.0, 13.0, 24.0]);
+        let mut sums = [1.0, 1.0];
+        add_rows(&mut sums, &dst);
+        assert_eq!(sums, [25.0, 47.0]);
+        add_rows(&mut [], &dst);
     }
 
     #[test]

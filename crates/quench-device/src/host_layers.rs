@@ -11,7 +11,7 @@
 use burn::tensor::TensorMetadata;
 use burn::tensor::ops::FloatTensor;
 
-use crate::host_gemm::{MatRef, gemm, gemm_strided};
+use crate::host_gemm::{MatRef, add_rows, gemm, gemm_strided, gemm_with_bias};
 use crate::host_math::{gelu, gelu_slope, tanh};
 use crate::host_tensor::{Host, in_f32, tensor, values};
 use crate::lanes::in_lanes;
@@ -143,12 +143,8 @@ pub(crate) fn dense_forward(
     let lanes = parts.min(jobs.len());
     in_lanes(jobs, lanes, |group| {
         for (m, range, part) in group {
-            let bias = &bv[m * fan_out..(m + 1) * fan_out];
-            for row in part.chunks_exact_mut(fan_out) {
-                row.copy_from_slice(bias);
-            }
             let x_rows = &xv[(m * rows + range.start) * fan_in..(m * rows + range.end) * fan_in];
-            gemm(
+            gemm_with_bias(
                 part,
                 MatRef::row_major(x_rows, range.len(), fan_in),
                 MatRef::row_major(
@@ -156,7 +152,7 @@ pub(crate) fn dense_forward(
                     fan_in,
                     fan_out,
                 ),
-                true,
+                &bv[m * fan_out..(m + 1) * fan_out],
             );
         }
     });
@@ -257,15 +253,9 @@ pub(crate) fn dense_backward(
         }
     });
     let mut db = vec![0.0; members * fan_out];
-    for (db, dz) in db
-        .chunks_exact_mut(fan_out)
-        .zip(dz.chunks_exact(rows * fan_out))
-    {
-        for row in dz.chunks_exact(fan_out) {
-            for (b, d) in db.iter_mut().zip(row) {
-                *b += d;
-            }
-        }
+    // (Chunks of at least one value: with no outputs there is no bias to sum into.)
+    for (m, db) in db.chunks_mut(fan_out.max(1)).enumerate() {
+        add_rows(db, &dz[m * rows * fan_out..(m + 1) * rows * fan_out]);
     }
     [
         tensor(dx, [members, rows, fan_in]),

@@ -20,7 +20,7 @@
 use burn::tensor::TensorMetadata;
 use burn::tensor::ops::FloatTensor;
 
-use crate::host_gemm::{MatRef, gemm, gemm_strided};
+use crate::host_gemm::{MatRef, add_rows, gemm, gemm_strided, gemm_with_bias};
 use crate::host_math::{sigmoid, tanh};
 use crate::host_tensor::{Host, in_f32, tensor, values};
 use crate::lanes::in_lanes;
@@ -147,6 +147,14 @@ struct Direction {
 }
 
 impl Direction {
+    /// Row `r`'s direction (`r = 2 m + d`: odd rows read backward) over `seq` steps.
+    fn of_row(r: usize, seq: usize) -> Self {
+        Self {
+            backward: r % 2 == 1,
+            seq,
+        }
+    }
+
     fn time(self, step: usize) -> usize {
         if self.backward {
             self.seq - 1 - step
@@ -193,14 +201,11 @@ fn forward_row(
     hidden: &mut [f32],
 ) {
     let (g, h, n, seq) = (s.gates(), s.hidden, s.batch, s.seq);
-    for row in gates.chunks_exact_mut(g) {
-        row.copy_from_slice(bias);
-    }
-    gemm(
+    gemm_with_bias(
         gates,
         MatRef::row_major(x, n * seq, s.input),
         MatRef::row_major(w_x, s.input, g),
-        true,
+        bias,
     );
     let zeros = vec![0.0; h];
     for step in 0..seq {
@@ -264,12 +269,6 @@ fn backward_row(
     out: RowGradients<'_>,
 ) {
     let (g, h, n, seq) = (s.gates(), s.hidden, s.batch, s.seq);
-    if seq == 0 {
-        for out in [out.w_x, out.w_h, out.bias, out.x] {
-            out.fill(0.0);
-        }
-        return;
-    }
     let mut dz = vec![0.0; n * seq * g];
     let mut dh = vec![0.0; n * h];
     let mut dc = vec![0.0; n * h];
@@ -330,11 +329,7 @@ fn backward_row(
         false,
     );
     out.bias.fill(0.0);
-    for row in dz.chunks_exact(g) {
-        for (b, d) in out.bias.iter_mut().zip(row) {
-            *b += d;
-        }
-    }
+    add_rows(out.bias, &dz);
     gemm(
         out.x,
         MatRef::row_major(&dz, steps, g),
@@ -392,10 +387,7 @@ pub(crate) fn forward(
     in_lanes(jobs, lanes, |group| {
         for (r, ((gates, cells), hidden)) in group {
             let m = r / 2;
-            let direction = Direction {
-                backward: r % 2 == 1,
-                seq: s.seq,
-            };
+            let direction = Direction::of_row(r, s.seq);
             forward_row(
                 s,
                 direction,
@@ -498,10 +490,7 @@ pub(crate) fn backward(
                 bias,
                 x: x_grad,
             };
-            let direction = Direction {
-                backward: r % 2 == 1,
-                seq: s.seq,
-            };
+            let direction = Direction::of_row(r, s.seq);
             backward_row(s, direction, tape, member(&dy, m, steps * 2 * h), out);
         }
     });
