@@ -15,6 +15,8 @@
 //!   backend's matmul is exact f32 and is used as it is.
 //! - [`QuenchOps::counter_normals`]: the counter-based normals of [`crate::threefry`], the host
 //!   kernel on the CPU backend and integer and float tensor ops elsewhere.
+//! - [`QuenchOps::dropout_mask`]: inverted-dropout masks; on the CPU backend a counter-based
+//!   stream keyed from Burn's generator, vectorised as the normals are.
 //! - [`QuenchOps::lstm_forward`] and [`QuenchOps::lstm_backward`]: a whole LSTM layer over its
 //!   sequence, forward and back ([`lstm`]); the host kernel of `host_lstm` on the CPU
 //!   backend in f32, the composition of [`lstm::composed_forward`] elsewhere, and under
@@ -42,10 +44,10 @@ use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind, broadcast_shape};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::ops::{FloatTensor, FloatTensorOps};
-use burn::tensor::{Shape, Tensor, TensorMetadata, TensorPrimitive};
+use burn::tensor::{Distribution, Int, Shape, Tensor, TensorMetadata, TensorPrimitive};
 
 use crate::readback::float_tensor;
-use crate::threefry::{StreamKey, normals_host, normals_tensor};
+use crate::threefry::{StreamKey, dropout_mask_host, normals_host, normals_tensor};
 
 pub mod attention;
 pub mod dense;
@@ -77,6 +79,19 @@ pub trait QuenchOps: Backend {
         normals_tensor::<Self>(keys, draw, len, device)
             .into_primitive()
             .tensor()
+    }
+
+    /// An inverted-dropout mask `[..shape]` at `rate`: each value independently `1 / (1 -
+    /// rate)` with probability `1 - rate`, else 0, from the backend's seeded generator (a
+    /// [`crate::SeededGenerator`] makes the masks reproducible). The default is Burn's
+    /// Bernoulli draw on the device.
+    fn dropout_mask<const D: usize>(
+        shape: Shape,
+        rate: f64,
+        device: &Self::Device,
+    ) -> Tensor<Self, D> {
+        let keep = 1.0 - rate;
+        Tensor::random(shape, Distribution::Bernoulli(keep), device).div_scalar(keep)
     }
 
     /// A whole bidirectional LSTM layer forward ([`lstm`]): `inputs` `[members, batch, seq,
@@ -260,6 +275,29 @@ impl QuenchOps for NdArray<f32> {
         float_tensor::<Self, f32, 2>(normals_host(keys, draw, len), [keys.len(), len], device)
             .into_primitive()
             .tensor()
+    }
+
+    /// One 64-bit key per mask from Burn's generator, then the counter-based stream's host
+    /// kernel: Burn's own draw goes value by value through ChaCha, which was a quarter of a
+    /// Transformer epoch.
+    fn dropout_mask<const D: usize>(
+        shape: Shape,
+        rate: f64,
+        device: &Self::Device,
+    ) -> Tensor<Self, D> {
+        let words = Tensor::<Self, 1, Int>::random(
+            [2],
+            Distribution::Uniform(0.0, f64::from(u32::MAX) + 1.0),
+            device,
+        )
+        .into_data();
+        let mut key = [0u32; 2];
+        for (k, w) in key.iter_mut().zip(words.iter::<i64>()) {
+            *k = w as u32;
+        }
+        let len = shape.num_elements();
+        let mask = dropout_mask_host(StreamKey(key), len, 1.0 - rate);
+        float_tensor::<Self, f32, D>(mask, shape.dims(), device)
     }
 
     fn lstm_forward(
@@ -482,6 +520,15 @@ impl<B: QuenchOps, C: CheckpointStrategy> QuenchOps for Autodiff<B, C> {
         <Self as AutodiffBackend>::from_inner(B::counter_normals(keys, draw, len, device))
     }
 
+    /// Constants, as the normals.
+    fn dropout_mask<const D: usize>(
+        shape: Shape,
+        rate: f64,
+        device: &Self::Device,
+    ) -> Tensor<Self, D> {
+        Tensor::from_inner(B::dropout_mask(shape, rate, device))
+    }
+
     fn lstm_forward(
         inputs: Tensor<Self, 4>,
         weights: &LstmWeights<Self>,
@@ -689,6 +736,30 @@ mod tests {
             want.into_data()
                 .assert_approx_eq::<f32>(&got.into_data(), Default::default());
         }
+    }
+
+    #[test]
+    fn dropout_masks_are_reproducible_fresh_per_call_and_constants_under_autodiff() {
+        let device = Default::default();
+        let draw = |seed: u64| {
+            let _hold = crate::SeededGenerator::acquire::<Host>(&device, seed);
+            let first = Host::dropout_mask::<3>(Shape::new([2, 50, 41]), 0.25, &device);
+            let second = Host::dropout_mask::<3>(Shape::new([2, 50, 41]), 0.25, &device);
+            let tracked = Autodiff::<Host>::dropout_mask::<2>(Shape::new([7, 9]), 0.5, &device);
+            (first.into_data(), second.into_data(), tracked)
+        };
+        let (first, second, tracked) = draw(5);
+        let (again, _, _) = draw(5);
+        assert_eq!(first, again, "the same seed, the same mask");
+        assert_ne!(first, second, "each call a fresh mask");
+        assert_eq!(first.shape, Shape::new([2, 50, 41]));
+        let values: Vec<f32> = first.to_vec().expect("f32 mask");
+        assert!(values.iter().all(|&m| m == 0.0 || m == 1.0 / 0.75));
+        let kept = values.iter().filter(|&&m| m > 0.0).count() as f64 / values.len() as f64;
+        // 4,100 values: the kept fraction's standard deviation is 0.0068.
+        assert!((kept - 0.75).abs() < 0.035, "kept {kept}");
+        assert!(!tracked.is_require_grad());
+        assert_eq!(tracked.dims(), [7, 9]);
     }
 
     #[test]

@@ -45,11 +45,22 @@ impl<B: Backend, const D: usize, K: TensorKind<B> + Numeric<B>> Reduce<B, D, K>
     fn sum_along(self, dim: usize) -> Tensor<B, D, K> {
         let dims = self.dims();
         let length = dims[dim];
-        if length <= MAX_REDUCED_AXIS {
-            return self.sum_dim(dim);
-        }
         let outer: usize = dims[..dim].iter().product();
         let inner: usize = dims[dim + 1..].iter().product();
+        let mut kept = dims;
+        kept[dim] = 1;
+        if length <= MAX_REDUCED_AXIS {
+            if inner == 1 && dim + 1 < D {
+                // Only axes of one follow: sum the flattened rows along their last axis.
+                // burn-ndarray (ndarray's `sum_axis`) takes a trailing axis of one for the
+                // innermost and would add the reduced axis one slice at a time.
+                return self
+                    .reshape_to::<2>([outer, length])
+                    .sum_dim(1)
+                    .reshape_to(kept);
+            }
+            return self.sum_dim(dim);
+        }
         let blocks = length.div_ceil(MAX_REDUCED_AXIS);
         let block = length.div_ceil(blocks);
         let device = self.device();
@@ -59,12 +70,13 @@ impl<B: Backend, const D: usize, K: TensorKind<B> + Numeric<B>> Reduce<B, D, K>
             let zeros = Tensor::zeros([outer, padding, inner], &device);
             axis = Tensor::cat(vec![axis, zeros], 1);
         }
-        let partial: Tensor<B, 3, K> = axis
-            .reshape_to::<4>([outer, blocks, block, inner])
-            .sum_dim(2)
-            .reshape_to([outer, blocks, inner]);
-        let mut kept = dims;
-        kept[dim] = 1;
+        let partial: Tensor<B, 3, K> = if inner == 1 {
+            axis.reshape_to::<3>([outer, blocks, block]).sum_dim(2)
+        } else {
+            axis.reshape_to::<4>([outer, blocks, block, inner])
+                .sum_dim(2)
+                .reshape_to([outer, blocks, inner])
+        };
         partial.sum_along(1).reshape_to(kept)
     }
 
@@ -120,6 +132,23 @@ mod tests {
                 let mean = to_host_f32(values.mean_all())[0];
                 assert!((mean - want / n as f32).abs() < 1e-6, "mean of all {n}: {mean}");
             }
+        }
+
+        /// A short axis followed by axes of one (summed as flattened rows) gives Burn's
+        /// values and shape, and its gradient.
+        fn short_axes_before_axes_of_one_sum_as_rows<B>(device) {
+            let x = Tensor::<B, 1, Int>::arange(0..30, device)
+                .float()
+                .reshape_to::<4>([3, 10, 1, 1])
+                .require_grad();
+            let sum = x.clone().sum_along(1);
+            assert_eq!(sum.dims(), [3, 1, 1, 1]);
+            assert_eq!(to_host_f32(sum.clone()), vec![45.0, 145.0, 245.0]);
+            let weights = Tensor::<B, 4>::from_floats([[[[1.0]]], [[[2.0]]], [[[3.0]]]], device);
+            let grads = (sum * weights).sum_all().backward();
+            let grad = x.grad(&grads).expect("x takes part in the sum");
+            let want: Vec<f32> = (0..30).map(|i| (i / 10 + 1) as f32).collect();
+            assert_eq!(to_host_f32(grad), want);
         }
 
         /// A long axis between others keeps their layout, and the gradient reaches every

@@ -167,37 +167,79 @@ crate::simd_dispatch! {
     fn fill_member(key: StreamKey, draw: u64, first: usize, out: &mut [f32]) => fill_member_portable
 }
 
-/// The host kernel, written for whichever vector width it is compiled for.
+/// `LANES` consecutive blocks from block `block` of the draw whose key schedule is `schedule`
+/// and second counter word `d`: the words `(x0, x1)` of each.
 #[inline(always)]
-fn fill_member_portable(key: StreamKey, draw: u64, first: usize, out: &mut [f32]) {
+fn blocks(schedule: &[u32; 3], d: u32, block: u32) -> ([u32; LANES], [u32; LANES]) {
+    // LANES blocks side by side: every statement below is one vector op per lane group.
+    let mut x0 = [0u32; LANES];
+    let mut x1 = [d.wrapping_add(schedule[1]); LANES];
+    for (i, x) in x0.iter_mut().enumerate() {
+        *x = block.wrapping_add(i as u32).wrapping_add(schedule[0]);
+    }
+    // ROUNDS = 20: five groups of four, the rotations cycling through ROTATIONS.
+    const R: [u32; 8] = ROTATIONS;
+    four_rounds::<{ R[0] }, { R[1] }, { R[2] }, { R[3] }>(&mut x0, &mut x1, schedule, 1);
+    four_rounds::<{ R[4] }, { R[5] }, { R[6] }, { R[7] }>(&mut x0, &mut x1, schedule, 2);
+    four_rounds::<{ R[0] }, { R[1] }, { R[2] }, { R[3] }>(&mut x0, &mut x1, schedule, 3);
+    four_rounds::<{ R[4] }, { R[5] }, { R[6] }, { R[7] }>(&mut x0, &mut x1, schedule, 4);
+    four_rounds::<{ R[0] }, { R[1] }, { R[2] }, { R[3] }>(&mut x0, &mut x1, schedule, 5);
+    (x0, x1)
+}
+
+/// Fills `out` (values `first..`, `first` even) of one draw, `LANES` blocks at a time, with
+/// `value(w0, w1)`: the two values of a block from its two words.
+#[inline(always)]
+fn fill_blocks(
+    key: StreamKey,
+    draw: u64,
+    first: usize,
+    out: &mut [f32],
+    value: impl Fn(u32, u32) -> (f32, f32),
+) {
     let (key, d) = key.for_draw(draw);
     let schedule = [key[0], key[1], PARITY ^ key[0] ^ key[1]];
     let mut block = (first / 2) as u32;
     for chunk in out.chunks_mut(2 * LANES) {
-        // LANES blocks side by side: every statement below is one vector op per lane group.
-        let mut x0 = [0u32; LANES];
-        let mut x1 = [d.wrapping_add(key[1]); LANES];
-        for (i, x) in x0.iter_mut().enumerate() {
-            *x = block.wrapping_add(i as u32).wrapping_add(key[0]);
-        }
-        // ROUNDS = 20: five groups of four, the rotations cycling through ROTATIONS.
-        const R: [u32; 8] = ROTATIONS;
-        four_rounds::<{ R[0] }, { R[1] }, { R[2] }, { R[3] }>(&mut x0, &mut x1, &schedule, 1);
-        four_rounds::<{ R[4] }, { R[5] }, { R[6] }, { R[7] }>(&mut x0, &mut x1, &schedule, 2);
-        four_rounds::<{ R[0] }, { R[1] }, { R[2] }, { R[3] }>(&mut x0, &mut x1, &schedule, 3);
-        four_rounds::<{ R[4] }, { R[5] }, { R[6] }, { R[7] }>(&mut x0, &mut x1, &schedule, 4);
-        four_rounds::<{ R[0] }, { R[1] }, { R[2] }, { R[3] }>(&mut x0, &mut x1, &schedule, 5);
+        let (x0, x1) = blocks(&schedule, d, block);
         let mut pairs = [0f32; 2 * LANES];
         for i in 0..LANES {
-            let (u1, u2) = uniforms(x0[i], x1[i]);
-            let r = (-2.0 * ln_unit(u1)).sqrt();
-            let (c, s) = cos_sin_turn(u2);
-            pairs[2 * i] = r * c;
-            pairs[2 * i + 1] = r * s;
+            (pairs[2 * i], pairs[2 * i + 1]) = value(x0[i], x1[i]);
         }
         chunk.copy_from_slice(&pairs[..chunk.len()]);
         block = block.wrapping_add(LANES as u32);
     }
+}
+
+/// The normals' host kernel, written for whichever vector width it is compiled for.
+#[inline(always)]
+fn fill_member_portable(key: StreamKey, draw: u64, first: usize, out: &mut [f32]) {
+    fill_blocks(key, draw, first, out, |w0, w1| {
+        let (u1, u2) = uniforms(w0, w1);
+        let r = (-2.0 * ln_unit(u1)).sqrt();
+        let (c, s) = cos_sin_turn(u2);
+        (r * c, r * s)
+    });
+}
+
+/// A dropout mask's threshold and kept value: a value is `scale` where its word's top 24
+/// bits are below `below`, else 0.
+#[derive(Debug, Clone, Copy)]
+struct Keep {
+    below: u32,
+    scale: f32,
+}
+
+crate::simd_dispatch! {
+    /// Fills `out` with values `first..` of one draw's mask (`Keep`). Vector code as
+    /// [`fill_member`], the same values.
+    fn fill_mask(key: StreamKey, draw: u64, first: usize, keep: Keep, out: &mut [f32]) => fill_mask_portable
+}
+
+#[inline(always)]
+fn fill_mask_portable(key: StreamKey, draw: u64, first: usize, keep: Keep, out: &mut [f32]) {
+    let pick = |w: u32| if w >> 8 < keep.below { keep.scale } else { 0.0 };
+    fill_blocks(key, draw, first, out, |w0, w1| (pick(w0), pick(w1)));
 }
 
 /// Fills `out` with the first `out.len()` values of draw `draw` of the stream keyed `key`:
@@ -224,6 +266,32 @@ pub fn fill_uniforms(key: StreamKey, draw: u64, out: &mut [f32]) {
 /// Draw `draw` of each member's stream on the host: `len` standard normals per member, member
 /// after member (`[keys.len(), len]` row-major). Large draws are split over the host's cores.
 pub fn normals_host(keys: &[StreamKey], draw: u64, len: usize) -> Vec<f32> {
+    fill_rows(keys, len, |key, first, part| {
+        fill_member(key, draw, first, part)
+    })
+}
+
+/// An inverted-dropout mask of `len` values from the stream keyed `key` (its draw 0): each
+/// value independently `1 / keep` with probability `keep` (to 2^-24), else 0. Large masks
+/// are split over the host's cores; the values do not depend on the split.
+pub fn dropout_mask_host(key: StreamKey, len: usize, keep: f64) -> Vec<f32> {
+    let keep = Keep {
+        below: (keep.clamp(0.0, 1.0) * f64::from(1u32 << 24)).round() as u32,
+        scale: (1.0 / keep) as f32,
+    };
+    fill_rows(&[key], len, |key, first, part| {
+        fill_mask(key, 0, first, keep, part)
+    })
+}
+
+/// `[keys.len(), len]` row-major, filled by `fill(key, first, part)` (values `first..` of the
+/// row keyed `key`) in even-sized pieces of whole blocks, each inside one row, over the
+/// host's cores when the draw is large.
+fn fill_rows(
+    keys: &[StreamKey],
+    len: usize,
+    fill: impl Fn(StreamKey, usize, &mut [f32]) + Sync,
+) -> Vec<f32> {
     let mut out = vec![0f32; keys.len() * len];
     if len == 0 {
         return out;
@@ -233,8 +301,6 @@ pub fn normals_host(keys: &[StreamKey], draw: u64, len: usize) -> Vec<f32> {
     } else {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     };
-    // Even-sized pieces of whole blocks, each inside one member's row (one piece a row on a
-    // single lane).
     let piece = (out.len().div_ceil(lanes) + 1) & !1;
     let mut jobs: Vec<(StreamKey, usize, &mut [f32])> = Vec::new();
     for (key, row) in keys.iter().zip(out.chunks_mut(len)) {
@@ -247,7 +313,7 @@ pub fn normals_host(keys: &[StreamKey], draw: u64, len: usize) -> Vec<f32> {
     }
     in_lanes(jobs, lanes, |group| {
         for (key, first, part) in group {
-            fill_member(key, draw, first, part);
+            fill(key, first, part);
         }
     });
     out
@@ -642,6 +708,39 @@ mod tests {
         let second = streams.next_host(3);
         assert_ne!(first, second, "each call is a fresh draw");
         assert_eq!(streams.draws(), 2);
+    }
+
+    #[test]
+    fn dropout_masks_keep_the_reference_uniforms_below_the_rate_on_every_split() {
+        let key = StreamKey::from_seed(11);
+        // Odd and over the threading threshold: pieces split on several lanes.
+        let len = 2 * THREADED_FROM + 3;
+        let keep = 0.6;
+        let mask = dropout_mask_host(key, len, keep);
+        let mut u = vec![0f32; len];
+        fill_uniforms(key, 0, &mut u);
+        let below = ((keep * 16_777_216.0) as f32).round() / 16_777_216.0;
+        let scale = (1.0 / keep) as f32;
+        for (i, (&m, &u)) in mask.iter().zip(&u).enumerate() {
+            assert_eq!(m, if u < below { scale } else { 0.0 }, "value {i}, u {u}");
+        }
+        // 131,075 values: the kept fraction's standard deviation is 0.0014.
+        let kept = mask.iter().filter(|&&m| m > 0.0).count() as f64 / len as f64;
+        assert!((kept - keep).abs() < 0.007, "kept {kept}");
+        let (mut dispatched, mut portable) = (vec![0f32; 999], vec![0f32; 999]);
+        let keep = Keep {
+            below: 1 << 23,
+            scale: 2.0,
+        };
+        fill_mask(key, 3, 32, keep, &mut dispatched);
+        fill_mask_portable(key, 3, 32, keep, &mut portable);
+        assert_eq!(dispatched, portable);
+        assert!(dropout_mask_host(key, 100, 1.0).iter().all(|&m| m == 1.0));
+        assert!(dropout_mask_host(key, 100, 0.0).iter().all(|&m| m == 0.0));
+        assert_ne!(
+            dropout_mask_host(StreamKey::from_seed(12), 64, 0.5),
+            dropout_mask_host(key, 64, 0.5)
+        );
     }
 
     #[test]

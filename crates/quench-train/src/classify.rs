@@ -2,7 +2,7 @@
 //! the loss, dropout, and per-member values and masks for the optimiser.
 
 use burn::tensor::activation::log_softmax;
-use burn::tensor::{Bool, Distribution, Int, Tensor, TensorData};
+use burn::tensor::{Bool, Int, Tensor, TensorData};
 use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
 use quench_device::{Precision, QuenchOps};
@@ -77,8 +77,7 @@ pub fn dropout_mask<B: QuenchOps, const D: usize>(
     rate: f64,
     device: &B::Device,
 ) -> Tensor<B, D> {
-    let keep = 1.0 - rate;
-    Tensor::<B, D>::random(shape, Distribution::Bernoulli(keep), device).div_scalar(keep)
+    B::dropout_mask(shape, rate, device)
 }
 
 /// `[members, 1, 1]` from one value per member.
