@@ -16,6 +16,7 @@ pub mod error;
 pub mod files;
 pub mod generator;
 mod host_attention;
+mod host_conv;
 pub mod host_gemm;
 mod host_layers;
 mod host_lstm;

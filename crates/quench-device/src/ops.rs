@@ -17,6 +17,9 @@
 //!   kernel on the CPU backend and integer and float tensor ops elsewhere.
 //! - [`QuenchOps::dropout_mask`]: inverted-dropout masks; on the CPU backend a counter-based
 //!   stream keyed from Burn's generator, vectorised as the normals are.
+//! - [`QuenchOps::conv_patches`]: a convolution in inference (BatchNorm folded, residual,
+//!   ReLU) as one patch product, channels last ([`conv`]); the host kernel of `host_conv` on
+//!   the CPU backend, Burn's gather and matmul elsewhere.
 //! - [`QuenchOps::lstm_forward`] and [`QuenchOps::lstm_backward`]: a whole LSTM layer over its
 //!   sequence, forward and back ([`lstm`]); the host kernel of `host_lstm` on the CPU
 //!   backend in f32, the composition of [`lstm::composed_forward`] elsewhere, and under
@@ -50,10 +53,12 @@ use crate::readback::float_tensor;
 use crate::threefry::{StreamKey, dropout_mask_host, normals_host, normals_tensor};
 
 pub mod attention;
+pub mod conv;
 pub mod dense;
 pub mod lstm;
 
 use attention::{AttentionGradients, AttentionInputs, AttentionOutput};
+use conv::{ConvAffine, PatchRows};
 use dense::{Activation, DenseGradients, DenseOutput, NormGradients, NormTape, Normed};
 use lstm::{LstmGradients, LstmTape, LstmWeights};
 
@@ -92,6 +97,20 @@ pub trait QuenchOps: Backend {
     ) -> Tensor<Self, D> {
         let keep = 1.0 - rate;
         Tensor::random(shape, Distribution::Bernoulli(keep), device).div_scalar(keep)
+    }
+
+    /// A convolution in inference as one patch product ([`conv`]): `act(patches(x) W * scale
+    /// + shift [+ residual])` for `x` `[batch, positions, channels]` (channels last), to
+    /// `[batch, cells, out]`; `rectify` applies ReLU. Under autodiff the composition's
+    /// gradients.
+    fn conv_patches(
+        x: Tensor<Self, 3>,
+        patches: &PatchRows,
+        conv: &ConvAffine<Self>,
+        residual: Option<Tensor<Self, 3>>,
+        rectify: bool,
+    ) -> Tensor<Self, 3> {
+        conv::composed_conv(x, patches, conv, residual, rectify)
     }
 
     /// A whole bidirectional LSTM layer forward ([`lstm`]): `inputs` `[members, batch, seq,
@@ -275,6 +294,27 @@ impl QuenchOps for NdArray<f32> {
         float_tensor::<Self, f32, 2>(normals_host(keys, draw, len), [keys.len(), len], device)
             .into_primitive()
             .tensor()
+    }
+
+    fn conv_patches(
+        x: Tensor<Self, 3>,
+        patches: &PatchRows,
+        conv: &ConvAffine<Self>,
+        residual: Option<Tensor<Self, 3>>,
+        rectify: bool,
+    ) -> Tensor<Self, 3> {
+        let primitive = |t: Tensor<Self, 1>| t.into_primitive().tensor();
+        from_host(crate::host_conv::conv_patches(
+            x.into_primitive().tensor(),
+            patches,
+            [
+                conv.weight.clone().into_primitive().tensor(),
+                primitive(conv.scale.clone()),
+                primitive(conv.shift.clone()),
+            ],
+            residual.map(|r| r.into_primitive().tensor()),
+            rectify,
+        ))
     }
 
     /// One 64-bit key per mask from Burn's generator, then the counter-based stream's host

@@ -21,6 +21,7 @@
 //! parameter is marked as not requiring gradients.
 
 use quench_device::QuenchOps;
+use quench_device::ops::conv::{ConvAffine, PatchRows, conv_patches};
 use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
 use std::fs::File;
@@ -261,92 +262,24 @@ impl<B: QuenchOps> Grid<B> {
     }
 }
 
-/// Where a `kernel` x `kernel` window with `stride` and zero `padding` (on both sides) reads a
-/// `height` x `width` grid, as rows of the grid flattened to `height * width` positions.
-#[derive(Debug, Clone, PartialEq)]
-struct Patches {
-    out_height: usize,
-    out_width: usize,
-    /// The kernel taps (`row * kernel + column`) that read the grid at least once, ascending;
-    /// the others read only padding (in `layer4`, all but the centre of the 3x3 kernel on a
-    /// 1x1 grid) and are left out of the product.
-    taps: Vec<usize>,
-    /// Per output position (row-major), per kept tap: the position read, or `height * width`
-    /// for padding (a zero row appended to the grid).
-    rows: Vec<i64>,
-}
-
-/// The [`Patches`] of a `kernel` x `kernel` window with `stride` and `padding` on a `height` x
-/// `width` grid.
-fn patches(height: usize, width: usize, kernel: usize, stride: usize, padding: usize) -> Patches {
-    let out_height = (height + 2 * padding - kernel) / stride + 1;
-    let out_width = (width + 2 * padding - kernel) / stride + 1;
-    let read = |out: usize, tap: usize, len: usize| {
-        (out * stride + tap)
-            .checked_sub(padding)
-            .filter(|&i| i < len)
-    };
-    let taps: Vec<usize> = (0..kernel * kernel)
-        .filter(|t| {
-            (0..out_height).any(|o| read(o, t / kernel, height).is_some())
-                && (0..out_width).any(|o| read(o, t % kernel, width).is_some())
-        })
-        .collect();
-    let mut rows = Vec::with_capacity(out_height * out_width * taps.len());
-    for oh in 0..out_height {
-        for ow in 0..out_width {
-            rows.extend(taps.iter().map(|t| {
-                match (read(oh, t / kernel, height), read(ow, t % kernel, width)) {
-                    (Some(ih), Some(iw)) => (ih * width + iw) as i64,
-                    _ => (height * width) as i64,
-                }
-            }));
-        }
-    }
-    Patches {
-        out_height,
-        out_width,
-        taps,
-        rows,
-    }
-}
-
-/// The patches of `grid` as `[batch, positions * taps, channels]`: rows of the grid (and of a
-/// zero row where the window reads padding) gathered in the order of `patches.rows`.
-fn gather<B: QuenchOps>(grid: Grid<B>, patches: &Patches) -> Tensor<B, 3> {
-    let [batch, positions, channels] = grid.x.dims();
-    let device = grid.x.device();
-    let x = if patches.rows.contains(&(positions as i64)) {
-        Tensor::cat(
-            vec![grid.x, Tensor::zeros([batch, 1, channels], &device)],
-            1,
-        )
-    } else {
-        grid.x
-    };
-    let rows = TensorData::new(patches.rows.clone(), [patches.rows.len()]);
-    x.select(1, Tensor::from_data(rows, &device))
-}
-
-/// `conv` applied to `grid` as a matrix product: the patches `[batch * positions, taps * in]`
-/// times the weight `[taps * in, out]`. ResNet pads every convolution by half its kernel.
-fn conv_grid<B: QuenchOps>(conv: &Conv2d<B>, grid: Grid<B>) -> Grid<B> {
+/// `conv` applied to `grid` as one patch product ([`conv_patches`]: the patches `[batch *
+/// cells, taps * in]` times the weight `[taps * in, out]`), then `scale` and `shift` per
+/// output channel, the `residual` and ReLU where `rectify`. ResNet pads every convolution by
+/// half its kernel.
+fn conv_grid<B: QuenchOps>(
+    conv: &Conv2d<B>,
+    grid: Grid<B>,
+    [scale, shift]: [Tensor<B, 1>; 2],
+    residual: Option<Tensor<B, 3>>,
+    rectify: bool,
+) -> Grid<B> {
     let [out, channels, kernel, _] = conv.weight.dims();
-    let stride = conv.stride[0];
-    let [batch, positions, _] = grid.x.dims();
+    let patches = PatchRows::new(grid.height, grid.width, kernel, conv.stride[0], kernel / 2);
     let weight = conv
         .weight
         .val()
         .permute([2, 3, 1, 0])
         .reshape_to([kernel * kernel * channels, out]);
-    if kernel == 1 && stride == 1 {
-        return grid.map(|x| {
-            x.reshape_to([batch * positions, channels])
-                .matmul(weight)
-                .reshape_to([batch, positions, out])
-        });
-    }
-    let patches = patches(grid.height, grid.width, kernel, stride, kernel / 2);
     let weight = if patches.taps.len() == kernel * kernel {
         weight
     } else {
@@ -361,15 +294,72 @@ fn conv_grid<B: QuenchOps>(conv: &Conv2d<B>, grid: Grid<B>) -> Grid<B> {
             Tensor::from_data(TensorData::new(kept, [len]), &grid.x.device()),
         )
     };
-    let cells = patches.out_height * patches.out_width;
-    let x = gather(grid, &patches)
-        .reshape_to([batch * cells, patches.taps.len() * channels])
-        .matmul(weight)
-        .reshape_to([batch, cells, out]);
+    let conv = ConvAffine {
+        weight,
+        scale,
+        shift,
+    };
     Grid {
-        x,
+        x: conv_patches(grid.x, &patches, &conv, residual, rectify),
         height: patches.out_height,
         width: patches.out_width,
+    }
+}
+
+/// The step [`ResNet18::forward_with`] takes through each convolution: the convolution, its
+/// BatchNorm, then the residual (if any) added and ReLU where asked.
+trait ConvLayer<B: QuenchOps> {
+    fn apply(
+        &mut self,
+        conv: &Conv2d<B>,
+        bn: &BatchNorm<B>,
+        x: Grid<B>,
+        residual: Option<Tensor<B, 3>>,
+        rectify: bool,
+    ) -> Grid<B>;
+}
+
+/// Inference: each BatchNorm with its running statistics, folded into its convolution's
+/// product with the residual and ReLU (one operation per convolution).
+struct Inference;
+
+impl<B: QuenchOps> ConvLayer<B> for Inference {
+    fn apply(
+        &mut self,
+        conv: &Conv2d<B>,
+        bn: &BatchNorm<B>,
+        x: Grid<B>,
+        residual: Option<Tensor<B, 3>>,
+        rectify: bool,
+    ) -> Grid<B> {
+        let affine = fold(bn, bn.running_mean.value(), bn.running_var.value());
+        conv_grid(conv, x, affine, residual, rectify)
+    }
+}
+
+/// Each BatchNorm through a closure on the convolution's output `[batch, positions,
+/// channels]` (calibration's batch statistics, tests' checks).
+struct Normalised<F>(F);
+
+impl<B: QuenchOps, F: FnMut(&BatchNorm<B>, Tensor<B, 3>) -> Tensor<B, 3>> ConvLayer<B>
+    for Normalised<F>
+{
+    fn apply(
+        &mut self,
+        conv: &Conv2d<B>,
+        bn: &BatchNorm<B>,
+        x: Grid<B>,
+        residual: Option<Tensor<B, 3>>,
+        rectify: bool,
+    ) -> Grid<B> {
+        let out = conv.weight.dims()[0];
+        let device = x.x.device();
+        let identity = [Tensor::ones([out], &device), Tensor::zeros([out], &device)];
+        conv_grid(conv, x, identity, None, false).map(|y| {
+            let y = (self.0)(bn, y);
+            let y = residual.map_or(y.clone(), |r| y + r);
+            if rectify { relu(y) } else { y }
+        })
     }
 }
 
@@ -384,9 +374,20 @@ fn normalise<B: QuenchOps>(
     var: Tensor<B, 1>,
 ) -> Tensor<B, 3> {
     let channels = mean.dims()[0];
+    let [scale, shift] = fold(bn, mean, var);
+    x * scale.reshape_to([1, 1, channels]) + shift.reshape_to([1, 1, channels])
+}
+
+/// `bn` with statistics `mean` and `var` `[channels]` as one scale and one shift per channel:
+/// `gamma / sqrt(var + eps)` and `beta - mean * scale`.
+fn fold<B: QuenchOps>(
+    bn: &BatchNorm<B>,
+    mean: Tensor<B, 1>,
+    var: Tensor<B, 1>,
+) -> [Tensor<B, 1>; 2] {
     let scale = bn.gamma.val() / (var + bn.epsilon).sqrt();
     let shift = bn.beta.val() - mean * scale.clone();
-    x * scale.reshape_to([1, 1, channels]) + shift.reshape_to([1, 1, channels])
+    [scale, shift]
 }
 
 /// Per-channel mean and biased variance of `x` `[batch, positions, channels]` over the batch
@@ -426,20 +427,15 @@ impl<B: QuenchOps> BasicBlock<B> {
         }
     }
 
-    /// The block applied to `x`, each BatchNorm through `norm` in the order `bn1`, `bn2`,
-    /// `downsample.bn` (the order of [`ResNet18::batch_norms_mut`]).
-    fn forward_with(
-        &self,
-        x: Grid<B>,
-        norm: &mut impl FnMut(&BatchNorm<B>, Tensor<B, 3>) -> Tensor<B, 3>,
-    ) -> Grid<B> {
-        let out = conv_grid(&self.conv1, x.clone()).map(|y| relu(norm(&self.bn1, y)));
-        let out = conv_grid(&self.conv2, out).map(|y| norm(&self.bn2, y));
+    /// The block applied to `x`, each convolution through `layer` in the order `conv1`,
+    /// `downsample.conv`, `conv2` (the order of [`ResNet18::batch_norms_mut`]).
+    fn forward_with(&self, x: Grid<B>, layer: &mut impl ConvLayer<B>) -> Grid<B> {
+        let out = layer.apply(&self.conv1, &self.bn1, x.clone(), None, true);
         let identity = match &self.downsample {
-            Some(down) => conv_grid(&down.conv, x).map(|y| norm(&down.bn, y)).x,
+            Some(down) => layer.apply(&down.conv, &down.bn, x, None, false).x,
             None => x.x,
         };
-        out.map(|y| relu(y + identity))
+        layer.apply(&self.conv2, &self.bn2, out, Some(identity), true)
     }
 }
 
@@ -603,7 +599,7 @@ impl<B: QuenchOps> ResNet18<B> {
     }
 
     /// The BatchNorms in the order [`ResNet18::forward`] applies them: the stem's, then per
-    /// block `bn1`, `bn2`, `downsample.bn`.
+    /// block `bn1`, `downsample.bn`, `bn2`.
     fn batch_norms_mut(&mut self) -> Vec<&mut BatchNorm<B>> {
         let mut norms = vec![&mut self.bn1];
         let stages = [
@@ -614,29 +610,26 @@ impl<B: QuenchOps> ResNet18<B> {
         ];
         for block in stages.into_iter().flatten() {
             norms.push(&mut block.bn1);
-            norms.push(&mut block.bn2);
             if let Some(down) = &mut block.downsample {
                 norms.push(&mut down.bn);
             }
+            norms.push(&mut block.bn2);
         }
         norms
     }
 
-    /// The features of `images`, each BatchNorm applied through `norm`.
+    /// The features of `images`, each convolution with its BatchNorm through `layer`.
     ///
-    /// The stem and the pooling run as Burn's modules on `[batch, channels, h, w]`; the
-    /// residual stages as matrix products on the channels-last [`Grid`] (see there why).
-    fn forward_with(
-        &self,
-        images: Tensor<B, 4>,
-        norm: &mut impl FnMut(&BatchNorm<B>, Tensor<B, 3>) -> Tensor<B, 3>,
-    ) -> Tensor<B, 2> {
-        let mut x = Grid::from_channels_first(self.conv1.forward(images))
-            .map(|y| relu(norm(&self.bn1, y)))
+    /// Every convolution, the stem's included, runs as a patch product on the channels-last
+    /// [`Grid`] (see there why); the pooling as Burn's modules on `[batch, channels, h, w]`.
+    fn forward_with(&self, images: Tensor<B, 4>, layer: &mut impl ConvLayer<B>) -> Tensor<B, 2> {
+        let images = Grid::from_channels_first(images);
+        let mut x = layer
+            .apply(&self.conv1, &self.bn1, images, None, true)
             .through_channels_first(|y| self.maxpool.forward(y));
         let stages = [&self.layer1, &self.layer2, &self.layer3, &self.layer4];
         for block in stages.into_iter().flatten() {
-            x = block.forward_with(x, norm);
+            x = block.forward_with(x, layer);
         }
         let [batch, _, channels] = x.x.dims();
         x.through_channels_first(|y| self.avgpool.forward(y))
@@ -657,11 +650,7 @@ impl<B: QuenchOps> ResNet18<B> {
     /// # Panics
     /// If `images` has another number of channels than 1 (the stem convolution's shape check).
     pub fn forward(&self, images: Tensor<B, 4>) -> Tensor<B, 2> {
-        let inference = |images| {
-            self.forward_with(images, &mut |bn, x| {
-                normalise(bn, x, bn.running_mean.value(), bn.running_var.value())
-            })
-        };
+        let inference = |images| self.forward_with(images, &mut Inference);
         if images.dims()[0] <= FORWARD_CHUNK {
             return inference(images);
         }
@@ -689,11 +678,14 @@ impl<B: QuenchOps> ResNet18<B> {
     /// inputs, so its statistics come from the batch alone.
     pub fn calibrate(mut self, images: Tensor<B, 4>) -> Self {
         let mut statistics = Vec::new();
-        self.forward_with(images, &mut |bn, x| {
-            let (mean, var) = batch_statistics(x.clone());
-            statistics.push((mean.clone(), var.clone()));
-            normalise(bn, x, mean, var)
-        });
+        self.forward_with(
+            images,
+            &mut Normalised(|bn: &BatchNorm<B>, x: Tensor<B, 3>| {
+                let (mean, var) = batch_statistics(x.clone());
+                statistics.push((mean.clone(), var.clone()));
+                normalise(bn, x, mean, var)
+            }),
+        );
         for (bn, (mean, var)) in self.batch_norms_mut().into_iter().zip(statistics) {
             bn.running_mean = RunningState::new(mean);
             bn.running_var = RunningState::new(var);
@@ -1028,29 +1020,6 @@ mod tests {
     }
 
     #[test]
-    fn resnet_patches_leave_out_taps_that_read_only_padding() {
-        // layer4's 3x3 convolutions on a 1x1 grid: only the centre tap reads the grid.
-        let p = patches(1, 1, 3, 1, 1);
-        assert_eq!(
-            (p.out_height, p.out_width, p.taps, p.rows),
-            (1, 1, vec![4], vec![0])
-        );
-        // layer4.0.conv1: 2x2 grid, stride 2: the lower-right 2x2 taps.
-        let p = patches(2, 2, 3, 2, 1);
-        assert_eq!((p.taps, p.rows), (vec![4, 5, 7, 8], vec![0, 1, 2, 3]));
-        // A 1x1 downsample with stride 2 on 4x4.
-        let p = patches(4, 4, 1, 2, 0);
-        assert_eq!(
-            (p.out_height, p.taps, p.rows),
-            (2, vec![0], vec![0, 2, 8, 10])
-        );
-        // 3x3, stride 1, padding 1 on 2x2: the first output reads padding (row 4) up and left.
-        let p = patches(2, 2, 3, 1, 1);
-        assert_eq!(p.taps.len(), 9);
-        assert_eq!(&p.rows[..9], &[4, 4, 4, 4, 0, 1, 4, 2, 3]);
-    }
-
-    #[test]
     fn resnet_forward_equals_burn_nn_modules_forward() {
         let model = distinct_backbone();
         for batch in [1, 6] {
@@ -1140,19 +1109,22 @@ mod tests {
         // Each BatchNorm's output on the calibration batch: mean 0, variance 1 per channel
         // (where the input varies at all; a constant channel normalises to 0).
         let mut checked = 0;
-        model.forward_with(x, &mut |bn, input| {
-            let (_, in_var) = batch_statistics(input.clone());
-            let out = normalise(bn, input, bn.running_mean.value(), bn.running_var.value());
-            let (mean, var) = batch_statistics(out.clone());
-            for ((m, v), iv) in values(mean).iter().zip(values(var)).zip(values(in_var)) {
-                assert!(m.abs() < 1e-3, "mean {m}");
-                if iv > 1e-3 {
-                    assert!((v - 1.0).abs() < 1e-2, "var {v} (input var {iv})");
+        model.forward_with(
+            x,
+            &mut Normalised(|bn: &BatchNorm<Cpu>, input: Tensor<Cpu, 3>| {
+                let (_, in_var) = batch_statistics(input.clone());
+                let out = normalise(bn, input, bn.running_mean.value(), bn.running_var.value());
+                let (mean, var) = batch_statistics(out.clone());
+                for ((m, v), iv) in values(mean).iter().zip(values(var)).zip(values(in_var)) {
+                    assert!(m.abs() < 1e-3, "mean {m}");
+                    if iv > 1e-3 {
+                        assert!((v - 1.0).abs() < 1e-2, "var {v} (input var {iv})");
+                    }
                 }
-            }
-            checked += 1;
-            out
-        });
+                checked += 1;
+                out
+            }),
+        );
         assert_eq!(checked, 20);
     }
 
