@@ -214,7 +214,7 @@ pub fn select_announced(spec: DeviceSpec) -> Result<Selection, DeviceError> {
 /// device asynchronously.
 pub fn host_lanes<B: QuenchOps>() -> usize {
     if B::host_kernels() {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
+        crate::lanes::host_cores()
     } else {
         1
     }
@@ -520,7 +520,7 @@ mod tests {
 
     #[test]
     fn only_the_cpu_backend_gets_host_lanes() {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cores = crate::lanes::host_cores();
         assert_eq!(host_lanes::<CpuBackend>(), cores);
         assert_eq!(host_lanes::<NdArray<f32>>(), cores);
         assert_eq!(

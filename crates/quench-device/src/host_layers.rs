@@ -26,7 +26,7 @@ pub(crate) fn lanes_for(work: usize) -> usize {
     if work < SPLIT_FROM {
         1
     } else {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
+        crate::lanes::host_cores()
     }
 }
 

@@ -1,10 +1,22 @@
-//! Independent host work split over the cores: the one place that spawns the scoped threads
+//! Independent host work split over the cores: the one place that starts the parallel work
 //! of the CPU backend's host kernels and per-lane tensor work.
 
+use std::sync::OnceLock;
+
+use rayon::prelude::*;
+
+/// The cores available to the process, asked once: the standard library reads the cgroup
+/// quota files on every call, which cost a tenth of a small MLP's epoch when each layer asked.
+pub fn host_cores() -> usize {
+    static CORES: OnceLock<usize> = OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
 /// Runs `work` on `jobs` cut into at most `lanes` consecutive groups of nearly equal count,
-/// each group on its own scoped thread (on the calling thread when there is a single group),
-/// and returns the groups' results in job order. A panic in a group is resumed on the caller
-/// with its own payload.
+/// the groups in parallel on rayon's pool (the CPU backend's threads, started once; a thread
+/// per call cost as much as a small layer's product), on the calling thread when there is a
+/// single group, and returns the groups' results in job order. A panic in a group is resumed
+/// on the caller with its own payload.
 pub fn in_lanes<J: Send, T: Send>(
     jobs: Vec<J>,
     lanes: usize,
@@ -20,20 +32,9 @@ pub fn in_lanes<J: Send, T: Send>(
     while jobs.peek().is_some() {
         groups.push(jobs.by_ref().take(per_lane).collect::<Vec<J>>());
     }
-    std::thread::scope(|scope| {
-        let work = &work;
-        let handles: Vec<_> = groups
-            .into_iter()
-            .map(|group| scope.spawn(move || work(group)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })
-            .collect()
-    })
+    // One rayon job per group, so that each group runs whole on one thread.
+    let work = &work;
+    groups.into_par_iter().with_max_len(1).map(work).collect()
 }
 
 #[cfg(test)]
@@ -48,8 +49,24 @@ mod tests {
             let flat: Vec<usize> = groups.concat();
             assert_eq!(flat, (0..jobs).collect::<Vec<_>>());
         }
-        let threads = in_lanes(vec![(); 2], 2, |_| std::thread::current().id());
-        assert_ne!(threads[0], threads[1], "two groups, two threads");
+        // Groups run at once: each waits for the other to start (rayon's pool has at least
+        // two threads where the host has two cores; a single group runs here alone).
+        if host_cores() >= 2 {
+            let started = std::sync::atomic::AtomicUsize::new(0);
+            let waited = in_lanes(vec![(); 2], 2, |_| {
+                started.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let begin = std::time::Instant::now();
+                while started.load(std::sync::atomic::Ordering::SeqCst) < 2 {
+                    if begin.elapsed() > std::time::Duration::from_secs(10) {
+                        return false;
+                    }
+                    std::hint::spin_loop();
+                }
+                true
+            });
+            assert_eq!(waited, vec![true, true], "two groups in parallel");
+        }
+        assert_eq!(host_cores(), host_cores());
     }
 
     #[test]

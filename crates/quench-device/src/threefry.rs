@@ -299,7 +299,7 @@ fn fill_rows(
     let lanes = if out.len() < THREADED_FROM {
         1
     } else {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
+        crate::lanes::host_cores()
     };
     let piece = (out.len().div_ceil(lanes) + 1) & !1;
     let mut jobs: Vec<(StreamKey, usize, &mut [f32])> = Vec::new();
