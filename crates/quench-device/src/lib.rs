@@ -15,6 +15,7 @@ pub mod diagnostics;
 pub mod error;
 pub mod files;
 pub mod generator;
+mod host_adam;
 mod host_attention;
 mod host_conv;
 pub mod host_gemm;

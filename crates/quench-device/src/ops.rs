@@ -17,6 +17,8 @@
 //!   kernel on the CPU backend and integer and float tensor ops elsewhere.
 //! - [`QuenchOps::dropout_mask`]: inverted-dropout masks; on the CPU backend a counter-based
 //!   stream keyed from Burn's generator, vectorised as the normals are.
+//! - [`QuenchOps::adam_step`]: the Adam / AdamW update over members, one parameter with its
+//!   moments ([`adam`]); one pass per value on the CPU backend, element-wise ops elsewhere.
 //! - [`QuenchOps::conv_patches`]: a convolution in inference (BatchNorm folded, residual,
 //!   ReLU) as one patch product, channels last ([`conv`]); the host kernel of `host_conv` on
 //!   the CPU backend, Burn's gather and matmul elsewhere.
@@ -35,7 +37,7 @@
 //! Capabilities: [`QuenchOps::host_kernels`] and [`QuenchOps::plain_host`] say where Quench's
 //! host kernels may stand in for a chain of tensor ops. The fused paths that still choose by
 //! them (the SGLD step, the GAN's and the qRNG classifier's member steps, the meta policy's
-//! inner loop, member Adam's host state, the exact solver's host states) are to become
+//! inner loop, the exact solver's host states) are to become
 //! operations of this trait one at a time.
 
 use burn::backend::Autodiff;
@@ -52,11 +54,13 @@ use burn::tensor::{Distribution, Int, Shape, Tensor, TensorMetadata, TensorPrimi
 use crate::readback::float_tensor;
 use crate::threefry::{StreamKey, dropout_mask_host, normals_host, normals_tensor};
 
+pub mod adam;
 pub mod attention;
 pub mod conv;
 pub mod dense;
 pub mod lstm;
 
+use adam::{AdamConfig, AdamStep, AdamUpdate};
 use attention::{AttentionGradients, AttentionInputs, AttentionOutput};
 use conv::{ConvAffine, PatchRows};
 use dense::{Activation, DenseGradients, DenseOutput, NormGradients, NormTape, Normed};
@@ -99,10 +103,23 @@ pub trait QuenchOps: Backend {
         Tensor::random(shape, Distribution::Bernoulli(keep), device).div_scalar(keep)
     }
 
-    /// A convolution in inference as one patch product ([`conv`]): `act(patches(x) W * scale
-    /// + shift [+ residual])` for `x` `[batch, positions, channels]` (channels last), to
-    /// `[batch, cells, out]`; `rectify` applies ReLU. Under autodiff the composition's
-    /// gradients.
+    /// One Adam or AdamW step over members ([`adam`]): `param`, `grad` and the moments `[m,
+    /// v]` (each `[members, rows, cols]`) to the updated `[param, m, v]`, with the step's
+    /// per-member coefficients (members outside `step.active` unchanged).
+    fn adam_step(
+        config: AdamConfig,
+        param: Tensor<Self, 3>,
+        grad: Tensor<Self, 3>,
+        moments: [Tensor<Self, 3>; 2],
+        step: &AdamStep<Self>,
+    ) -> [Tensor<Self, 3>; 3] {
+        adam::composed_step(config, param, grad, moments, step)
+    }
+
+    /// A convolution in inference as one patch product ([`conv`]):
+    /// `act(patches(x) W * scale + shift [+ residual])` for `x` `[batch, positions,
+    /// channels]` (channels last), to `[batch, cells, out]`; `rectify` applies ReLU. Under
+    /// autodiff the composition's gradients.
     fn conv_patches(
         x: Tensor<Self, 3>,
         patches: &PatchRows,
@@ -294,6 +311,44 @@ impl QuenchOps for NdArray<f32> {
         float_tensor::<Self, f32, 2>(normals_host(keys, draw, len), [keys.len(), len], device)
             .into_primitive()
             .tensor()
+    }
+
+    /// The coefficients read back (free on the host), then one pass per value.
+    fn adam_step(
+        config: AdamConfig,
+        param: Tensor<Self, 3>,
+        grad: Tensor<Self, 3>,
+        moments: [Tensor<Self, 3>; 2],
+        step: &AdamStep<Self>,
+    ) -> [Tensor<Self, 3>; 3] {
+        let members = param.dims()[0];
+        let host = |t: &Tensor<Self, 3>| crate::readback::to_host_f32(t.clone());
+        let (step_size, root) = (host(&step.step_size), host(&step.root_correction));
+        let decay = step.decay.as_ref().map(host);
+        let active: Option<Vec<bool>> = step
+            .active
+            .as_ref()
+            .map(|a| a.clone().into_data().iter::<bool>().collect());
+        // A coefficient of one member stands for all.
+        let at = |values: &[f32], m: usize| values[if values.len() == 1 { 0 } else { m }];
+        let updates: Vec<Option<AdamUpdate>> = (0..members)
+            .map(|m| {
+                let steps = active
+                    .as_ref()
+                    .is_none_or(|a| a[if a.len() == 1 { 0 } else { m }]);
+                steps.then(|| {
+                    let decay = decay.as_ref().map_or(1.0, |d| at(d, m));
+                    AdamUpdate::with(config, at(&step_size, m), at(&root, m), decay)
+                })
+            })
+            .collect();
+        crate::host_adam::adam_step(
+            param.into_primitive().tensor(),
+            grad.into_primitive().tensor(),
+            moments.map(|t| t.into_primitive().tensor()),
+            &updates,
+        )
+        .map(from_host)
     }
 
     fn conv_patches(
@@ -839,10 +894,10 @@ mod tests {
 /// the autodiff backend's nodes) against the CPU backend's host kernels: values and gradients.
 #[cfg(test)]
 mod on_device {
-    use super::QuenchBackend;
     use super::attention::{AttentionInputs, attention};
     use super::dense::{Activation, dense, layer_norm};
     use super::lstm::{LstmWeights, lstm};
+    use super::{QuenchBackend, QuenchOps};
     use crate::readback::{float_tensor, to_host_f32};
     use crate::reductions::Reduce;
     use crate::views::ReshapeTo;
@@ -917,6 +972,55 @@ mod on_device {
         out
     }
 
+    /// The inference convolution (stem-like, and 3x3 with stride, residual and ReLU) and two
+    /// Adam steps (AdamW, one member masked out of the second) on backend `X`, read back.
+    fn inference_and_optimiser<X: QuenchOps>(device: &X::Device) -> Vec<Vec<f32>> {
+        use super::adam::{AdamConfig, AdamStep, adam_step};
+        use super::conv::{ConvAffine, PatchRows, conv_patches};
+        let tensor = |shape: [usize; 3], salt: u32| {
+            float_tensor::<X, f32, 3>(values(shape.iter().product(), salt), shape, device)
+        };
+        let row = |len: usize, salt: u32| {
+            float_tensor::<X, f32, 1>(values(len, salt), [len], device).add_scalar(1.5)
+        };
+        let mut out = Vec::new();
+        for (side, channels, kernel, stride, padding, residual) in
+            [(12, 1, 7, 2, 3, false), (6, 5, 3, 2, 1, true)]
+        {
+            let patches = PatchRows::new(side, side, kernel, stride, padding);
+            let (batch, width) = (3, 4);
+            let conv = ConvAffine {
+                weight: tensor([1, patches.taps.len() * channels, width], 11)
+                    .reshape_to([patches.taps.len() * channels, width]),
+                scale: row(width, 12),
+                shift: row(width, 13),
+            };
+            let x = tensor([batch, side * side, channels], 14);
+            let residual = residual.then(|| tensor([batch, patches.cells(), width], 15));
+            out.push(to_host_f32(conv_patches(
+                x, &patches, &conv, residual, true,
+            )));
+        }
+        let config = AdamConfig {
+            weight_decay: 0.01,
+            decoupled: true,
+            ..AdamConfig::default()
+        };
+        let dims = [2, 3, 5];
+        let (mut p, mut m, mut v) = (tensor(dims, 16), tensor(dims, 17), tensor(dims, 18).abs());
+        let lr = float_tensor::<X, f32, 3>(vec![0.01, 0.1], [2, 1, 1], device);
+        for (t, only_first) in [(1.0, false), (2.0, true)] {
+            let steps = float_tensor::<X, f32, 3>(vec![t, t], [2, 1, 1], device);
+            let active = only_first.then(|| {
+                float_tensor::<X, f32, 3>(vec![1.0, 0.0], [2, 1, 1], device).greater_elem(0.5)
+            });
+            let step = AdamStep::new(config, steps, lr.clone(), active);
+            [p, m, v] = adam_step(config, p, tensor(dims, 19 + t as u32), [m, v], &step);
+        }
+        out.extend([p, m, v].map(to_host_f32));
+        out
+    }
+
     crate::device_test! {
         fn the_layer_operations_give_the_host_kernels_values_and_gradients<B>(device) {
             let on_device = layers::<B>(device);
@@ -929,6 +1033,19 @@ mod on_device {
                 assert_eq!(got.len(), want.len(), "{name}: sizes");
                 assert!(!want.is_empty(), "{name}: no gradient");
                 let scale = want.iter().fold(1f32, |m, v| m.max(v.abs()));
+                let gap = got.iter().zip(want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+                assert!(gap / scale < 1e-4, "{name}: off by {:e} of its scale", gap / scale);
+            }
+        }
+
+        fn the_inference_and_optimiser_operations_give_the_host_kernels_values<B>(device) {
+            let on_device = inference_and_optimiser::<B::InnerBackend>(device);
+            let on_host = inference_and_optimiser::<NdArray<f32>>(&Default::default());
+            let names = ["stem conv", "strided conv", "adam param", "adam m", "adam v"];
+            assert_eq!(on_device.len(), names.len());
+            for ((name, got), want) in names.iter().zip(&on_device).zip(&on_host) {
+                assert_eq!(got.len(), want.len(), "{name}: sizes");
+                let scale = want.iter().fold(1e-3f32, |m, v| m.max(v.abs()));
                 let gap = got.iter().zip(want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
                 assert!(gap / scale < 1e-4, "{name}: off by {:e} of its scale", gap / scale);
             }
