@@ -17,6 +17,9 @@
 //!   kernel on the CPU backend and integer and float tensor ops elsewhere.
 //! - [`QuenchOps::dropout_mask`]: inverted-dropout masks; on the CPU backend a counter-based
 //!   stream keyed from Burn's generator, vectorised as the normals are.
+//! - [`QuenchOps::batch_norm_forward`] / [`QuenchOps::batch_norm_backward`]: batch
+//!   normalisation in training mode with an optional ReLU ([`batch_norm`]); host kernels on the
+//!   CPU backend, Burn ops elsewhere, one autodiff node.
 //! - [`QuenchOps::adam_step`]: the Adam / AdamW update over members, one parameter with its
 //!   moments ([`adam`]); one pass per value on the CPU backend, element-wise ops elsewhere.
 //! - [`QuenchOps::conv_patches`]: a convolution in inference (BatchNorm folded, residual,
@@ -56,12 +59,14 @@ use crate::threefry::{StreamKey, dropout_mask_host, normals_host, normals_tensor
 
 pub mod adam;
 pub mod attention;
+pub mod batch_norm;
 pub mod conv;
 pub mod dense;
 pub mod lstm;
 
 use adam::{AdamConfig, AdamStep, AdamUpdate};
 use attention::{AttentionGradients, AttentionInputs, AttentionOutput};
+use batch_norm::{BatchNormTape, BatchNormed};
 use conv::{ConvAffine, PatchRows};
 use dense::{Activation, DenseGradients, DenseOutput, NormGradients, NormTape, Normed};
 use lstm::{LstmGradients, LstmTape, LstmWeights};
@@ -101,6 +106,28 @@ pub trait QuenchOps: Backend {
     ) -> Tensor<Self, D> {
         let keep = 1.0 - rate;
         Tensor::random(shape, Distribution::Bernoulli(keep), device).div_scalar(keep)
+    }
+
+    /// Batch normalisation in training mode per member, ReLU after it where `rectify`
+    /// ([`batch_norm`]): `x` `[members, rows, channels]`, `gamma`, `beta` `[members, 1,
+    /// channels]`; the output, the batch statistics and what the backward pass needs.
+    fn batch_norm_forward(
+        x: Tensor<Self, 3>,
+        gamma: &Tensor<Self, 3>,
+        beta: &Tensor<Self, 3>,
+        eps: f64,
+        rectify: bool,
+    ) -> BatchNormed<Self> {
+        batch_norm::composed_batch_norm(x, gamma, beta, eps, rectify)
+    }
+
+    /// The batch normalisation's gradients from its tape and the output's gradient `dy`.
+    fn batch_norm_backward(
+        tape: &BatchNormTape<Self>,
+        gamma: &Tensor<Self, 3>,
+        dy: Tensor<Self, 3>,
+    ) -> NormGradients<Self> {
+        batch_norm::composed_batch_norm_backward(tape, gamma, dy)
     }
 
     /// One Adam or AdamW step over members ([`adam`]): `param`, `grad` and the moments `[m,
@@ -311,6 +338,48 @@ impl QuenchOps for NdArray<f32> {
         float_tensor::<Self, f32, 2>(normals_host(keys, draw, len), [keys.len(), len], device)
             .into_primitive()
             .tensor()
+    }
+
+    fn batch_norm_forward(
+        x: Tensor<Self, 3>,
+        gamma: &Tensor<Self, 3>,
+        beta: &Tensor<Self, 3>,
+        eps: f64,
+        rectify: bool,
+    ) -> BatchNormed<Self> {
+        let [output, normed, mean, var, inv_std] = crate::host_batch_norm::batch_norm_forward(
+            host_primitive(x),
+            host_primitive(gamma.clone()),
+            host_primitive(beta.clone()),
+            eps,
+            rectify,
+        )
+        .map(from_host);
+        BatchNormed {
+            output: output.clone(),
+            mean,
+            var,
+            tape: BatchNormTape {
+                normed,
+                inv_std,
+                rectified: rectify.then_some(output),
+            },
+        }
+    }
+
+    fn batch_norm_backward(
+        tape: &BatchNormTape<Self>,
+        gamma: &Tensor<Self, 3>,
+        dy: Tensor<Self, 3>,
+    ) -> NormGradients<Self> {
+        let [x, gamma, beta] = crate::host_batch_norm::batch_norm_backward(
+            [tape.normed.clone(), tape.inv_std.clone()].map(host_primitive),
+            tape.rectified.clone().map(host_primitive),
+            host_primitive(gamma.clone()),
+            host_primitive(dy),
+        )
+        .map(from_host);
+        NormGradients { x, gamma, beta }
     }
 
     /// The coefficients read back (free on the host), then one pass per value.
@@ -622,6 +691,16 @@ impl<B: QuenchOps, C: CheckpointStrategy> QuenchOps for Autodiff<B, C> {
         device: &Self::Device,
     ) -> Tensor<Self, D> {
         Tensor::from_inner(B::dropout_mask(shape, rate, device))
+    }
+
+    fn batch_norm_forward(
+        x: Tensor<Self, 3>,
+        gamma: &Tensor<Self, 3>,
+        beta: &Tensor<Self, 3>,
+        eps: f64,
+        rectify: bool,
+    ) -> BatchNormed<Self> {
+        batch_norm::autodiff_batch_norm(x, gamma, beta, eps, rectify)
     }
 
     fn lstm_forward(

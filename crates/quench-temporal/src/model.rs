@@ -24,6 +24,7 @@ use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig, generate_sinuso
 use burn::tensor::activation::{relu, sigmoid, softmax};
 use burn::tensor::{Tensor, TensorData};
 use quench_device::ops::attention::{AttentionInputs, attention};
+use quench_device::ops::batch_norm::batch_norm;
 use quench_device::reductions::Reduce;
 use quench_device::views::ReshapeTo;
 use quench_device::{Precision, QuenchOps, SeededGenerator};
@@ -616,26 +617,27 @@ impl<B: QuenchOps> TemporalNet<B> {
             let q = &p[4 * l..4 * l + 4];
             let z = member_linear(h, &q[0], &q[1]);
             let (running_mean, running_var) = (&state[2 * l], &state[2 * l + 1]);
-            let (mean, var) = if training {
-                let mean = z.clone().mean_along(1);
-                let var = (z.clone() - mean.clone()).powi_scalar(2).mean_along(1);
+            let activated = if training {
+                // The batch's statistics, their gradient inside the operation's.
+                let normed = batch_norm(z, &q[2], &q[3], BATCH_NORM_EPS, true);
                 // PyTorch folds the unbiased batch variance into the running one.
-                let unbiased = var.clone().detach() * (batch as f64 / (batch.max(2) - 1) as f64);
+                let unbiased = normed.var * (batch as f64 / (batch.max(2) - 1) as f64);
                 next_state.push(
                     running_mean.clone() * (1.0 - BATCH_NORM_MOMENTUM)
-                        + mean.clone().detach() * BATCH_NORM_MOMENTUM,
+                        + normed.mean * BATCH_NORM_MOMENTUM,
                 );
                 next_state.push(
                     running_var.clone() * (1.0 - BATCH_NORM_MOMENTUM)
                         + unbiased * BATCH_NORM_MOMENTUM,
                 );
-                (mean, var)
+                normed.output
             } else {
                 next_state.extend([running_mean.clone(), running_var.clone()]);
-                (running_mean.clone(), running_var.clone())
+                let normed = (z - running_mean.clone())
+                    / running_var.clone().add_scalar(BATCH_NORM_EPS).sqrt();
+                relu(normed * q[2].clone() + q[3].clone())
             };
-            let normed = (z - mean) / var.add_scalar(BATCH_NORM_EPS).sqrt();
-            h = drop(relu(normed * q[2].clone() + q[3].clone()));
+            h = drop(activated);
         }
         let k = 4 * self.widths.mlp.len();
         let gated = h.clone() * sigmoid(member_linear(h, &p[k], &p[k + 1]));
