@@ -182,18 +182,17 @@ pub(crate) fn batch_norm_backward(
     let mut dx = vec![0.0; members * rows * width];
     let [mut dgamma, mut dbeta] = [(); 2].map(|_| vec![0.0; members * width]);
     let block = (rows * width).max(1);
-    let jobs: Vec<(usize, (&mut [f32], (&mut [f32], &mut [f32])))> = dx
+    // Per member: its rows of dx and its gain's and shift's gradients.
+    let jobs: Vec<(usize, [&mut [f32]; 3])> = dx
         .chunks_mut(block)
-        .zip(
-            dgamma
-                .chunks_mut(width.max(1))
-                .zip(dbeta.chunks_mut(width.max(1))),
-        )
+        .zip(dgamma.chunks_mut(width.max(1)))
+        .zip(dbeta.chunks_mut(width.max(1)))
+        .map(|((dx, dgamma), dbeta)| [dx, dgamma, dbeta])
         .enumerate()
         .collect();
     if rows > 0 {
         in_lanes(jobs, lanes_for(members * rows * width * 8), |group| {
-            for (m, (dx, (dgamma, dbeta))) in group {
+            for (m, [dx, dgamma, dbeta]) in group {
                 let member_rows = m * rows * width..(m + 1) * rows * width;
                 let member = m * width..(m + 1) * width;
                 let input = Backward {
