@@ -974,6 +974,7 @@ mod tests {
 #[cfg(test)]
 mod on_device {
     use super::attention::{AttentionInputs, attention};
+    use super::batch_norm::batch_norm;
     use super::dense::{Activation, dense, layer_norm};
     use super::lstm::{LstmWeights, lstm};
     use super::{QuenchBackend, QuenchOps};
@@ -1039,12 +1040,22 @@ mod on_device {
             [members * batch, seq, 2 * hidden],
             device,
         );
-        let grads = (context.clone() * loss_weights).sum_all().backward();
+        // Batch normalisation (with ReLU) of the LSTM's output, its own term in the loss.
+        let batch_normed = batch_norm(h.clone(), &gamma, &beta, 1e-5, true).output;
+        let bn_weights = float_tensor::<X, f32, 3>(
+            values(members * batch * seq * 2 * hidden, 10),
+            [members, batch * seq, 2 * hidden],
+            device,
+        );
+        let loss = (context.clone() * loss_weights).sum_all()
+            + (batch_normed.clone() * bn_weights).sum_all();
+        let grads = loss.backward();
         let mut out: Vec<Vec<f32>> = [h, normed, activated]
             .into_iter()
             .map(to_host_f32)
             .collect();
         out.push(to_host_f32(context));
+        out.push(to_host_f32(batch_normed));
         for p in [&x, &w_x, &w_h, &bias, &gamma, &beta, &w, &b] {
             out.push(p.grad(&grads).map(to_host_f32).unwrap_or_default());
         }
@@ -1105,9 +1116,10 @@ mod on_device {
             let on_device = layers::<B>(device);
             let on_host = layers::<Autodiff<NdArray<f32>>>(&Default::default());
             let names = [
-                "lstm", "layer norm", "dense", "attention", "dx", "dw_x", "dw_h", "dbias",
-                "dgamma", "dbeta", "dw", "db",
+                "lstm", "layer norm", "dense", "attention", "batch norm", "dx", "dw_x", "dw_h",
+                "dbias", "dgamma", "dbeta", "dw", "db",
             ];
+            assert_eq!(on_device.len(), names.len());
             for ((name, got), want) in names.iter().zip(&on_device).zip(&on_host) {
                 assert_eq!(got.len(), want.len(), "{name}: sizes");
                 assert!(!want.is_empty(), "{name}: no gradient");
