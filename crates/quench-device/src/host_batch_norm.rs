@@ -7,6 +7,7 @@
 use burn::tensor::TensorMetadata;
 use burn::tensor::ops::FloatTensor;
 
+use crate::host_conv::relu_if;
 use crate::host_layers::lanes_for;
 use crate::host_tensor::{Host, in_f32, tensor, values};
 use crate::lanes::in_lanes;
@@ -52,7 +53,6 @@ fn forward_portable(
         *s *= scale;
         *inv = 1.0 / (*s + eps).sqrt();
     }
-    let floor = if rectify { 0.0 } else { f32::NEG_INFINITY };
     let rows_out = output
         .chunks_exact_mut(width)
         .zip(normed.chunks_exact_mut(width));
@@ -60,7 +60,7 @@ fn forward_portable(
         for c in 0..width {
             let standard = (row[c] - mean[c]) * inv_std[c];
             n[c] = standard;
-            y[c] = (standard * gamma[c] + beta[c]).max(floor);
+            y[c] = relu_if(standard * gamma[c] + beta[c], rectify);
         }
     }
 }
@@ -77,6 +77,17 @@ pub(crate) fn batch_norm_forward(
     let [x, gamma, beta] = [x, gamma, beta].map(in_f32);
     let xs = x.shape();
     let (members, rows, width) = (xs[0], xs[1], xs[2]);
+    let per_member = [members, 1, width];
+    assert_eq!(
+        gamma.shape().dims::<3>(),
+        per_member,
+        "gamma: one gain per member"
+    );
+    assert_eq!(
+        beta.shape().dims::<3>(),
+        per_member,
+        "beta: one shift per member"
+    );
     let (xv, gv, bv) = (values(&x), values(&gamma), values(&beta));
     let [mut output, mut normed] = [(); 2].map(|_| vec![0.0; members * rows * width]);
     let [mut mean, mut var, mut inv_std] = [(); 3].map(|_| vec![0.0; members * width]);

@@ -35,11 +35,7 @@ crate::simd_dispatch! {
 #[inline(always)]
 fn finish_portable(out: &mut [f32], residual: Option<&[f32]>, epilogue: Epilogue<'_>) {
     let width = epilogue.scale.len();
-    let floor = if epilogue.rectify {
-        0.0
-    } else {
-        f32::NEG_INFINITY
-    };
+    let rectify = epilogue.rectify;
     for (r, row) in out.chunks_exact_mut(width).enumerate() {
         let row_affine = row
             .iter_mut()
@@ -48,16 +44,23 @@ fn finish_portable(out: &mut [f32], residual: Option<&[f32]>, epilogue: Epilogue
             Some(res) => {
                 let res = &res[r * width..(r + 1) * width];
                 for ((v, (&s, &b)), &e) in row_affine.zip(res) {
-                    *v = (*v * s + b + e).max(floor);
+                    *v = relu_if(*v * s + b + e, rectify);
                 }
             }
             None => {
                 for (v, (&s, &b)) in row_affine {
-                    *v = (*v * s + b).max(floor);
+                    *v = relu_if(*v * s + b, rectify);
                 }
             }
         }
     }
+}
+
+/// ReLU where `rectify`, as Burn's (`x <= 0` to 0): a NaN stays NaN, so that a diverged
+/// member is seen downstream.
+#[inline(always)]
+pub(crate) fn relu_if(v: f32, rectify: bool) -> f32 {
+    if rectify && v <= 0.0 { 0.0 } else { v }
 }
 
 /// `act(patches(x) W * scale + shift [+ residual])`: `x` `[batch, positions, channels]`,
@@ -79,6 +82,15 @@ pub(crate) fn conv_patches(
     let inner = taps * channels;
     assert_eq!(positions, patches.positions, "input grid vs patch geometry");
     assert_eq!(weight.shape()[0], inner, "weight rows vs taps x channels");
+    let per_channel = [scale.shape().num_elements(), shift.shape().num_elements()];
+    assert_eq!(
+        per_channel, [out_channels; 2],
+        "scale and shift vs output channels"
+    );
+    if let Some(r) = &residual {
+        let want = batch * patches.cells() * out_channels;
+        assert_eq!(r.shape().num_elements(), want, "residual vs output");
+    }
     let (xv, wv, sv, bv) = (values(&x), values(&weight), values(&scale), values(&shift));
     let rv = residual.as_ref().map(values);
     let mut out = vec![0.0; batch * cells * out_channels];
@@ -109,19 +121,22 @@ pub(crate) fn conv_patches(
                 let images = out_images.len() / image_out;
                 let rows = images * cells;
                 let x_images = &xv[start * positions * channels..][..images * positions * channels];
-                let lhs = if identity {
+                let lhs = if identity || inner == 0 {
+                    // No taps (nothing to gather): the product is zero, kept as it is.
                     x_images
                 } else {
                     buffer.resize(rows * inner, 0.0);
                     gather_into(&mut buffer, x_images, patches, channels);
                     &buffer[..]
                 };
-                gemm(
-                    out_images,
-                    MatRef::row_major(lhs, rows, inner),
-                    MatRef::row_major(&wv, inner, out_channels),
-                    false,
-                );
+                if inner > 0 {
+                    gemm(
+                        out_images,
+                        MatRef::row_major(lhs, rows, inner),
+                        MatRef::row_major(&wv, inner, out_channels),
+                        false,
+                    );
+                }
                 let residual = rv
                     .as_deref()
                     .map(|r| &r[start * image_out..][..images * image_out]);

@@ -49,9 +49,9 @@ mod tests {
             let flat: Vec<usize> = groups.concat();
             assert_eq!(flat, (0..jobs).collect::<Vec<_>>());
         }
-        // Groups run at once: each waits for the other to start (rayon's pool has at least
-        // two threads where the host has two cores; a single group runs here alone).
-        if host_cores() >= 2 {
+        // Groups run at once where rayon's pool has two threads: each waits for the other
+        // to start.
+        if rayon::current_num_threads() >= 2 {
             let started = std::sync::atomic::AtomicUsize::new(0);
             let waited = in_lanes(vec![(); 2], 2, |_| {
                 started.fetch_add(1, std::sync::atomic::Ordering::SeqCst);

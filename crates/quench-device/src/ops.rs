@@ -104,7 +104,14 @@ pub trait QuenchOps: Backend {
         rate: f64,
         device: &Self::Device,
     ) -> Tensor<Self, D> {
+        assert!(
+            (0.0..=1.0).contains(&rate),
+            "dropout rate {rate} outside [0, 1]"
+        );
         let keep = 1.0 - rate;
+        if keep == 0.0 {
+            return Tensor::zeros(shape, device);
+        }
         Tensor::random(shape, Distribution::Bernoulli(keep), device).div_scalar(keep)
     }
 
@@ -459,6 +466,10 @@ impl QuenchOps for NdArray<f32> {
         for (k, w) in key.iter_mut().zip(words.iter::<i64>()) {
             *k = w as u32;
         }
+        assert!(
+            (0.0..=1.0).contains(&rate),
+            "dropout rate {rate} outside [0, 1]"
+        );
         let len = shape.num_elements();
         let mask = dropout_mask_host(StreamKey(key), len, 1.0 - rate);
         float_tensor::<Self, f32, D>(mask, shape.dims(), device)

@@ -220,9 +220,10 @@ fn tap_major<B: QuenchOps>(values: &[f32], shape: [usize; 4], device: &B::Device
 /// many channels on MNIST's few positions (7x7 down to 1x1), and its output is a
 /// channels-last array behind a permuted view, on which the following element-wise operations
 /// are slow again. Gathering the patches and multiplying by the weight matrix turns each
-/// convolution into one large matrix product. For 64 images on a 2-core CPU the backbone takes
-/// about 0.08 s this way, 0.41 s with burn::nn's modules throughout. The stem (one input
-/// channel, 28x28) stays a direct convolution, which is faster there.
+/// convolution into one large matrix product (`QuenchOps::conv_patches`, the stem's 7x7 window
+/// on one channel included). For 64 images on a 2-core CPU the backbone took about 0.08 s this
+/// way with Burn's ops, 0.41 s with burn::nn's modules throughout; the operation's host kernel
+/// (product, BatchNorm, residual and ReLU in one pass) is faster again (docs/benchmarks.md).
 #[derive(Debug, Clone)]
 struct Grid<B: QuenchOps> {
     x: Tensor<B, 3>,

@@ -37,9 +37,18 @@ impl PatchRows {
     /// The geometry of a `kernel` x `kernel` window with `stride` and `padding` on a `height`
     /// x `width` grid. `kernel` must fit the padded grid and `stride` be at least 1 (a
     /// layer's shape, fixed by its architecture).
+    ///
+    /// # Panics
+    /// If the window is larger than the padded grid or `stride` is 0.
     pub fn new(height: usize, width: usize, kernel: usize, stride: usize, padding: usize) -> Self {
-        let out_height = (height + 2 * padding - kernel) / stride + 1;
-        let out_width = (width + 2 * padding - kernel) / stride + 1;
+        assert!(stride > 0, "a convolution's stride is at least 1");
+        let span = |len: usize| {
+            (len + 2 * padding).checked_sub(kernel).unwrap_or_else(|| {
+                panic!("a {kernel}x{kernel} window does not fit {len} + 2 x {padding} padding")
+            })
+        };
+        let out_height = span(height) / stride + 1;
+        let out_width = span(width) / stride + 1;
         let read = |out: usize, tap: usize, len: usize| {
             (out * stride + tap)
                 .checked_sub(padding)
@@ -189,6 +198,35 @@ mod tests {
         let p = PatchRows::new(2, 2, 3, 1, 1);
         assert_eq!(p.taps.len(), 9);
         assert_eq!(&p.rows[..9], &[4, 4, 4, 4, 0, 1, 4, 2, 3]);
+    }
+
+    /// A NaN in the input stays NaN through the product, the affine map and the ReLU, on
+    /// the host as in the composition (Burn's ReLU passes NaN).
+    #[test]
+    fn a_nan_input_stays_nan_with_and_without_relu() {
+        let device = Default::default();
+        let patches = PatchRows::new(3, 3, 3, 1, 1);
+        let mut values = vec![0.5f32; 9 * 2];
+        values[8] = f32::NAN;
+        let x = Tensor::<Host, 3>::from_data(TensorData::new(values, [1, 9, 2]), &device);
+        let conv = ConvAffine {
+            weight: Tensor::ones([patches.taps.len() * 2, 3], &device),
+            scale: Tensor::ones([3], &device),
+            shift: Tensor::zeros([3], &device),
+        };
+        for rectify in [false, true] {
+            let host = conv_patches(x.clone(), &patches, &conv, None, rectify);
+            let want = composed_conv(x.clone(), &patches, &conv, None, rectify);
+            let nan = |t: Tensor<Host, 3>| -> Vec<bool> {
+                t.into_data().iter::<f32>().map(f32::is_nan).collect()
+            };
+            let (host, want) = (nan(host), nan(want));
+            assert_eq!(host, want, "rectify {rectify}");
+            assert!(
+                host.iter().any(|&n| n),
+                "the NaN reaches the cells that read it"
+            );
+        }
     }
 
     /// The host kernel against the composition on every geometry a ResNet on 28x28 images
