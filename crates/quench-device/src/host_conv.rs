@@ -11,6 +11,7 @@ use burn::tensor::ops::FloatTensor;
 
 use crate::host_gemm::{MatRef, gemm};
 use crate::host_layers::lanes_for;
+use crate::host_math::relu;
 use crate::host_tensor::{Host, in_f32, tensor, values};
 use crate::lanes::in_lanes;
 use crate::ops::conv::PatchRows;
@@ -32,6 +33,12 @@ crate::simd_dispatch! {
     fn finish(out: &mut [f32], residual: Option<&[f32]>, epilogue: Epilogue<'_>) => finish_portable
 }
 
+/// ReLU where `rectify`.
+#[inline(always)]
+fn activate(v: f32, rectify: bool) -> f32 {
+    if rectify { relu(v) } else { v }
+}
+
 #[inline(always)]
 fn finish_portable(out: &mut [f32], residual: Option<&[f32]>, epilogue: Epilogue<'_>) {
     let width = epilogue.scale.len();
@@ -44,23 +51,16 @@ fn finish_portable(out: &mut [f32], residual: Option<&[f32]>, epilogue: Epilogue
             Some(res) => {
                 let res = &res[r * width..(r + 1) * width];
                 for ((v, (&s, &b)), &e) in row_affine.zip(res) {
-                    *v = relu_if(*v * s + b + e, rectify);
+                    *v = activate(*v * s + b + e, rectify);
                 }
             }
             None => {
                 for (v, (&s, &b)) in row_affine {
-                    *v = relu_if(*v * s + b, rectify);
+                    *v = activate(*v * s + b, rectify);
                 }
             }
         }
     }
-}
-
-/// ReLU where `rectify`, as Burn's (`x <= 0` to 0): a NaN stays NaN, so that a diverged
-/// member is seen downstream.
-#[inline(always)]
-pub(crate) fn relu_if(v: f32, rectify: bool) -> f32 {
-    if rectify && v <= 0.0 { 0.0 } else { v }
 }
 
 /// `act(patches(x) W * scale + shift [+ residual])`: `x` `[batch, positions, channels]`,

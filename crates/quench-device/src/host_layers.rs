@@ -12,7 +12,7 @@ use burn::tensor::TensorMetadata;
 use burn::tensor::ops::FloatTensor;
 
 use crate::host_gemm::{MatRef, add_rows, gemm, gemm_strided, gemm_with_bias};
-use crate::host_math::{gelu, gelu_slope, tanh};
+use crate::host_math::{gelu, gelu_slope, relu, tanh};
 use crate::host_tensor::{Host, in_f32, tensor, values};
 use crate::lanes::in_lanes;
 use crate::ops::dense::Activation;
@@ -65,7 +65,7 @@ crate::simd_dispatch! {
 #[inline(always)]
 fn activate_portable(values: &mut [f32], activation: Activation) {
     match activation {
-        Activation::Relu => values.iter_mut().for_each(|v| *v = v.max(0.0)),
+        Activation::Relu => values.iter_mut().for_each(|v| *v = relu(*v)),
         Activation::Tanh => values.iter_mut().for_each(|v| *v = tanh(*v)),
         Activation::LeakyRelu(slope) => {
             let slope = slope as f32;

@@ -10,6 +10,13 @@ const LN2_LO: f32 = -2.121_944_4e-4;
 /// `1.5 2^23`: adding and subtracting it rounds an f32 below `2^22` to an integer.
 const ROUND: f32 = 12_582_912.0;
 
+/// ReLU as Burn's (`x <= 0` to 0): a NaN stays NaN, so that a diverged member is seen
+/// downstream (`f32::max` would make it 0).
+#[inline(always)]
+pub(crate) fn relu(x: f32) -> f32 {
+    if x <= 0.0 { 0.0 } else { x }
+}
+
 /// `e^x` for finite `x`, clamped to `[-87, 88]` (normal results); relative error below 1e-7.
 /// Branch-free and without float-to-int conversions (whose saturation checks keep loops
 /// scalar), so that loops over it vectorise.

@@ -104,11 +104,7 @@ pub trait QuenchOps: Backend {
         rate: f64,
         device: &Self::Device,
     ) -> Tensor<Self, D> {
-        assert!(
-            (0.0..=1.0).contains(&rate),
-            "dropout rate {rate} outside [0, 1]"
-        );
-        let keep = 1.0 - rate;
+        let keep = kept_fraction(rate);
         if keep == 0.0 {
             return Tensor::zeros(shape, device);
         }
@@ -324,6 +320,18 @@ fn host_primitive(t: Tensor<NdArray<f32>, 3>) -> FloatTensor<NdArray<f32>> {
     t.into_primitive().tensor()
 }
 
+/// The fraction a dropout mask at `rate` keeps, `1 - rate`.
+///
+/// # Panics
+/// If `rate` is outside `[0, 1]` (callers' settings validate it first).
+fn kept_fraction(rate: f64) -> f64 {
+    assert!(
+        (0.0..=1.0).contains(&rate),
+        "dropout rate {rate} outside [0, 1]"
+    );
+    1.0 - rate
+}
+
 /// A host kernel's result as a tensor.
 fn from_host<const D: usize>(t: FloatTensor<NdArray<f32>>) -> Tensor<NdArray<f32>, D> {
     Tensor::from_primitive(TensorPrimitive::Float(t))
@@ -456,6 +464,7 @@ impl QuenchOps for NdArray<f32> {
         rate: f64,
         device: &Self::Device,
     ) -> Tensor<Self, D> {
+        let keep = kept_fraction(rate);
         let words = Tensor::<Self, 1, Int>::random(
             [2],
             Distribution::Uniform(0.0, f64::from(u32::MAX) + 1.0),
@@ -466,12 +475,8 @@ impl QuenchOps for NdArray<f32> {
         for (k, w) in key.iter_mut().zip(words.iter::<i64>()) {
             *k = w as u32;
         }
-        assert!(
-            (0.0..=1.0).contains(&rate),
-            "dropout rate {rate} outside [0, 1]"
-        );
         let len = shape.num_elements();
-        let mask = dropout_mask_host(StreamKey(key), len, 1.0 - rate);
+        let mask = dropout_mask_host(StreamKey(key), len, keep);
         float_tensor::<Self, f32, D>(mask, shape.dims(), device)
     }
 

@@ -358,7 +358,10 @@ impl<B: QuenchOps, F: FnMut(&BatchNorm<B>, Tensor<B, 3>) -> Tensor<B, 3>> ConvLa
         let identity = [Tensor::ones([out], &device), Tensor::zeros([out], &device)];
         conv_grid(conv, x, identity, None, false).map(|y| {
             let y = (self.0)(bn, y);
-            let y = residual.map_or(y.clone(), |r| y + r);
+            let y = match residual {
+                Some(r) => y + r,
+                None => y,
+            };
             if rectify { relu(y) } else { y }
         })
     }

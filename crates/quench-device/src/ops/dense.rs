@@ -42,7 +42,7 @@ impl Activation {
     /// The nonlinearity at one value, on the host (libm's `tanh`).
     pub fn at(self, x: f32) -> f32 {
         match self {
-            Self::Relu => x.max(0.0),
+            Self::Relu => crate::host_math::relu(x),
             Self::Tanh => x.tanh(),
             Self::LeakyRelu(slope) => {
                 if x >= 0.0 {
