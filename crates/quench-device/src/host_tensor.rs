@@ -36,3 +36,24 @@ pub(crate) fn values(t: &FloatTensor<Host>) -> Cow<'_, [f32]> {
 pub(crate) fn tensor<const D: usize>(values: Vec<f32>, shape: [usize; D]) -> FloatTensor<Host> {
     NdArrayTensor::from_data(TensorData::new(values, shape))
 }
+
+/// The values of an f32 tensor, row-major, as an owned `Vec`: the tensor's own buffer where it
+/// is neither shared nor strided (no copy), else a copy. For kernels that update in place.
+pub(crate) fn owned(t: FloatTensor<Host>) -> Vec<f32> {
+    match in_f32(t) {
+        NdArrayTensor::F32(storage) => {
+            let array = storage.into_owned().into_owned();
+            let len = array.len();
+            if array.is_standard_layout() {
+                let (values, offset) = array.into_raw_vec_and_offset();
+                if offset.unwrap_or(0) == 0 && values.len() == len {
+                    return values;
+                }
+                let start = offset.unwrap_or(0);
+                return values[start..start + len].to_vec();
+            }
+            array.iter().copied().collect()
+        }
+        _ => unreachable!("cast to f32 by in_f32"),
+    }
+}

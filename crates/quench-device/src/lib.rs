@@ -23,6 +23,7 @@ pub mod host_gemm;
 mod host_layers;
 mod host_lstm;
 mod host_math;
+mod host_sgld;
 mod host_tensor;
 pub mod lanes;
 pub mod machine;

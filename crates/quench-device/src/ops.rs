@@ -22,6 +22,9 @@
 //!   CPU backend, Burn ops elsewhere, one autodiff node.
 //! - [`QuenchOps::adam_step`]: the Adam / AdamW update over members, one parameter with its
 //!   moments ([`adam`]); one pass per value on the CPU backend, element-wise ops elsewhere.
+//! - [`QuenchOps::sgld_step`]: one SGLD step of a batch of one-hidden-layer ReLU networks
+//!   on the bounded logistic loss, hand-derived gradients, counter-based noise and update
+//!   ([`sgld`]); each chain in one pass on the CPU backend, Burn's ops elsewhere.
 //! - [`QuenchOps::conv_patches`]: a convolution in inference (BatchNorm folded, residual,
 //!   ReLU) as one patch product, channels last ([`conv`]); the host kernel of `host_conv` on
 //!   the CPU backend, Burn's gather and matmul elsewhere.
@@ -39,9 +42,8 @@
 //!
 //! Capabilities: [`QuenchOps::host_kernels`] and [`QuenchOps::plain_host`] say where Quench's
 //! host kernels may stand in for a chain of tensor ops. The fused paths that still choose by
-//! them (the SGLD step, the GAN's and the qRNG classifier's member steps, the meta policy's
-//! inner loop, the exact solver's host states) are to become
-//! operations of this trait one at a time.
+//! them (the GAN's and the qRNG classifier's member steps, the meta policy's inner loop, the
+//! exact solver's host states) are to become operations of this trait one at a time.
 
 use burn::backend::Autodiff;
 use burn::backend::NdArray;
@@ -63,6 +65,7 @@ pub mod batch_norm;
 pub mod conv;
 pub mod dense;
 pub mod lstm;
+pub mod sgld;
 
 use adam::{AdamConfig, AdamStep, AdamUpdate};
 use attention::{AttentionGradients, AttentionInputs, AttentionOutput};
@@ -70,6 +73,7 @@ use batch_norm::{BatchNormTape, BatchNormed};
 use conv::{ConvAffine, PatchRows};
 use dense::{Activation, DenseGradients, DenseOutput, NormGradients, NormTape, Normed};
 use lstm::{LstmGradients, LstmTape, LstmWeights};
+use sgld::SgldStep;
 
 /// Operations Quench adds to a Burn backend; see the module documentation.
 pub trait QuenchOps: Backend {
@@ -144,6 +148,20 @@ pub trait QuenchOps: Backend {
         step: &AdamStep<Self>,
     ) -> [Tensor<Self, 3>; 3] {
         adam::composed_step(config, param, grad, moments, step)
+    }
+
+    /// One SGLD step of a batch of `inputs -> hidden -> 1` ReLU networks on the bounded
+    /// logistic loss ([`sgld`]): `params` (weight, bias, output weight, output bias, each
+    /// `[chains, ..]`), the chains' minibatches `features` `[chains, batch, inputs]` and
+    /// `labels` `[chains, batch, 1]`, to the updated parameters. No gradient is recorded (the
+    /// step is the optimiser).
+    fn sgld_step(
+        params: [Tensor<Self, 3>; 4],
+        features: Tensor<Self, 3>,
+        labels: Tensor<Self, 3>,
+        step: &SgldStep<'_, Self>,
+    ) -> [Tensor<Self, 3>; 4] {
+        sgld::composed_step(params, features, labels, step)
     }
 
     /// A convolution in inference as one patch product ([`conv`]):
@@ -395,6 +413,33 @@ impl QuenchOps for NdArray<f32> {
         )
         .map(from_host);
         NormGradients { x, gamma, beta }
+    }
+
+    /// The coefficients read back (free on the host), then each chain's step in one pass.
+    fn sgld_step(
+        params: [Tensor<Self, 3>; 4],
+        features: Tensor<Self, 3>,
+        labels: Tensor<Self, 3>,
+        step: &SgldStep<'_, Self>,
+    ) -> [Tensor<Self, 3>; 4] {
+        let batch = features.dims()[1];
+        let [drift, noise] =
+            [&step.drift, &step.noise].map(|t| crate::readback::to_host_f32(t.clone()));
+        let constants = crate::host_sgld::Constants {
+            floor: step.floor as f32,
+            per_sample: (step.factor / batch.max(1) as f64) as f32,
+            inv_var: step.inv_var as f32,
+            draw: step.draw,
+        };
+        crate::host_sgld::sgld_step(
+            params.map(host_primitive),
+            host_primitive(features),
+            host_primitive(labels),
+            [&drift, &noise],
+            step.keys,
+            constants,
+        )
+        .map(from_host)
     }
 
     /// The coefficients read back (free on the host), then one pass per value.
@@ -1124,6 +1169,30 @@ mod on_device {
             [p, m, v] = adam_step(config, p, tensor(dims, 19 + t as u32), [m, v], &step);
         }
         out.extend([p, m, v].map(to_host_f32));
+        // Two SGLD steps of three chains, the middle one finished.
+        let keys: Vec<_> = (7..10).map(crate::threefry::StreamKey::from_seed).collect();
+        let column = |values: Vec<f32>| float_tensor::<X, f32, 3>(values, [3, 1, 1], device);
+        let mut params = [[3, 4, 6], [3, 1, 6], [3, 6, 1], [3, 1, 1]]
+            .into_iter()
+            .zip(20..)
+            .map(|(shape, salt)| tensor(shape, salt))
+            .collect::<Vec<_>>()
+            .try_into()
+            .expect("four parameters");
+        for draw in 0..2 {
+            let step = super::sgld::SgldStep {
+                drift: column(vec![0.05, 0.0, 0.1]),
+                noise: column(vec![0.02, 0.0, 0.01]),
+                floor: 0.018,
+                factor: 0.3,
+                inv_var: 0.5,
+                keys: &keys,
+                draw,
+            };
+            let labels = tensor([3, 5, 1], 24).greater_elem(0.0).float();
+            params = X::sgld_step(params, tensor([3, 5, 4], 25), labels, &step);
+        }
+        out.extend(params.map(to_host_f32));
         out
     }
 
@@ -1148,7 +1217,10 @@ mod on_device {
         fn the_inference_and_optimiser_operations_give_the_host_kernels_values<B>(device) {
             let on_device = inference_and_optimiser::<B::InnerBackend>(device);
             let on_host = inference_and_optimiser::<NdArray<f32>>(&Default::default());
-            let names = ["stem conv", "strided conv", "adam param", "adam m", "adam v"];
+            let names = [
+                "stem conv", "strided conv", "adam param", "adam m", "adam v", "sgld w1",
+                "sgld b1", "sgld w2", "sgld b2",
+            ];
             assert_eq!(on_device.len(), names.len());
             for ((name, got), want) in names.iter().zip(&on_device).zip(&on_host) {
                 assert_eq!(got.len(), want.len(), "{name}: sizes");

@@ -7,9 +7,8 @@ use std::sync::Arc;
 
 use burn::tensor::{Tensor, TensorData};
 use quench_data::Dataset;
-use quench_device::readback::to_host_f32;
+use quench_device::ops::sgld::{SgldStep, gradients};
 
-use super::fused::{HostChains, mlp_gradients};
 use super::loss::zero_one_error;
 use super::{BoundedLoss, ChainSchedule, LossScale, Noise, Sgld, StepScales};
 use quench_train::amp::MixedPrecision;
@@ -26,28 +25,21 @@ const EVAL_CHUNK_VALUES: usize = 1 << 24;
 pub struct StepOptions {
     /// The loss the posterior is of.
     pub scale: LossScale,
-    /// Hand-derived gradients with the update fused in ([`super::fused`]); else an autodiff
-    /// graph per step (the original's way, and the one mixed precision needs).
+    /// Hand-derived gradients with the update fused in (`QuenchOps::sgld_step`, for networks
+    /// with one hidden layer); else an autodiff graph per step (the original's way, and the
+    /// one mixed precision needs).
     pub fused: bool,
     /// Arithmetic of the forward pass; the fused step is f32 only, so a lower precision takes
     /// the autodiff step.
     pub precision: Precision,
 }
 
-/// Where the parameters live between steps.
-#[derive(Debug, Clone)]
-enum State<B: QuenchOps> {
-    /// Tensors `[chains, ...]`, weight then bias of each layer.
-    Tensors(Vec<Tensor<B, 3>>),
-    /// Host memory, for the CPU backend's fused step.
-    Host(HostChains),
-}
-
 /// The state of `chains` chains sampled together: parameters `[chains, in, out]` and
 /// `[chains, 1, out]` on the inner (non-autodiff) backend, schedule and sampler.
 #[derive(Debug, Clone)]
 pub struct ChainBatch<B: QuenchBackend> {
-    state: State<B::InnerBackend>,
+    /// `[chains, ...]`, weight then bias of each layer.
+    params: Vec<Tensor<B::InnerBackend, 3>>,
     schedule: ChainSchedule,
     sgld: Sgld,
     loss: BoundedLoss,
@@ -64,8 +56,6 @@ impl<B: QuenchBackend> ChainBatch<B> {
     /// Chains with layer widths `widths` (input first), chain `c` initialised from
     /// `init_seeds[c]` alone, so that its start does not depend on the other chains. There is
     /// one chain per seed (at least one), and `schedule` and `sgld`'s noise must cover them.
-    /// The fused step keeps the parameters in host memory on the CPU backend when the noise
-    /// is counter-based (the host kernel draws it itself).
     pub fn new(
         widths: &[usize],
         init_seeds: &[u64],
@@ -92,22 +82,13 @@ impl<B: QuenchBackend> ChainBatch<B> {
         let params: Vec<_> = (0..per_chain[0].len())
             .map(|i| Tensor::cat(per_chain.iter().map(|p| p[i].clone()).collect(), 0))
             .collect();
-        let fused = options.fused && options.precision == Precision::F32;
-        let on_host = fused
-            && widths.len() == 3
-            && B::InnerBackend::host_kernels()
-            && matches!(sgld.noise, Noise::Counter(_));
         Self {
-            state: if on_host {
-                State::Host(HostChains::from_tensors(&params))
-            } else {
-                State::Tensors(params)
-            },
+            params,
             schedule,
             sgld,
             factor: loss.training_factor(options.scale),
             loss,
-            fused,
+            fused: options.fused && options.precision == Precision::F32 && widths.len() == 3,
             amp: MixedPrecision::new(options.precision),
             device: device.clone(),
         }
@@ -120,10 +101,7 @@ impl<B: QuenchBackend> ChainBatch<B> {
 
     /// The parameters, weight then bias of each layer, `[chains, ...]`.
     pub fn params(&self) -> Vec<Tensor<B::InnerBackend, 3>> {
-        match &self.state {
-            State::Tensors(params) => params.clone(),
-            State::Host(host) => host.to_tensors(0..host.chains(), &self.device),
-        }
+        self.params.clone()
     }
 
     /// The step coefficients of epoch `epoch` (zero for chains that are done).
@@ -144,11 +122,8 @@ impl<B: QuenchBackend> ChainBatch<B> {
         if self.fused {
             return self.fused_step(features, labels, scales);
         }
-        let State::Tensors(params) = &mut self.state else {
-            return self.fused_step(features, labels, scales);
-        };
         let precision = self.amp.precision();
-        let leaves = require_grad::<B>(params.clone());
+        let leaves = require_grad::<B>(self.params.clone());
         let compute = precision.to_compute_all(&leaves);
         let x = precision.to_compute(Tensor::<B, 3>::from_inner(features));
         let logits = precision.to_master(network(compute).forward(x));
@@ -162,58 +137,57 @@ impl<B: QuenchBackend> ChainBatch<B> {
         let Some(grads) = self.amp.gradients(objective, &leaves) else {
             return;
         };
-        *params = self.sgld.step(std::mem::take(params), grads, scales);
+        self.params = self
+            .sgld
+            .step(std::mem::take(&mut self.params), grads, scales);
     }
 
+    /// The step with hand-derived gradients: one operation with counter noise, else (host
+    /// noise, drawn apart) the gradients then [`Sgld::step`].
     fn fused_step(
         &mut self,
         features: Tensor<B::InnerBackend, 3>,
         labels: Tensor<B::InnerBackend, 3>,
         scales: &StepScales<B::InnerBackend>,
     ) {
-        match &mut self.state {
-            State::Tensors(params) => {
-                let grads = mlp_gradients(params, features, labels, &self.loss, self.factor);
-                *params = self.sgld.step(std::mem::take(params), grads, scales);
-            }
-            State::Host(host) => {
-                let Noise::Counter(streams) = &mut self.sgld.noise else {
-                    unreachable!("host state is only chosen with counter noise")
+        let params: [Tensor<B::InnerBackend, 3>; 4] = std::mem::take(&mut self.params)
+            .try_into()
+            .expect("the fused step is chosen for one hidden layer");
+        let floor = self.loss.floor();
+        self.params = match &mut self.sgld.noise {
+            Noise::Counter(streams) => {
+                let step = SgldStep {
+                    drift: scales.drift.clone(),
+                    noise: scales.noise.clone(),
+                    floor,
+                    factor: self.factor,
+                    inv_var: self.sgld.prior_sigma.powi(-2),
+                    keys: streams.keys(),
+                    draw: streams.draws(),
                 };
-                host.step(
-                    &to_host_f32(features),
-                    &to_host_f32(labels),
-                    &scales.host,
-                    &self.loss,
-                    self.factor,
-                    self.sgld.prior_sigma,
-                    streams,
-                );
+                let updated = B::InnerBackend::sgld_step(params, features, labels, &step);
+                streams.skip();
+                updated.to_vec()
             }
-        }
+            Noise::Host(_) => {
+                let grads = gradients(&params, features, labels, floor, self.factor);
+                self.sgld.step(params.to_vec(), grads.to_vec(), scales)
+            }
+        };
     }
 
     /// Keeps the first `chains` chains and returns the parameters of the others, which have
     /// finished.
     pub fn retain(&mut self, chains: usize) -> Vec<Tensor<B::InnerBackend, 3>> {
         let total = self.chains();
-        let tail = match &mut self.state {
-            State::Tensors(params) => {
-                let tail = params
-                    .iter()
-                    .map(|p| p.clone().narrow(0, chains, total - chains))
-                    .collect();
-                for p in params.iter_mut() {
-                    *p = p.clone().narrow(0, 0, chains);
-                }
-                tail
-            }
-            State::Host(host) => {
-                let tail = host.to_tensors(chains..total, &self.device);
-                host.retain(chains);
-                tail
-            }
-        };
+        let tail = self
+            .params
+            .iter()
+            .map(|p| p.clone().narrow(0, chains, total - chains))
+            .collect();
+        for p in self.params.iter_mut() {
+            *p = p.clone().narrow(0, 0, chains);
+        }
         self.schedule.retain(chains);
         self.sgld.noise.retain(chains);
         tail
@@ -287,5 +261,55 @@ pub fn evaluate<B: QuenchOps>(
     SplitScores {
         loss: mean(loss_sum),
         error: mean(error_sum),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::tensor::Distribution;
+    use quench_device::SeededGenerator;
+    use quench_device::readback::to_host_f32;
+    use quench_device::stats::max_abs_difference;
+    use quench_train::params::gradients as autodiff_gradients;
+
+    quench_device::device_test! {
+        fn the_hand_derived_gradients_are_autodiffs<B>(device) {
+            let chains = 3;
+            let (x, y, params) = {
+                let _lease = SeededGenerator::acquire::<B::InnerBackend>(device, 3);
+                let normal = |dims: [usize; 3], scale: f64| {
+                    Tensor::<B::InnerBackend, 3>::random(
+                        dims,
+                        Distribution::Normal(0.0, scale),
+                        device,
+                    )
+                };
+                let params = [
+                    normal([chains, 4, 24], 0.6),
+                    normal([chains, 1, 24], 0.3),
+                    normal([chains, 24, 1], 0.5),
+                    normal([chains, 1, 1], 0.2),
+                ];
+                let y = Tensor::random([chains, 5, 1], Distribution::Bernoulli(0.5), device);
+                (normal([chains, 5, 4], 1.0), y, params)
+            };
+            let loss = BoundedLoss { l_max: 4.0 };
+            let factor = 0.25;
+            let leaves = require_grad::<B>(params.to_vec());
+            let logits = network(leaves.clone()).forward(Tensor::from_inner(x.clone()));
+            let objective = loss
+                .per_sample(logits, Tensor::from_inner(y.clone()))
+                .mean_along(1)
+                .sum_all()
+                .mul_scalar(factor);
+            let want = autodiff_gradients(&leaves, &objective.backward());
+            let got = gradients(&params, x, y, loss.floor(), factor);
+            for (k, (g, w)) in got.into_iter().zip(want).enumerate() {
+                assert_eq!(g.dims(), w.dims(), "parameter {k}");
+                let worst = max_abs_difference(&to_host_f32(g), &to_host_f32(w));
+                assert!(worst < 1e-5, "parameter {k}: {worst}");
+            }
+        }
     }
 }

@@ -24,8 +24,8 @@
 //! - [`data`]: SYNTH per repetition, MNIST-binary (or Fashion-MNIST in its place).
 //! - [`loss`]: bounded cross-entropy, its `[0, 1]` rescaling, 0-1 error.
 //! - [`sampler`]: the SGLD update, its noise source and per-chain schedule.
-//! - [`chains`]: a batch of chains and its training step.
-//! - [`fused`]: that step with hand-derived gradients and the update fused in.
+//! - [`chains`]: a batch of chains and its training step (the fused form is the operation
+//!   `QuenchOps::sgld_step` of quench-device).
 //! - [`experiment`]: the grid as one program ([`run_grid`]), or one chain at a time.
 //! - [`results`] and [`bound`]: per-beta statistics and the PAC-Bayes bound.
 
@@ -35,7 +35,6 @@ pub mod config;
 pub mod data;
 pub mod error;
 pub mod experiment;
-pub mod fused;
 pub mod loss;
 pub mod results;
 pub mod sampler;
@@ -53,4 +52,4 @@ pub use experiment::{Execution, run_grid, run_grid_shard, shard_chains};
 pub use loss::{BoundedLoss, LossScale};
 pub use quench_train::stats::MeanStd;
 pub use results::{BetaSummary, ChainOutcome, GridResult};
-pub use sampler::{ChainSchedule, HostScales, Noise, NoiseSource, Sgld, StepScales};
+pub use sampler::{ChainSchedule, Noise, NoiseSource, Sgld, StepScales};

@@ -49,7 +49,7 @@ impl BoundedLoss {
         logits: Tensor<B, 3>,
         labels: Tensor<B, 3>,
     ) -> (Tensor<B, 3>, Tensor<B, 3>, Tensor<B, 3>) {
-        let floor = (-self.l_max).exp();
+        let floor = self.floor();
         // sigmoid(s z) with s = +-1 is the probability of the true class, without the
         // cancellation of 1 - sigmoid(z) for confident wrong answers.
         let sign = labels.mul_scalar(2.0).sub_scalar(1.0);
@@ -75,18 +75,11 @@ impl BoundedLoss {
         }
     }
 
-    /// The derivative of [`per_sample`](Self::per_sample) with respect to the logit, same
-    /// shapes: `-(1 - 2 e^-l) s p (1 - p) / psi` with `p = sigmoid(s z)`, `s = 2 y - 1`. The
-    /// clamp never binds away from `p = 0`, where this vanishes too.
-    pub fn logit_gradient<B: QuenchOps>(
-        &self,
-        logits: Tensor<B, 3>,
-        labels: Tensor<B, 3>,
-    ) -> Tensor<B, 3> {
-        let floor = (-self.l_max).exp();
-        let (sign, p_true, psi) = self.mixed_probability(logits, labels);
-        let slope = p_true.clone() * p_true.neg().add_scalar(1.0);
-        (slope * sign / psi).mul_scalar(-(1.0 - 2.0 * floor))
+    /// The floor `e^-l` mixed into the probability of the true class; the loss's derivative
+    /// with respect to the logit is `quench_device::ops::sgld::logit_gradient` at this floor
+    /// (the clamp never binds away from `p = 0`, where that derivative vanishes too).
+    pub fn floor(&self) -> f64 {
+        (-self.l_max).exp()
     }
 
     /// Maps a loss (or a mean of losses) from `[min, l_max]` affinely onto `[0, 1]`.
@@ -151,7 +144,11 @@ mod tests {
             let y = Tensor::from_inner(column(&[label; 7]));
             let grads = loss.per_sample(z.clone(), y).sum_all().backward();
             let want = to_host_f32(z.grad(&grads).unwrap());
-            let got = to_host_f32(loss.logit_gradient(column(&logits), column(&[label; 7])));
+            let got = to_host_f32(quench_device::ops::sgld::logit_gradient(
+                column(&logits),
+                column(&[label; 7]),
+                loss.floor(),
+            ));
             for (g, w) in got.iter().zip(&want) {
                 assert!((g - w).abs() < 1e-6, "y {label}: {got:?} vs {want:?}");
             }

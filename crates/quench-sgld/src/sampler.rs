@@ -3,6 +3,7 @@
 
 use burn::tensor::Tensor;
 use quench_device::QuenchOps;
+use quench_device::ops::sgld::langevin_update;
 use quench_device::readback::float_tensor;
 use quench_device::threefry::NormalStreams;
 use quench_device::views::ReshapeTo;
@@ -103,17 +104,6 @@ pub struct StepScales<B: QuenchOps> {
     /// `sqrt(lr / beta)` where `beta > 0`, `lr` at `beta = 0`; 0 for finished chains;
     /// `[chains, 1, 1]`.
     pub noise: Tensor<B, 3>,
-    /// The same two coefficients on the host, one value per chain each.
-    pub host: HostScales,
-}
-
-/// [`StepScales`] as host values, one per chain.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HostScales {
-    /// See [`StepScales::drift`].
-    pub drift: Vec<f32>,
-    /// See [`StepScales::noise`].
-    pub noise: Vec<f32>,
 }
 
 /// Each chain's inverse temperature, step-size schedule `lr_t = a0 (t + 1)^(-1/2)` and epoch
@@ -165,7 +155,6 @@ impl ChainSchedule {
         StepScales {
             drift: column(&drift),
             noise: column(&noise),
-            host: HostScales { drift, noise },
         }
     }
 
@@ -212,8 +201,8 @@ impl Sgld {
             .zip(grads)
             .zip(noise)
             .map(|((p, g), xi)| {
-                let drift = (g + p.clone().mul_scalar(inv_var)) * scales.drift.clone();
-                p - drift - xi * scales.noise.clone()
+                let (drift, noise) = (scales.drift.clone(), scales.noise.clone());
+                langevin_update(p, g, xi, drift, noise, inv_var)
             })
             .collect()
     }
