@@ -301,7 +301,19 @@ pub fn train_temporal<B: QuenchBackend>(
         .iter()
         .map(|&s| sub_seed(s, SHUFFLE_STREAM))
         .collect();
-    let train = Arc::new(data.train.windows.clone());
+    // Resident data, the product's path, holds only the bars the model reads: the MLP reads
+    // each window's last bar, a twentieth of the window at the default size, so its gathers
+    // and evaluation copies shrink alike.
+    let last_bar_only = execution.data == Mode::Resident && config.model == ModelKind::Mlp;
+    let inputs = |windows: &Dataset| -> Result<Dataset, TemporalError> {
+        if last_bar_only {
+            Ok(last_bars(windows)?)
+        } else {
+            Ok(windows.clone())
+        }
+    };
+    let read_window = if last_bar_only { 1 } else { window };
+    let train = Arc::new(inputs(&data.train.windows)?);
     let loader = Loader::<B::InnerBackend>::new(
         vec![train; members],
         &shuffles,
@@ -313,7 +325,8 @@ pub fn train_temporal<B: QuenchBackend>(
         },
         device,
     )?;
-    let validation = EvaluationPart::<B::InnerBackend>::upload(&data.validation, device);
+    let validation =
+        EvaluationPart::<B::InnerBackend>::upload(&inputs(&data.validation.windows)?, device);
     let adam = MemberAdam::<B::InnerBackend>::new(
         AdamConfig {
             weight_decay: config.weight_decay,
@@ -351,26 +364,26 @@ pub fn train_temporal<B: QuenchBackend>(
         state,
         adam,
         amp: MixedPrecision::new(execution.precision),
-        shape: [window, features],
+        shape: [read_window, features],
         device: device.clone(),
     };
     let stopping = EarlyStopping::new(members, config.patience, Better::Lower);
     let mut rate = |epoch: usize| config.learning_rate_at(epoch);
     let trained = train_epochs(&mut trainer, config.epochs, stopping, &mut rate)?;
-    let score = |part: &MarketPart| -> Vec<Scores> {
-        let resident = EvaluationPart::<B::InnerBackend>::upload(part, device);
+    let score = |part: &MarketPart| -> Result<Vec<Scores>, TemporalError> {
+        let resident = EvaluationPart::<B::InnerBackend>::upload(&inputs(&part.windows)?, device);
         let (_, predictions) = resident.evaluate(
             &eval_net,
             &trainer.best_params,
             &trainer.best_state,
             members,
         );
-        predictions
+        Ok(predictions
             .chunks(part.windows.len())
             .map(|p| Scores::of(p, part.windows.labels()))
-            .collect()
+            .collect())
     };
-    let (validation_scores, test_scores) = (score(&data.validation), score(&data.test));
+    let (validation_scores, test_scores) = (score(&data.validation)?, score(&data.test)?);
     Ok(TemporalOutcome {
         model: config.model,
         seeds: config
@@ -485,6 +498,21 @@ impl<B: QuenchBackend> SeedMembers for Members<'_, B> {
 }
 
 /// `[window, features]` of a part's windows.
+/// Each window of `windows` `[len, window, features]` cut to its last bar, `[len, 1,
+/// features]`, labels kept.
+fn last_bars(windows: &Dataset) -> Result<Dataset, quench_data::DataError> {
+    let [window, features] = [windows.sample_shape()[0], windows.sample_shape()[1]];
+    let last = windows
+        .features()
+        .chunks_exact(window * features)
+        .flat_map(|w| &w[(window - 1) * features..]);
+    Dataset::new(
+        last.copied().collect(),
+        windows.labels().to_vec(),
+        vec![1, features],
+    )
+}
+
 fn window_shape(windows: &Dataset) -> Result<[usize; 2], TemporalError> {
     match windows.sample_shape() {
         &[window, features] => Ok([window, features]),
@@ -523,8 +551,8 @@ struct EvaluationPart<B: QuenchOps> {
 }
 
 impl<B: QuenchOps> EvaluationPart<B> {
-    fn upload(part: &MarketPart, device: &B::Device) -> Self {
-        let windows = &part.windows;
+    /// `windows` `[len, window, features]` on `device`.
+    fn upload(windows: &Dataset, device: &B::Device) -> Self {
         let [window, features] = [windows.sample_shape()[0], windows.sample_shape()[1]];
         Self {
             windows: float_tensor(

@@ -147,7 +147,8 @@ const TRANSFORMER_WORDS: Described = Described {
 const MLP_WORDS: Described = Described {
     baseline: "batch 256, f32, batches assembled per sample on the host without workers, \
                Burn's linear layers op by op (the original's CPU way)",
-    all: "resident windows, batch 512 (the guide's recommended), bf16 where the device has it",
+    all: "resident windows (only the last bar, the one the MLP reads), batch 512 (the guide's \
+          recommended), bf16 where the device has it",
 };
 
 /// The rows every model has, in its words, with guide 004's claims: loader workers 30-50 %,
@@ -177,7 +178,8 @@ const fn rows(words: Described, all_claim: Option<Claim>) -> [Variant<Setting>; 
         variant(
             "device-resident",
             "as baseline, every window uploaded once and batches gathered on the device (the \
-             guide's pinned, non-blocking copies, taken further)",
+             guide's pinned, non-blocking copies, taken further; the MLP's windows as the last \
+             bar it reads)",
             (LstmCore::Burn, RESIDENT, BASE_BATCH),
             (F32, claimed(1.1, 1.2)),
         ),
