@@ -237,6 +237,53 @@ fn forward_row(
     }
 }
 
+/// One row's forward pass that keeps no tape (inference): per step the input and recurrent
+/// products into one `[N, G]` buffer, the gates activated in place and the cells carried in
+/// two `[N, H]` buffers; writes only the hidden states `[N, S, H]`, in time order. Where
+/// [`forward_row`] writes `N S (G + 2 H)` values of tape, this writes `N S H`.
+#[allow(clippy::too_many_arguments)]
+fn infer_row(
+    s: RowShape,
+    direction: Direction,
+    x: &[f32],
+    w_x: &[f32],
+    w_h: &[f32],
+    bias: &[f32],
+    hidden: &mut [f32],
+) {
+    let (g, h, n, seq, i) = (s.gates(), s.hidden, s.batch, s.seq, s.input);
+    let mut z = vec![0.0; n * g];
+    let (mut c_prev, mut c) = (vec![0.0; n * h], vec![0.0; n * h]);
+    for step in 0..seq {
+        let t = direction.time(step);
+        gemm_with_bias(
+            &mut z,
+            MatRef::strided(&x[t * i..], n, i, seq * i),
+            MatRef::row_major(w_x, i, g),
+            bias,
+        );
+        if step > 0 {
+            let tb = direction.time(step - 1);
+            gemm_strided(
+                &mut z,
+                g,
+                MatRef::strided(&hidden[tb * h..], n, h, seq * h),
+                MatRef::row_major(w_h, h, g),
+                true,
+            );
+        }
+        for (b, ((z, c_prev), c)) in z
+            .chunks_exact_mut(g)
+            .zip(c_prev.chunks_exact(h))
+            .zip(c.chunks_exact_mut(h))
+            .enumerate()
+        {
+            cells_forward(z, c_prev, c, &mut hidden[at(b, t, seq, h)], h);
+        }
+        std::mem::swap(&mut c_prev, &mut c);
+    }
+}
+
 /// One row's gradients, written by [`backward_row`]: `w_x` `[I, G]`, `w_h` `[H, G]`, `bias`
 /// `[G]` and its share of the input gradient `x` `[N, S, I]`.
 struct RowGradients<'a> {
@@ -402,8 +449,24 @@ pub(crate) fn forward(
         }
     });
     drop((x, wx, wh, b));
-    // The directions side by side in each time step's features, as PyTorch lays them out.
+    let output = side_by_side(&hidden, members, steps, h);
+    (
+        inputs,
+        [
+            tensor(gates, [rows, s.batch, s.seq, g]),
+            tensor(cells, [rows, s.batch, s.seq, h]),
+            tensor(output, [members, s.batch, s.seq, 2 * h]),
+        ],
+    )
+}
+
+/// The rows' hidden states `[2 members, N S, H]` with the directions side by side in each
+/// time step's features, as PyTorch lays them out: `[members, N S, 2 H]`.
+fn side_by_side(hidden: &[f32], members: usize, steps: usize, h: usize) -> Vec<f32> {
     let mut output = vec![0.0; members * steps * 2 * h];
+    if output.is_empty() {
+        return output;
+    }
     for (step_out, (forward, backward)) in output.chunks_exact_mut(2 * h).zip(
         hidden
             .chunks_exact(steps * h)
@@ -414,14 +477,43 @@ pub(crate) fn forward(
         step_out[..h].copy_from_slice(forward);
         step_out[h..].copy_from_slice(backward);
     }
-    (
-        inputs,
-        [
-            tensor(gates, [rows, s.batch, s.seq, g]),
-            tensor(cells, [rows, s.batch, s.seq, h]),
-            tensor(output, [members, s.batch, s.seq, 2 * h]),
-        ],
-    )
+    output
+}
+
+/// Forward over every row in up to `lanes` threads without a tape (inference): the output
+/// `[members, N, S, 2H]` of `inputs` `[members, N, S, I]` as [`forward`]'s.
+pub(crate) fn inference(
+    inputs: FloatTensor<Host>,
+    w_x: FloatTensor<Host>,
+    w_h: FloatTensor<Host>,
+    bias: FloatTensor<Host>,
+    lanes: usize,
+) -> FloatTensor<Host> {
+    let [inputs, w_x, w_h, bias] = [inputs, w_x, w_h, bias].map(in_f32);
+    let (members, s) = shape_of(&inputs, &w_h);
+    let steps = s.seq * s.batch;
+    let (g, h, i) = (s.gates(), s.hidden, s.input);
+    let (x, wx, wh, b) = (values(&inputs), values(&w_x), values(&w_h), values(&bias));
+    let mut hidden = vec![0.0; 2 * members * steps * h];
+    if steps > 0 && h > 0 {
+        let jobs: Vec<_> = hidden.chunks_exact_mut(steps * h).enumerate().collect();
+        in_lanes(jobs, lanes, |group| {
+            for (r, hidden) in group {
+                let m = r / 2;
+                infer_row(
+                    s,
+                    Direction::of_row(r, s.seq),
+                    &x[m * steps * i..(m + 1) * steps * i],
+                    &wx[r * i * g..(r + 1) * i * g],
+                    &wh[r * h * g..(r + 1) * h * g],
+                    &b[r * g..(r + 1) * g],
+                    hidden,
+                );
+            }
+        });
+    }
+    let output = side_by_side(&hidden, members, steps, h);
+    tensor(output, [members, s.batch, s.seq, 2 * h])
 }
 
 /// Backward over every row in up to `lanes` threads: the gradients `[w_x, w_h, bias,

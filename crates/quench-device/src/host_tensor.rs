@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 
 use burn::tensor::ops::{FloatTensor, FloatTensorOps};
-use burn::tensor::{FloatDType, TensorData};
+use burn::tensor::{FloatDType, Shape, TensorData};
 use burn_ndarray::{NdArray, NdArrayTensor};
 
 /// The backend the host kernels serve.
@@ -55,5 +55,22 @@ pub(crate) fn owned(t: FloatTensor<Host>) -> Vec<f32> {
             array.iter().copied().collect()
         }
         _ => unreachable!("cast to f32 by in_f32"),
+    }
+}
+
+/// `t` as `shape` without a copy where it is f32 in row-major order (burn-ndarray's reshape
+/// copies every time); otherwise burn-ndarray's reshape.
+pub(crate) fn view(t: FloatTensor<Host>, shape: Shape) -> FloatTensor<Host> {
+    match t {
+        NdArrayTensor::F32(storage) => {
+            let array = storage.into_shared();
+            if array.is_standard_layout()
+                && let Ok(view) = array.clone().into_shape_with_order(shape.to_vec())
+            {
+                return NdArrayTensor::from(view);
+            }
+            Host::float_reshape(NdArrayTensor::from(array), shape)
+        }
+        other => Host::float_reshape(other, shape),
     }
 }

@@ -28,7 +28,8 @@
 //! - [`QuenchOps::conv_patches`]: a convolution in inference (BatchNorm folded, residual,
 //!   ReLU) as one patch product, channels last ([`conv`]); the host kernel of `host_conv` on
 //!   the CPU backend, Burn's gather and matmul elsewhere.
-//! - [`QuenchOps::lstm_forward`] and [`QuenchOps::lstm_backward`]: a whole LSTM layer over its
+//! - [`QuenchOps::lstm_forward`] and [`QuenchOps::lstm_backward`] (and
+//!   [`QuenchOps::lstm_inference`], the output alone without a tape): a whole LSTM layer over its
 //!   sequence, forward and back ([`lstm`]); the host kernel of `host_lstm` on the CPU
 //!   backend in f32, the composition of [`lstm::composed_forward`] elsewhere, and under
 //!   autodiff one node whose backward pass is the inner backend's.
@@ -83,6 +84,22 @@ pub trait QuenchOps: Backend {
     /// `Tensor::matmul`: `[.., n, k] @ [.., k, m] -> [.., n, m]`.
     fn precise_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
         split_matmul::<Self>(lhs, rhs, Self::float_matmul)
+    }
+
+    /// `tensor`'s elements in row-major order as a tensor of `shape` (as many elements): a
+    /// view without a copy on the CPU backend, whose own reshape (burn-ndarray 0.21) copies
+    /// every time; elsewhere Burn's reshape, through the flat tensor when the rank changes
+    /// ([`crate::views`]: CubeCL's reshape mis-strides otherwise). Under autodiff one node
+    /// whose gradient is the same view back.
+    fn float_view(tensor: FloatTensor<Self>, shape: Shape) -> FloatTensor<Self> {
+        let rank = tensor.shape().num_dims();
+        if rank != shape.num_dims() && rank > 1 && shape.num_dims() > 1 {
+            let elements = tensor.shape().num_elements();
+            let flat = Self::float_reshape(tensor, Shape::new([elements]));
+            Self::float_reshape(flat, shape)
+        } else {
+            Self::float_reshape(tensor, shape)
+        }
     }
 
     /// Draw `draw` of each member's counter-based normal stream (Threefry-2x32-20 and
@@ -188,6 +205,17 @@ pub trait QuenchOps: Backend {
     ) -> LstmTape<Self> {
         let _ = lanes;
         lstm::composed_forward(inputs, weights)
+    }
+
+    /// The layer's output alone (`[members, batch, seq, 2 hidden]`), for a pass that needs
+    /// no backward one: the host kernel then keeps no tape. Under autodiff (the default) the
+    /// taped forward, so gradients still flow.
+    fn lstm_inference(
+        inputs: Tensor<Self, 4>,
+        weights: &LstmWeights<Self>,
+        lanes: usize,
+    ) -> Tensor<Self, 4> {
+        Self::lstm_forward(inputs, weights, lanes).output
     }
 
     /// The layer's backward pass from its output's gradient `d_output` `[members, batch, seq,
@@ -360,6 +388,10 @@ fn from_host<const D: usize>(t: FloatTensor<NdArray<f32>>) -> Tensor<NdArray<f32
 impl QuenchOps for NdArray<f32> {
     fn precise_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
         Self::float_matmul(lhs, rhs)
+    }
+
+    fn float_view(tensor: FloatTensor<Self>, shape: Shape) -> FloatTensor<Self> {
+        crate::host_tensor::view(tensor, shape)
     }
 
     fn counter_normals(
@@ -547,6 +579,21 @@ impl QuenchOps for NdArray<f32> {
         }
     }
 
+    fn lstm_inference(
+        inputs: Tensor<Self, 4>,
+        weights: &LstmWeights<Self>,
+        lanes: usize,
+    ) -> Tensor<Self, 4> {
+        let primitive = |t: Tensor<Self, 3>| t.into_primitive().tensor();
+        Tensor::from_primitive(TensorPrimitive::Float(crate::host_lstm::inference(
+            inputs.into_primitive().tensor(),
+            primitive(weights.w_x.clone()),
+            primitive(weights.w_h.clone()),
+            primitive(weights.bias.clone()),
+            lanes,
+        )))
+    }
+
     fn lstm_backward(
         weights: &LstmWeights<Self>,
         tape: &LstmTape<Self>,
@@ -732,6 +779,34 @@ impl<B: QuenchOps, C: CheckpointStrategy> QuenchOps for Autodiff<B, C> {
             OpsKind::UnTracked(prep) => {
                 prep.finish(B::precise_matmul(lhs.primitive, rhs.primitive))
             }
+        }
+    }
+
+    fn float_view(tensor: FloatTensor<Self>, shape: Shape) -> FloatTensor<Self> {
+        #[derive(Debug)]
+        struct View;
+
+        impl<B: QuenchOps> Backward<B, 1> for View {
+            /// The input's shape.
+            type State = Shape;
+
+            fn backward(self, ops: Ops<Shape, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+                let [parent] = ops.parents;
+                let grad = grads.consume::<B>(&ops.node);
+                if let Some(node) = parent {
+                    grads.register::<B>(node.id, B::float_view(grad, ops.state));
+                }
+            }
+        }
+
+        let input = tensor.primitive.shape();
+        match View
+            .prepare::<C>([tensor.node.clone()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish(input, B::float_view(tensor.primitive, shape)),
+            OpsKind::UnTracked(prep) => prep.finish(B::float_view(tensor.primitive, shape)),
         }
     }
 

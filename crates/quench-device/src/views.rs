@@ -19,7 +19,9 @@
 //! it is not).
 
 use burn::tensor::backend::Backend;
-use burn::tensor::{BasicOps, Tensor, TensorKind};
+use burn::tensor::{BasicOps, Shape, Tensor, TensorKind, TensorPrimitive};
+
+use crate::QuenchOps;
 
 /// A reshape that every backend computes right (see the module's documentation).
 pub trait ReshapeTo<B: Backend, K: TensorKind<B>> {
@@ -62,6 +64,32 @@ impl<B: Backend, const D: usize, K: TensorKind<B> + BasicOps<B>> ReshapeTo<B, K>
     }
 }
 
+/// A float reshape through [`QuenchOps::float_view`]: no copy on the CPU backend, whose own
+/// reshape copies the tensor every time (two copies for [`ReshapeTo::reshape_to`]'s way
+/// through the flat tensor); [`ReshapeTo::reshape_to`]'s values on every backend. For the hot
+/// paths, where the copies showed in profiles.
+pub trait ViewTo<B: QuenchOps> {
+    /// This tensor's elements, in row-major order, as a tensor of `shape`.
+    ///
+    /// # Panics
+    /// Where `shape` holds another number of elements.
+    fn view_to<const D2: usize>(self, shape: [usize; D2]) -> Tensor<B, D2>;
+}
+
+impl<B: QuenchOps, const D: usize> ViewTo<B> for Tensor<B, D> {
+    fn view_to<const D2: usize>(self, shape: [usize; D2]) -> Tensor<B, D2> {
+        let elements = self.shape().num_elements();
+        assert_eq!(
+            elements,
+            shape.iter().product::<usize>(),
+            "view_to: {:?} to {shape:?}",
+            self.dims()
+        );
+        let primitive = B::float_view(self.into_primitive().tensor(), Shape::new(shape));
+        Tensor::from_primitive(TensorPrimitive::Float(primitive))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,6 +128,54 @@ mod tests {
             let grad = values.grad(&grads).expect("the values take part in the sum");
             assert_eq!(to_host_f32(grad), vec![1.0, -1.0, 0.5]);
         }
+    }
+
+    crate::device_test! {
+        /// `view_to` against `reshape_to`: the same values and gradients, from a contiguous
+        /// tensor and from a transposed (strided) one, rank up and down.
+        fn views_give_reshapes_values_and_gradients<B>(device) {
+            let x = Tensor::<B, 1, Int>::arange(0..24, device)
+                .float()
+                .reshape_to([2, 3, 4])
+                .require_grad();
+            let weights = Tensor::<B, 1, Int>::arange(0..24, device).float().sin();
+            let loss = |t: Tensor<B, 1>| (t * weights.clone()).sum_all();
+            let strided = || x.clone().swap_dims(1, 2);
+            let by_view = [
+                x.clone().view_to([6, 4]).view_to([24]),
+                strided().view_to([2, 2, 6]).view_to([24]),
+            ];
+            let by_reshape = [
+                x.clone().reshape_to([6, 4]).reshape_to([24]),
+                strided().reshape_to([2, 2, 6]).reshape_to([24]),
+            ];
+            for (view, reshape) in by_view.into_iter().zip(by_reshape) {
+                assert_eq!(to_host_f32(view.clone()), to_host_f32(reshape.clone()));
+                let (a, b) = (loss(view).backward(), loss(reshape).backward());
+                let (a, b) = (x.grad(&a).expect("view"), x.grad(&b).expect("reshape"));
+                assert_eq!(to_host_f32(a), to_host_f32(b));
+            }
+        }
+    }
+
+    #[test]
+    fn a_view_on_the_cpu_shares_its_tensors_buffer() {
+        use burn::tensor::TensorPrimitive;
+        use burn_ndarray::NdArrayTensor;
+        fn address<const D: usize>(t: &Tensor<burn::backend::NdArray, D>) -> *const f32 {
+            match t.clone().into_primitive() {
+                TensorPrimitive::Float(NdArrayTensor::F32(storage)) => storage.view().as_ptr(),
+                _ => unreachable!("an f32 tensor"),
+            }
+        }
+        let x = Tensor::<burn::backend::NdArray, 3>::ones([4, 5, 6], &Default::default());
+        assert_eq!(address(&x.clone().view_to([20, 6])), address(&x));
+        assert_eq!(address(&x.clone().view_to([120])), address(&x));
+        assert_ne!(
+            address(&x.clone().reshape_to([20, 6])),
+            address(&x),
+            "Burn's reshape copies (if it stops, view_to can go)"
+        );
     }
 
     #[test]

@@ -107,8 +107,10 @@ pub fn bidirectional<B: QuenchOps>(
     }
 }
 
+/// The fused layer's output ([`QuenchOps::lstm_inference`]: no tape on a backend without
+/// autodiff, as in evaluation; differentiable on an autodiff one).
 fn fused<B: QuenchOps>(layer: &[Tensor<B, 3>], x: Tensor<B, 4>) -> Tensor<B, 4> {
-    forward_taped(layer, x, quench_device::host_lanes::<B>()).0
+    B::lstm_inference(x, &weights(layer), quench_device::host_lanes::<B>())
 }
 
 /// The same layer through `burn::nn::Lstm`: for every member, a forward and a reversed LSTM

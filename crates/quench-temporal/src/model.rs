@@ -26,7 +26,7 @@ use burn::tensor::{Tensor, TensorData};
 use quench_device::ops::attention::{AttentionInputs, attention};
 use quench_device::ops::batch_norm::batch_norm;
 use quench_device::reductions::Reduce;
-use quench_device::views::ReshapeTo;
+use quench_device::views::{ReshapeTo, ViewTo};
 use quench_device::{Precision, QuenchOps, SeededGenerator};
 use serde::{Deserialize, Serialize};
 
@@ -483,7 +483,7 @@ impl<B: QuenchOps> TemporalNet<B> {
         let [members, batch, window, _] = x.dims();
         let drop4 = |h: Tensor<B, 4>| {
             let dims = h.dims();
-            drop(h.reshape_to([members, batch * window, dims[3]])).reshape_to(dims)
+            drop(h.view_to([members, batch * window, dims[3]])).view_to(dims)
         };
         let mut h = member_layer_norm(x, &p[0], &p[1], NORM_EPS);
         for (l, layer) in self.lstm_layer_ranges().enumerate() {
@@ -524,9 +524,7 @@ impl<B: QuenchOps> TemporalNet<B> {
         let scorer = member_dense(h.clone(), &p[2], &p[3], Some(Activation::Tanh));
         let scores = member_linear(scorer, &p[4], &p[5]);
         let weights = softmax(scores, 2);
-        let pooled = (h * weights)
-            .sum_along(2)
-            .reshape_to([members, batch, two_h]);
+        let pooled = (h * weights).sum_along(2).view_to([members, batch, two_h]);
         let z = drop(member_layer_norm(pooled, &p[6], &p[7], NORM_EPS));
         let z = member_dense(z, &p[8], &p[9], Some(Activation::Relu));
         let z = member_layer_norm(z, &p[10], &p[11], NORM_EPS);
@@ -561,7 +559,7 @@ impl<B: QuenchOps> TemporalNet<B> {
         let norm = |h: Tensor<B, 4>, k: usize| member_layer_norm(h, &p[k], &p[k + 1], NORM_EPS);
         let drop4 = |h: Tensor<B, 4>| {
             let dims = h.dims();
-            drop(h.reshape_to([dims[0], dims[1] * dims[2], dims[3]])).reshape_to(dims)
+            drop(h.view_to([dims[0], dims[1] * dims[2], dims[3]])).view_to(dims)
         };
         let positions =
             generate_sinusoids::<B>(window, d, 10_000, &x.device()).reshape_to([1, 1, window, d]);
@@ -570,9 +568,8 @@ impl<B: QuenchOps> TemporalNet<B> {
             let k = 4 + layer * TRANSFORMER_LAYER_PARAMS;
             // Attention over each window, heads as the dense layers lay them out.
             let r = norm(h.clone(), k + 14);
-            let project = |j: usize| {
-                linear(r.clone(), k + 2 * j, d, d).reshape_to([members * batch, window, d])
-            };
+            let project =
+                |j: usize| linear(r.clone(), k + 2 * j, d, d).view_to([members * batch, window, d]);
             let mask = dropout_rate.filter(|&rate| rate > 0.0).map(|rate| {
                 precision.to_compute(dropout_mask::<B, 4>(
                     [members * batch, heads, window, window].into(),
@@ -587,7 +584,7 @@ impl<B: QuenchOps> TemporalNet<B> {
                 mask,
                 heads,
             })
-            .reshape_to([members, batch, window, d]);
+            .view_to([members, batch, window, d]);
             h = h + drop4(linear(context, k + 6, d, d));
             // Feed-forward.
             let r = norm(h.clone(), k + 12);
@@ -595,9 +592,9 @@ impl<B: QuenchOps> TemporalNet<B> {
             h = h + drop4(linear(inner, k + 10, w.feed_forward, d));
         }
         let k = 4 + w.encoder_layers * TRANSFORMER_LAYER_PARAMS;
-        let pooled = norm(h, k).mean_along(2).reshape_to([members, batch, 1, d]);
+        let pooled = norm(h, k).mean_along(2).view_to([members, batch, 1, d]);
         let hidden = dense(pooled, k + 2, [d, d / 2], Some(Activation::Gelu));
-        linear(hidden, k + 4, d / 2, CLASSES).reshape_to([members, batch, CLASSES])
+        linear(hidden, k + 4, d / 2, CLASSES).view_to([members, batch, CLASSES])
     }
 
     fn mlp(
@@ -611,7 +608,7 @@ impl<B: QuenchOps> TemporalNet<B> {
         let [members, batch, window, features] = x.dims();
         let mut h = x
             .slice([0..members, 0..batch, window - 1..window])
-            .reshape_to([members, batch, features]);
+            .view_to([members, batch, features]);
         let mut next_state = Vec::with_capacity(state.len());
         for l in 0..self.widths.mlp.len() {
             let q = &p[4 * l..4 * l + 4];

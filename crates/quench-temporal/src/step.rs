@@ -15,7 +15,7 @@ use burn::tensor::{Distribution, Int, Tensor};
 use quench_device::readback::to_host_f32;
 use quench_device::reductions::Reduce;
 use quench_device::stats::max_or_nan;
-use quench_device::views::ReshapeTo;
+use quench_device::views::ViewTo;
 use quench_device::{Precision, QuenchBackend, SeededGenerator};
 
 use super::lstm::{self, LstmCore};
@@ -131,13 +131,13 @@ fn fused_lstm<B: QuenchBackend>(
     let dims = h.dims();
     let [members, batch, window, width] = dims;
     let output =
-        Tensor::<B, 3>::from_inner(h.reshape_to([members, batch * window, width])).require_grad();
+        Tensor::<B, 3>::from_inner(h.view_to([members, batch * window, width])).require_grad();
     let head_start = net.lstm_head_start();
     let head = require_grad::<B>(params[head_start..].to_vec());
     let drop = |t: Tensor<B, 3>| quench_train::classify::dropout(t, objective.dropout, precision);
     let logits = precision.to_master(net.lstm_head(
         &precision.to_compute_all(&head),
-        output.clone().reshape_to(dims),
+        output.clone().view_to(dims),
         drop,
     ));
     let loss = smoothed_cross_entropy(
@@ -154,7 +154,7 @@ fn fused_lstm<B: QuenchBackend>(
             let mut d = head_grads
                 .pop()
                 .unwrap_or_else(|| unreachable!("the output leaf was pushed last"))
-                .reshape_to(dims);
+                .view_to(dims);
             // Back through the layers by hand, the last first.
             let mut layer_grads = vec![Vec::new(); layers.len()];
             for (l, layer) in layers.iter().enumerate().rev() {

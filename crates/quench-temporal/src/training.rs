@@ -2,7 +2,7 @@
 //! linear warm-up then cosine decay, label smoothing or class weights, per-member gradient
 //! clipping and early stopping on the validation loss.
 
-use quench_device::views::ReshapeTo;
+use quench_device::views::{ReshapeTo, ViewTo};
 use quench_device::{Precision, QuenchBackend, QuenchOps, SeededGenerator};
 use std::sync::Arc;
 
@@ -448,7 +448,7 @@ impl<B: QuenchBackend> SeedMembers for Members<'_, B> {
         let mut loss_sum = Tensor::<B::InnerBackend, 1>::zeros([members], device);
         for batch in self.loader.epoch(epoch as u64) {
             let size = batch.features.dims()[1];
-            let x = batch.features.reshape_to([members, size, window, features]);
+            let x = batch.features.view_to([members, size, window, features]);
             let step = step_gradients::<B>(
                 &self.net,
                 &self.params,
@@ -587,7 +587,7 @@ impl<B: QuenchOps> EvaluationPart<B> {
                 .windows
                 .clone()
                 .narrow(0, start, size)
-                .reshape_to([1, size, window, features])
+                .view_to([1, size, window, features])
                 .repeat_dim(0, members);
             let labels = self
                 .labels

@@ -7,7 +7,7 @@ use quench_device::QuenchOps;
 pub use quench_device::ops::dense::Activation;
 use quench_device::ops::dense::{dense, layer_norm};
 use quench_device::reductions::Reduce;
-use quench_device::views::ReshapeTo;
+use quench_device::views::{ReshapeTo, ViewTo};
 
 use crate::init::{Init, LayerValues, draw_mlp};
 
@@ -92,13 +92,7 @@ pub fn member_dense<B: QuenchOps, const D: usize>(
     let rows = dims[1..D - 1].iter().product();
     let mut out = dims;
     out[D - 1] = fan_out;
-    dense(
-        x.reshape_to([members, rows, fan_in]),
-        weight,
-        bias,
-        activation,
-    )
-    .reshape_to(out)
+    dense(x.view_to([members, rows, fan_in]), weight, bias, activation).view_to(out)
 }
 
 /// Layer normalisation over the last axis with per-member gain and shift (PyTorch's
@@ -113,7 +107,7 @@ pub fn member_layer_norm<B: QuenchOps, const D: usize>(
     let dims = x.dims();
     let [members, _, width] = gamma.dims();
     let rows = dims[1..D - 1].iter().product();
-    layer_norm(x.reshape_to([members, rows, width]), gamma, beta, eps).reshape_to(dims)
+    layer_norm(x.view_to([members, rows, width]), gamma, beta, eps).view_to(dims)
 }
 
 /// `members` independent MLPs of the same widths; the activation follows every layer but the

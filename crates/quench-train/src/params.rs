@@ -4,7 +4,7 @@ use burn::tensor::{Bool, Tensor};
 use quench_device::readback::to_host_f32;
 use quench_device::reductions::Reduce;
 use quench_device::stats::{self, max_or_nan};
-use quench_device::views::ReshapeTo;
+use quench_device::views::{ReshapeTo, ViewTo};
 use quench_device::{Precision, QuenchBackend, QuenchOps};
 
 /// Marks every parameter as requiring gradients (a fresh leaf of the autodiff graph).
@@ -51,7 +51,7 @@ pub fn member_norms<B: QuenchOps>(grads: &[Tensor<B, 3>]) -> Tensor<B, 3> {
 /// for a parameter list took a tenth of a Transformer epoch).
 fn member_sums<B: QuenchOps>(g: Tensor<B, 3>) -> Tensor<B, 3> {
     let [members, rows, cols] = g.dims();
-    g.reshape_to([members, rows * cols])
+    g.view_to([members, rows * cols])
         .sum_along(1)
         .reshape_to([members, 1, 1])
 }
