@@ -23,7 +23,7 @@
 use quench_device::QuenchOps;
 use quench_device::ops::conv::{ConvAffine, PatchRows, conv_patches};
 use quench_device::reductions::Reduce;
-use quench_device::views::ReshapeTo;
+use quench_device::views::{ReshapeTo, ViewTo};
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -238,7 +238,7 @@ impl<B: QuenchOps> Grid<B> {
         let [batch, channels, height, width] = x.dims();
         Self {
             x: x.permute([0, 2, 3, 1])
-                .reshape_to([batch, height * width, channels]),
+                .view_to([batch, height * width, channels]),
             height,
             width,
         }
@@ -250,7 +250,7 @@ impl<B: QuenchOps> Grid<B> {
         let [batch, _, channels] = self.x.dims();
         let x = self
             .x
-            .reshape_to([batch, self.height, self.width, channels])
+            .view_to([batch, self.height, self.width, channels])
             .permute([0, 3, 1, 2]);
         Self::from_channels_first(f(x))
     }
@@ -638,7 +638,7 @@ impl<B: QuenchOps> ResNet18<B> {
         let [batch, _, channels] = x.x.dims();
         x.through_channels_first(|y| self.avgpool.forward(y))
             .x
-            .reshape_to([batch, channels])
+            .view_to([batch, channels])
     }
 
     /// The pooled features `[batch, 512]` of `images` `[batch, 1, height, width]` (MNIST:

@@ -1,7 +1,7 @@
 //! Training of the hybrid classifier: every seed a member of one batched program.
 
 use quench_device::reductions::Reduce;
-use quench_device::views::ReshapeTo;
+use quench_device::views::{ReshapeTo, ViewTo};
 use quench_device::{Precision, QuenchBackend, QuenchOps, SeededGenerator};
 use std::sync::Arc;
 
@@ -391,8 +391,8 @@ impl<B: QuenchBackend> SeedMembers for Members<'_, B> {
                 FeatureMode::Precomputed => batch.features,
                 FeatureMode::PerBatch => self
                     .backbone
-                    .forward(batch.features.reshape_to([members * size, 1, 28, 28]))
-                    .reshape_to([members, size, 512]),
+                    .forward(batch.features.view_to([members * size, 1, 28, 28]))
+                    .view_to([members, size, 512]),
             };
             let p = require_grad::<B>(self.params.clone());
             let logits =
