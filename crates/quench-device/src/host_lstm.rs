@@ -185,21 +185,42 @@ fn read_and_write(
     }
 }
 
-/// One row's forward pass over its member's inputs `x` `[N, S, I]` with `w_x` `[I, G]`, `w_h`
-/// `[H, G]` and `bias` `[G]`: writes the activated gates `[N, S, G]`, the cells and the hidden
-/// states `[N, S, H]`, all in time order whichever way the row reads.
-#[allow(clippy::too_many_arguments)]
+/// What a row's forward pass reads: its member's inputs `x` `[N, S, I]` and its weights `w_x`
+/// `[I, G]`, `w_h` `[H, G]`, `bias` `[G]`.
+#[derive(Clone, Copy)]
+struct RowInputs<'a> {
+    x: &'a [f32],
+    w_x: &'a [f32],
+    w_h: &'a [f32],
+    bias: &'a [f32],
+}
+
+impl<'a> RowInputs<'a> {
+    /// Row `r`'s (member `r / 2`'s inputs) of the layer's `x` `[members, N, S, I]`, `w_x`
+    /// `[rows, I, G]`, `w_h` `[rows, H, G]` and `bias` `[rows, G]`.
+    fn of_row(r: usize, s: RowShape, [x, w_x, w_h, bias]: [&'a [f32]; 4]) -> Self {
+        let (g, h, i, steps) = (s.gates(), s.hidden, s.input, s.seq * s.batch);
+        let m = r / 2;
+        Self {
+            x: &x[m * steps * i..(m + 1) * steps * i],
+            w_x: &w_x[r * i * g..(r + 1) * i * g],
+            w_h: &w_h[r * h * g..(r + 1) * h * g],
+            bias: &bias[r * g..(r + 1) * g],
+        }
+    }
+}
+
+/// One row's forward pass over its `inputs`: writes the activated gates `[N, S, G]`, the
+/// cells and the hidden states `[N, S, H]`, all in time order whichever way the row reads.
 fn forward_row(
     s: RowShape,
     direction: Direction,
-    x: &[f32],
-    w_x: &[f32],
-    w_h: &[f32],
-    bias: &[f32],
+    inputs: RowInputs<'_>,
     gates: &mut [f32],
     cells: &mut [f32],
     hidden: &mut [f32],
 ) {
+    let RowInputs { x, w_x, w_h, bias } = inputs;
     let (g, h, n, seq) = (s.gates(), s.hidden, s.batch, s.seq);
     gemm_with_bias(
         gates,
@@ -241,16 +262,8 @@ fn forward_row(
 /// products into one `[N, G]` buffer, the gates activated in place and the cells carried in
 /// two `[N, H]` buffers; writes only the hidden states `[N, S, H]`, in time order. Where
 /// [`forward_row`] writes `N S (G + 2 H)` values of tape, this writes `N S H`.
-#[allow(clippy::too_many_arguments)]
-fn infer_row(
-    s: RowShape,
-    direction: Direction,
-    x: &[f32],
-    w_x: &[f32],
-    w_h: &[f32],
-    bias: &[f32],
-    hidden: &mut [f32],
-) {
+fn infer_row(s: RowShape, direction: Direction, inputs: RowInputs<'_>, hidden: &mut [f32]) {
+    let RowInputs { x, w_x, w_h, bias } = inputs;
     let (g, h, n, seq, i) = (s.gates(), s.hidden, s.batch, s.seq, s.input);
     let mut z = vec![0.0; n * g];
     let (mut c_prev, mut c) = (vec![0.0; n * h], vec![0.0; n * h]);
@@ -412,7 +425,7 @@ pub(crate) fn forward(
     let [inputs, w_x, w_h, bias] = [inputs, w_x, w_h, bias].map(in_f32);
     let (members, s) = shape_of(&inputs, &w_h);
     let steps = s.seq * s.batch;
-    let (g, h, i) = (s.gates(), s.hidden, s.input);
+    let (g, h) = (s.gates(), s.hidden);
     let rows = 2 * members;
     let shape = |width| [rows, s.batch, s.seq, width];
     if steps == 0 || h == 0 {
@@ -433,19 +446,9 @@ pub(crate) fn forward(
         .collect();
     in_lanes(jobs, lanes, |group| {
         for (r, ((gates, cells), hidden)) in group {
-            let m = r / 2;
             let direction = Direction::of_row(r, s.seq);
-            forward_row(
-                s,
-                direction,
-                &x[m * steps * i..(m + 1) * steps * i],
-                &wx[r * i * g..(r + 1) * i * g],
-                &wh[r * h * g..(r + 1) * h * g],
-                &b[r * g..(r + 1) * g],
-                gates,
-                cells,
-                hidden,
-            );
+            let inputs = RowInputs::of_row(r, s, [&x, &wx, &wh, &b]);
+            forward_row(s, direction, inputs, gates, cells, hidden);
         }
     });
     drop((x, wx, wh, b));
@@ -492,23 +495,15 @@ pub(crate) fn inference(
     let [inputs, w_x, w_h, bias] = [inputs, w_x, w_h, bias].map(in_f32);
     let (members, s) = shape_of(&inputs, &w_h);
     let steps = s.seq * s.batch;
-    let (g, h, i) = (s.gates(), s.hidden, s.input);
+    let h = s.hidden;
     let (x, wx, wh, b) = (values(&inputs), values(&w_x), values(&w_h), values(&bias));
     let mut hidden = vec![0.0; 2 * members * steps * h];
     if steps > 0 && h > 0 {
         let jobs: Vec<_> = hidden.chunks_exact_mut(steps * h).enumerate().collect();
         in_lanes(jobs, lanes, |group| {
             for (r, hidden) in group {
-                let m = r / 2;
-                infer_row(
-                    s,
-                    Direction::of_row(r, s.seq),
-                    &x[m * steps * i..(m + 1) * steps * i],
-                    &wx[r * i * g..(r + 1) * i * g],
-                    &wh[r * h * g..(r + 1) * h * g],
-                    &b[r * g..(r + 1) * g],
-                    hidden,
-                );
+                let inputs = RowInputs::of_row(r, s, [&x, &wx, &wh, &b]);
+                infer_row(s, Direction::of_row(r, s.seq), inputs, hidden);
             }
         });
     }
