@@ -41,6 +41,9 @@
 //!   scaled dot-product attention with its softmax and optional dropout of the scores
 //!   ([`attention`]), on queries, keys and values as dense layers leave them.
 //!
+//! - [`QuenchOps::float_view`]: a reshape that shares the buffer on the CPU backend (whose
+//!   own reshape copies every time), used through [`crate::views::ViewTo`].
+//!
 //! Capabilities: [`QuenchOps::host_kernels`] and [`QuenchOps::plain_host`] say where Quench's
 //! host kernels may stand in for a chain of tensor ops. The fused paths that still choose by
 //! them (the GAN's and the qRNG classifier's member steps, the meta policy's inner loop, the
@@ -170,8 +173,9 @@ pub trait QuenchOps: Backend {
     /// One SGLD step of a batch of `inputs -> hidden -> 1` ReLU networks on the bounded
     /// logistic loss ([`sgld`]): `params` (weight, bias, output weight, output bias, each
     /// `[chains, ..]`), the chains' minibatches `features` `[chains, batch, inputs]` and
-    /// `labels` `[chains, batch, 1]`, to the updated parameters. No gradient is recorded (the
-    /// step is the optimiser).
+    /// `labels` `[chains, batch, 1]`, to the updated parameters. An optimiser's step: callers
+    /// run it on a backend without autodiff (an autodiff backend runs the default
+    /// composition).
     fn sgld_step(
         params: [Tensor<Self, 3>; 4],
         features: Tensor<Self, 3>,
@@ -208,8 +212,9 @@ pub trait QuenchOps: Backend {
     }
 
     /// The layer's output alone (`[members, batch, seq, 2 hidden]`), for a pass that needs
-    /// no backward one: the host kernel then keeps no tape. Under autodiff (the default) the
-    /// taped forward, so gradients still flow.
+    /// no backward one: the CPU's host kernel keeps no tape. The default, for every other
+    /// backend, is the taped forward's output: gradients still flow under autodiff, and a
+    /// CubeCL device computes the tape and drops it.
     fn lstm_inference(
         inputs: Tensor<Self, 4>,
         weights: &LstmWeights<Self>,

@@ -594,8 +594,9 @@ impl NormalStreams {
         &self.keys
     }
 
-    /// Moves past one draw without computing it: for a caller that computed it with
-    /// [`fill_normals`] at [`draws`](Self::draws).
+    /// Moves past one draw without computing it here: for a caller that had it computed at
+    /// [`draws`](Self::draws) elsewhere (with [`fill_normals`], or inside an operation such as
+    /// `QuenchOps::sgld_step`).
     pub fn skip(&mut self) {
         self.draws += 1;
     }

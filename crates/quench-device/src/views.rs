@@ -16,7 +16,8 @@
 //! `disallowed-methods` refuses Burn's own): a reshape that changes the rank goes through the
 //! flat tensor, so that neither it nor its backward pass adds dimensions to anything but a
 //! flat tensor, which Burn computes right (a view when the tensor is contiguous, a copy when
-//! it is not).
+//! it is not). [`ViewTo::view_to`] is the same reshape for float tensors through
+//! [`QuenchOps::float_view`], without burn-ndarray's copy on the CPU, for the hot paths.
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{BasicOps, Shape, Tensor, TensorKind, TensorPrimitive};
@@ -132,7 +133,7 @@ mod tests {
 
     crate::device_test! {
         /// `view_to` against `reshape_to`: the same values and gradients, from a contiguous
-        /// tensor and from a transposed (strided) one, rank up and down.
+        /// tensor and from a transposed (strided) one, ranks down.
         fn views_give_reshapes_values_and_gradients<B>(device) {
             let x = Tensor::<B, 1, Int>::arange(0..24, device)
                 .float()
@@ -155,6 +156,26 @@ mod tests {
                 let (a, b) = (x.grad(&a).expect("view"), x.grad(&b).expect("reshape"));
                 assert_eq!(to_host_f32(a), to_host_f32(b));
             }
+        }
+
+        /// The cases of CubeCL's faulty reshape (module documentation) through `view_to`.
+        fn views_with_size_one_dimensions_keep_their_elements_and_gradients<B>(device) {
+            let all = Tensor::<B::InnerBackend, 1, Int>::arange(0..725, device)
+                .float()
+                .view_to([5, 145]);
+            let last = all.clone().narrow(1, 144, 1).view_to([5, 1, 1]);
+            assert_eq!(to_host_f32(last), vec![144.0, 289.0, 434.0, 579.0, 724.0]);
+            let state = all.narrow(1, 0, 4).narrow(0, 1, 1);
+            let column = state.transpose().view_to([4, 1, 1]);
+            assert_eq!(to_host_f32(column), vec![145.0, 146.0, 147.0, 148.0]);
+            let values = Tensor::<B, 1>::from_floats([0.5, -1.0, 2.0], device)
+                .view_to([3, 1, 1])
+                .require_grad();
+            let weights = Tensor::<B, 2>::from_floats([[1.0, -1.0, 0.5]], device);
+            let state = values.clone().view_to([3, 1]).transpose();
+            let grads = (state * weights).sum_all().backward();
+            let grad = values.grad(&grads).expect("the values take part in the sum");
+            assert_eq!(to_host_f32(grad), vec![1.0, -1.0, 0.5]);
         }
     }
 

@@ -88,7 +88,10 @@ impl<B: QuenchBackend> ChainBatch<B> {
             sgld,
             factor: loss.training_factor(options.scale),
             loss,
-            fused: options.fused && options.precision == Precision::F32 && widths.len() == 3,
+            // The hand-derived step is of one hidden layer and one logit.
+            fused: options.fused
+                && options.precision == Precision::F32
+                && matches!(widths, [_, _, 1]),
             amp: MixedPrecision::new(options.precision),
             device: device.clone(),
         }

@@ -870,6 +870,9 @@ mod tests {
             &device,
         );
         let (params, state) = net.initial_params(&[1], &device);
+        // A draw from the process's generator: held, so that it does not move another test's
+        // seeded draws (the Transformer's host-drawn weights failed one in eight runs).
+        let _generator = SeededGenerator::acquire::<NdArray<f32>>(&device, 2);
         let x = Tensor::<NdArray<f32>, 4>::random(
             [1, 8, 2, 3],
             Distribution::Normal(2.0, 1.0),

@@ -4,6 +4,7 @@
 
 use quench_device::views::{ReshapeTo, ViewTo};
 use quench_device::{Precision, QuenchBackend, QuenchOps, SeededGenerator};
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use burn::tensor::{Int, Tensor, TensorData};
@@ -305,15 +306,8 @@ pub fn train_temporal<B: QuenchBackend>(
     // each window's last bar, a twentieth of the window at the default size, so its gathers
     // and evaluation copies shrink alike.
     let last_bar_only = execution.data == Mode::Resident && config.model == ModelKind::Mlp;
-    let inputs = |windows: &Dataset| -> Result<Dataset, TemporalError> {
-        if last_bar_only {
-            Ok(last_bars(windows)?)
-        } else {
-            Ok(windows.clone())
-        }
-    };
     let read_window = if last_bar_only { 1 } else { window };
-    let train = Arc::new(inputs(&data.train.windows)?);
+    let train = Arc::new(model_inputs(&data.train.windows, last_bar_only)?.into_owned());
     let loader = Loader::<B::InnerBackend>::new(
         vec![train; members],
         &shuffles,
@@ -325,8 +319,10 @@ pub fn train_temporal<B: QuenchBackend>(
         },
         device,
     )?;
-    let validation =
-        EvaluationPart::<B::InnerBackend>::upload(&inputs(&data.validation.windows)?, device);
+    let validation = EvaluationPart::<B::InnerBackend>::upload(
+        &*model_inputs(&data.validation.windows, last_bar_only)?,
+        device,
+    );
     let adam = MemberAdam::<B::InnerBackend>::new(
         AdamConfig {
             weight_decay: config.weight_decay,
@@ -371,7 +367,10 @@ pub fn train_temporal<B: QuenchBackend>(
     let mut rate = |epoch: usize| config.learning_rate_at(epoch);
     let trained = train_epochs(&mut trainer, config.epochs, stopping, &mut rate)?;
     let score = |part: &MarketPart| -> Result<Vec<Scores>, TemporalError> {
-        let resident = EvaluationPart::<B::InnerBackend>::upload(&inputs(&part.windows)?, device);
+        let resident = EvaluationPart::<B::InnerBackend>::upload(
+            &*model_inputs(&part.windows, last_bar_only)?,
+            device,
+        );
         let (_, predictions) = resident.evaluate(
             &eval_net,
             &trainer.best_params,
@@ -497,7 +496,16 @@ impl<B: QuenchBackend> SeedMembers for Members<'_, B> {
     }
 }
 
-/// `[window, features]` of a part's windows.
+/// `windows` as the model reads them: cut to their last bars where `last_bar_only`, else
+/// borrowed whole.
+fn model_inputs(windows: &Dataset, last_bar_only: bool) -> Result<Cow<'_, Dataset>, TemporalError> {
+    Ok(if last_bar_only {
+        Cow::Owned(last_bars(windows)?)
+    } else {
+        Cow::Borrowed(windows)
+    })
+}
+
 /// Each window of `windows` `[len, window, features]` cut to its last bar, `[len, 1,
 /// features]`, labels kept.
 fn last_bars(windows: &Dataset) -> Result<Dataset, quench_data::DataError> {
@@ -513,6 +521,7 @@ fn last_bars(windows: &Dataset) -> Result<Dataset, quench_data::DataError> {
     )
 }
 
+/// `[window, features]` of a part's windows.
 fn window_shape(windows: &Dataset) -> Result<[usize; 2], TemporalError> {
     match windows.sample_shape() {
         &[window, features] => Ok([window, features]),
