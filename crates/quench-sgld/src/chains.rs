@@ -156,7 +156,7 @@ impl<B: QuenchBackend> ChainBatch<B> {
         let params: [Tensor<B::InnerBackend, 3>; 4] = std::mem::take(&mut self.params)
             .try_into()
             .expect("the fused step is chosen for one hidden layer");
-        let floor = self.loss.floor();
+        let (floor, inv_var) = (self.loss.floor(), self.sgld.prior_precision());
         self.params = match &mut self.sgld.noise {
             Noise::Counter(streams) => {
                 let step = SgldStep {
@@ -164,7 +164,7 @@ impl<B: QuenchBackend> ChainBatch<B> {
                     noise: scales.noise.clone(),
                     floor,
                     factor: self.factor,
-                    inv_var: self.sgld.prior_sigma.powi(-2),
+                    inv_var,
                     keys: streams.keys(),
                     draw: streams.draws(),
                 };

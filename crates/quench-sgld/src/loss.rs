@@ -2,8 +2,8 @@
 //! one logit per sample (binary classification).
 
 use burn::tensor::Tensor;
-use burn::tensor::activation::sigmoid;
 use quench_device::QuenchOps;
+use quench_device::ops::sgld::true_class_probability;
 use serde::{Deserialize, Serialize};
 
 /// The loss the chains are trained on: the Gibbs posterior `exp(-beta L)` is of this `L`.
@@ -38,27 +38,8 @@ impl BoundedLoss {
         logits: Tensor<B, 3>,
         labels: Tensor<B, 3>,
     ) -> Tensor<B, 3> {
-        let (_, _, psi) = self.mixed_probability(logits, labels);
+        let [_, _, psi] = true_class_probability(logits, labels, self.floor());
         psi.log().neg().clamp(0.0, self.l_max)
-    }
-
-    /// The sign `s = 2 y - 1`, the probability of the true class `p = sigmoid(s z)` and the
-    /// mixed probability `psi = e^-l + (1 - 2 e^-l) p` of each sample.
-    fn mixed_probability<B: QuenchOps>(
-        &self,
-        logits: Tensor<B, 3>,
-        labels: Tensor<B, 3>,
-    ) -> (Tensor<B, 3>, Tensor<B, 3>, Tensor<B, 3>) {
-        let floor = self.floor();
-        // sigmoid(s z) with s = +-1 is the probability of the true class, without the
-        // cancellation of 1 - sigmoid(z) for confident wrong answers.
-        let sign = labels.mul_scalar(2.0).sub_scalar(1.0);
-        let p_true = sigmoid(logits * sign.clone());
-        let psi = p_true
-            .clone()
-            .mul_scalar(1.0 - 2.0 * floor)
-            .add_scalar(floor);
-        (sign, p_true, psi)
     }
 
     /// The smallest value the loss takes, `-ln(1 - e^-l)` (a certain, correct prediction).

@@ -182,6 +182,11 @@ pub struct Sgld {
 }
 
 impl Sgld {
+    /// The prior's precision `1 / sigma^2`.
+    pub fn prior_precision(&self) -> f64 {
+        self.prior_sigma.powi(2).recip()
+    }
+
     /// One step of every chain: `params` and `grads` in the same order, each `[chains, a, b]`,
     /// with this epoch's `scales`.
     pub fn step<B: QuenchOps>(
@@ -190,7 +195,7 @@ impl Sgld {
         grads: Vec<Tensor<B, 3>>,
         scales: &StepScales<B>,
     ) -> Vec<Tensor<B, 3>> {
-        let inv_var = self.prior_sigma.powi(2).recip();
+        let inv_var = self.prior_precision();
         let Some(device) = params.first().map(|p| p.device()) else {
             return params;
         };

@@ -46,18 +46,30 @@ pub struct SgldStep<'a, B: QuenchOps> {
     pub draw: u64,
 }
 
+/// For logits and labels 0/1 of the same shape (or labels with member axis 1): the sign `s =
+/// 2 y - 1`, the probability of the true class `p = sigmoid(s z)` and the bounded loss's
+/// mixed probability `psi = floor + (1 - 2 floor) p` (the loss is `-ln psi`). `sigmoid(s z)`
+/// for the true class avoids the cancellation of `1 - sigmoid(z)` for confident wrong
+/// answers.
+pub fn true_class_probability<B: QuenchOps>(
+    logits: Tensor<B, 3>,
+    labels: Tensor<B, 3>,
+    floor: f64,
+) -> [Tensor<B, 3>; 3] {
+    let sign = labels.mul_scalar(2.0).sub_scalar(1.0);
+    let p = sigmoid(logits * sign.clone());
+    let psi = p.clone().mul_scalar(1.0 - 2.0 * floor).add_scalar(floor);
+    [sign, p, psi]
+}
+
 /// The bounded loss's derivative with respect to the logit: `-(1 - 2 floor) s p (1 - p) /
-/// psi`, `p = sigmoid(s z)`, for logits and labels 0/1 of the same shape (or labels with
-/// member axis 1). Computing `sigmoid(s z)` for the true class avoids the cancellation of `1
-/// - sigmoid(z)` for confident wrong answers.
+/// psi` ([`true_class_probability`]), same shapes.
 pub fn logit_gradient<B: QuenchOps>(
     logits: Tensor<B, 3>,
     labels: Tensor<B, 3>,
     floor: f64,
 ) -> Tensor<B, 3> {
-    let sign = labels.mul_scalar(2.0).sub_scalar(1.0);
-    let p = sigmoid(logits * sign.clone());
-    let psi = p.clone().mul_scalar(1.0 - 2.0 * floor).add_scalar(floor);
+    let [sign, p, psi] = true_class_probability(logits, labels, floor);
     let slope = p.clone() * p.neg().add_scalar(1.0);
     (slope * sign / psi).mul_scalar(-(1.0 - 2.0 * floor))
 }
