@@ -40,7 +40,6 @@
 //! - [`QuenchOps::attention_forward`] / [`QuenchOps::attention_backward`]: multi-head
 //!   scaled dot-product attention with its softmax and optional dropout of the scores
 //!   ([`attention`]), on queries, keys and values as dense layers leave them.
-//!
 //! - [`QuenchOps::float_view`]: a reshape that shares the buffer on the CPU backend (whose
 //!   own reshape copies every time), used through [`crate::views::ViewTo`].
 //!
@@ -95,8 +94,7 @@ pub trait QuenchOps: Backend {
     /// ([`crate::views`]: CubeCL's reshape mis-strides otherwise). Under autodiff one node
     /// whose gradient is the same view back.
     fn float_view(tensor: FloatTensor<Self>, shape: Shape) -> FloatTensor<Self> {
-        let rank = tensor.shape().num_dims();
-        if rank != shape.num_dims() && rank > 1 && shape.num_dims() > 1 {
+        if crate::views::through_flat(tensor.shape().num_dims(), shape.num_dims()) {
             let elements = tensor.shape().num_elements();
             let flat = Self::float_reshape(tensor, Shape::new([elements]));
             Self::float_reshape(flat, shape)

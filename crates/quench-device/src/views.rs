@@ -24,6 +24,14 @@ use burn::tensor::{BasicOps, Shape, Tensor, TensorKind, TensorPrimitive};
 
 use crate::QuenchOps;
 
+/// Whether a reshape from rank `from` to rank `to` goes through the flat tensor: when it
+/// changes the rank of a tensor that is not flat. Adding dimensions is the faulty case,
+/// forward or, for a reshape that removes them, backward; a flat tensor has no size-one
+/// dimension for burn-std to stop at.
+pub(crate) fn through_flat(from: usize, to: usize) -> bool {
+    from != to && from > 1 && to > 1
+}
+
 /// A reshape that every backend computes right (see the module's documentation).
 pub trait ReshapeTo<B: Backend, K: TensorKind<B>> {
     /// This tensor's elements, in row-major order, as a tensor of `shape`.
@@ -41,9 +49,7 @@ impl<B: Backend, const D: usize, K: TensorKind<B> + BasicOps<B>> ReshapeTo<B, K>
 {
     #[allow(clippy::disallowed_methods)]
     fn reshape_to<const D2: usize>(self, shape: [usize; D2]) -> Tensor<B, D2, K> {
-        if D2 != D && D > 1 && D2 > 1 {
-            // Adding dimensions is the faulty case, forward or, for a reshape that removes
-            // them, backward; a flat tensor has no size-one dimension for burn-std to stop at.
+        if through_flat(D, D2) {
             let elements = self.shape().num_elements();
             self.reshape([elements]).reshape(shape)
         } else {
@@ -99,35 +105,86 @@ mod tests {
     use crate::readback::to_host_f32;
     use crate::reductions::Reduce;
 
+    /// A float reshape under test: Burn's through [`ReshapeTo`], or [`ViewTo`]'s.
+    trait FloatReshape {
+        fn to<B: QuenchOps, const D: usize, const D2: usize>(
+            t: Tensor<B, D>,
+            shape: [usize; D2],
+        ) -> Tensor<B, D2>;
+    }
+
+    struct ByReshape;
+    struct ByView;
+
+    impl FloatReshape for ByReshape {
+        fn to<B: QuenchOps, const D: usize, const D2: usize>(
+            t: Tensor<B, D>,
+            shape: [usize; D2],
+        ) -> Tensor<B, D2> {
+            t.reshape_to(shape)
+        }
+    }
+
+    impl FloatReshape for ByView {
+        fn to<B: QuenchOps, const D: usize, const D2: usize>(
+            t: Tensor<B, D>,
+            shape: [usize; D2],
+        ) -> Tensor<B, D2> {
+            t.view_to(shape)
+        }
+    }
+
+    /// The cases Burn 0.21's CubeCL reshape gets wrong, through `R`.
+    fn size_one_values<B: QuenchOps, R: FloatReshape>(device: &B::Device) {
+        let all = R::to(
+            Tensor::<B, 1, Int>::arange(0..725, device).float(),
+            [5, 145],
+        );
+        let last = R::to(all.clone().narrow(1, 144, 1), [5, 1, 1]);
+        assert_eq!(to_host_f32(last), vec![144.0, 289.0, 434.0, 579.0, 724.0]);
+        let block = R::to(all.clone().narrow(1, 0, 96), [5, 4, 24]);
+        assert_eq!(&to_host_f32(block)[95..97], &[95.0, 145.0]);
+        // One task's state `[1, 4]`, transposed and given a task axis.
+        let state = all.narrow(1, 0, 4).narrow(0, 1, 1);
+        let column = R::to(state.transpose(), [4, 1, 1]);
+        assert_eq!(to_host_f32(column), vec![145.0, 146.0, 147.0, 148.0]);
+    }
+
+    /// The backward pass of a reshape that removes a size-one dimension, fed a strided
+    /// gradient by a transpose (the solver's `[n, 1, tasks]` to `[tasks, n]` with one task),
+    /// through `R` on the autodiff backend `B`.
+    fn size_one_gradient<B: crate::QuenchBackend, R: FloatReshape>(device: &B::Device) {
+        let values = R::to(
+            Tensor::<B, 1>::from_floats([0.5, -1.0, 2.0], device),
+            [3, 1, 1],
+        )
+        .require_grad();
+        let weights = Tensor::<B, 2>::from_floats([[1.0, -1.0, 0.5]], device);
+        let state = R::to(values.clone(), [3, 1]).transpose();
+        let grads = (state * weights).sum_all().backward();
+        let grad = values
+            .grad(&grads)
+            .expect("the values take part in the sum");
+        assert_eq!(to_host_f32(grad), vec![1.0, -1.0, 0.5]);
+    }
+
     crate::device_test! {
-        /// The cases Burn 0.21's CubeCL reshape gets wrong, on the tests' device.
+        /// The cases Burn 0.21's CubeCL reshape gets wrong, on the tests' device, through
+        /// `reshape_to`, `unsqueeze_to` and `view_to`.
         fn views_with_size_one_dimensions_keep_their_elements<B>(device) {
+            size_one_values::<B::InnerBackend, ByReshape>(device);
+            size_one_values::<B::InnerBackend, ByView>(device);
             let all = Tensor::<B::InnerBackend, 1, Int>::arange(0..725, device)
                 .float()
                 .reshape_to([5, 145]);
-            let last = all.clone().narrow(1, 144, 1).reshape_to([5, 1, 1]);
-            assert_eq!(to_host_f32(last), vec![144.0, 289.0, 434.0, 579.0, 724.0]);
-            let unsqueezed = all.clone().narrow(1, 144, 1).unsqueeze_to::<3>(2);
+            let unsqueezed = all.narrow(1, 144, 1).unsqueeze_to::<3>(2);
             assert_eq!(to_host_f32(unsqueezed), vec![144.0, 289.0, 434.0, 579.0, 724.0]);
-            let block = all.clone().narrow(1, 0, 96).reshape_to([5, 4, 24]);
-            assert_eq!(&to_host_f32(block)[95..97], &[95.0, 145.0]);
-            // One task's state `[1, 4]`, transposed and given a task axis.
-            let state = all.narrow(1, 0, 4).narrow(0, 1, 1);
-            let column = state.transpose().reshape_to([4, 1, 1]);
-            assert_eq!(to_host_f32(column), vec![145.0, 146.0, 147.0, 148.0]);
         }
 
-        /// The backward pass of a reshape that removes a size-one dimension, fed a strided
-        /// gradient by a transpose: the solver's `[n, 1, tasks]` to `[tasks, n]` with one task.
+        /// [`size_one_gradient`] through `reshape_to` and `view_to`.
         fn gradients_through_size_one_views_reach_every_element<B>(device) {
-            let values = Tensor::<B, 1>::from_floats([0.5, -1.0, 2.0], device)
-                .reshape_to([3, 1, 1])
-                .require_grad();
-            let weights = Tensor::<B, 2>::from_floats([[1.0, -1.0, 0.5]], device);
-            let state = values.clone().reshape_to([3, 1]).transpose();
-            let grads = (state * weights).sum_all().backward();
-            let grad = values.grad(&grads).expect("the values take part in the sum");
-            assert_eq!(to_host_f32(grad), vec![1.0, -1.0, 0.5]);
+            size_one_gradient::<B, ByReshape>(device);
+            size_one_gradient::<B, ByView>(device);
         }
     }
 
@@ -156,26 +213,6 @@ mod tests {
                 let (a, b) = (x.grad(&a).expect("view"), x.grad(&b).expect("reshape"));
                 assert_eq!(to_host_f32(a), to_host_f32(b));
             }
-        }
-
-        /// The cases of CubeCL's faulty reshape (module documentation) through `view_to`.
-        fn views_with_size_one_dimensions_keep_their_elements_and_gradients<B>(device) {
-            let all = Tensor::<B::InnerBackend, 1, Int>::arange(0..725, device)
-                .float()
-                .view_to([5, 145]);
-            let last = all.clone().narrow(1, 144, 1).view_to([5, 1, 1]);
-            assert_eq!(to_host_f32(last), vec![144.0, 289.0, 434.0, 579.0, 724.0]);
-            let state = all.narrow(1, 0, 4).narrow(0, 1, 1);
-            let column = state.transpose().view_to([4, 1, 1]);
-            assert_eq!(to_host_f32(column), vec![145.0, 146.0, 147.0, 148.0]);
-            let values = Tensor::<B, 1>::from_floats([0.5, -1.0, 2.0], device)
-                .view_to([3, 1, 1])
-                .require_grad();
-            let weights = Tensor::<B, 2>::from_floats([[1.0, -1.0, 0.5]], device);
-            let state = values.clone().view_to([3, 1]).transpose();
-            let grads = (state * weights).sum_all().backward();
-            let grad = values.grad(&grads).expect("the values take part in the sum");
-            assert_eq!(to_host_f32(grad), vec![1.0, -1.0, 0.5]);
         }
     }
 
