@@ -8,7 +8,7 @@ use burn::tensor::TensorMetadata;
 use burn::tensor::ops::FloatTensor;
 
 use crate::host_layers::lanes_for;
-use crate::host_math::relu;
+use crate::host_math::relu_if;
 use crate::host_tensor::{Host, in_f32, tensor, values};
 use crate::lanes::in_lanes;
 
@@ -60,8 +60,7 @@ fn forward_portable(
         for c in 0..width {
             let standard = (row[c] - mean[c]) * inv_std[c];
             n[c] = standard;
-            let v = standard * gamma[c] + beta[c];
-            y[c] = if rectify { relu(v) } else { v };
+            y[c] = relu_if(standard * gamma[c] + beta[c], rectify);
         }
     }
 }

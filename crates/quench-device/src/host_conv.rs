@@ -11,7 +11,7 @@ use burn::tensor::ops::FloatTensor;
 
 use crate::host_gemm::{MatRef, gemm};
 use crate::host_layers::lanes_for;
-use crate::host_math::relu;
+use crate::host_math::relu_if;
 use crate::host_tensor::{Host, in_f32, tensor, values};
 use crate::lanes::in_lanes;
 use crate::ops::conv::PatchRows;
@@ -33,12 +33,6 @@ crate::simd_dispatch! {
     fn finish(out: &mut [f32], residual: Option<&[f32]>, epilogue: Epilogue<'_>) => finish_portable
 }
 
-/// ReLU where `rectify`.
-#[inline(always)]
-fn activate(v: f32, rectify: bool) -> f32 {
-    if rectify { relu(v) } else { v }
-}
-
 #[inline(always)]
 fn finish_portable(out: &mut [f32], residual: Option<&[f32]>, epilogue: Epilogue<'_>) {
     let width = epilogue.scale.len();
@@ -51,12 +45,12 @@ fn finish_portable(out: &mut [f32], residual: Option<&[f32]>, epilogue: Epilogue
             Some(res) => {
                 let res = &res[r * width..(r + 1) * width];
                 for ((v, (&s, &b)), &e) in row_affine.zip(res) {
-                    *v = activate(*v * s + b + e, rectify);
+                    *v = relu_if(*v * s + b + e, rectify);
                 }
             }
             None => {
                 for (v, (&s, &b)) in row_affine {
-                    *v = activate(*v * s + b, rectify);
+                    *v = relu_if(*v * s + b, rectify);
                 }
             }
         }

@@ -17,6 +17,12 @@ pub(crate) fn relu(x: f32) -> f32 {
     if x <= 0.0 { 0.0 } else { x }
 }
 
+/// [`relu`] where `rectify`, else `x`: a layer's optional ReLU epilogue.
+#[inline(always)]
+pub(crate) fn relu_if(x: f32, rectify: bool) -> f32 {
+    if rectify { relu(x) } else { x }
+}
+
 /// `e^x` for finite `x`, clamped to `[-87, 88]` (normal results); relative error below 1e-7.
 /// Branch-free and without float-to-int conversions (whose saturation checks keep loops
 /// scalar), so that loops over it vectorise.

@@ -44,15 +44,16 @@ pub(crate) fn owned(t: FloatTensor<Host>) -> Vec<f32> {
         NdArrayTensor::F32(storage) => {
             let array = storage.into_owned().into_owned();
             let len = array.len();
-            if array.is_standard_layout() {
-                let (values, offset) = array.into_raw_vec_and_offset();
-                if offset.unwrap_or(0) == 0 && values.len() == len {
-                    return values;
-                }
-                let start = offset.unwrap_or(0);
-                return values[start..start + len].to_vec();
+            if !array.is_standard_layout() {
+                return array.iter().copied().collect();
             }
-            array.iter().copied().collect()
+            let (values, offset) = array.into_raw_vec_and_offset();
+            let start = offset.unwrap_or(0);
+            if start == 0 && values.len() == len {
+                values
+            } else {
+                values[start..start + len].to_vec()
+            }
         }
         _ => unreachable!("cast to f32 by in_f32"),
     }
