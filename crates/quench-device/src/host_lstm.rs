@@ -15,11 +15,15 @@
 //!
 //! Products go through [`crate::host_gemm`]; the element passes through [`crate::simd_dispatch`]
 //! with `crate::host_math`'s activations, which vectorise. No buffer is allocated inside a
-//! step: each row's tape is written where the tensors that hold it will live.
+//! step: each row's tape is written where the tensors that hold it will live. The large buffers
+//! (tape, output, the backward pass's scratch) come from [`crate::host_buffers`], and the
+//! backward pass gives the tape's back once it is done with them, so that batch after batch
+//! reuses the same memory without clearing it.
 
 use burn::tensor::TensorMetadata;
 use burn::tensor::ops::FloatTensor;
 
+use crate::host_buffers::{recycle, recycle_tensor, take};
 use crate::host_gemm::{MatRef, add_rows, gemm, gemm_strided, gemm_with_bias};
 use crate::host_math::{sigmoid, tanh};
 use crate::host_tensor::{Host, in_f32, tensor, values};
@@ -265,7 +269,8 @@ fn forward_row(
 fn infer_row(s: RowShape, direction: Direction, inputs: RowInputs<'_>, hidden: &mut [f32]) {
     let RowInputs { x, w_x, w_h, bias } = inputs;
     let (g, h, n, seq, i) = (s.gates(), s.hidden, s.batch, s.seq, s.input);
-    let mut z = vec![0.0; n * g];
+    // Every step's products set all of `z` before the cells read it.
+    let mut z = take(n * g);
     let (mut c_prev, mut c) = (vec![0.0; n * h], vec![0.0; n * h]);
     for step in 0..seq {
         let t = direction.time(step);
@@ -295,6 +300,7 @@ fn infer_row(s: RowShape, direction: Direction, inputs: RowInputs<'_>, hidden: &
         }
         std::mem::swap(&mut c_prev, &mut c);
     }
+    recycle(z);
 }
 
 /// One row's gradients, written by [`backward_row`]: `w_x` `[I, G]`, `w_h` `[H, G]`, `bias`
@@ -329,7 +335,8 @@ fn backward_row(
     out: RowGradients<'_>,
 ) {
     let (g, h, n, seq) = (s.gates(), s.hidden, s.batch, s.seq);
-    let mut dz = vec![0.0; n * seq * g];
+    // Every step writes its `dz` for every sequence before a later one reads it.
+    let mut dz = take(n * seq * g);
     let mut dh = vec![0.0; n * h];
     let mut dc = vec![0.0; n * h];
     let zeros = vec![0.0; h];
@@ -367,7 +374,11 @@ fn backward_row(
     }
     // The recurrent weights' gradient pairs dz(n, t) with h(n, t'), t' the step before t in
     // this row's order: the hidden states shifted one step, zero at the first.
-    let mut previous = vec![0.0; n * seq * h];
+    let mut previous = take(n * seq * h);
+    let first = direction.time(0);
+    for b in 0..n {
+        previous[at(b, first, seq, h)].fill(0.0);
+    }
     for step in 1..seq {
         let (t, tb) = (direction.time(step), direction.time(step - 1));
         for b in 0..n {
@@ -396,6 +407,8 @@ fn backward_row(
         MatRef::row_major(tape.w_x, s.input, g).t(),
         false,
     );
+    recycle(dz);
+    recycle(previous);
 }
 
 /// The layer's sizes from `inputs` `[members, N, S, I]` and `w_h` `[2 members, H, G]`.
@@ -435,9 +448,11 @@ pub(crate) fn forward(
         return (inputs, [empty(shape(g)), empty(shape(h)), output]);
     }
     let (x, wx, wh, b) = (values(&inputs), values(&w_x), values(&w_h), values(&bias));
-    let mut gates = vec![0.0; rows * steps * g];
-    let mut cells = vec![0.0; rows * steps * h];
-    let mut hidden = vec![0.0; rows * steps * h];
+    // The projection sets every gate before the steps add to it, and every step writes its
+    // cells and hidden states: recycled buffers need no clearing.
+    let mut gates = take(rows * steps * g);
+    let mut cells = take(rows * steps * h);
+    let mut hidden = take(rows * steps * h);
     let jobs: Vec<_> = gates
         .chunks_exact_mut(steps * g)
         .zip(cells.chunks_exact_mut(steps * h))
@@ -452,7 +467,8 @@ pub(crate) fn forward(
         }
     });
     drop((x, wx, wh, b));
-    let output = side_by_side(&hidden, members, steps, h);
+    let output = side_by_side(&hidden, members, steps, h, lanes);
+    recycle(hidden);
     (
         inputs,
         [
@@ -464,22 +480,24 @@ pub(crate) fn forward(
 }
 
 /// The rows' hidden states `[2 members, N S, H]` with the directions side by side in each
-/// time step's features, as PyTorch lays them out: `[members, N S, 2 H]`.
-fn side_by_side(hidden: &[f32], members: usize, steps: usize, h: usize) -> Vec<f32> {
-    let mut output = vec![0.0; members * steps * 2 * h];
+/// time step's features, as PyTorch lays them out: `[members, N S, 2 H]`, the copies spread
+/// over up to `lanes` threads (every value of the output is written).
+fn side_by_side(hidden: &[f32], members: usize, steps: usize, h: usize, lanes: usize) -> Vec<f32> {
+    let mut output = take(members * steps * 2 * h);
     if output.is_empty() {
         return output;
     }
-    for (step_out, (forward, backward)) in output.chunks_exact_mut(2 * h).zip(
-        hidden
-            .chunks_exact(steps * h)
-            .step_by(2)
-            .zip(hidden.chunks_exact(steps * h).skip(1).step_by(2))
-            .flat_map(|(f, b)| f.chunks_exact(h).zip(b.chunks_exact(h))),
-    ) {
-        step_out[..h].copy_from_slice(forward);
-        step_out[h..].copy_from_slice(backward);
-    }
+    let jobs: Vec<_> = output.chunks_exact_mut(2 * h).enumerate().collect();
+    in_lanes(jobs, lanes, |group| {
+        for (k, both) in group {
+            // Step `k` of all members' steps: member `k / steps`, whose rows are 2m and 2m + 1.
+            let (m, step) = (k / steps, k % steps);
+            let row = |r: usize| &hidden[(r * steps + step) * h..][..h];
+            let (forward, backward) = both.split_at_mut(h);
+            forward.copy_from_slice(row(2 * m));
+            backward.copy_from_slice(row(2 * m + 1));
+        }
+    });
     output
 }
 
@@ -497,7 +515,8 @@ pub(crate) fn inference(
     let steps = s.seq * s.batch;
     let h = s.hidden;
     let (x, wx, wh, b) = (values(&inputs), values(&w_x), values(&w_h), values(&bias));
-    let mut hidden = vec![0.0; 2 * members * steps * h];
+    // Every row's steps write all of its hidden states.
+    let mut hidden = take(2 * members * steps * h);
     if steps > 0 && h > 0 {
         let jobs: Vec<_> = hidden.chunks_exact_mut(steps * h).enumerate().collect();
         in_lanes(jobs, lanes, |group| {
@@ -507,13 +526,15 @@ pub(crate) fn inference(
             }
         });
     }
-    let output = side_by_side(&hidden, members, steps, h);
+    let output = side_by_side(&hidden, members, steps, h, lanes);
+    recycle(hidden);
     tensor(output, [members, s.batch, s.seq, 2 * h])
 }
 
 /// Backward over every row in up to `lanes` threads: the gradients `[w_x, w_h, bias,
 /// inputs]` from the tape `[inputs, gates, cells, output]`, the weights and `d_output`
-/// `[members, N, S, 2H]`.
+/// `[members, N, S, 2H]`. The tape's buffers that nobody else holds go back to
+/// [`crate::host_buffers`].
 pub(crate) fn backward(
     tape: [FloatTensor<Host>; 4],
     w_x: FloatTensor<Host>,
@@ -548,7 +569,7 @@ pub(crate) fn backward(
     let mut d_w_h = vec![0.0; rows * h * g];
     let mut d_bias = vec![0.0; rows * g];
     // Each direction's share of the input gradient, summed per member below.
-    let mut d_x_rows = vec![0.0; rows * steps * i];
+    let mut d_x_rows = take(rows * steps * i);
     let jobs: Vec<_> = d_w_x
         .chunks_exact_mut(i * g)
         .zip(d_w_h.chunks_exact_mut(h * g))
@@ -581,7 +602,12 @@ pub(crate) fn backward(
             backward_row(s, direction, tape, member(&dy, m, steps * 2 * h), out);
         }
     });
-    let mut d_x = vec![0.0; members * steps * i];
+    drop((x, a, c, y, wx, wh, dy));
+    for t in [inputs, gates, cells, output, d_output] {
+        recycle_tensor(t);
+    }
+    // Each member's sum of its rows' shares: every value written.
+    let mut d_x = take(members * steps * i);
     for (d_x, rows) in d_x
         .chunks_exact_mut(steps * i)
         .zip(d_x_rows.chunks_exact(2 * steps * i))
@@ -591,6 +617,7 @@ pub(crate) fn backward(
             *d = f + b;
         }
     }
+    recycle(d_x_rows);
     [
         tensor(d_w_x, [rows, i, g]),
         tensor(d_w_h, [rows, h, g]),

@@ -18,6 +18,7 @@ pub mod generator;
 mod host_adam;
 mod host_attention;
 mod host_batch_norm;
+mod host_buffers;
 mod host_conv;
 pub mod host_gemm;
 mod host_layers;

@@ -222,15 +222,16 @@ pub trait QuenchOps: Backend {
     }
 
     /// The layer's backward pass from its output's gradient `d_output` `[members, batch, seq,
-    /// 2 hidden]` and the tape [`QuenchOps::lstm_forward`] kept.
+    /// 2 hidden]` and the tape [`QuenchOps::lstm_forward`] kept, consumed (the CPU's host kernel
+    /// recycles its buffers).
     fn lstm_backward(
         weights: &LstmWeights<Self>,
-        tape: &LstmTape<Self>,
+        tape: LstmTape<Self>,
         d_output: Tensor<Self, 4>,
         lanes: usize,
     ) -> LstmGradients<Self> {
         let _ = lanes;
-        lstm::composed_backward(weights, tape, d_output)
+        lstm::composed_backward(weights, &tape, d_output)
     }
 
     /// `activation(x W + b)` per member ([`dense::dense`]): `x` `[members, rows, fan_in]`,
@@ -599,12 +600,12 @@ impl QuenchOps for NdArray<f32> {
 
     fn lstm_backward(
         weights: &LstmWeights<Self>,
-        tape: &LstmTape<Self>,
+        tape: LstmTape<Self>,
         d_output: Tensor<Self, 4>,
         lanes: usize,
     ) -> LstmGradients<Self> {
-        let tape = [&tape.inputs, &tape.gates, &tape.cells, &tape.output]
-            .map(|t| t.clone().into_primitive().tensor());
+        let tape =
+            [tape.inputs, tape.gates, tape.cells, tape.output].map(|t| t.into_primitive().tensor());
         let [w_x, w_h, bias, inputs] = crate::host_lstm::backward(
             tape,
             weights.w_x.clone().into_primitive().tensor(),
@@ -852,7 +853,7 @@ impl<B: QuenchOps, C: CheckpointStrategy> QuenchOps for Autodiff<B, C> {
 
     fn lstm_backward(
         weights: &LstmWeights<Self>,
-        tape: &LstmTape<Self>,
+        tape: LstmTape<Self>,
         d_output: Tensor<Self, 4>,
         lanes: usize,
     ) -> LstmGradients<Self> {

@@ -215,7 +215,7 @@ pub fn backward<B: QuenchOps>(
     lanes: usize,
 ) -> (Vec<Tensor<B, 3>>, Tensor<B, 4>) {
     let weights = weights(layer);
-    let g = B::lstm_backward(&weights, &tape, dy, lanes);
+    let g = B::lstm_backward(&weights, tape, dy, lanes);
     let grads = [g.w_x, g.w_h, g.bias.clone(), g.bias]
         .into_iter()
         .zip(layer)

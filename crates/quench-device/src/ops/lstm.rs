@@ -254,7 +254,7 @@ pub(super) fn autodiff_forward<B: QuenchOps, C: CheckpointStrategy>(
             let d_output = grads.consume::<B>(&ops.node);
             let (weights, tape) = ops.state;
             let d_output = Tensor::from_primitive(TensorPrimitive::Float(d_output));
-            let g = B::lstm_backward(&weights, &tape, d_output, self.lanes);
+            let g = B::lstm_backward(&weights, tape, d_output, self.lanes);
             let [x, w_x, w_h, bias] = ops.parents;
             let pairs = [
                 (x, g.inputs.into_primitive().tensor()),
@@ -304,7 +304,7 @@ pub(super) fn autodiff_forward<B: QuenchOps, C: CheckpointStrategy>(
 /// autodiff: its results are not tracked).
 pub(super) fn autodiff_backward<B: QuenchOps, C: CheckpointStrategy>(
     weights: &LstmWeights<Autodiff<B, C>>,
-    tape: &LstmTape<Autodiff<B, C>>,
+    tape: LstmTape<Autodiff<B, C>>,
     d_output: Tensor<Autodiff<B, C>, 4>,
     lanes: usize,
 ) -> LstmGradients<Autodiff<B, C>> {
@@ -314,12 +314,12 @@ pub(super) fn autodiff_backward<B: QuenchOps, C: CheckpointStrategy>(
         bias: weights.bias.clone().inner(),
     };
     let tape = LstmTape {
-        inputs: tape.inputs.clone().inner(),
-        gates: tape.gates.clone().inner(),
-        cells: tape.cells.clone().inner(),
-        output: tape.output.clone().inner(),
+        inputs: tape.inputs.inner(),
+        gates: tape.gates.inner(),
+        cells: tape.cells.inner(),
+        output: tape.output.inner(),
     };
-    let g = B::lstm_backward(&weights, &tape, d_output.inner(), lanes);
+    let g = B::lstm_backward(&weights, tape, d_output.inner(), lanes);
     LstmGradients {
         w_x: Tensor::from_inner(g.w_x),
         w_h: Tensor::from_inner(g.w_h),
@@ -401,7 +401,7 @@ mod tests {
                 );
             }
             let want = composed_backward(&weights, &want, loss.clone());
-            let got = Host::lstm_backward(&weights, &got, loss, lanes);
+            let got = Host::lstm_backward(&weights, got, loss, lanes);
             for (name, a, b) in [
                 ("w_x", rank4(got.w_x), rank4(want.w_x)),
                 ("w_h", rank4(got.w_h), rank4(want.w_h)),
@@ -426,9 +426,30 @@ mod tests {
         assert_eq!(tape.output.dims(), [2, 0, 3, 10]);
         assert_eq!(inferred.dims(), [2, 0, 3, 10]);
         let d_output = tape.output.clone();
-        let g = Host::lstm_backward(&weights, &tape, d_output, 2);
+        let g = Host::lstm_backward(&weights, tape, d_output, 2);
         assert_eq!((g.w_x.dims(), g.inputs.dims()), ([4, 4, 20], [2, 0, 3, 4]));
         assert!(to_host_f32(g.w_h).iter().all(|&v| v == 0.0));
+    }
+
+    #[test]
+    fn the_host_backward_pass_gives_the_tapes_buffers_to_the_next_forward_one() {
+        // Gates of 2 x 64 x 8 x 4 * 48 values: large enough to be kept (host_buffers).
+        let (weights, x, loss) = case::<Host>([1, 64, 8, 3, 48], 14);
+        let address = |t: &Tensor<Host, 4>| {
+            crate::host_tensor::values(&t.clone().into_primitive().tensor()).as_ptr()
+        };
+        let first = Host::lstm_forward(x.clone(), &weights, 2);
+        let gates = address(&first.gates);
+        assert!(!crate::host_buffers::holds(gates));
+        let _ = Host::lstm_backward(&weights, first, loss.clone(), 2);
+        assert!(crate::host_buffers::holds(gates));
+        let second = Host::lstm_forward(x, &weights, 2);
+        assert_eq!(address(&second.gates), gates);
+        assert!(!crate::host_buffers::holds(gates));
+        // A tape whose gates someone else still holds keeps them.
+        let held = second.gates.clone();
+        let _ = Host::lstm_backward(&weights, second, loss, 2);
+        assert!(!crate::host_buffers::holds(address(&held)));
     }
 
     #[test]
