@@ -356,6 +356,8 @@ pub fn train_temporal<B: QuenchBackend>(
         loader,
         best_params: params.clone(),
         best_state: state.clone(),
+        validation_predictions: Vec::new(),
+        best_validation: vec![None; members],
         params,
         state,
         adam,
@@ -382,7 +384,17 @@ pub fn train_temporal<B: QuenchBackend>(
             .map(|p| Scores::of(p, part.windows.labels()))
             .collect())
     };
-    let (validation_scores, test_scores) = (score(&data.validation)?, score(&data.test)?);
+    // The validation part was scored with each member's best weights in the epoch that made
+    // them its best: those predictions are the scores' (a member that never improved is
+    // scored now, as the test part is).
+    let validation_scores = match kept_scores(
+        &trainer.best_validation,
+        data.validation.windows.labels(),
+    ) {
+        Some(scores) => scores,
+        None => score(&data.validation)?,
+    };
+    let test_scores = score(&data.test)?;
     Ok(TemporalOutcome {
         model: config.model,
         seeds: config
@@ -421,6 +433,10 @@ struct Members<'a, B: QuenchBackend> {
     /// Each member's best weights and state so far.
     best_params: Vec<Tensor<B::InnerBackend, 3>>,
     best_state: Vec<Tensor<B::InnerBackend, 3>>,
+    /// The last epoch's validation predictions, member-major `[members, windows]`.
+    validation_predictions: Vec<i64>,
+    /// Each member's validation predictions with its best weights, once it has had some.
+    best_validation: Vec<Option<Vec<i64>>>,
     adam: MemberAdam<B::InnerBackend>,
     amp: MixedPrecision,
     /// `[window, features]` of a window.
@@ -475,9 +491,10 @@ impl<B: QuenchBackend> SeedMembers for Members<'_, B> {
                 None => step.state,
             };
         }
-        let (validation_loss, _) =
+        let (validation_loss, predictions) =
             self.validation
                 .evaluate(self.eval_net, &self.params, &self.state, members);
+        self.validation_predictions = predictions;
         Ok(EpochValues::read(validation_loss, loss_sum))
     }
 
@@ -489,6 +506,11 @@ impl<B: QuenchBackend> SeedMembers for Members<'_, B> {
             mask.clone(),
         );
         self.best_state = replace_members(std::mem::take(&mut self.best_state), &self.state, mask);
+        keep_improved_predictions(
+            &mut self.best_validation,
+            &self.validation_predictions,
+            improved,
+        );
     }
 
     fn batches(&self) -> usize {
@@ -550,6 +572,27 @@ fn balanced_weights(labels: &[i64]) -> Vec<f32> {
                 labels.len() as f32 / (CLASSES * c) as f32
             }
         })
+        .collect()
+}
+
+/// Each member's part of `latest` (member-major predictions `[members, windows]`) kept in
+/// `best` where `improved`.
+fn keep_improved_predictions(best: &mut [Option<Vec<i64>>], latest: &[i64], improved: &[bool]) {
+    let windows = latest.len() / best.len().max(1);
+    for ((best, latest), _) in best
+        .iter_mut()
+        .zip(latest.chunks(windows.max(1)))
+        .zip(improved)
+        .filter(|(_, improved)| **improved)
+    {
+        *best = Some(latest.to_vec());
+    }
+}
+
+/// Every member's scores against `labels` from its `kept` predictions, if each has some.
+fn kept_scores(kept: &[Option<Vec<i64>>], labels: &[i64]) -> Option<Vec<Scores>> {
+    kept.iter()
+        .map(|p| p.as_deref().map(|p| Scores::of(p, labels)))
         .collect()
 }
 
@@ -616,6 +659,23 @@ impl<B: QuenchOps> EvaluationPart<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn validation_predictions_are_kept_with_each_members_best_weights_only() {
+        let labels = [0, 1, 2];
+        let mut best = vec![None; 2];
+        // Epoch 1: both improve; epoch 2: only the second.
+        keep_improved_predictions(&mut best, &[0, 1, 2, 2, 2, 2], &[true, true]);
+        keep_improved_predictions(&mut best, &[1, 1, 1, 0, 1, 2], &[false, true]);
+        assert_eq!(best, [Some(vec![0, 1, 2]), Some(vec![0, 1, 2])]);
+        let scores = kept_scores(&best, &labels).expect("both kept");
+        assert_eq!(scores[0].accuracy, 1.0);
+        // A member that never improved has nothing kept: the caller evaluates instead.
+        let mut partial = vec![None; 2];
+        keep_improved_predictions(&mut partial, &[0, 1, 2, 2, 2, 2], &[false, true]);
+        assert_eq!(partial[1], Some(vec![2, 2, 2]));
+        assert!(kept_scores(&partial, &labels).is_none());
+    }
 
     #[test]
     fn the_rate_warms_up_linearly_then_follows_a_cosine_to_zero() {
