@@ -4,10 +4,11 @@
 //!
 //! Per row, with `S` steps, `N` batch, `I` inputs, `H` hidden units and `G = 4 H` gates:
 //! - forward: the input projection of every step at once (`[S N, I] @ [I, G]`, into the gates
-//!   buffer, bias first), then per step one recurrent product `[N, H] @ [H, G]` accumulated
-//!   into that step's slice and one pass over its elements that activates the gates in place,
-//!   updates the cell and writes the hidden state: `2 S N G (I + H)` flops of products and
-//!   `S N H` cells;
+//!   buffer), then per step one recurrent product `[N, H] @ [H, G]` accumulated into that
+//!   step's slice and one pass over its elements that adds the bias, activates the gates in
+//!   place, updates the cell and writes the hidden state: `2 S N G (I + H)` flops of products
+//!   and `S N H` cells (the bias added in the pass that reads the gates anyway, not written
+//!   into the whole buffer first);
 //! - backward: per step, in reverse, `dh += dz_{t+1} @ W_h^T` and one pass that writes the
 //!   step's pre-activation gradients and carries the cell gradient; then the weight gradients
 //!   as two products over every step (`h_{t-1}^T dz`, `x^T dz`), the bias gradient as column
@@ -24,7 +25,7 @@ use burn::tensor::TensorMetadata;
 use burn::tensor::ops::FloatTensor;
 
 use crate::host_buffers::{recycle, recycle_tensor, take};
-use crate::host_gemm::{MatRef, add_rows, gemm, gemm_strided, gemm_with_bias};
+use crate::host_gemm::{MatRef, add_rows, gemm, gemm_strided};
 use crate::host_math::{sigmoid, tanh};
 use crate::host_tensor::{Host, in_f32, tensor, values};
 use crate::lanes::in_lanes;
@@ -49,15 +50,16 @@ impl RowShape {
 }
 
 crate::simd_dispatch! {
-    /// One step's element pass, forward: `z` `[batch, 4 hidden]` pre-activations in, the
-    /// activated gates (i, f, g, o) out in place; `c_prev` `[batch, hidden]` the cells before,
-    /// `c` and `h` after.
-    fn cells_forward(z: &mut [f32], c_prev: &[f32], c: &mut [f32], h: &mut [f32], hidden: usize) => cells_forward_portable
+    /// One step's element pass, forward: `z` `[batch, 4 hidden]` pre-activations less the
+    /// `bias` `[4 hidden]` in, the activated gates (i, f, g, o) out in place; `c_prev`
+    /// `[batch, hidden]` the cells before, `c` and `h` after.
+    fn cells_forward(z: &mut [f32], bias: &[f32], c_prev: &[f32], c: &mut [f32], h: &mut [f32], hidden: usize) => cells_forward_portable
 }
 
 #[inline(always)]
 fn cells_forward_portable(
     z: &mut [f32],
+    bias: &[f32],
     c_prev: &[f32],
     c: &mut [f32],
     h: &mut [f32],
@@ -74,14 +76,16 @@ fn cells_forward_portable(
         // four gates is packed across them instead.
         let (ifg, zo) = z.split_at_mut(3 * n);
         let (zif, zg) = ifg.split_at_mut(2 * n);
-        for v in zif.iter_mut() {
-            *v = sigmoid(*v);
+        let (bif, bias_rest) = bias[..4 * n].split_at(2 * n);
+        let (bg, bo) = bias_rest.split_at(n);
+        for (v, b) in zif.iter_mut().zip(bif) {
+            *v = sigmoid(*v + b);
         }
-        for v in zo.iter_mut() {
-            *v = sigmoid(*v);
+        for (v, b) in zo.iter_mut().zip(bo) {
+            *v = sigmoid(*v + b);
         }
-        for v in zg.iter_mut() {
-            *v = tanh(*v);
+        for (v, b) in zg.iter_mut().zip(bg) {
+            *v = tanh(*v + b);
         }
         let (zi, zf) = zif.split_at(n);
         let (zi, zf, zg, zo) = (&zi[..n], &zf[..n], &zg[..n], &zo[..n]);
@@ -226,11 +230,11 @@ fn forward_row(
 ) {
     let RowInputs { x, w_x, w_h, bias } = inputs;
     let (g, h, n, seq) = (s.gates(), s.hidden, s.batch, s.seq);
-    gemm_with_bias(
+    gemm(
         gates,
         MatRef::row_major(x, n * seq, s.input),
         MatRef::row_major(w_x, s.input, g),
-        bias,
+        false,
     );
     let zeros = vec![0.0; h];
     for step in 0..seq {
@@ -253,6 +257,7 @@ fn forward_row(
             };
             cells_forward(
                 &mut gates[at(b, t, seq, g)],
+                bias,
                 c_prev,
                 c,
                 &mut hidden[at(b, t, seq, h)],
@@ -274,11 +279,11 @@ fn infer_row(s: RowShape, direction: Direction, inputs: RowInputs<'_>, hidden: &
     let (mut c_prev, mut c) = (vec![0.0; n * h], vec![0.0; n * h]);
     for step in 0..seq {
         let t = direction.time(step);
-        gemm_with_bias(
+        gemm(
             &mut z,
             MatRef::strided(&x[t * i..], n, i, seq * i),
             MatRef::row_major(w_x, i, g),
-            bias,
+            false,
         );
         if step > 0 {
             let tb = direction.time(step - 1);
@@ -296,7 +301,7 @@ fn infer_row(s: RowShape, direction: Direction, inputs: RowInputs<'_>, hidden: &
             .zip(c.chunks_exact_mut(h))
             .enumerate()
         {
-            cells_forward(z, c_prev, c, &mut hidden[at(b, t, seq, h)], h);
+            cells_forward(z, bias, c_prev, c, &mut hidden[at(b, t, seq, h)], h);
         }
         std::mem::swap(&mut c_prev, &mut c);
     }
