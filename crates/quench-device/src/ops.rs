@@ -40,6 +40,9 @@
 //! - [`QuenchOps::attention_forward`] / [`QuenchOps::attention_backward`]: multi-head
 //!   scaled dot-product attention with its softmax and optional dropout of the scores
 //!   ([`attention`]), on queries, keys and values as dense layers leave them.
+//! - [`QuenchOps::weighted_sum`] / [`QuenchOps::weighted_sum_backward`]: attention pooling's
+//!   weighted sum over a sequence ([`pooling`]); one pass over the values each way on the CPU
+//!   backend, rows over lanes, Burn ops elsewhere, one autodiff node.
 //! - [`QuenchOps::float_view`]: a reshape that shares the buffer on the CPU backend (whose
 //!   own reshape copies every time), used through [`crate::views::ViewTo`].
 //!
@@ -68,6 +71,7 @@ pub mod batch_norm;
 pub mod conv;
 pub mod dense;
 pub mod lstm;
+pub mod pooling;
 pub mod sgld;
 
 use adam::{AdamConfig, AdamStep, AdamUpdate};
@@ -76,6 +80,7 @@ use batch_norm::{BatchNormTape, BatchNormed};
 use conv::{ConvAffine, PatchRows};
 use dense::{Activation, DenseGradients, DenseOutput, NormGradients, NormTape, Normed};
 use lstm::{LstmGradients, LstmTape, LstmWeights};
+use pooling::PoolGradients;
 use sgld::SgldStep;
 
 /// Operations Quench adds to a Burn backend; see the module documentation.
@@ -277,6 +282,21 @@ pub trait QuenchOps: Backend {
         dy: Tensor<Self, 3>,
     ) -> NormGradients<Self> {
         dense::composed_layer_norm_backward(tape, gamma, dy)
+    }
+
+    /// Attention pooling's weighted sum over a sequence ([`pooling::weighted_sum`]): `values`
+    /// `[rows, seq, width]` and `weights` `[rows, seq]` to `[rows, width]`.
+    fn weighted_sum(values: Tensor<Self, 3>, weights: Tensor<Self, 2>) -> Tensor<Self, 2> {
+        pooling::composed_weighted_sum(values, weights)
+    }
+
+    /// The weighted sum's gradients from the pooled output's gradient `grad` `[rows, width]`.
+    fn weighted_sum_backward(
+        values: &Tensor<Self, 3>,
+        weights: &Tensor<Self, 2>,
+        grad: Tensor<Self, 2>,
+    ) -> PoolGradients<Self> {
+        pooling::composed_weighted_sum_backward(values, weights, grad)
     }
 
     /// Multi-head scaled dot-product attention ([`attention::attention`]): the context
@@ -670,6 +690,29 @@ impl QuenchOps for NdArray<f32> {
         NormGradients { x, gamma, beta }
     }
 
+    fn weighted_sum(values: Tensor<Self, 3>, weights: Tensor<Self, 2>) -> Tensor<Self, 2> {
+        from_host(crate::host_layers::weighted_sum(
+            values.into_primitive().tensor(),
+            weights.into_primitive().tensor(),
+        ))
+    }
+
+    fn weighted_sum_backward(
+        values: &Tensor<Self, 3>,
+        weights: &Tensor<Self, 2>,
+        grad: Tensor<Self, 2>,
+    ) -> PoolGradients<Self> {
+        let [values, weights] = crate::host_layers::weighted_sum_backward(
+            values.clone().into_primitive().tensor(),
+            weights.clone().into_primitive().tensor(),
+            grad.into_primitive().tensor(),
+        );
+        PoolGradients {
+            values: from_host(values),
+            weights: from_host(weights),
+        }
+    }
+
     fn attention_forward(inputs: &AttentionInputs<Self>) -> AttentionOutput<Self> {
         if !host_fits(inputs) {
             return attention::composed_attention(inputs);
@@ -908,6 +951,27 @@ impl<B: QuenchOps, C: CheckpointStrategy> QuenchOps for Autodiff<B, C> {
             x: Tensor::from_inner(g.x),
             gamma: Tensor::from_inner(g.gamma),
             beta: Tensor::from_inner(g.beta),
+        }
+    }
+
+    fn weighted_sum(values: Tensor<Self, 3>, weights: Tensor<Self, 2>) -> Tensor<Self, 2> {
+        pooling::autodiff_weighted_sum(values, weights)
+    }
+
+    /// The inner backend's, on values (first-order autodiff).
+    fn weighted_sum_backward(
+        values: &Tensor<Self, 3>,
+        weights: &Tensor<Self, 2>,
+        grad: Tensor<Self, 2>,
+    ) -> PoolGradients<Self> {
+        let g = B::weighted_sum_backward(
+            &values.clone().inner(),
+            &weights.clone().inner(),
+            grad.inner(),
+        );
+        PoolGradients {
+            values: Tensor::from_inner(g.values),
+            weights: Tensor::from_inner(g.weights),
         }
     }
 
@@ -1187,8 +1251,27 @@ mod on_device {
             [members, batch * seq, 2 * hidden],
             device,
         );
+        // Attention pooling of the normalised states, weighted by a softmax of the dense
+        // layer's sums over time.
+        let scores = activated
+            .clone()
+            .reshape_to([members * batch, seq, 2 * hidden])
+            .sum_along(2)
+            .reshape_to([members * batch, seq]);
+        let pooled = super::pooling::weighted_sum(
+            normed
+                .clone()
+                .reshape_to([members * batch, seq, 2 * hidden]),
+            burn::tensor::activation::softmax(scores, 1),
+        );
+        let pool_weights = float_tensor::<X, f32, 2>(
+            values(members * batch * 2 * hidden, 11),
+            [members * batch, 2 * hidden],
+            device,
+        );
         let loss = (context.clone() * loss_weights).sum_all()
-            + (batch_normed.clone() * bn_weights).sum_all();
+            + (batch_normed.clone() * bn_weights).sum_all()
+            + (pooled.clone() * pool_weights).sum_all();
         let grads = loss.backward();
         let mut out: Vec<Vec<f32>> = [h, normed, activated]
             .into_iter()
@@ -1196,6 +1279,7 @@ mod on_device {
             .collect();
         out.push(to_host_f32(context));
         out.push(to_host_f32(batch_normed));
+        out.push(to_host_f32(pooled));
         for p in [&x, &w_x, &w_h, &bias, &gamma, &beta, &w, &b] {
             out.push(p.grad(&grads).map(to_host_f32).unwrap_or_default());
         }
@@ -1280,8 +1364,8 @@ mod on_device {
             let on_device = layers::<B>(device);
             let on_host = layers::<Autodiff<NdArray<f32>>>(&Default::default());
             let names = [
-                "lstm", "layer norm", "dense", "attention", "batch norm", "dx", "dw_x", "dw_h",
-                "dbias", "dgamma", "dbeta", "dw", "db",
+                "lstm", "layer norm", "dense", "attention", "batch norm", "weighted sum", "dx",
+                "dw_x", "dw_h", "dbias", "dgamma", "dbeta", "dw", "db",
             ];
             assert_eq!(on_device.len(), names.len());
             for ((name, got), want) in names.iter().zip(&on_device).zip(&on_host) {

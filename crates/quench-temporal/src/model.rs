@@ -25,6 +25,7 @@ use burn::tensor::activation::{relu, sigmoid, softmax};
 use burn::tensor::{Tensor, TensorData};
 use quench_device::ops::attention::{AttentionInputs, attention};
 use quench_device::ops::batch_norm::batch_norm;
+use quench_device::ops::pooling::weighted_sum;
 use quench_device::reductions::Reduce;
 use quench_device::views::{ReshapeTo, ViewTo};
 use quench_device::{Precision, QuenchOps, SeededGenerator};
@@ -519,12 +520,16 @@ impl<B: QuenchOps> TemporalNet<B> {
         h: Tensor<B, 4>,
         drop: impl Fn(Tensor<B, 3>) -> Tensor<B, 3>,
     ) -> Tensor<B, 3> {
-        let [members, batch, _, two_h] = h.dims();
+        let [members, batch, window, two_h] = h.dims();
         let h = member_layer_norm(h, &p[0], &p[1], NORM_EPS);
         let scorer = member_dense(h.clone(), &p[2], &p[3], Some(Activation::Tanh));
         let scores = member_linear(scorer, &p[4], &p[5]);
         let weights = softmax(scores, 2);
-        let pooled = (h * weights).sum_along(2).view_to([members, batch, two_h]);
+        let pooled = weighted_sum(
+            h.view_to([members * batch, window, two_h]),
+            weights.view_to([members * batch, window]),
+        )
+        .view_to([members, batch, two_h]);
         let z = drop(member_layer_norm(pooled, &p[6], &p[7], NORM_EPS));
         let z = member_dense(z, &p[8], &p[9], Some(Activation::Relu));
         let z = member_layer_norm(z, &p[10], &p[11], NORM_EPS);

@@ -387,13 +387,11 @@ pub fn train_temporal<B: QuenchBackend>(
     // The validation part was scored with each member's best weights in the epoch that made
     // them its best: those predictions are the scores' (a member that never improved is
     // scored now, as the test part is).
-    let validation_scores = match kept_scores(
-        &trainer.best_validation,
-        data.validation.windows.labels(),
-    ) {
-        Some(scores) => scores,
-        None => score(&data.validation)?,
-    };
+    let validation_scores =
+        match kept_scores(&trainer.best_validation, data.validation.windows.labels()) {
+            Some(scores) => scores,
+            None => score(&data.validation)?,
+        };
     let test_scores = score(&data.test)?;
     Ok(TemporalOutcome {
         model: config.model,

@@ -245,7 +245,10 @@ mod tests {
         for (rows, cols) in [(8, 8), (128, 40), (3, 128), (512, 128), (20, 9), (1, 1)] {
             let got = orthogonal(&mut StdRng::seed_from_u64(5), rows, cols);
             let want = left_looking(&mut StdRng::seed_from_u64(5), rows, cols);
-            let same = got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits());
+            let same = got
+                .iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
             assert!(same, "{rows}x{cols}");
         }
     }
