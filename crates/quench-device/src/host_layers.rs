@@ -206,7 +206,8 @@ pub(crate) fn dense_backward(
     let dz: std::borrow::Cow<'_, [f32]> = match activation {
         None => dyv,
         Some(activation) => {
-            let mut dz = vec![0.0; dyv.len()];
+            // Scratch from the recycled buffers, every value written by the lanes below.
+            let mut dz = crate::host_buffers::take(dyv.len());
             let parts = lanes_for(dz.len() * 8);
             let chunk = dz.len().div_ceil(parts).max(1);
             let jobs: Vec<_> = dz.chunks_mut(chunk).enumerate().collect();
@@ -258,6 +259,9 @@ pub(crate) fn dense_backward(
     // (Chunks of at least one value: with no outputs there is no bias to sum into.)
     for (m, db) in db.chunks_mut(fan_out.max(1)).enumerate() {
         add_rows(db, &dz[m * rows * fan_out..(m + 1) * rows * fan_out]);
+    }
+    if let std::borrow::Cow::Owned(scratch) = dz {
+        crate::host_buffers::recycle(scratch);
     }
     [
         tensor(dx, [members, rows, fan_in]),

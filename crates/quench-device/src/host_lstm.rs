@@ -611,17 +611,29 @@ pub(crate) fn backward(
     for t in [inputs, gates, cells, output, d_output] {
         recycle_tensor(t);
     }
-    // Each member's sum of its rows' shares: every value written.
-    let mut d_x = take(members * steps * i);
-    for (d_x, rows) in d_x
-        .chunks_exact_mut(steps * i)
-        .zip(d_x_rows.chunks_exact(2 * steps * i))
-    {
-        let (forward, backward) = rows.split_at(steps * i);
-        for ((d, f), b) in d_x.iter_mut().zip(forward).zip(backward) {
-            *d = f + b;
+    // Each member's sum of its rows' shares, every value written, each member's values cut
+    // into pieces over the lanes.
+    let per_member = steps * i;
+    let piece = per_member.div_ceil(lanes.max(1));
+    let mut d_x = take(members * per_member);
+    let jobs: Vec<_> = d_x
+        .chunks_exact_mut(per_member)
+        .enumerate()
+        .flat_map(|(m, d)| {
+            d.chunks_mut(piece)
+                .enumerate()
+                .map(move |(p, d)| (m, p * piece, d))
+        })
+        .collect();
+    in_lanes(jobs, lanes, |group| {
+        for (m, start, d) in group {
+            let (forward, backward) =
+                d_x_rows[2 * m * per_member..(2 * m + 2) * per_member].split_at(per_member);
+            for ((d, f), b) in d.iter_mut().zip(&forward[start..]).zip(&backward[start..]) {
+                *d = f + b;
+            }
         }
-    }
+    });
     recycle(d_x_rows);
     [
         tensor(d_w_x, [rows, i, g]),

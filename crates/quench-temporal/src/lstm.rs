@@ -19,6 +19,7 @@
 //! `burn::nn::Lstm` runs eight matmuls per step and direction, member by member.
 
 use quench_device::QuenchOps;
+use quench_device::lanes::{host_cores, in_lanes};
 use quench_device::ops::lstm::{LstmTape, LstmWeights};
 use quench_device::views::ReshapeTo;
 
@@ -57,22 +58,34 @@ pub fn initial_layer<B: QuenchOps>(
     let members = seeds.len();
     let rows = 2 * members;
     let gates = 4 * hidden;
+    // Each row (member, direction) draws from its own stream, so the rows are drawn in
+    // parallel (the orthogonalisation of a 128-unit layer takes milliseconds).
+    let streams: Vec<u64> = seeds
+        .iter()
+        .flat_map(|&seed| (0..2u64).map(move |d| seed.wrapping_mul(2).wrapping_add(d)))
+        .collect();
+    let drawn = in_lanes(streams, host_cores(), |group| {
+        group
+            .into_iter()
+            .map(|stream| {
+                let w_x =
+                    draw_layers(Init::XavierUniform { gain: 1.0 }, 1, input, gates, stream).weight;
+                // PyTorch's weight_hh is [4H, H] with orthonormal columns; ours is its
+                // transpose.
+                let mut rng = StdRng::seed_from_u64(stream ^ 0x5EED_0F0F);
+                let w_h: Vec<f32> = orthogonal(&mut rng, hidden, gates)
+                    .into_iter()
+                    .map(|v| v as f32)
+                    .collect();
+                (w_x, w_h)
+            })
+            .collect::<Vec<_>>()
+    });
     let mut w_x = Vec::with_capacity(rows * input * gates);
     let mut w_h = Vec::with_capacity(rows * hidden * gates);
-    for &seed in seeds {
-        for direction in 0..2u64 {
-            let stream = seed.wrapping_mul(2).wrapping_add(direction);
-            w_x.extend(
-                draw_layers(Init::XavierUniform { gain: 1.0 }, 1, input, gates, stream).weight,
-            );
-            // PyTorch's weight_hh is [4H, H] with orthonormal columns; ours is its transpose.
-            let mut rng = StdRng::seed_from_u64(stream ^ 0x5EED_0F0F);
-            w_h.extend(
-                orthogonal(&mut rng, hidden, gates)
-                    .into_iter()
-                    .map(|v| v as f32),
-            );
-        }
+    for (x, h) in drawn.into_iter().flatten() {
+        w_x.extend(x);
+        w_h.extend(h);
     }
     [
         (w_x, [members, 2 * input, gates]),
