@@ -150,6 +150,25 @@ pub fn gemm_strided(
     }
 }
 
+/// `src` written row-major into `dst` (`[src.rows, src.cols]`): of a transposed view, the
+/// transpose. Panics if `dst` is too short (a caller's shape error).
+pub fn copy_into(dst: &mut [f32], src: MatRef<'_>) {
+    let (rows, cols) = (src.rows, src.cols);
+    assert!(
+        rows.checked_mul(cols).is_some_and(|len| len <= dst.len()),
+        "a {rows} x {cols} matrix into {} values",
+        dst.len()
+    );
+    if cols == 0 {
+        return;
+    }
+    for (r, row) in dst.chunks_exact_mut(cols).take(rows).enumerate() {
+        for (c, d) in row.iter_mut().enumerate() {
+            *d = src.data[r * src.row_stride + c * src.col_stride];
+        }
+    }
+}
+
 /// `dst = lhs @ rhs + bias`, `bias` `[rhs.cols]` added to every row of the row-major `dst`.
 pub fn gemm_with_bias(dst: &mut [f32], lhs: MatRef<'_>, rhs: MatRef<'_>, bias: &[f32]) {
     assert_eq!(

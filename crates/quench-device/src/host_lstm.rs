@@ -25,7 +25,7 @@ use burn::tensor::TensorMetadata;
 use burn::tensor::ops::FloatTensor;
 
 use crate::host_buffers::{recycle, recycle_tensor, take};
-use crate::host_gemm::{MatRef, add_rows, gemm, gemm_strided};
+use crate::host_gemm::{MatRef, add_rows, copy_into, gemm, gemm_strided};
 use crate::host_math::{sigmoid, tanh};
 use crate::host_tensor::{Host, in_f32, tensor, values};
 use crate::lanes::in_lanes;
@@ -345,6 +345,10 @@ fn backward_row(
     let mut dh = vec![0.0; n * h];
     let mut dc = vec![0.0; n * h];
     let zeros = vec![0.0; h];
+    // W_h^T `[G, H]` row-major, so that each step's product reads its right operand in order
+    // (measured 15 % faster than through the transposed view at H = 128).
+    let mut w_h_t = take(g * h);
+    copy_into(&mut w_h_t, MatRef::row_major(tape.w_h, h, g).t());
     for step in (0..seq).rev() {
         let t = direction.time(step);
         for (b, dh) in dh.chunks_exact_mut(h).enumerate() {
@@ -356,7 +360,7 @@ fn backward_row(
             gemm(
                 &mut dh,
                 MatRef::strided(&dz[after * g..], n, g, seq * g),
-                MatRef::row_major(tape.w_h, h, g).t(),
+                MatRef::row_major(&w_h_t, g, h),
                 true,
             );
         }
@@ -392,12 +396,17 @@ fn backward_row(
         }
     }
     let steps = n * seq;
+    // As its transpose `dz^T @ previous` `[G, H]` (16 % faster than `previous^T @ dz` at H =
+    // 128), into W_h^T's buffer, then turned.
+    let d_w_h_t = &mut w_h_t;
     gemm(
-        out.w_h,
-        MatRef::row_major(&previous, steps, h).t(),
-        MatRef::row_major(&dz, steps, g),
+        d_w_h_t,
+        MatRef::row_major(&dz, steps, g).t(),
+        MatRef::row_major(&previous, steps, h),
         false,
     );
+    copy_into(out.w_h, MatRef::row_major(d_w_h_t, g, h).t());
+    recycle(w_h_t);
     gemm(
         out.w_x,
         MatRef::row_major(tape.x, steps, s.input).t(),
