@@ -13,6 +13,7 @@
 use burn::tensor::TensorMetadata;
 use burn::tensor::ops::FloatTensor;
 
+use crate::host_buffers::{recycle, take};
 use crate::host_gemm::{MatRef, add_rows, gemm, gemm_strided, gemm_with_bias};
 use crate::host_math::{gelu, gelu_slope, relu, tanh};
 use crate::host_tensor::{Host, in_f32, tensor, values};
@@ -134,7 +135,8 @@ pub(crate) fn dense_forward(
     let (xs, ws) = (x.shape(), weight.shape());
     let (members, rows, fan_in, fan_out) = (xs[0], xs[1], xs[2], ws[2]);
     let (xv, wv, bv) = (values(&x), values(&weight), values(&bias));
-    let mut out = vec![0.0; members * rows * fan_out];
+    // Every row starts as the bias, then takes its product.
+    let mut out = take(members * rows * fan_out);
     if out.is_empty() {
         let empty = tensor(out, [members, rows, fan_out]);
         return [empty.clone(), empty];
@@ -207,7 +209,7 @@ pub(crate) fn dense_backward(
         None => dyv,
         Some(activation) => {
             // Scratch from the recycled buffers, every value written by the lanes below.
-            let mut dz = crate::host_buffers::take(dyv.len());
+            let mut dz = take(dyv.len());
             let parts = lanes_for(dz.len() * 8);
             let chunk = dz.len().div_ceil(parts).max(1);
             let jobs: Vec<_> = dz.chunks_mut(chunk).enumerate().collect();
@@ -222,8 +224,8 @@ pub(crate) fn dense_backward(
     };
     let parts = lanes_for(members * rows * fan_in * fan_out);
     let w_len = fan_in * fan_out;
-    // dx by rows: dz [rows, fan_out] @ W^T [fan_out, fan_in].
-    let mut dx = vec![0.0; members * rows * fan_in];
+    // dx by rows: dz [rows, fan_out] @ W^T [fan_out, fan_in], every row written.
+    let mut dx = take(members * rows * fan_in);
     let jobs = member_rows(&mut dx, [members, rows, fan_in], parts);
     in_lanes(jobs, parts, |group| {
         for (m, range, part) in group {
@@ -261,7 +263,7 @@ pub(crate) fn dense_backward(
         add_rows(db, &dz[m * rows * fan_out..(m + 1) * rows * fan_out]);
     }
     if let std::borrow::Cow::Owned(scratch) = dz {
-        crate::host_buffers::recycle(scratch);
+        recycle(scratch);
     }
     [
         tensor(dx, [members, rows, fan_in]),
@@ -368,8 +370,9 @@ pub(crate) fn layer_norm_forward(
     let xs = x.shape();
     let (members, rows, width) = (xs[0], xs[1], xs[2]);
     let (xv, gv, bv) = (values(&x), values(&gamma), values(&beta));
-    let mut y = vec![0.0; members * rows * width];
-    let mut normed = vec![0.0; members * rows * width];
+    // Every row of both is written.
+    let mut y = take(members * rows * width);
+    let mut normed = take(members * rows * width);
     let mut inv_std = vec![0.0; members * rows];
     let parts = lanes_for(members * rows * width * 4);
     let mut jobs = Vec::new();
@@ -423,7 +426,8 @@ pub(crate) fn layer_norm_backward(
         values(&gamma),
         values(&dy),
     );
-    let mut dx = vec![0.0; members * rows * width];
+    // Every row written.
+    let mut dx = take(members * rows * width);
     let parts = lanes_for(members * rows * width * 4);
     let jobs = member_rows(&mut dx, [members, rows, width], parts);
     // Each job's own gain and shift sums, added per member below in job order.
@@ -574,7 +578,7 @@ pub(crate) fn weighted_sum_backward(
     let shape = values_in.shape();
     let (rows, seq, width) = (shape[0], shape[1], shape[2]);
     // Every value of both is written below (zeros where a row has no width).
-    let mut d_values = crate::host_buffers::take(rows * seq * width);
+    let mut d_values = take(rows * seq * width);
     let mut d_weights = vec![0.0; rows * seq];
     if rows * seq * width > 0 {
         let (v, w, g) = (values(&values_in), values(&weights_in), values(&grad_in));

@@ -292,7 +292,8 @@ fn fill_rows(
     len: usize,
     fill: impl Fn(StreamKey, usize, &mut [f32]) + Sync,
 ) -> Vec<f32> {
-    let mut out = vec![0f32; keys.len() * len];
+    // Every value of every row is filled below.
+    let mut out = crate::host_buffers::take(keys.len() * len);
     if len == 0 {
         return out;
     }

@@ -21,7 +21,7 @@
 use quench_device::QuenchOps;
 use quench_device::lanes::{host_cores, in_lanes};
 use quench_device::ops::lstm::{LstmTape, LstmWeights};
-use quench_device::views::ReshapeTo;
+use quench_device::views::{ReshapeTo, ViewTo};
 
 use burn::module::{Param, ParamId};
 use burn::nn::{Linear, Lstm, LstmConfig};
@@ -98,11 +98,11 @@ pub fn initial_layer<B: QuenchOps>(
     .collect()
 }
 
-/// The layer's tensors as `[2 members, ...]` rows (a reshape, no copy).
+/// The layer's tensors as `[2 members, ...]` rows (a view, no copy).
 fn rows<B: QuenchOps>(layer: &[Tensor<B, 3>]) -> [Tensor<B, 3>; LAYER_PARAMS] {
     std::array::from_fn(|k| {
         let [members, inner, gates] = layer[k].dims();
-        layer[k].clone().reshape_to([2 * members, inner / 2, gates])
+        layer[k].clone().view_to([2 * members, inner / 2, gates])
     })
 }
 
@@ -232,7 +232,7 @@ pub fn backward<B: QuenchOps>(
     let grads = [g.w_x, g.w_h, g.bias.clone(), g.bias]
         .into_iter()
         .zip(layer)
-        .map(|(gradient, param)| gradient.reshape_to(param.dims()))
+        .map(|(gradient, param)| gradient.view_to(param.dims()))
         .collect();
     (grads, g.inputs)
 }
