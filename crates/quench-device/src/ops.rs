@@ -1151,11 +1151,7 @@ mod tests {
         let default = normals_tensor::<Host>(&keys, 9, 1_001, &device);
         let default: Vec<f32> = default.into_data().to_vec().expect("f32 data");
         let host = values(Host::counter_normals(&keys, 9, 1_001, &device));
-        let worst = host
-            .iter()
-            .zip(&default)
-            .map(|(h, d)| (h - d).abs())
-            .fold(0f32, f32::max);
+        let worst = crate::stats::max_abs_difference(&host, &default);
         assert_eq!(host.len(), 2 * 1_001);
         assert!(worst < 1e-5, "host kernel vs composition: {worst:e}");
         assert_ne!(host[..1_001], host[1_001..], "each key its own stream");
@@ -1372,7 +1368,7 @@ mod on_device {
                 assert_eq!(got.len(), want.len(), "{name}: sizes");
                 assert!(!want.is_empty(), "{name}: no gradient");
                 let scale = want.iter().fold(1f32, |m, v| m.max(v.abs()));
-                let gap = got.iter().zip(want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+                let gap = crate::stats::max_abs_difference(got, want) as f32;
                 assert!(gap / scale < 1e-4, "{name}: off by {:e} of its scale", gap / scale);
             }
         }
@@ -1388,7 +1384,7 @@ mod on_device {
             for ((name, got), want) in names.iter().zip(&on_device).zip(&on_host) {
                 assert_eq!(got.len(), want.len(), "{name}: sizes");
                 let scale = want.iter().fold(1e-3f32, |m, v| m.max(v.abs()));
-                let gap = got.iter().zip(want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+                let gap = crate::stats::max_abs_difference(got, want) as f32;
                 assert!(gap / scale < 1e-4, "{name}: off by {:e} of its scale", gap / scale);
             }
         }

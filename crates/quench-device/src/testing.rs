@@ -8,6 +8,9 @@
 //!
 //! A test is written once, generic over the backend, with [`device_test!`](crate::device_test).
 
+use burn::tensor::Tensor;
+use burn::tensor::backend::Backend;
+
 use crate::backend::{OnDevice, SelectedDevice, run_on, select};
 use crate::spec::DeviceSpec;
 
@@ -87,6 +90,18 @@ macro_rules! device_test {
         $crate::device_test! { $($rest)* }
     };
     () => {};
+}
+
+/// The largest `|a - b|` between two tensors' values (read back; as many values each), NaN
+/// when any value of either is NaN, so that a broken result never passes a `gap < tolerance`
+/// check (a plain `fold(0.0, f32::max)` drops NaN).
+pub fn largest_gap<B: Backend, const D: usize>(a: Tensor<B, D>, b: Tensor<B, D>) -> f32 {
+    let (a, b) = (
+        crate::readback::to_host_f32(a),
+        crate::readback::to_host_f32(b),
+    );
+    assert_eq!(a.len(), b.len(), "tensors of different sizes");
+    crate::stats::max_abs_difference(&a, &b) as f32
 }
 
 #[cfg(test)]

@@ -804,11 +804,7 @@ mod tests {
         );
         let gap = |a: Vec<f32>, b: Vec<f32>| {
             let scale = b.iter().fold(1f32, |m, v| m.max(v.abs()));
-            a.iter()
-                .zip(&b)
-                .map(|(x, y)| (x - y).abs())
-                .fold(0f32, f32::max)
-                / scale
+            quench_device::stats::max_abs_difference(&a, &b) as f32 / scale
         };
         let values = gap(to_host_f32(batched.clone()), to_host_f32(reference.clone()));
         assert!(values < 1e-5, "logits differ by {values:e}");

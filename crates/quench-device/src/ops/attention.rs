@@ -194,20 +194,12 @@ pub(super) fn autodiff_attention_backward<B: QuenchOps, C: CheckpointStrategy>(
 mod tests {
     use super::*;
     use crate::readback::to_host_f32;
+    use crate::testing::largest_gap as worst;
     use burn::backend::NdArray;
     use burn::tensor::Distribution;
 
     type Host = NdArray<f32>;
     type Diff = Autodiff<Host>;
-
-    fn worst<B: Backend, const D: usize>(a: Tensor<B, D>, b: Tensor<B, D>) -> f32 {
-        let (a, b) = (to_host_f32(a), to_host_f32(b));
-        assert_eq!(a.len(), b.len());
-        a.iter()
-            .zip(&b)
-            .map(|(x, y)| (x - y).abs())
-            .fold(0.0, f32::max)
-    }
 
     /// Random inputs `[groups, seq, heads d_k]` with a dropout mask or none, and a loss weight
     /// of the context.

@@ -182,7 +182,7 @@ pub(super) fn autodiff_batch_norm<B: QuenchOps, C: CheckpointStrategy>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::readback::to_host_f32;
+    use crate::testing::largest_gap as worst;
     use burn::backend::NdArray;
     use burn::tensor::Distribution;
 
@@ -195,15 +195,6 @@ mod tests {
             Distribution::Normal(shift, scale),
             &Default::default(),
         )
-    }
-
-    fn worst(a: Tensor<Host, 3>, b: Tensor<Host, 3>) -> f32 {
-        let (a, b) = (to_host_f32(a), to_host_f32(b));
-        assert_eq!(a.len(), b.len());
-        a.iter()
-            .zip(&b)
-            .map(|(x, y)| (x - y).abs())
-            .fold(0.0, f32::max)
     }
 
     /// The host kernel against the composition, values, statistics and gradients, with and

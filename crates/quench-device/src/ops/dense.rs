@@ -358,20 +358,12 @@ pub(super) fn autodiff_layer_norm<B: QuenchOps, C: CheckpointStrategy>(
 mod tests {
     use super::*;
     use crate::readback::to_host_f32;
+    use crate::testing::largest_gap as worst;
     use burn::backend::NdArray;
     use burn::tensor::Distribution;
 
     type Host = NdArray<f32>;
     type Diff = Autodiff<Host>;
-
-    fn worst<B: Backend>(a: Tensor<B, 3>, b: Tensor<B, 3>) -> f32 {
-        let (a, b) = (to_host_f32(a), to_host_f32(b));
-        assert_eq!(a.len(), b.len());
-        a.iter()
-            .zip(&b)
-            .map(|(x, y)| (x - y).abs())
-            .fold(0.0, f32::max)
-    }
 
     fn random<B: Backend>(shape: [usize; 3], scale: f64) -> Tensor<B, 3> {
         Tensor::random(shape, Distribution::Normal(0.0, scale), &Default::default())

@@ -332,20 +332,12 @@ pub(super) fn autodiff_backward<B: QuenchOps, C: CheckpointStrategy>(
 mod tests {
     use super::*;
     use crate::readback::to_host_f32;
+    use crate::testing::largest_gap as worst;
     use burn::backend::NdArray;
     use burn::tensor::Distribution;
 
     type Host = NdArray<f32>;
     type Diff = Autodiff<Host>;
-
-    fn worst(a: Tensor<impl Backend, 4>, b: Tensor<impl Backend, 4>) -> f32 {
-        let (a, b) = (to_host_f32(a), to_host_f32(b));
-        assert_eq!(a.len(), b.len());
-        a.iter()
-            .zip(&b)
-            .map(|(x, y)| (x - y).abs())
-            .fold(0.0, f32::max)
-    }
 
     fn rank4<B: Backend>(t: Tensor<B, 3>) -> Tensor<B, 4> {
         let [a, b, c] = t.dims();

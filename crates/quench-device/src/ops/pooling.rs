@@ -108,21 +108,12 @@ pub(super) fn autodiff_weighted_sum<B: QuenchOps, C: CheckpointStrategy>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::readback::to_host_f32;
+    use crate::testing::largest_gap as gap;
     use burn::backend::NdArray;
     use burn::tensor::Distribution;
 
     type Host = NdArray<f32>;
     type Diff = Autodiff<Host>;
-
-    fn gap<B: Backend, const D: usize>(a: Tensor<B, D>, b: Tensor<B, D>) -> f32 {
-        let (a, b) = (to_host_f32(a), to_host_f32(b));
-        assert_eq!(a.len(), b.len());
-        a.iter()
-            .zip(&b)
-            .map(|(x, y)| (x - y).abs())
-            .fold(0.0, f32::max)
-    }
 
     /// Values `[rows, seq, width]`, weights `[rows, seq]` and the loss's weights `[rows, width]`.
     fn case<B: Backend>([rows, seq, width]: [usize; 3], seed: u64) -> [Tensor<B, 3>; 3] {
