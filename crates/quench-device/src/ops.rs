@@ -1055,10 +1055,11 @@ mod tests {
     fn worst_relative_error(got: Tensor<Host, 3>, want: &[f64]) -> f64 {
         let scale = want.iter().fold(0f64, |m, w| m.max(w.abs()));
         let got: Vec<f32> = got.into_data().to_vec().expect("f32 data");
-        got.iter()
-            .zip(want)
-            .map(|(g, w)| (f64::from(*g) - w).abs() / scale)
-            .fold(0.0, f64::max)
+        crate::stats::max_or_nan(
+            got.iter()
+                .zip(want)
+                .map(|(g, w)| (f64::from(*g) - w).abs() / scale),
+        )
     }
 
     #[test]
