@@ -6,7 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use quench_device::machine::MachineInfo;
-use quench_device::memory::{peak_memory, reset_peak_rss};
+use quench_device::memory::{peak_memory, release_host_buffers, reset_peak_rss};
 use quench_device::{Precision, Selection, TimingConfig};
 use quench_scale::World;
 
@@ -175,6 +175,9 @@ fn run_planned(
         });
         for (row, variant) in variants {
             progress.set_message(format!("{}/{}", workload.name(), variant.name));
+            // The variant's peak counts its own buffers, not those an earlier one left to the
+            // host kernels' pool.
+            release_host_buffers();
             reset_peak_rss();
             // A workload whose members do not split runs on rank 0 alone.
             let own = (shard.is_root() || workload.shards())

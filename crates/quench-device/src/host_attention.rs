@@ -7,7 +7,7 @@ use burn::tensor::TensorMetadata;
 use burn::tensor::ops::FloatTensor;
 
 use crate::host_gemm::{MatRef, gemm, gemm_strided};
-use crate::host_math::exp;
+use crate::host_math::{exp, lane_dot};
 use crate::host_tensor::{Host, in_f32, tensor, values};
 use crate::lanes::in_lanes;
 
@@ -107,11 +107,7 @@ fn softmax_rows_backward_portable(
         .zip(weights.chunks_exact(seq))
         .enumerate()
     {
-        let mut products = [0.0f32; LANES];
-        for (k, (a, b)) in d.iter().zip(w).enumerate() {
-            products[k % LANES] += a * b;
-        }
-        let dot: f32 = products.iter().sum();
+        let dot = lane_dot(d, w);
         for (d, w) in d.iter_mut().zip(w) {
             *d = w * (*d - dot) * scale;
         }

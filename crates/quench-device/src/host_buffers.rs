@@ -1,7 +1,9 @@
 //! Recycled host buffers: the large `f32` buffers a host kernel writes in full (an LSTM's tape
-//! and the scratch of its backward pass) come from one process-wide pool and go back to it once
-//! their tensors are let go of, so that a training step allocates nothing the step before it
-//! already had.
+//! and the scratch of its backward pass, dense and normalisation outputs, dropout masks) come
+//! from one process-wide pool, and the kernels that know a buffer is done with give it back
+//! (the LSTM's backward pass its tape, the dense backward pass its scratch), so that a training
+//! step reuses what the step before it had. A tensor that Burn drops is not given back: its
+//! buffer goes to the allocator as before.
 //!
 //! Why: a fresh buffer costs its zeroing or its page faults. glibc's `calloc` clears a reused
 //! block with `memset` on the calling thread (a batch-512 LSTM layer's gates are 42 MB), and a
@@ -68,6 +70,12 @@ impl Pool {
         self.bytes += bytes;
         self.buffers.push_back(buffer);
     }
+
+    /// Drops every kept buffer.
+    fn clear(&mut self) {
+        self.buffers.clear();
+        self.bytes = 0;
+    }
 }
 
 static POOL: Mutex<Pool> = Mutex::new(Pool::new(KEPT_BYTES));
@@ -110,6 +118,11 @@ pub(crate) fn recycle(buffer: Vec<f32>) {
 #[cfg(test)]
 pub(crate) fn holds(address: *const f32) -> bool {
     pool().buffers.iter().any(|b| b.as_ptr() == address)
+}
+
+/// Drops every kept buffer ([`crate::memory::release_host_buffers`]).
+pub(crate) fn release() {
+    pool().clear();
 }
 
 /// Gives `t`'s buffer back where `t` is its only owner, holds `f32` values in row-major order
@@ -157,6 +170,10 @@ mod tests {
         assert_eq!(pool.take(4).map(|b| b[0]), Some(2.0));
         pool.keep(vec![0.0; 11]);
         assert!(pool.buffers.is_empty());
+        assert_eq!(pool.bytes, 0);
+        pool.keep(vec![5.0; 4]);
+        pool.clear();
+        assert!(pool.take(4).is_none());
         assert_eq!(pool.bytes, 0);
     }
 

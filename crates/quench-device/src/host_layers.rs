@@ -15,7 +15,7 @@ use burn::tensor::ops::FloatTensor;
 
 use crate::host_buffers::{recycle, take};
 use crate::host_gemm::{MatRef, add_rows, gemm, gemm_strided, gemm_with_bias};
-use crate::host_math::{gelu, gelu_slope, relu, tanh};
+use crate::host_math::{gelu, gelu_slope, lane_dot, relu, tanh};
 use crate::host_tensor::{Host, in_f32, tensor, values};
 use crate::lanes::in_lanes;
 use crate::ops::dense::Activation;
@@ -489,10 +489,6 @@ crate::simd_dispatch! {
     fn pool_row_backward(values: &[f32], weights: &[f32], grad: &[f32], d_values: &mut [f32], d_weights: &mut [f32]) => pool_row_backward_portable
 }
 
-/// Partial sums a dot product keeps side by side: one AVX-512 register of f32, so that the
-/// sum vectorises (a single running sum cannot be reordered).
-const DOT_LANES: usize = 16;
-
 #[inline(always)]
 fn pool_row_backward_portable(
     values: &[f32],
@@ -511,22 +507,7 @@ fn pool_row_backward_portable(
         for (d, g) in d_step.iter_mut().zip(grad) {
             *d = w * g;
         }
-        let mut partial = [0.0f32; DOT_LANES];
-        let (whole, tail) = step.split_at(width - width % DOT_LANES);
-        for (v, g) in whole
-            .chunks_exact(DOT_LANES)
-            .zip(grad.chunks_exact(DOT_LANES))
-        {
-            for k in 0..DOT_LANES {
-                partial[k] += v[k] * g[k];
-            }
-        }
-        let tail_sum: f32 = tail
-            .iter()
-            .zip(&grad[whole.len()..])
-            .map(|(v, g)| v * g)
-            .sum();
-        *d_w = partial.iter().sum::<f32>() + tail_sum;
+        *d_w = lane_dot(step, grad);
     }
 }
 
@@ -545,6 +526,11 @@ pub(crate) fn weighted_sum(
     let [values_in, weights_in] = [values_in, weights_in].map(in_f32);
     let shape = values_in.shape();
     let (rows, seq, width) = (shape[0], shape[1], shape[2]);
+    assert_eq!(
+        weights_in.shape().dims::<2>(),
+        [rows, seq],
+        "the weights' shape"
+    );
     let mut pooled = vec![0.0; rows * width];
     if rows * seq * width > 0 {
         let (v, w) = (values(&values_in), values(&weights_in));
@@ -577,6 +563,16 @@ pub(crate) fn weighted_sum_backward(
     let [values_in, weights_in, grad_in] = [values_in, weights_in, grad_in].map(in_f32);
     let shape = values_in.shape();
     let (rows, seq, width) = (shape[0], shape[1], shape[2]);
+    assert_eq!(
+        weights_in.shape().dims::<2>(),
+        [rows, seq],
+        "the weights' shape"
+    );
+    assert_eq!(
+        grad_in.shape().dims::<2>(),
+        [rows, width],
+        "the gradient's shape"
+    );
     // Every value of both is written below (zeros where a row has no width).
     let mut d_values = take(rows * seq * width);
     let mut d_weights = vec![0.0; rows * seq];

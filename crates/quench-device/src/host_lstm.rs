@@ -11,7 +11,8 @@
 //!   into the whole buffer first);
 //! - backward: per step, in reverse, `dh += dz_{t+1} @ W_h^T` and one pass that writes the
 //!   step's pre-activation gradients and carries the cell gradient; then the weight gradients
-//!   as two products over every step (`h_{t-1}^T dz`, `x^T dz`), the bias gradient as column
+//!   as two products over every step (`x^T dz`, and `dz^T h_{t-1}` turned into `W_h`'s
+//!   layout: the faster order at these shapes), the bias gradient as column
 //!   sums and the input gradient as `dz @ W_x^T`: twice the forward's product flops.
 //!
 //! Products go through [`crate::host_gemm`]; the element passes through [`crate::simd_dispatch`]
@@ -425,6 +426,15 @@ fn backward_row(
     recycle(previous);
 }
 
+/// `buffer` cut into `count` pieces of `len` values (`len` may be zero: `count` empty pieces,
+/// where `chunks_exact_mut` would panic).
+fn pieces(buffer: &mut [f32], count: usize, len: usize) -> Vec<&mut [f32]> {
+    if len == 0 {
+        return (0..count).map(|_| <&mut [f32]>::default()).collect();
+    }
+    buffer.chunks_exact_mut(len).take(count).collect()
+}
+
 /// The layer's sizes from `inputs` `[members, N, S, I]` and `w_h` `[2 members, H, G]`.
 fn shape_of(inputs: &FloatTensor<Host>, w_h: &FloatTensor<Host>) -> (usize, RowShape) {
     let (x, w) = (inputs.shape(), w_h.shape());
@@ -501,15 +511,19 @@ fn side_by_side(hidden: &[f32], members: usize, steps: usize, h: usize, lanes: u
     if output.is_empty() {
         return output;
     }
-    let jobs: Vec<_> = output.chunks_exact_mut(2 * h).enumerate().collect();
+    // One job per lane, each a range of all members' steps.
+    let per_job = (members * steps).div_ceil(lanes.max(1));
+    let jobs: Vec<_> = output.chunks_mut(per_job * 2 * h).enumerate().collect();
     in_lanes(jobs, lanes, |group| {
-        for (k, both) in group {
-            // Step `k` of all members' steps: member `k / steps`, whose rows are 2m and 2m + 1.
-            let (m, step) = (k / steps, k % steps);
-            let row = |r: usize| &hidden[(r * steps + step) * h..][..h];
-            let (forward, backward) = both.split_at_mut(h);
-            forward.copy_from_slice(row(2 * m));
-            backward.copy_from_slice(row(2 * m + 1));
+        for (j, piece) in group {
+            for (k, both) in (j * per_job..).zip(piece.chunks_exact_mut(2 * h)) {
+                // Step `k` of all members' steps: member `k / steps`, rows 2m and 2m + 1.
+                let (m, step) = (k / steps, k % steps);
+                let row = |r: usize| &hidden[(r * steps + step) * h..][..h];
+                let (forward, backward) = both.split_at_mut(h);
+                forward.copy_from_slice(row(2 * m));
+                backward.copy_from_slice(row(2 * m + 1));
+            }
         }
     });
     output
@@ -569,8 +583,9 @@ pub(crate) fn backward(
     let steps = s.seq * s.batch;
     let (g, h, i) = (s.gates(), s.hidden, s.input);
     let rows = 2 * members;
-    if steps == 0 || h == 0 || i == 0 {
-        // No step, unit or input: every gradient is zero (or empty).
+    if steps == 0 || h == 0 {
+        // No step or unit: every gradient is zero (or empty). (With no inputs the recurrence
+        // still runs on the bias and W_h, so that case goes on below.)
         let zeros = |len: usize| vec![0.0; len];
         return [
             tensor(zeros(rows * i * g), [rows, i, g]),
@@ -584,11 +599,11 @@ pub(crate) fn backward(
     let mut d_bias = vec![0.0; rows * g];
     // Each direction's share of the input gradient, summed per member below.
     let mut d_x_rows = take(rows * steps * i);
-    let jobs: Vec<_> = d_w_x
-        .chunks_exact_mut(i * g)
-        .zip(d_w_h.chunks_exact_mut(h * g))
-        .zip(d_bias.chunks_exact_mut(g))
-        .zip(d_x_rows.chunks_exact_mut(steps * i))
+    let jobs: Vec<_> = pieces(&mut d_w_x, rows, i * g)
+        .into_iter()
+        .zip(pieces(&mut d_w_h, rows, h * g))
+        .zip(pieces(&mut d_bias, rows, g))
+        .zip(pieces(&mut d_x_rows, rows, steps * i))
         .enumerate()
         .collect();
     in_lanes(jobs, lanes, |group| {
@@ -625,11 +640,11 @@ pub(crate) fn backward(
     let per_member = steps * i;
     let piece = per_member.div_ceil(lanes.max(1));
     let mut d_x = take(members * per_member);
-    let jobs: Vec<_> = d_x
-        .chunks_exact_mut(per_member)
+    let jobs: Vec<_> = pieces(&mut d_x, members, per_member)
+        .into_iter()
         .enumerate()
         .flat_map(|(m, d)| {
-            d.chunks_mut(piece)
+            d.chunks_mut(piece.max(1))
                 .enumerate()
                 .map(move |(p, d)| (m, p * piece, d))
         })

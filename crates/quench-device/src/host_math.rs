@@ -1,7 +1,8 @@
 //! Activations for host kernels that vectorise: an exponential of our own (Cody-Waite range
 //! reduction and a degree-7 polynomial, below 1e-7 relative error), branch-free and without
 //! float-to-int conversions, and the sigmoid and tanh built on it. libm's `tanhf` and `expf`
-//! are a call per element, which keeps a loop scalar.
+//! are a call per element, which keeps a loop scalar. Also the dot product in partial sums
+//! that the kernels' reductions share.
 
 /// `ln 2` in two parts for the exponential's range reduction: the first exact in 9 bits, so
 /// `n ln2_hi` is exact for the `n` that occur.
@@ -80,6 +81,21 @@ pub(crate) fn gelu_slope(x: f32) -> f32 {
     // 1 / sqrt(2 pi).
     const DENSITY: f32 = 0.398_942_3;
     0.5 * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2)) + x * DENSITY * exp(-0.5 * x * x)
+}
+
+/// Partial sums a dot product keeps side by side ([`lane_dot`]): a float sum taken in order is
+/// one long dependency chain that cannot be vectorised; eight chains can.
+pub(crate) const DOT_LANES: usize = 8;
+
+/// `sum_k a[k] b[k]` over the shorter of the two, in [`DOT_LANES`] partial sums (element `k`
+/// into sum `k % DOT_LANES`), then their sum in order: the same value wherever it runs.
+#[inline(always)]
+pub(crate) fn lane_dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut partial = [0.0f32; DOT_LANES];
+    for (k, (x, y)) in a.iter().zip(b).enumerate() {
+        partial[k % DOT_LANES] += x * y;
+    }
+    partial.iter().sum()
 }
 
 #[cfg(test)]

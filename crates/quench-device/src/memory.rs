@@ -59,6 +59,14 @@ pub fn peak_memory(device: SelectedDevice) -> Option<MemoryReading> {
     }
 }
 
+/// Hands the host kernels' recycled buffers (at most 512 MiB, kept between a training
+/// step and the next) back to the allocator: before a peak reading that must not count an
+/// earlier run's buffers, or when a program is done with its host kernels. The next step
+/// allocates afresh.
+pub fn release_host_buffers() {
+    crate::host_buffers::release();
+}
+
 /// Resets the process's peak RSS so that the next reading covers only what follows; returns
 /// whether the kernel allowed it (Linux `clear_refs`, value 5).
 pub fn reset_peak_rss() -> bool {

@@ -832,11 +832,7 @@ mod tests {
             assert_eq!(batched.len(), 2 * 4 * CLASSES);
             let (first, second) = batched.split_at(4 * CLASSES);
             for (got, want) in [first, second].into_iter().zip(&alone) {
-                let worst = got
-                    .iter()
-                    .zip(want)
-                    .map(|(a, b)| (a - b).abs())
-                    .fold(0.0f32, f32::max);
+                let worst = quench_device::stats::max_abs_difference(got, want);
                 assert!(
                     worst < 1e-5,
                     "{kind:?}: batched and alone differ by {worst}"

@@ -260,13 +260,7 @@ pub fn fused_lstm_gap<B: QuenchBackend>(device: &B::Device) -> (f64, f64) {
     let gradient_gap = if hand.len() == params.len() && auto.len() == params.len() {
         max_or_nan(hand.iter().zip(&auto).map(|(h, a)| {
             let scale = a.iter().map(|v| v.abs()).fold(1.0f32, f32::max);
-            f64::from(
-                h.iter()
-                    .zip(a)
-                    .map(|(x, y)| (x - y).abs())
-                    .fold(0.0f32, f32::max)
-                    / scale,
-            )
+            quench_device::stats::max_abs_difference(h, a) / f64::from(scale)
         }))
     } else {
         f64::INFINITY

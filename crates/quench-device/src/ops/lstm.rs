@@ -369,12 +369,13 @@ mod tests {
 
     #[test]
     fn the_host_kernels_are_the_composition_in_every_tape_entry_and_gradient() {
-        // One lane, one per row, uneven lanes; one step; one member.
+        // One lane, one per row, uneven lanes; one step; one member; one sequence.
         for (sizes, lanes) in [
             ([2, 7, 5, 3, 6], 1),
             ([2, 7, 5, 3, 6], 4),
             ([3, 2, 4, 3, 5], 4),
             ([1, 3, 1, 4, 5], 2),
+            ([1, 1, 6, 2, 3], 3),
         ] {
             let (weights, x, loss) = case::<Host>(sizes, 11);
             let want = composed_forward(x.clone(), &weights);
@@ -421,6 +422,32 @@ mod tests {
         let g = Host::lstm_backward(&weights, tape, d_output, 2);
         assert_eq!((g.w_x.dims(), g.inputs.dims()), ([4, 4, 20], [2, 0, 3, 4]));
         assert!(to_host_f32(g.w_h).iter().all(|&v| v == 0.0));
+    }
+
+    #[test]
+    fn with_no_inputs_the_host_layer_runs_on_its_bias_and_recurrent_weights() {
+        // No inputs against one input that is zero everywhere: the same recurrence (Burn's
+        // reshape rejects a zero-sized axis, so the composition cannot be the reference).
+        let (weights, _, loss) = case::<Host>([2, 3, 4, 1, 5], 15);
+        let device = Default::default();
+        let none = LstmWeights {
+            w_x: Tensor::<Host, 3>::zeros([4, 0, 20], &device),
+            ..weights.clone()
+        };
+        let zero_input = Tensor::<Host, 4>::zeros([2, 3, 4, 1], &device);
+        let no_input = Tensor::<Host, 4>::zeros([2, 3, 4, 0], &device);
+        let want = Host::lstm_forward(zero_input, &weights, 2);
+        let got = Host::lstm_forward(no_input, &none, 2);
+        assert!(worst(got.output.clone(), want.output.clone()) < 1e-7);
+        let want = Host::lstm_backward(&weights, want, loss.clone(), 2);
+        let got = Host::lstm_backward(&none, got, loss, 2);
+        assert_eq!(
+            (got.w_x.dims(), got.inputs.dims()),
+            ([4, 0, 20], [2, 3, 4, 0])
+        );
+        assert!(to_host_f32(want.w_h.clone()).iter().any(|&v| v != 0.0));
+        assert!(worst(rank4(got.w_h), rank4(want.w_h)) < 1e-7, "dW_h");
+        assert!(worst(rank4(got.bias), rank4(want.bias)) < 1e-7, "dbias");
     }
 
     #[test]
