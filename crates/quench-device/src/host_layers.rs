@@ -517,6 +517,18 @@ fn pool_jobs(rows: usize, seq: usize, width: usize) -> (usize, usize) {
     (rows.div_ceil(lanes).max(1), lanes)
 }
 
+/// `[rows, seq, width]` of the weighted sum's `values`, checked against its `weights` `[rows,
+/// seq]` (a caller's shape error panics, as Burn's ops do).
+fn pool_shape(values: &FloatTensor<Host>, weights: &FloatTensor<Host>) -> [usize; 3] {
+    let [rows, seq, width] = values.shape().dims::<3>();
+    assert_eq!(
+        weights.shape().dims::<2>(),
+        [rows, seq],
+        "the weights' shape"
+    );
+    [rows, seq, width]
+}
+
 /// Attention pooling's weighted sum ([`crate::ops::pooling`]): `values` `[rows, seq, width]`
 /// and `weights` `[rows, seq]` to `[rows, width]`.
 pub(crate) fn weighted_sum(
@@ -524,13 +536,7 @@ pub(crate) fn weighted_sum(
     weights_in: FloatTensor<Host>,
 ) -> FloatTensor<Host> {
     let [values_in, weights_in] = [values_in, weights_in].map(in_f32);
-    let shape = values_in.shape();
-    let (rows, seq, width) = (shape[0], shape[1], shape[2]);
-    assert_eq!(
-        weights_in.shape().dims::<2>(),
-        [rows, seq],
-        "the weights' shape"
-    );
+    let [rows, seq, width] = pool_shape(&values_in, &weights_in);
     let mut pooled = vec![0.0; rows * width];
     if rows * seq * width > 0 {
         let (v, w) = (values(&values_in), values(&weights_in));
@@ -561,13 +567,7 @@ pub(crate) fn weighted_sum_backward(
     grad_in: FloatTensor<Host>,
 ) -> [FloatTensor<Host>; 2] {
     let [values_in, weights_in, grad_in] = [values_in, weights_in, grad_in].map(in_f32);
-    let shape = values_in.shape();
-    let (rows, seq, width) = (shape[0], shape[1], shape[2]);
-    assert_eq!(
-        weights_in.shape().dims::<2>(),
-        [rows, seq],
-        "the weights' shape"
-    );
+    let [rows, seq, width] = pool_shape(&values_in, &weights_in);
     assert_eq!(
         grad_in.shape().dims::<2>(),
         [rows, width],
