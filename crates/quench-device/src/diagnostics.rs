@@ -236,20 +236,19 @@ fn sampled_matmul_error(a: &TensorData, b: &TensorData, c: &TensorData, shape: M
     let n = shape.n;
     let total = shape.batch * n * n;
     let step = (total / 64).max(1);
-    (0..total)
-        .step_by(step)
-        .map(|flat| {
-            let (k, i, j) = (flat / (n * n), (flat / n) % n, flat % n);
-            let exact: f64 = (0..n)
-                .map(|l| a[k * n * n + i * n + l] as f64 * b[k * n * n + l * n + j] as f64)
-                .sum();
-            let scale: f64 = (0..n)
-                .map(|l| (a[k * n * n + i * n + l] as f64 * b[k * n * n + l * n + j] as f64).abs())
-                .sum::<f64>()
-                .max(f64::MIN_POSITIVE);
-            (c[flat] as f64 - exact).abs() / scale
-        })
-        .fold(0.0, f64::max)
+    let errors = (0..total).step_by(step).map(|flat| {
+        let (k, i, j) = (flat / (n * n), (flat / n) % n, flat % n);
+        let exact: f64 = (0..n)
+            .map(|l| a[k * n * n + i * n + l] as f64 * b[k * n * n + l * n + j] as f64)
+            .sum();
+        let scale: f64 = (0..n)
+            .map(|l| (a[k * n * n + i * n + l] as f64 * b[k * n * n + l * n + j] as f64).abs())
+            .sum::<f64>()
+            .max(f64::MIN_POSITIVE);
+        (c[flat] as f64 - exact).abs() / scale
+    });
+    // A NaN product must not read as exact.
+    crate::stats::max_or_nan(errors)
 }
 
 /// Host-to-device, device-to-host and device-to-device bandwidth for a buffer of `bytes`.

@@ -219,21 +219,13 @@ mod tests {
         let (host_logits, host_grads) = logits_and_gradients(CircuitMode::Host);
         for mode in [CircuitMode::GateByGate, CircuitMode::Fused] {
             let (logits, grads) = logits_and_gradients(mode);
-            let worst = host_logits
-                .iter()
-                .zip(&logits)
-                .map(|(a, b)| (a - b).abs())
-                .fold(0.0f32, f32::max);
+            let worst = quench_device::stats::max_abs_difference(&host_logits, &logits);
             assert!(worst < 1e-5, "{mode:?}: logits differ by {worst}");
             for (k, (h, d)) in host_grads.iter().zip(&grads).enumerate() {
                 let scale = h.iter().map(|v| v.abs()).fold(0.0f32, f32::max).max(1e-3);
-                let worst = h
-                    .iter()
-                    .zip(d)
-                    .map(|(a, b)| (a - b).abs())
-                    .fold(0.0f32, f32::max);
+                let worst = quench_device::stats::max_abs_difference(h, d);
                 assert!(
-                    worst < 1e-4 * scale.max(1.0),
+                    worst < 1e-4 * f64::from(scale.max(1.0)),
                     "{mode:?}: gradient of parameter {k} differs by {worst} (scale {scale})"
                 );
             }

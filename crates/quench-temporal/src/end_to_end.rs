@@ -60,17 +60,14 @@ fn train<B: QuenchBackend>(
 
 /// Largest relative difference between two members' per-epoch training losses.
 fn loss_gap(a: &TemporalOutcome, b: &TemporalOutcome) -> f64 {
-    a.seeds
-        .iter()
-        .zip(&b.seeds)
-        .flat_map(|(x, y)| {
-            assert_eq!(x.train_loss.len(), y.train_loss.len());
-            x.train_loss
-                .iter()
-                .zip(&y.train_loss)
-                .map(|(u, v)| ((u - v) / v).abs())
-        })
-        .fold(0.0, f64::max)
+    let gaps = a.seeds.iter().zip(&b.seeds).flat_map(|(x, y)| {
+        assert_eq!(x.train_loss.len(), y.train_loss.len());
+        x.train_loss
+            .iter()
+            .zip(&y.train_loss)
+            .map(|(u, v)| ((u - v) / v).abs())
+    });
+    quench_device::stats::max_or_nan(gaps)
 }
 
 quench_device::device_test! {
@@ -98,12 +95,12 @@ quench_device::device_test! {
                 let b = &batched.seeds[m];
                 let a = &one.seeds[0];
                 assert_eq!(b.seed, a.seed);
-                let worst = b
-                    .train_loss
-                    .iter()
-                    .zip(&a.train_loss)
-                    .map(|(x, y)| ((x - y) / y).abs())
-                    .fold(0.0, f64::max);
+                let worst = quench_device::stats::max_or_nan(
+                    b.train_loss
+                        .iter()
+                        .zip(&a.train_loss)
+                        .map(|(x, y)| ((x - y) / y).abs()),
+                );
                 assert!(
                     worst < 1e-4,
                     "{model:?} seed {}: losses differ by {worst}",

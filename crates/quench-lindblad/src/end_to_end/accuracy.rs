@@ -34,16 +34,13 @@ fn errors<B: QuenchOps>(
     let state_error = max_density_error(&basis, &values(evolution.states), &reference);
     let propagators = values(evolution.propagators.unwrap());
     let n2 = basis.size() * basis.size();
-    let propagator_error = propagators
-        .chunks(n2)
-        .zip(&channels)
-        .flat_map(|(p, c)| {
-            p.iter()
-                .zip(c.superoperator(&basis))
-                .map(|(a, b)| (a - b).abs())
-                .collect::<Vec<_>>()
-        })
-        .fold(0.0, f64::max);
+    let propagator_error = propagators.chunks(n2).zip(&channels).flat_map(|(p, c)| {
+        p.iter()
+            .zip(c.superoperator(&basis))
+            .map(|(a, b)| (a - b).abs())
+            .collect::<Vec<_>>()
+    });
+    let propagator_error = quench_device::stats::max_or_nan(propagator_error);
     (state_error, propagator_error)
 }
 
