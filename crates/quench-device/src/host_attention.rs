@@ -7,7 +7,7 @@ use burn::tensor::TensorMetadata;
 use burn::tensor::ops::FloatTensor;
 
 use crate::host_gemm::{MatRef, gemm, gemm_strided};
-use crate::host_math::{exp, lane_dot};
+use crate::host_math::{REDUCTION_LANES, exp, lane_dot};
 use crate::host_tensor::{Host, in_f32, tensor, values};
 use crate::lanes::in_lanes;
 
@@ -41,24 +41,20 @@ impl Shape {
     }
 }
 
-/// Partial results kept per lane in reductions: a float sum or maximum taken in order is one
-/// long dependency chain that cannot be vectorised; eight chains can.
-const LANES: usize = 8;
-
 #[inline(always)]
 fn lane_max(values: &[f32]) -> f32 {
-    let mut lanes = [f32::NEG_INFINITY; LANES];
+    let mut lanes = [f32::NEG_INFINITY; REDUCTION_LANES];
     for (k, v) in values.iter().enumerate() {
-        lanes[k % LANES] = lanes[k % LANES].max(*v);
+        lanes[k % REDUCTION_LANES] = lanes[k % REDUCTION_LANES].max(*v);
     }
     lanes.iter().fold(f32::NEG_INFINITY, |m, v| m.max(*v))
 }
 
 #[inline(always)]
 fn lane_sum(values: &[f32]) -> f32 {
-    let mut lanes = [0.0f32; LANES];
+    let mut lanes = [0.0f32; REDUCTION_LANES];
     for (k, v) in values.iter().enumerate() {
-        lanes[k % LANES] += v;
+        lanes[k % REDUCTION_LANES] += v;
     }
     lanes.iter().sum()
 }

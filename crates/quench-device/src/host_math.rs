@@ -83,17 +83,19 @@ pub(crate) fn gelu_slope(x: f32) -> f32 {
     0.5 * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2)) + x * DENSITY * exp(-0.5 * x * x)
 }
 
-/// Partial sums a dot product keeps side by side ([`lane_dot`]): a float sum taken in order is
-/// one long dependency chain that cannot be vectorised; eight chains can.
-pub(crate) const DOT_LANES: usize = 8;
+/// Partial results the host kernels' float reductions (sums, maxima, [`lane_dot`]) keep side
+/// by side: a sum or maximum taken in order is one long dependency chain that cannot be
+/// vectorised; eight chains can.
+pub(crate) const REDUCTION_LANES: usize = 8;
 
-/// `sum_k a[k] b[k]` over the shorter of the two, in [`DOT_LANES`] partial sums (element `k`
-/// into sum `k % DOT_LANES`), then their sum in order: the same value wherever it runs.
+/// `sum_k a[k] b[k]` over the shorter of the two, in [`REDUCTION_LANES`] partial sums (element
+/// `k` into sum `k % REDUCTION_LANES`), then their sum in order: the same value wherever it
+/// runs.
 #[inline(always)]
 pub(crate) fn lane_dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut partial = [0.0f32; DOT_LANES];
+    let mut partial = [0.0f32; REDUCTION_LANES];
     for (k, (x, y)) in a.iter().zip(b).enumerate() {
-        partial[k % DOT_LANES] += x * y;
+        partial[k % REDUCTION_LANES] += x * y;
     }
     partial.iter().sum()
 }
