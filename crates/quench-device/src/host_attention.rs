@@ -6,6 +6,7 @@
 use burn::tensor::TensorMetadata;
 use burn::tensor::ops::FloatTensor;
 
+use crate::host_buffers::{recycle_tensor, take};
 use crate::host_gemm::{MatRef, gemm, gemm_strided};
 use crate::host_math::{REDUCTION_LANES, exp, lane_dot};
 use crate::host_tensor::{Host, in_f32, tensor, values};
@@ -150,8 +151,9 @@ pub(crate) fn forward(
     let (qv, kv, vv) = (values(&q), values(&k), values(&v));
     let mv = mask.as_ref().map(values);
     let scale = 1.0 / (s.d_k as f32).sqrt();
-    let mut context = vec![0.0; s.groups * s.group()];
-    let mut weights = vec![0.0; s.groups * s.scores()];
+    // Recycled: every head's columns of the context and every weight are written below.
+    let mut context = take(s.groups * s.group());
+    let mut weights = take(s.groups * s.scores());
     let jobs: Vec<_> = context
         .chunks_exact_mut(s.group())
         .zip(weights.chunks_exact_mut(s.scores()))
@@ -204,9 +206,8 @@ pub(crate) fn backward(
     let (wv, dcv) = (values(&weights), values(&d_context));
     let mv = mask.as_ref().map(values);
     let scale = 1.0 / (s.d_k as f32).sqrt();
-    let mut dq = vec![0.0; s.groups * s.group()];
-    let mut dk = vec![0.0; s.groups * s.group()];
-    let mut dv = vec![0.0; s.groups * s.group()];
+    // Recycled: every head's columns of the three are written below.
+    let [mut dq, mut dk, mut dv] = [(); 3].map(|_| take(s.groups * s.group()));
     let jobs: Vec<_> = dq
         .chunks_exact_mut(s.group())
         .zip(dk.chunks_exact_mut(s.group()))
@@ -254,6 +255,11 @@ pub(crate) fn backward(
             }
         }
     });
+    drop((qv, kv, vv, wv, dcv, mv));
+    // The weights and the inputs are done with: their buffers serve the next step's.
+    [q, k, v, weights, d_context]
+        .into_iter()
+        .for_each(recycle_tensor);
     let shape = [s.groups, s.seq, s.width()];
     [tensor(dq, shape), tensor(dk, shape), tensor(dv, shape)]
 }

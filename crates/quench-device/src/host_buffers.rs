@@ -120,6 +120,12 @@ pub(crate) fn holds(address: *const f32) -> bool {
     pool().buffers.iter().any(|b| b.as_ptr() == address)
 }
 
+/// Where the buffer of `t` (a CPU f32 tensor, contiguous) starts, for [`holds`].
+#[cfg(test)]
+pub(crate) fn address_of<const D: usize>(t: &burn::tensor::Tensor<Host, D>) -> *const f32 {
+    crate::host_tensor::values(&t.clone().into_primitive().tensor()).as_ptr()
+}
+
 /// Drops every kept buffer ([`crate::memory::release_host_buffers`]).
 pub(crate) fn release() {
     pool().clear();

@@ -169,23 +169,6 @@ pub fn copy_into(dst: &mut [f32], src: MatRef<'_>) {
     }
 }
 
-/// `dst = lhs @ rhs + bias`, `bias` `[rhs.cols]` added to every row of the row-major `dst`.
-pub fn gemm_with_bias(dst: &mut [f32], lhs: MatRef<'_>, rhs: MatRef<'_>, bias: &[f32]) {
-    assert_eq!(
-        bias.len(),
-        rhs.cols,
-        "a bias of {} for {} columns",
-        bias.len(),
-        rhs.cols
-    );
-    if !bias.is_empty() {
-        for row in dst.chunks_exact_mut(bias.len()) {
-            row.copy_from_slice(bias);
-        }
-    }
-    gemm(dst, lhs, rhs, !bias.is_empty());
-}
-
 /// Adds every `sums.len()`-wide row of `rows` into `sums`: a row-major matrix's column sums
 /// (a bias's gradient), accumulated.
 pub fn add_rows(sums: &mut [f32], rows: &[f32]) {
@@ -303,20 +286,70 @@ mod tests {
     }
 
     #[test]
-    fn a_bias_starts_every_row_and_rows_sum_into_columns() {
-        let mut dst = [9.0; 4];
-        // [[1, 2], [3, 4]] @ I + [10, 20].
-        let (a, identity) = ([1.0, 2.0, 3.0, 4.0], [1.0, 0.0, 0.0, 1.0]);
-        let (a, identity) = (
-            MatRef::row_major(&a, 2, 2),
-            MatRef::row_major(&identity, 2, 2),
-        );
-        gemm_with_bias(&mut dst, a, identity, &[10.0, 20.0]);
-        assert_eq!(dst, [11.0, 22.0, 13.0, 24.0]);
+    fn a_product_overwrites_or_adds_and_rows_sum_into_columns() {
+        let mut dst = [f32::NAN; 4];
+        // [[1, 2], [3, 4]] @ 2 I, over old values that must not be read, then added to.
+        let (a, twice) = ([1.0, 2.0, 3.0, 4.0], [2.0, 0.0, 0.0, 2.0]);
+        let (a, twice) = (MatRef::row_major(&a, 2, 2), MatRef::row_major(&twice, 2, 2));
+        gemm(&mut dst, a, twice, false);
+        assert_eq!(dst, [2.0, 4.0, 6.0, 8.0]);
+        gemm(&mut dst, a, twice, true);
+        assert_eq!(dst, [4.0, 8.0, 12.0, 16.0]);
         let mut sums = [1.0, 1.0];
         add_rows(&mut sums, &dst);
-        assert_eq!(sums, [25.0, 47.0]);
+        assert_eq!(sums, [17.0, 25.0]);
         add_rows(&mut [], &dst);
+    }
+
+    #[test]
+    fn products_of_every_layout_agree_with_f64() {
+        // Small and larger than the kernel's blocks, right operands row-major and transposed,
+        // one inner value and many.
+        for (m, k, n, transposed) in [
+            (20, 16, 20, false),
+            (20, 16, 20, true),
+            (3, 1, 5, true),
+            (1, 100, 100, true),
+            (70, 30, 40, false),
+            (70, 30, 40, true),
+        ] {
+            let value =
+                |i: usize, salt: usize| ((i * 7919 + salt * 104_729) % 97) as f32 / 48.0 - 1.0;
+            let a: Vec<f32> = (0..m * k).map(|i| value(i, 1)).collect();
+            let b: Vec<f32> = (0..k * n).map(|i| value(i, 2)).collect();
+            let rhs = if transposed {
+                MatRef::row_major(&b, n, k).t()
+            } else {
+                MatRef::row_major(&b, k, n)
+            };
+            let b_at = |p: usize, j: usize| {
+                if transposed {
+                    b[j * k + p]
+                } else {
+                    b[p * n + j]
+                }
+            };
+            // Into every other column of a wider matrix, added to what is there.
+            let stride = 2 * n;
+            let mut dst = vec![0.25f32; m * stride];
+            gemm_strided(&mut dst, stride, MatRef::row_major(&a, m, k), rhs, true);
+            for i in 0..m {
+                for j in 0..stride {
+                    let want = if j < n {
+                        0.25 + (0..k)
+                            .map(|p| f64::from(a[i * k + p]) * f64::from(b_at(p, j)))
+                            .sum::<f64>()
+                    } else {
+                        0.25
+                    };
+                    let got = f64::from(dst[i * stride + j]);
+                    assert!(
+                        (got - want).abs() < 1e-4,
+                        "[{m}, {k}] @ [{k}, {n}] (transposed {transposed}) at ({i}, {j}): {got} against {want}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -13,8 +13,8 @@
 use burn::tensor::TensorMetadata;
 use burn::tensor::ops::FloatTensor;
 
-use crate::host_buffers::{recycle, take};
-use crate::host_gemm::{MatRef, add_rows, gemm, gemm_strided, gemm_with_bias};
+use crate::host_buffers::{recycle, recycle_tensor, take};
+use crate::host_gemm::{MatRef, add_rows, gemm, gemm_strided};
 use crate::host_math::{gelu, gelu_slope, lane_dot, relu, tanh};
 use crate::host_tensor::{Host, in_f32, tensor, values};
 use crate::lanes::in_lanes;
@@ -60,23 +60,66 @@ fn member_rows(
     jobs
 }
 
+/// `activation` at `v`.
+#[inline(always)]
+fn activated(v: f32, activation: Activation) -> f32 {
+    match activation {
+        Activation::Relu => relu(v),
+        Activation::Tanh => tanh(v),
+        Activation::LeakyRelu(slope) => {
+            if v > 0.0 {
+                v
+            } else {
+                slope as f32 * v
+            }
+        }
+        Activation::Gelu => gelu(v),
+    }
+}
+
 crate::simd_dispatch! {
-    /// `activation` in place.
-    fn activate(values: &mut [f32], activation: Activation) => activate_portable
+    /// Adds `bias` to every row of `z` (`bias.len()` wide), then applies `activation` if any:
+    /// into `post` where it is not empty (`z` keeps the pre-activation), else in place.
+    fn bias_activate(z: &mut [f32], post: &mut [f32], bias: &[f32], activation: Option<Activation>) => bias_activate_portable
 }
 
 #[inline(always)]
-fn activate_portable(values: &mut [f32], activation: Activation) {
+fn bias_activate_portable(
+    z: &mut [f32],
+    post: &mut [f32],
+    bias: &[f32],
+    activation: Option<Activation>,
+) {
+    let width = bias.len();
+    if width == 0 {
+        return;
+    }
+    let rows = z.chunks_exact_mut(width);
+    // One loop per activation, so each vectorises on its own.
+    macro_rules! each {
+        ($a:expr) => {
+            if post.is_empty() {
+                for row in rows {
+                    for (v, b) in row.iter_mut().zip(bias) {
+                        *v = activated(*v + b, $a);
+                    }
+                }
+            } else {
+                for (row, post) in rows.zip(post.chunks_exact_mut(width)) {
+                    for ((v, p), b) in row.iter_mut().zip(post).zip(bias) {
+                        *v += b;
+                        *p = activated(*v, $a);
+                    }
+                }
+            }
+        };
+    }
     match activation {
-        Activation::Relu => values.iter_mut().for_each(|v| *v = relu(*v)),
-        Activation::Tanh => values.iter_mut().for_each(|v| *v = tanh(*v)),
-        Activation::LeakyRelu(slope) => {
-            let slope = slope as f32;
-            values
-                .iter_mut()
-                .for_each(|v| *v = if *v > 0.0 { *v } else { slope * *v });
-        }
-        Activation::Gelu => values.iter_mut().for_each(|v| *v = gelu(*v)),
+        None => rows.for_each(|row| row.iter_mut().zip(bias).for_each(|(v, b)| *v += b)),
+        Some(Activation::Relu) => each!(Activation::Relu),
+        Some(Activation::Tanh) => each!(Activation::Tanh),
+        Some(Activation::LeakyRelu(slope)) => each!(Activation::LeakyRelu(slope)),
+        Some(Activation::Gelu) => each!(Activation::Gelu),
     }
 }
 
@@ -134,21 +177,39 @@ pub(crate) fn dense_forward(
     let [x, weight, bias] = [x, weight, bias].map(in_f32);
     let (xs, ws) = (x.shape(), weight.shape());
     let (members, rows, fan_in, fan_out) = (xs[0], xs[1], xs[2], ws[2]);
+    let shape = [members, rows, fan_out];
     let (xv, wv, bv) = (values(&x), values(&weight), values(&bias));
-    // Every row starts as the bias, then takes its product.
+    // Every row is written by its product, then takes its bias and activation; an activation
+    // that keeps its input writes its own buffer from it, every value.
     let mut out = take(members * rows * fan_out);
+    let keeps_input = activation.filter(|a| a.keeps_input());
+    let mut post = if keeps_input.is_some() {
+        take(out.len())
+    } else {
+        Vec::new()
+    };
     if out.is_empty() {
-        let empty = tensor(out, [members, rows, fan_out]);
+        let empty = tensor(out, shape);
         return [empty.clone(), empty];
     }
     let parts = lanes_for(members * rows * fan_in * fan_out);
-    // Jobs: (member, its rows' range, those rows of the output).
-    let jobs = member_rows(&mut out, [members, rows, fan_out], parts);
+    // Jobs: (member, its rows' range, those rows of the output, and of the activated output
+    // where it has its own).
+    let outs = member_rows(&mut out, shape, parts);
+    let mut posts = match keeps_input {
+        Some(_) => member_rows(&mut post, shape, parts),
+        None => Vec::new(),
+    }
+    .into_iter();
+    let jobs: Vec<_> = outs
+        .into_iter()
+        .map(|(m, range, part)| (m, range, part, posts.next().map(|(_, _, p)| p)))
+        .collect();
     let lanes = parts.min(jobs.len());
     in_lanes(jobs, lanes, |group| {
-        for (m, range, part) in group {
+        for (m, range, part, post) in group {
             let x_rows = &xv[(m * rows + range.start) * fan_in..(m * rows + range.end) * fan_in];
-            gemm_with_bias(
+            gemm(
                 part,
                 MatRef::row_major(x_rows, range.len(), fan_in),
                 MatRef::row_major(
@@ -156,40 +217,20 @@ pub(crate) fn dense_forward(
                     fan_in,
                     fan_out,
                 ),
-                &bv[m * fan_out..(m + 1) * fan_out],
+                false,
             );
+            // While the block is in cache.
+            let post = post.unwrap_or_default();
+            bias_activate(part, post, &bv[m * fan_out..(m + 1) * fan_out], activation);
         }
     });
     drop((xv, wv, bv));
-    let shape = [members, rows, fan_out];
-    match activation {
-        Some(a) if a.keeps_input() => {
-            let mut output = out.clone();
-            activate_all(&mut output, a);
-            [tensor(output, shape), tensor(out, shape)]
-        }
-        Some(a) => {
-            activate_all(&mut out, a);
-            let output = tensor(out, shape);
-            [output.clone(), output]
-        }
-        None => {
-            let output = tensor(out, shape);
-            [output.clone(), output]
-        }
+    let out = tensor(out, shape);
+    if keeps_input.is_some() {
+        [tensor(post, shape), out]
+    } else {
+        [out.clone(), out]
     }
-}
-
-/// `activation` over `values`, in lanes when there are many.
-fn activate_all(values: &mut [f32], activation: Activation) {
-    let parts = lanes_for(values.len() * 8);
-    let chunk = values.len().div_ceil(parts).max(1);
-    let jobs: Vec<&mut [f32]> = values.chunks_mut(chunk).collect();
-    in_lanes(jobs, parts, |group| {
-        for part in group {
-            activate(part, activation);
-        }
-    });
 }
 
 /// The dense layer's gradients `[x, weight, bias]` from its input, weight, what the forward
@@ -238,8 +279,9 @@ pub(crate) fn dense_backward(
             );
         }
     });
-    // dW by its rows (columns of x): x[:, block]^T [block, rows] @ dz [rows, fan_out].
-    let mut dw = vec![0.0; members * w_len];
+    // dW by its rows (columns of x): x[:, block]^T [block, rows] @ dz [rows, fan_out], every
+    // row written.
+    let mut dw = take(members * w_len);
     let jobs = member_rows(&mut dw, [members, fan_in, fan_out], parts);
     in_lanes(jobs, parts, |group| {
         for (m, range, part) in group {
@@ -265,6 +307,9 @@ pub(crate) fn dense_backward(
     if let std::borrow::Cow::Owned(scratch) = dz {
         recycle(scratch);
     }
+    drop((xv, wv, yv));
+    // The input, the tape and the output's gradient are done with.
+    [x, y, dy].into_iter().for_each(recycle_tensor);
     [
         tensor(dx, [members, rows, fan_in]),
         tensor(dw, [members, fan_in, fan_out]),
@@ -461,6 +506,9 @@ pub(crate) fn layer_norm_backward(
             *total += part;
         }
     }
+    drop((nv, iv, gv, dyv));
+    // The tape and the output's gradient are done with.
+    [normed, dy].into_iter().for_each(recycle_tensor);
     [
         tensor(dx, [members, rows, width]),
         tensor(d_gamma, [members, 1, width]),

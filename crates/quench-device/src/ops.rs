@@ -252,7 +252,8 @@ pub trait QuenchOps: Backend {
     }
 
     /// The dense layer's gradients from its input `x`, `weight`, what the forward pass kept
-    /// and the output's gradient `dy` `[members, rows, fan_out]`.
+    /// and the output's gradient `dy` `[members, rows, fan_out]`; `x`, `kept` and `dy` are
+    /// consumed (the CPU's host kernel recycles the buffers nothing else holds).
     fn dense_backward(
         x: Tensor<Self, 3>,
         weight: &Tensor<Self, 3>,
@@ -275,13 +276,14 @@ pub trait QuenchOps: Backend {
         dense::composed_layer_norm(x, gamma, beta, eps)
     }
 
-    /// Layer normalisation's gradients from its tape, `gamma` and the output's gradient.
+    /// Layer normalisation's gradients from its tape, `gamma` and the output's gradient; the
+    /// tape and `dy` are consumed (the CPU's host kernel recycles their buffers).
     fn layer_norm_backward(
-        tape: &NormTape<Self>,
+        tape: NormTape<Self>,
         gamma: &Tensor<Self, 3>,
         dy: Tensor<Self, 3>,
     ) -> NormGradients<Self> {
-        dense::composed_layer_norm_backward(tape, gamma, dy)
+        dense::composed_layer_norm_backward(&tape, gamma, dy)
     }
 
     /// Attention pooling's weighted sum over a sequence ([`pooling::weighted_sum`]): `values`
@@ -305,13 +307,14 @@ pub trait QuenchOps: Backend {
         attention::composed_attention(inputs)
     }
 
-    /// The attention's gradients from its inputs, the weights and the context's gradient.
+    /// The attention's gradients from its inputs, the weights and the context's gradient, all
+    /// consumed (the CPU's host kernel recycles the buffers nothing else holds).
     fn attention_backward(
-        inputs: &AttentionInputs<Self>,
-        weights: &Tensor<Self, 4>,
+        inputs: AttentionInputs<Self>,
+        weights: Tensor<Self, 4>,
         d_context: Tensor<Self, 3>,
     ) -> AttentionGradients<Self> {
-        attention::composed_attention_backward(inputs, weights, d_context)
+        attention::composed_attention_backward(&inputs, &weights, d_context)
     }
 
     /// Whether tensors live in host memory and each op runs on the calling thread, so that
@@ -679,12 +682,12 @@ impl QuenchOps for NdArray<f32> {
     }
 
     fn layer_norm_backward(
-        tape: &NormTape<Self>,
+        tape: NormTape<Self>,
         gamma: &Tensor<Self, 3>,
         dy: Tensor<Self, 3>,
     ) -> NormGradients<Self> {
         let [normed, inv_std, gamma, dy] =
-            [tape.normed.clone(), tape.inv_std.clone(), gamma.clone(), dy].map(host_primitive);
+            [tape.normed, tape.inv_std, gamma.clone(), dy].map(host_primitive);
         let [x, gamma, beta] =
             crate::host_layers::layer_norm_backward(normed, inv_std, gamma, dy).map(from_host);
         NormGradients { x, gamma, beta }
@@ -727,20 +730,20 @@ impl QuenchOps for NdArray<f32> {
     }
 
     fn attention_backward(
-        inputs: &AttentionInputs<Self>,
-        weights: &Tensor<Self, 4>,
+        inputs: AttentionInputs<Self>,
+        weights: Tensor<Self, 4>,
         d_context: Tensor<Self, 3>,
     ) -> AttentionGradients<Self> {
-        if !host_fits(inputs) {
-            return attention::composed_attention_backward(inputs, weights, d_context);
+        if !host_fits(&inputs) {
+            return attention::composed_attention_backward(&inputs, &weights, d_context);
         }
-        let qkv = [&inputs.q, &inputs.k, &inputs.v].map(|t| host_primitive(t.clone()));
-        let mask = inputs.mask.clone().map(|m| m.into_primitive().tensor());
+        let qkv = [inputs.q, inputs.k, inputs.v].map(host_primitive);
+        let mask = inputs.mask.map(|m| m.into_primitive().tensor());
         let [q, k, v] = crate::host_attention::backward(
             qkv,
             mask,
             inputs.heads,
-            weights.clone().into_primitive().tensor(),
+            weights.into_primitive().tensor(),
             host_primitive(d_context),
         )
         .map(from_host);
@@ -938,15 +941,15 @@ impl<B: QuenchOps, C: CheckpointStrategy> QuenchOps for Autodiff<B, C> {
     }
 
     fn layer_norm_backward(
-        tape: &NormTape<Self>,
+        tape: NormTape<Self>,
         gamma: &Tensor<Self, 3>,
         dy: Tensor<Self, 3>,
     ) -> NormGradients<Self> {
         let tape = NormTape {
-            normed: tape.normed.clone().inner(),
-            inv_std: tape.inv_std.clone().inner(),
+            normed: tape.normed.inner(),
+            inv_std: tape.inv_std.inner(),
         };
-        let g = B::layer_norm_backward(&tape, &gamma.clone().inner(), dy.inner());
+        let g = B::layer_norm_backward(tape, &gamma.clone().inner(), dy.inner());
         NormGradients {
             x: Tensor::from_inner(g.x),
             gamma: Tensor::from_inner(g.gamma),
@@ -980,8 +983,8 @@ impl<B: QuenchOps, C: CheckpointStrategy> QuenchOps for Autodiff<B, C> {
     }
 
     fn attention_backward(
-        inputs: &AttentionInputs<Self>,
-        weights: &Tensor<Self, 4>,
+        inputs: AttentionInputs<Self>,
+        weights: Tensor<Self, 4>,
         d_context: Tensor<Self, 3>,
     ) -> AttentionGradients<Self> {
         attention::autodiff_attention_backward(inputs, weights, d_context)

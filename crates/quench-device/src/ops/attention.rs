@@ -150,7 +150,7 @@ pub(super) fn autodiff_attention<B: QuenchOps, C: CheckpointStrategy>(
             let d_context = grads.consume::<B>(&ops.node);
             let d_context = Tensor::from_primitive(TensorPrimitive::Float(d_context));
             let (inputs, weights) = ops.state;
-            let g = B::attention_backward(&inputs, &weights, d_context);
+            let g = B::attention_backward(inputs, weights, d_context);
             let [node_q, node_k, node_v] = ops.parents;
             for (node, gradient) in [(node_q, g.q), (node_k, g.k), (node_v, g.v)] {
                 if let Some(node) = node {
@@ -177,12 +177,12 @@ pub(super) fn autodiff_attention<B: QuenchOps, C: CheckpointStrategy>(
 
 /// The autodiff backend's explicit backward pass: the inner backend's, on values.
 pub(super) fn autodiff_attention_backward<B: QuenchOps, C: CheckpointStrategy>(
-    inputs: &AttentionInputs<Autodiff<B, C>>,
-    weights: &Tensor<Autodiff<B, C>, 4>,
+    inputs: AttentionInputs<Autodiff<B, C>>,
+    weights: Tensor<Autodiff<B, C>, 4>,
     d_context: Tensor<Autodiff<B, C>, 3>,
 ) -> AttentionGradients<Autodiff<B, C>> {
-    let inner = inner_inputs(inputs);
-    let g = B::attention_backward(&inner, &weights.clone().inner(), d_context.inner());
+    let inner = inner_inputs(&inputs);
+    let g = B::attention_backward(inner, weights.inner(), d_context.inner());
     AttentionGradients {
         q: Tensor::from_inner(g.q),
         k: Tensor::from_inner(g.k),
@@ -248,7 +248,7 @@ mod tests {
                 "{sizes:?}"
             );
             let want = composed_attention_backward(&inputs, &want.weights, d_context.clone());
-            let got = Host::attention_backward(&inputs, &got.weights, d_context);
+            let got = Host::attention_backward(inputs, got.weights, d_context);
             for (name, a, b) in [
                 ("q", got.q, want.q),
                 ("k", got.k, want.k),
@@ -261,6 +261,30 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_host_backward_pass_gives_back_the_buffers_nothing_else_holds() {
+        use crate::host_buffers::{address_of, holds};
+        let _generator = crate::SeededGenerator::acquire::<Host>(&Default::default(), 33);
+        // Weights of 40 x 8 x 16 x 16 values: large enough to be kept (host_buffers), and a
+        // length no other test uses.
+        let (inputs, d_context) = case::<Host>([40, 16, 8, 32], false);
+        let first = Host::attention_forward(&inputs);
+        let weights = address_of(&first.weights);
+        assert!(!holds(weights));
+        let _ = Host::attention_backward(inputs.clone(), first.weights, d_context.clone());
+        assert!(holds(weights));
+        let second = Host::attention_forward(&inputs);
+        assert_eq!(
+            address_of(&second.weights),
+            weights,
+            "the next step's weights"
+        );
+        // Weights someone else still holds stay with them.
+        let held = second.weights.clone();
+        let _ = Host::attention_backward(inputs, second.weights, d_context);
+        assert!(!holds(address_of(&held)));
     }
 
     #[test]

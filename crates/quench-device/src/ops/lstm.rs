@@ -454,9 +454,7 @@ mod tests {
     fn the_host_backward_pass_gives_the_tapes_buffers_to_the_next_forward_one() {
         // Gates of 2 x 64 x 8 x 4 * 48 values: large enough to be kept (host_buffers).
         let (weights, x, loss) = case::<Host>([1, 64, 8, 3, 48], 14);
-        let address = |t: &Tensor<Host, 4>| {
-            crate::host_tensor::values(&t.clone().into_primitive().tensor()).as_ptr()
-        };
+        use crate::host_buffers::address_of as address;
         let first = Host::lstm_forward(x.clone(), &weights, 2);
         let gates = address(&first.gates);
         assert!(!crate::host_buffers::holds(gates));
