@@ -2,6 +2,7 @@
 //! validation, and its JSON output (the format is in the crate documentation).
 
 use quench_device::QuenchOps;
+use quench_device::stats::max_or_nan;
 use std::fmt;
 
 use burn::tensor::{Element, Tensor, TensorData};
@@ -541,10 +542,8 @@ impl Job {
         };
         let method = method(object)?;
         let tasks = tasks(required(object, "", "tasks")?, controls.len(), jumps.len())?;
-        let rate_bound = tasks
-            .iter()
-            .flat_map(|t| t.rates.iter().copied())
-            .fold(0.0, f64::max);
+        // NaN-aware, though the rates were checked finite, so that none can slip past.
+        let rate_bound = max_or_nan(tasks.iter().flat_map(|t| t.rates.iter().copied()));
         let system = System::new(drift, controls, jumps)
             .map_err(|e| LindbladError::input("h0", e.to_string()))?;
         let solver = Solver {

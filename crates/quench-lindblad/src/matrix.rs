@@ -153,13 +153,15 @@ impl CMatrix {
         &(self * other) + &(other * self)
     }
 
-    /// The largest `|A_ij - conj(A_ji)|`: zero exactly for a Hermitian matrix.
+    /// The largest `|A_ij - conj(A_ji)|`: zero exactly for a Hermitian matrix; NaN where an
+    /// entry is NaN (so that no check passes it).
     pub fn hermiticity_deviation(&self) -> f64 {
         let d = self.dim;
-        (0..d)
-            .flat_map(|i| (0..d).map(move |j| (i, j)))
-            .map(|(i, j)| (self.get(i, j) - self.get(j, i).conj()).norm())
-            .fold(0.0, f64::max)
+        max_or_nan(
+            (0..d)
+                .flat_map(|i| (0..d).map(move |j| (i, j)))
+                .map(|(i, j)| (self.get(i, j) - self.get(j, i).conj()).norm()),
+        )
     }
 
     /// Checks that this Hermitian matrix is positive semidefinite within `tolerance`: the
@@ -185,11 +187,12 @@ impl CMatrix {
         Ok(())
     }
 
-    /// The induced 1-norm: the largest column sum of absolute values.
+    /// The induced 1-norm: the largest column sum of absolute values; NaN where an entry is
+    /// NaN.
     pub fn norm_one(&self) -> f64 {
-        (0..self.dim)
-            .map(|col| (0..self.dim).map(|row| self.get(row, col).norm()).sum())
-            .fold(0.0, f64::max)
+        max_or_nan(
+            (0..self.dim).map(|col| (0..self.dim).map(|row| self.get(row, col).norm()).sum()),
+        )
     }
 
     /// The largest `|self_ij - other_ij|`; NaN when any entry is NaN (so that a broken result
@@ -330,5 +333,18 @@ mod tests {
                 .hermiticity_deviation(),
             2.0
         );
+    }
+
+    #[test]
+    fn a_nan_entry_makes_the_deviation_and_the_norm_nan() {
+        // Off the diagonal and on it: a maximum that skipped NaN would read 0 and 2.
+        let nan = CMatrix::from_fn(2, |i, j| match (i, j) {
+            (0, 1) => c(f64::NAN, 0.0),
+            (1, 0) => c(0.0, 0.0),
+            _ => c(1.0, 0.0),
+        });
+        assert!(nan.hermiticity_deviation().is_nan());
+        assert!(nan.norm_one().is_nan());
+        assert_eq!(CMatrix::identity(3).norm_one(), 1.0);
     }
 }
