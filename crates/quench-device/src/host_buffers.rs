@@ -1,9 +1,10 @@
 //! Recycled host buffers: the large `f32` buffers a host kernel writes in full (an LSTM's tape
-//! and the scratch of its backward pass, dense and normalisation outputs, dropout masks) come
-//! from one process-wide pool, and the kernels that know a buffer is done with give it back
-//! (the LSTM's backward pass its tape, the dense backward pass its scratch), so that a training
-//! step reuses what the step before it had. A tensor that Burn drops is not given back: its
-//! buffer goes to the allocator as before.
+//! and the scratch of its backward pass, dense, normalisation and attention outputs and
+//! gradients, dropout masks) come from one process-wide pool, and the kernels that know a
+//! buffer is done with give it back (the backward passes of the LSTM, attention, dense and
+//! normalisation kernels: their tapes, inputs and output gradients, where nothing else holds
+//! them), so that a training step reuses what the step before it had. A tensor that Burn drops
+//! is not given back: its buffer goes to the allocator as before.
 //!
 //! Why: a fresh buffer costs its zeroing or its page faults. glibc's `calloc` clears a reused
 //! block with `memset` on the calling thread (a batch-512 LSTM layer's gates are 42 MB), and a
@@ -118,6 +119,13 @@ pub(crate) fn recycle(buffer: Vec<f32>) {
 #[cfg(test)]
 pub(crate) fn holds(address: *const f32) -> bool {
     pool().buffers.iter().any(|b| b.as_ptr() == address)
+}
+
+/// Whether the pool holds a buffer of `len` values (tests: that a buffer still held elsewhere
+/// was not given back, not even as a copy).
+#[cfg(test)]
+pub(crate) fn holds_length(len: usize) -> bool {
+    pool().buffers.iter().any(|b| b.len() == len)
 }
 
 /// Where the buffer of `t` (a CPU f32 tensor, contiguous) starts, for [`holds`].

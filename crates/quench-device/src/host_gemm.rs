@@ -329,24 +329,37 @@ mod tests {
                     b[p * n + j]
                 }
             };
-            // Into every other column of a wider matrix, added to what is there.
+            // Into every other column of a wider matrix: over old values that must not be
+            // read (NaN), then added to what is there; the columns between stay as they are.
             let stride = 2 * n;
-            let mut dst = vec![0.25f32; m * stride];
-            gemm_strided(&mut dst, stride, MatRef::row_major(&a, m, k), rhs, true);
-            for i in 0..m {
-                for j in 0..stride {
-                    let want = if j < n {
-                        0.25 + (0..k)
-                            .map(|p| f64::from(a[i * k + p]) * f64::from(b_at(p, j)))
-                            .sum::<f64>()
-                    } else {
-                        0.25
-                    };
-                    let got = f64::from(dst[i * stride + j]);
-                    assert!(
-                        (got - want).abs() < 1e-4,
-                        "[{m}, {k}] @ [{k}, {n}] (transposed {transposed}) at ({i}, {j}): {got} against {want}"
-                    );
+            let mut dst: Vec<f32> = (0..m * stride)
+                .map(|i| if i % stride < n { f32::NAN } else { 0.25 })
+                .collect();
+            for (accumulate, times) in [(false, 1.0), (true, 2.0)] {
+                gemm_strided(
+                    &mut dst,
+                    stride,
+                    MatRef::row_major(&a, m, k),
+                    rhs,
+                    accumulate,
+                );
+                for i in 0..m {
+                    for j in 0..stride {
+                        let want = if j < n {
+                            times
+                                * (0..k)
+                                    .map(|p| f64::from(a[i * k + p]) * f64::from(b_at(p, j)))
+                                    .sum::<f64>()
+                        } else {
+                            0.25
+                        };
+                        let got = f64::from(dst[i * stride + j]);
+                        assert!(
+                            (got - want).abs() < 1e-4,
+                            "[{m}, {k}] @ [{k}, {n}] (transposed {transposed}, accumulate \
+                             {accumulate}) at ({i}, {j}): {got} against {want}"
+                        );
+                    }
                 }
             }
         }

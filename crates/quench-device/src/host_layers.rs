@@ -1,8 +1,9 @@
 //! Host kernels of the dense layer and layer normalisation ([`crate::ops::dense`]) and of
 //! attention pooling's weighted sum ([`crate::ops::pooling`]) on the CPU backend in f32.
 //!
-//! The dense layer is one product per member through [`crate::host_gemm`] into a buffer
-//! that starts as the bias, then one pass applying the activation in place; backward, one pass
+//! The dense layer is one product per member through [`crate::host_gemm`], then, per block
+//! while it is in cache, one pass adding the bias and applying the activation (in place, or
+//! into a buffer of its own where the pre-activation is kept); backward, one pass
 //! for the pre-activation gradient, then `dx = dz W^T`, `dW = x^T dz` and the bias sums. Large
 //! layers split over lanes: rows of `x` forward and for `dx`, rows of `dW` (columns of `x`)
 //! for the weight gradient. Layer normalisation is three passes over each row forward (mean,
@@ -90,6 +91,7 @@ fn bias_activate_portable(
     bias: &[f32],
     activation: Option<Activation>,
 ) {
+    debug_assert!(post.is_empty() || (activation.is_some() && post.len() == z.len()));
     let width = bias.len();
     if width == 0 {
         return;
@@ -192,7 +194,8 @@ pub(crate) fn dense_forward(
         let empty = tensor(out, shape);
         return [empty.clone(), empty];
     }
-    let parts = lanes_for(members * rows * fan_in * fan_out);
+    // As many lanes as the product needs, or the epilogue (about 8 operations per value).
+    let parts = lanes_for(members * rows * fan_out * fan_in.max(8));
     // Jobs: (member, its rows' range, those rows of the output, and of the activated output
     // where it has its own).
     let outs = member_rows(&mut out, shape, parts);

@@ -277,7 +277,8 @@ pub trait QuenchOps: Backend {
     }
 
     /// Layer normalisation's gradients from its tape, `gamma` and the output's gradient; the
-    /// tape and `dy` are consumed (the CPU's host kernel recycles their buffers).
+    /// tape and `dy` are consumed (the CPU's host kernel gives the normalised rows' and `dy`'s
+    /// buffers back to its pool where nothing else holds them).
     fn layer_norm_backward(
         tape: NormTape<Self>,
         gamma: &Tensor<Self, 3>,
@@ -381,11 +382,12 @@ pub(crate) fn split_matmul<B: Backend>(
 /// Whether the attention's host kernel takes these inputs (`host_attention::fits`).
 fn host_fits(inputs: &AttentionInputs<NdArray<f32>>) -> bool {
     let mask = inputs.mask.as_ref().map(|m| m.dims());
-    crate::host_attention::fits(
-        &inputs.q.dims(),
-        inputs.heads,
-        mask.as_ref().map(|m| &m[..]),
-    )
+    let q = inputs.q.dims();
+    // The kernel reads k and v with q's sizes; other shapes (keys of another length) take the
+    // composition, which runs them or refuses them with Burn's shape error.
+    inputs.k.dims() == q
+        && inputs.v.dims() == q
+        && crate::host_attention::fits(&q, inputs.heads, mask.as_ref().map(|m| &m[..]))
 }
 
 /// A float tensor's primitive, for the host kernels.

@@ -318,7 +318,7 @@ fn matrix(value: &Value, path: &str, dim: usize) -> Result<CMatrix, LindbladErro
 fn hermitian(value: &Value, path: &str, dim: usize) -> Result<CMatrix, LindbladError> {
     let m = matrix(value, path, dim)?;
     let deviation = m.hermiticity_deviation();
-    if deviation > STATE_TOLERANCE * m.norm_one().max(1.0) {
+    if deviation.is_nan() || deviation > STATE_TOLERANCE * m.norm_one().max(1.0) {
         return Err(LindbladError::NotHermitian {
             name: path.to_string(),
             deviation,

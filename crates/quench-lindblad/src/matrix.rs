@@ -337,7 +337,7 @@ mod tests {
 
     #[test]
     fn a_nan_entry_makes_the_deviation_and_the_norm_nan() {
-        // Off the diagonal and on it: a maximum that skipped NaN would read 0 and 2.
+        // A maximum that skipped NaN would read 0 for the deviation and 1 for the norm.
         let nan = CMatrix::from_fn(2, |i, j| match (i, j) {
             (0, 1) => c(f64::NAN, 0.0),
             (1, 0) => c(0.0, 0.0),

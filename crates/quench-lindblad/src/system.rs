@@ -59,8 +59,26 @@ impl System {
                     found: format!("a {0} x {0} matrix", operator.dim()),
                 });
             }
+            let entries = operator.as_slice();
+            if let Some(at) = entries
+                .iter()
+                .position(|z| !(z.re.is_finite() && z.im.is_finite()))
+            {
+                return Err(LindbladError::input(
+                    name,
+                    format!(
+                        "entry ({}, {}) is {}, not finite",
+                        at / dim,
+                        at % dim,
+                        entries[at]
+                    ),
+                ));
+            }
             let deviation = operator.hermiticity_deviation();
-            if hermitian && deviation > HERMITIAN_TOLERANCE * operator.norm_one().max(1.0) {
+            if hermitian
+                && (deviation.is_nan()
+                    || deviation > HERMITIAN_TOLERANCE * operator.norm_one().max(1.0))
+            {
                 return Err(LindbladError::NotHermitian { name, deviation });
             }
         }
@@ -144,6 +162,32 @@ mod tests {
         let error = System::new(pauli_z(), vec![pauli_x(), sigma_minus()], vec![]).unwrap_err();
         assert!(
             matches!(&error, LindbladError::NotHermitian { name, .. } if name == "controls[1]")
+        );
+    }
+
+    #[test]
+    fn an_operator_with_a_non_finite_entry_is_refused_by_name() {
+        use num_complex::Complex64;
+        let with = |value: Complex64| {
+            CMatrix::from_fn(2, move |i, j| {
+                if (i, j) == (0, 1) {
+                    value
+                } else {
+                    pauli_z().get(i, j)
+                }
+            })
+        };
+        let nan = with(Complex64::new(f64::NAN, 0.0));
+        let error = System::new(nan.clone(), vec![pauli_x()], vec![]).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "drift: entry (0, 1) is NaN+0i, not finite"
+        );
+        let infinite = with(Complex64::new(0.0, f64::INFINITY));
+        let error = System::new(pauli_z(), vec![], vec![sigma_minus(), infinite]).unwrap_err();
+        assert!(
+            error.to_string().starts_with("jumps[1]: entry (0, 1)"),
+            "{error}"
         );
     }
 

@@ -415,34 +415,38 @@ mod tests {
 
     #[test]
     fn the_host_backward_passes_give_back_the_buffers_nothing_else_holds() {
-        use crate::host_buffers::{address_of, holds};
+        use crate::host_buffers::{address_of, holds, holds_length};
         let _generator = crate::SeededGenerator::acquire::<Host>(&Default::default(), 24);
-        // Lengths large enough to be kept (host_buffers) that no other test uses: x 2 x 700 x
-        // 50, the pre-activation 2 x 700 x 60, the norm's tape 2 x 700 x 60.
-        let x = random::<Host>([2, 700, 50], 1.0);
-        let w = random::<Host>([2, 50, 60], 0.5);
-        let b = random::<Host>([2, 1, 60], 0.5);
-        let dy = random::<Host>([2, 700, 60], 1.0);
+        // Lengths large enough to be kept (host_buffers) that no other test in this crate
+        // uses: x 2 x 700 x 51, the pre-activation and the norm's rows 2 x 700 x 61.
+        let (x_len, out_len) = (2 * 700 * 51, 2 * 700 * 61);
+        let x = random::<Host>([2, 700, 51], 1.0);
+        let w = random::<Host>([2, 51, 61], 0.5);
+        let b = random::<Host>([2, 1, 61], 0.5);
+        let dy = random::<Host>([2, 700, 61], 1.0);
         let out = Host::dense_forward(x.clone(), &w, &b, Some(Activation::Gelu));
         let kept = address_of(&out.kept);
         // The caller's x stays with the caller; the layer's own copy of it goes back.
         let _ = Host::dense_backward(x.clone(), &w, out.kept, dy.clone(), None);
         assert!(holds(kept), "the pre-activation");
-        assert!(!holds(address_of(&x)));
+        assert!(!holds_length(x_len), "x, held by the caller");
         let own_x = x.clone().add_scalar(0.0);
         let own_address = address_of(&own_x);
         let _ = Host::dense_backward(own_x, &w, x.clone(), dy.clone(), None);
         assert!(holds(own_address), "the layer's own input");
 
-        let gamma = random::<Host>([2, 1, 60], 1.0);
+        let gamma = random::<Host>([2, 1, 61], 1.0);
         let (_, tape) = Host::layer_norm_forward(dy.clone(), &gamma, &b, 1e-5);
         let normed = address_of(&tape.normed);
         let _ = Host::layer_norm_backward(tape, &gamma, dy.clone());
         assert!(holds(normed), "the normalised rows");
+        // Taken again by the next forward pass (its output and rows), then kept by the caller.
         let (_, tape) = Host::layer_norm_forward(dy.clone(), &gamma, &b, 1e-5);
+        assert!(!holds_length(out_len));
         let held = tape.normed.clone();
-        let _ = Host::layer_norm_backward(tape, &gamma, dy);
-        assert!(!holds(address_of(&held)), "held by the caller");
+        let _ = Host::layer_norm_backward(tape, &gamma, dy.clone());
+        assert!(!holds_length(out_len), "the rows, held by the caller");
+        drop(held);
     }
 
     #[test]
