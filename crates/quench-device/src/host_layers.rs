@@ -184,8 +184,8 @@ pub(crate) fn dense_forward(
     // Every row is written by its product, then takes its bias and activation; an activation
     // that keeps its input writes its own buffer from it, every value.
     let mut out = take(members * rows * fan_out);
-    let keeps_input = activation.filter(|a| a.keeps_input());
-    let mut post = if keeps_input.is_some() {
+    let keeps_input = activation.is_some_and(|a| a.keeps_input());
+    let mut post = if keeps_input {
         take(out.len())
     } else {
         Vec::new()
@@ -199,9 +199,10 @@ pub(crate) fn dense_forward(
     // Jobs: (member, its rows' range, those rows of the output, and of the activated output
     // where it has its own).
     let outs = member_rows(&mut out, shape, parts);
-    let mut posts = match keeps_input {
-        Some(_) => member_rows(&mut post, shape, parts),
-        None => Vec::new(),
+    let mut posts = if keeps_input {
+        member_rows(&mut post, shape, parts)
+    } else {
+        Vec::new()
     }
     .into_iter();
     let jobs: Vec<_> = outs
@@ -229,7 +230,7 @@ pub(crate) fn dense_forward(
     });
     drop((xv, wv, bv));
     let out = tensor(out, shape);
-    if keeps_input.is_some() {
+    if keeps_input {
         [tensor(post, shape), out]
     } else {
         [out.clone(), out]

@@ -317,13 +317,11 @@ fn matrix(value: &Value, path: &str, dim: usize) -> Result<CMatrix, LindbladErro
 
 fn hermitian(value: &Value, path: &str, dim: usize) -> Result<CMatrix, LindbladError> {
     let m = matrix(value, path, dim)?;
-    let deviation = m.hermiticity_deviation();
-    if deviation.is_nan() || deviation > STATE_TOLERANCE * m.norm_one().max(1.0) {
-        return Err(LindbladError::NotHermitian {
+    m.check_hermitian(STATE_TOLERANCE)
+        .map_err(|deviation| LindbladError::NotHermitian {
             name: path.to_string(),
             deviation,
-        });
-    }
+        })?;
     Ok(m)
 }
 
@@ -351,11 +349,7 @@ fn density_matrix(value: &Value, path: &str, dim: usize) -> Result<CMatrix, Lind
 /// Why `rho` is not a density matrix within [`RESULT_TOLERANCE`] (non-finite entries, a trace
 /// other than 1, a negative eigenvalue), if it is not.
 fn physical(rho: &CMatrix) -> Result<(), String> {
-    if rho
-        .as_slice()
-        .iter()
-        .any(|z| !(z.re.is_finite() && z.im.is_finite()))
-    {
+    if rho.first_non_finite().is_some() {
         return Err("it has entries that are not finite numbers".into());
     }
     let trace = rho.trace().re;

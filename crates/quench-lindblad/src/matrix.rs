@@ -164,6 +164,26 @@ impl CMatrix {
         )
     }
 
+    /// Checks that the matrix is Hermitian within `tolerance` relative to its size (the
+    /// deviation at most `tolerance` times the 1-norm, or times 1 for a smaller norm); on
+    /// failure, the deviation (NaN where an entry is NaN: refused too).
+    pub fn check_hermitian(&self, tolerance: f64) -> Result<(), f64> {
+        let deviation = self.hermiticity_deviation();
+        if deviation.is_nan() || deviation > tolerance * self.norm_one().max(1.0) {
+            return Err(deviation);
+        }
+        Ok(())
+    }
+
+    /// The first entry (row, column and value, row-major) that is not a finite number, if any.
+    pub fn first_non_finite(&self) -> Option<(usize, usize, Complex64)> {
+        let at = self
+            .data
+            .iter()
+            .position(|z| !(z.re.is_finite() && z.im.is_finite()))?;
+        Some((at / self.dim, at % self.dim, self.data[at]))
+    }
+
     /// Checks that this Hermitian matrix is positive semidefinite within `tolerance`: the
     /// Cholesky factorisation of `self + tolerance I` must succeed (every pivot positive), so
     /// an eigenvalue below `-tolerance` fails it. On failure: the row whose pivot was not
@@ -345,6 +365,18 @@ mod tests {
         });
         assert!(nan.hermiticity_deviation().is_nan());
         assert!(nan.norm_one().is_nan());
+        assert!(nan.check_hermitian(1e9).is_err_and(f64::is_nan));
+        assert_eq!(nan.first_non_finite().map(|(r, c, _)| (r, c)), Some((0, 1)));
         assert_eq!(CMatrix::identity(3).norm_one(), 1.0);
+        assert_eq!(CMatrix::identity(3).check_hermitian(0.0), Ok(()));
+        assert_eq!(CMatrix::identity(3).first_non_finite(), None);
+        // A deviation of 0.1 within the tolerance times the 1-norm (here 3.1), not times 1.
+        let skewed = CMatrix::from_fn(2, |i, j| match (i, j) {
+            (0, 1) => c(1.0, 0.0),
+            (1, 0) => c(1.1, 0.0),
+            _ => c(2.0, 0.0),
+        });
+        assert_eq!(skewed.check_hermitian(0.05), Ok(()));
+        assert!(skewed.check_hermitian(0.02).is_err());
     }
 }

@@ -59,26 +59,13 @@ impl System {
                     found: format!("a {0} x {0} matrix", operator.dim()),
                 });
             }
-            let entries = operator.as_slice();
-            if let Some(at) = entries
-                .iter()
-                .position(|z| !(z.re.is_finite() && z.im.is_finite()))
-            {
+            if let Some((row, col, value)) = operator.first_non_finite() {
                 return Err(LindbladError::input(
                     name,
-                    format!(
-                        "entry ({}, {}) is {}, not finite",
-                        at / dim,
-                        at % dim,
-                        entries[at]
-                    ),
+                    format!("entry ({row}, {col}) is {value}, not finite"),
                 ));
             }
-            let deviation = operator.hermiticity_deviation();
-            if hermitian
-                && (deviation.is_nan()
-                    || deviation > HERMITIAN_TOLERANCE * operator.norm_one().max(1.0))
-            {
+            if hermitian && let Err(deviation) = operator.check_hermitian(HERMITIAN_TOLERANCE) {
                 return Err(LindbladError::NotHermitian { name, deviation });
             }
         }
