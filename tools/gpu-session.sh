@@ -17,6 +17,7 @@
 # binary (9 MB) and the cache, or Fashion-MNIST (30 MB; without it the hybrid and loader run
 # on their stand-in data). Each step's log goes to $OUT/log.txt as it is written; the reports
 # (report.json, report.md, kernel-launches.log) are packed into $OUT/results.tgz.
+# Steps run at once when joined by '+' (see the loop at the end).
 # Steps: doctor verify-f32 verify-bf16 verify-f16 devices quick-a quick-b quick-c quick-d
 # meta1024 sgldfull (default: verify-f32 verify-bf16 verify-f16 quick-a).
 set -u
@@ -46,24 +47,22 @@ for lib in libnvrtc.so libcuda.so; do
 done
 [ -d .gpu/fashion-mnist ] && export QUENCH_MNIST_DIR=$REPO/.gpu/fashion-mnist
 export QUENCH_PYTHON=${QUENCH_PYTHON:-python3}
+# Quench keeps CubeCL's compiled kernels and autotune results in one folder (quench-device
+# kernel_cache); the carried parts of the last call's folder go there first.
 CACHE=/tmp/quench/cubecl-cache
 mkdir -p "$CACHE"
 if ls .gpu/cubecl-cache.tar.xz.* > /dev/null 2>&1; then
     cat .gpu/cubecl-cache.tar.xz.* | tar xJf - -C /tmp/quench
 fi
-cat > cubecl.toml <<TOML
-[compilation]
-cache = { file = "$CACHE" }
-[autotune]
-cache = { file = "$CACHE" }
-TOML
+export QUENCH_CACHE_DIR=$CACHE
+rm -f cubecl.toml
 
 stamp "machine"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv
 echo "CUDA_PATH=${CUDA_PATH:-unset} LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-unset} cores=$(nproc)"
 "$QUENCH_PYTHON" -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name(0))"
 
-step() { # step NAME COMMAND...: in the foreground, stopped at the step's limit
+step() { # step NAME COMMAND...: stopped at the step's limit, its log printed when it ends
     local name=$1; shift
     stamp "$name: $*"
     timeout -k 5 "$limit" "$@" > "$LOGS/$name.log" 2>&1
@@ -79,15 +78,12 @@ quick() { # quick NAME WORKLOADS: part of the default suite, with PyTorch peers 
 # The GPU's load while the steps run, every 30 s.
 nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader -l 30 > "$LOGS/nvidia-smi.log" 2>&1 &
 smi=$!
-for request in ${*:-verify-f32 verify-bf16 verify-f16 quick-a}; do
-    s=${request%%:*}
-    limit=$LIMIT
-    [ "$s" != "$request" ] && limit=${request#*:}
-    case $s in
+run_step() { # run_step NAME: one step of the list below
+    case $1 in
     doctor) step doctor "$B" doctor --device cuda ;;
-    verify-f32) step "$s" "$B" verify --device cuda --precision f32 ;;
-    verify-bf16) step "$s" "$B" verify --device cuda --precision bf16 ;;
-    verify-f16) step "$s" "$B" verify --device cuda --precision f16 ;;
+    verify-f32) step "$1" "$B" verify --device cuda --precision f32 ;;
+    verify-bf16) step "$1" "$B" verify --device cuda --precision bf16 ;;
+    verify-f16) step "$1" "$B" verify --device cuda --precision f16 ;;
     devices) step devices "$B" run --suite configs/devices.toml --device cuda --count-launches --out /tmp/quench/out/devices ;;
     quick-a) quick quick-a device,loader,lindblad-meta,qrng-distinguish ;;
     quick-b) quick quick-b qrng-gan,qrng-classifier,sgld ;;
@@ -95,8 +91,30 @@ for request in ${*:-verify-f32 verify-bf16 verify-f16 quick-a}; do
     quick-d) quick quick-d temporal-lstm,temporal-transformer,temporal-mlp ;;
     meta1024) step meta1024 "$B" run --suite configs/gpu-targets.toml --only lindblad-meta --device cuda --out /tmp/quench/out/meta1024 ;;
     sgldfull) step sgldfull "$B" run --suite configs/gpu-targets.toml --only sgld --device cuda --out /tmp/quench/out/sgldfull ;;
-    *) echo "unknown step $s" ;;
+    *) echo "unknown step $1" ;;
     esac
+}
+
+# A request is STEP[:SECONDS], or STEP+STEP+...[:SECONDS] for steps that run at once (each
+# with that limit): only for steps whose timings do not matter (verify, the devices suite),
+# since CUDA contexts of different processes take turns on the GPU.
+# BUDGET (seconds, optional): the whole call's limit; a step's limit is cut to what is left of
+# it less 40 s for packing the results and the cache, and steps past it are skipped.
+for request in ${*:-verify-f32 verify-bf16 verify-f16 quick-a}; do
+    steps=${request%%:*}
+    limit=$LIMIT
+    [ "$steps" != "$request" ] && limit=${request#*:}
+    if [ -n "${BUDGET:-}" ]; then
+        left=$(( BUDGET - 40 - ($(date +%s) - t0) ))
+        if [ "$left" -lt 15 ]; then stamp "skipped (budget): $request"; continue; fi
+        [ "$limit" -gt "$left" ] && limit=$left
+    fi
+    pids=()
+    for s in ${steps//+/ }; do
+        run_step "$s" &
+        pids+=($!)
+    done
+    wait "${pids[@]}"
 done
 kill "$smi" 2>/dev/null
 stamp "steps done"

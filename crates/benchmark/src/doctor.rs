@@ -90,6 +90,9 @@ fn render(
             let _ = writeln!(out, "memory     not reported by this platform");
         }
     }
+    if selection.device != quench_device::SelectedDevice::Cpu {
+        let _ = writeln!(out, "{}", kernel_cache_line());
+    }
     let _ = writeln!(
         out,
         "\ntiny op    {} per op queued, {} round trip (median)",
@@ -135,6 +138,18 @@ fn render(
         let _ = writeln!(out, "           - {line}");
     }
     out
+}
+
+/// Where compiled kernels and autotune results are kept, and how many entries the folder holds.
+fn kernel_cache_line() -> String {
+    let location = quench_device::kernel_cache::location();
+    match &location.dir {
+        Some(dir) => {
+            let (files, entries) = quench_device::kernel_cache::entries(dir);
+            format!("kernels    cached in {location}: {entries} entries in {files} files")
+        }
+        None => format!("kernels    cached {location}"),
+    }
 }
 
 /// The wgpu adapters, one line each, as `--device wgpu:N` names them; in a build without wgpu,

@@ -60,6 +60,11 @@ struct GlobalArgs {
     /// Output folder of `run` (report.json, report.md).
     #[arg(long, global = true, default_value = "bench-out")]
     out: PathBuf,
+    /// Where GPU runs keep compiled kernels and autotune results between processes (default:
+    /// $QUENCH_CACHE_DIR, else a cubecl.toml that names a cache, else
+    /// $XDG_CACHE_HOME/quench/cubecl or ~/.cache/quench/cubecl).
+    #[arg(long, global = true)]
+    cache_dir: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -190,6 +195,12 @@ fn main() -> ExitCode {
         return ExitCode::from(EXIT_USAGE);
     }
     let global = &cli.global;
+    if let Some(dir) = &global.cache_dir
+        && let Err(err) = quench_device::kernel_cache::set_cache_dir(dir)
+    {
+        eprintln!("error: {err}");
+        return ExitCode::FAILURE;
+    }
     let outcome = match &cli.command {
         Some(Command::Run(args)) => run(args, global),
         None => run(&cli.run, global),

@@ -63,8 +63,9 @@ pub const ALIGNED_FROM: usize = 128;
 /// Why: burn-ndarray 0.21's SIMD `recip` (the forward `Tensor::recip`, and the backward pass
 /// of every division and logarithm: cross-entropy, softmax, layer norm) works in place on a
 /// buffer it owns by splitting it at vector boundaries: the aligned middle gets the CPU's
-/// approximate reciprocal (`_mm256_rcp_ps`, relative error up to 3.7e-4; macerator 0.3 has no
-/// refinement step, added in its 0.4), the unaligned ends an exact division. Which elements
+/// approximate reciprocal (`rcpps` on x86 with AVX2, relative error up to 3.7e-4; see
+/// [`crate::testing::RECIP_ESTIMATE_BOUND`] for the others; macerator 0.3 has no refinement
+/// step, added in its 0.4), the unaligned ends an exact division. Which elements
 /// are which then depends on the buffer's address, which depends on the order of earlier
 /// frees, some of which follow Burn's autodiff graph's hash maps, whose order changes from
 /// process to process: the same seed gave different gradients in different runs (issue 19).

@@ -123,6 +123,11 @@ pub trait OnDevice {
 /// CPU with a one-line reason; a software adapter (lavapipe, SwiftShader, WARP) is never
 /// `auto`'s. An explicit `cuda`, `cuda:N`, `wgpu` or `wgpu:N` that cannot be used is an error.
 pub fn select(spec: DeviceSpec) -> Result<Selection, DeviceError> {
+    // Before any GPU is probed: CubeCL reads its configuration, caches included, once.
+    #[cfg(any(feature = "wgpu", feature = "cuda"))]
+    if spec != DeviceSpec::Cpu {
+        crate::kernel_cache::install(None)?;
+    }
     match spec {
         DeviceSpec::Cpu => Ok(Selection {
             device: SelectedDevice::Cpu,

@@ -33,8 +33,8 @@ pub fn readbacks() -> u64 {
 
 /// Turns on CubeCL's log of every kernel launch, written to `path` (replaced). It must come
 /// before the first CubeCL device is used: CubeCL reads its configuration once. The rest of
-/// the configuration is CubeCL's own (a `cubecl.toml` in the working folder or above, then
-/// `CUBECL_*` variables), so kernel and autotune caches set there stay on.
+/// the configuration is as [`crate::kernel_cache`] makes it (the kernel and autotune caches
+/// stay on).
 ///
 /// # Errors
 /// In a build without a CubeCL backend (`wgpu`, `cuda`), and when CubeCL's configuration was
@@ -42,21 +42,7 @@ pub fn readbacks() -> u64 {
 pub fn log_launches(path: &Path) -> Result<(), DeviceError> {
     #[cfg(any(feature = "wgpu", feature = "cuda"))]
     {
-        use burn::cubecl::config::profiling::ProfilingLogLevel;
-        use burn::cubecl::config::{CubeClRuntimeConfig, RuntimeConfig};
-        let mut config = CubeClRuntimeConfig::from_current_dir().override_from_env();
-        config.profiling.logger.level = ProfilingLogLevel::Minimal;
-        config.profiling.logger.file = Some(path.to_path_buf());
-        config.profiling.logger.append = false;
-        let mut slot = CubeClRuntimeConfig::storage().lock();
-        if slot.is_some() {
-            return Err(DeviceError::LaunchCount(
-                "CubeCL's configuration was already read; count launches from the start of the run"
-                    .into(),
-            ));
-        }
-        *slot = Some(std::sync::Arc::new(config));
-        drop(slot);
+        crate::kernel_cache::install(Some(path))?;
         LAUNCH_LOG
             .set(path.to_path_buf())
             .map_err(|_| DeviceError::LaunchCount("the launch log is already on".into()))

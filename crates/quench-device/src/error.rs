@@ -45,6 +45,14 @@ pub enum DeviceError {
         /// The specification that asked for wgpu.
         spec: String,
     },
+    /// The kernel cache folder that was named cannot be used.
+    #[error("kernel cache folder {}: {reason}", dir.display())]
+    KernelCache {
+        /// The folder.
+        dir: std::path::PathBuf,
+        /// Why it cannot be used.
+        reason: String,
+    },
     /// Kernel launches cannot be counted in this run.
     #[error("cannot count kernel launches: {0}")]
     LaunchCount(String),

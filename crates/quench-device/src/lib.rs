@@ -26,6 +26,7 @@ mod host_lstm;
 mod host_math;
 mod host_sgld;
 mod host_tensor;
+pub mod kernel_cache;
 pub mod lanes;
 pub mod machine;
 pub mod memory;

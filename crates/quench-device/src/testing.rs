@@ -92,6 +92,23 @@ macro_rules! device_test {
     () => {};
 }
 
+/// The largest relative error of burn-ndarray 0.21's f32 `recip` on this processor's
+/// architecture. It runs the processor's reciprocal estimate without a refinement step
+/// (macerator 0.3), on tensors of 32 values or more: on x86 `rcpps` with SSE or AVX2, within
+/// 1.5 x 2^-12 (3.7e-4; the bound Intel's and AMD's manuals give, and the two vendors' values
+/// differ within it), and `rcp14ps` with AVX-512, within 2^-14; on aarch64 `frecpe`, an 8-bit
+/// estimate, within 2^-8. Every gradient through a division's numerator, a logarithm or a
+/// reciprocal on the CPU backend carries it (burn-autodiff takes `recip` there), so a test
+/// comparing with such a gradient takes its tolerance from this bound, not from what one
+/// machine gave. Elsewhere the division is exact: 0.
+pub const RECIP_ESTIMATE_BOUND: f64 = if cfg!(target_arch = "aarch64") {
+    1.0 / 256.0
+} else if cfg!(any(target_arch = "x86", target_arch = "x86_64")) {
+    1.5 / 4096.0
+} else {
+    0.0
+};
+
 /// The largest `|a - b|` between two tensors' values (read back; as many values each), NaN
 /// when any value of either is NaN, so that a broken result never passes a `gap < tolerance`
 /// check (a plain `fold(0.0, f32::max)` drops NaN).
