@@ -51,6 +51,10 @@ export QUENCH_PYTHON=${QUENCH_PYTHON:-python3}
 # kernel_cache); the carried parts of the last call's folder go there first.
 CACHE=/tmp/quench/cubecl-cache
 mkdir -p "$CACHE"
+# The last lent session's cache, committed (tools/gpu-cache/, newest last), then a carried one.
+for cache in tools/gpu-cache/*.tar.xz; do
+    [ -f "$cache" ] && tar xJf "$cache" -C /tmp/quench
+done
 if ls .gpu/cubecl-cache.tar.xz.* > /dev/null 2>&1; then
     cat .gpu/cubecl-cache.tar.xz.* | tar xJf - -C /tmp/quench
 fi
@@ -96,8 +100,10 @@ run_step() { # run_step NAME: one step of the list below
 }
 
 # A request is STEP[:SECONDS], or STEP+STEP+...[:SECONDS] for steps that run at once (each
-# with that limit): only for steps whose timings do not matter (verify, the devices suite),
-# since CUDA contexts of different processes take turns on the GPU.
+# with that limit): only for steps whose timings do not matter, since CUDA contexts of
+# different processes take turns on the GPU, and only with a warm cache: cold processes
+# compile the same kernels side by side (four cold steps at once on an H100 finished none in
+# 200 s, docs/benchmarks.md, 2026-11-27).
 # BUDGET (seconds, optional): the whole call's limit; a step's limit is cut to what is left of
 # it less 40 s for packing the results and the cache, and steps past it are skipped.
 for request in ${*:-verify-f32 verify-bf16 verify-f16 quick-a}; do

@@ -145,8 +145,13 @@ fn kernel_cache_line() -> String {
     let location = quench_device::kernel_cache::location();
     match &location.dir {
         Some(dir) => {
-            let (files, entries) = quench_device::kernel_cache::entries(dir);
-            format!("kernels    cached in {location}: {entries} entries in {files} files")
+            let found = quench_device::kernel_cache::entries(dir);
+            format!(
+                "kernels    cached in {location}: {} compiled kernels, {} autotuned shapes, {} MiB",
+                found.kernels,
+                found.tuned,
+                found.bytes >> 20
+            )
         }
         None => format!("kernels    cached {location}"),
     }

@@ -124,11 +124,22 @@ pub fn default_dir() -> Option<PathBuf> {
     Some(base.join("quench").join("cubecl"))
 }
 
-/// The files and entries (compiled kernels and autotune results, one entry per line) in the
-/// cache folder; `(0, 0)` when it does not exist.
-pub fn entries(dir: &Path) -> (usize, usize) {
-    fn walk(dir: &Path, depth: usize, files: &mut usize, lines: &mut usize) {
-        // CubeCL nests name/version/kind/device; 8 levels is well past that and stops a loop.
+/// What a cache folder holds: entries of its tables of contents, as CubeCL writes them (JSON
+/// lines in `*.json.log` files; compiled kernels themselves sit in binary chunks beside them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheEntries {
+    /// Compiled kernels (the `ptx` table on CUDA; SPIR-V on wgpu).
+    pub kernels: usize,
+    /// Autotuned shapes (matmul, reductions): one entry per key, its candidates' timings inside.
+    pub tuned: usize,
+    /// Bytes of every file in the folder.
+    pub bytes: u64,
+}
+
+/// Counts what the cache folder `dir` holds; all zero when it does not exist.
+pub fn entries(dir: &Path) -> CacheEntries {
+    fn walk(dir: &Path, depth: usize, in_autotune: bool, found: &mut CacheEntries) {
+        // CubeCL nests kind/version/device/name; 8 levels is well past that and stops a loop.
         let Ok(read) = std::fs::read_dir(dir) else {
             return;
         };
@@ -136,22 +147,33 @@ pub fn entries(dir: &Path) -> (usize, usize) {
             let Ok(kind) = entry.file_type() else {
                 continue;
             };
+            let path = entry.path();
+            let autotune = in_autotune || entry.file_name() == "autotune";
             if kind.is_dir() && depth < 8 {
-                walk(&entry.path(), depth + 1, files, lines);
+                walk(&path, depth + 1, autotune, found);
             } else if kind.is_file() {
-                *files += 1;
-                if let Ok(bytes) = std::fs::read(entry.path()) {
-                    *lines += bytes
-                        .split(|&b| b == b'\n')
-                        .filter(|l| !l.is_empty())
-                        .count();
+                found.bytes += entry.metadata().map_or(0, |m| m.len());
+                if !path.to_string_lossy().ends_with(".json.log") {
+                    continue;
+                }
+                let Ok(bytes) = std::fs::read(&path) else {
+                    continue;
+                };
+                let lines = bytes
+                    .split(|&b| b == b'\n')
+                    .filter(|l| !l.is_empty())
+                    .count();
+                if autotune {
+                    found.tuned += lines;
+                } else {
+                    found.kernels += lines;
                 }
             }
         }
     }
-    let (mut files, mut lines) = (0, 0);
-    walk(dir, 0, &mut files, &mut lines);
-    (files, lines)
+    let mut found = CacheEntries::default();
+    walk(dir, 0, false, &mut found);
+    found
 }
 
 /// The first CubeCL configuration file in `start` or above, as CubeCL looks for it, if it
@@ -310,13 +332,21 @@ mod tests {
     }
 
     #[test]
-    fn entries_count_lines_of_every_file_below() {
+    fn entries_count_kernels_and_tuned_shapes_in_the_tables_of_contents() {
         let root = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}"));
-        assert_eq!(entries(&root.path().join("missing")), (0, 0));
-        let deep = root.path().join("cuda").join("0.10.0");
-        std::fs::create_dir_all(&deep).unwrap_or_else(|e| panic!("mkdir: {e}"));
-        write(&deep.join("ptx.json.log"), "{\"a\":1}\n{\"b\":2}\n");
-        write(&root.path().join("autotune.json.log"), "{\"c\":3}\n");
-        assert_eq!(entries(root.path()), (2, 3));
+        assert_eq!(entries(&root.path().join("missing")), CacheEntries::default());
+        // CubeCL's layout on CUDA (seen on an H100): a table of contents beside binary chunks,
+        // and autotune tables per device.
+        let ptx = root.path().join("cuda").join("0.10.0").join("ptx");
+        let tuned = root.path().join("autotune").join("0.10.0").join("device-0-0-cuda");
+        for dir in [&ptx, &tuned] {
+            std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("mkdir: {e}"));
+        }
+        write(&ptx.join("toc.json.log"), "{\"key\":1}\n{\"key\":2}\n{\"key\":3}\n");
+        write(&ptx.join("chunk0.cbor"), "binary\nwith\nnewlines\n");
+        write(&tuned.join("matmul.json.log"), "{\"key\":4}\n");
+        let found = entries(root.path());
+        assert_eq!((found.kernels, found.tuned), (3, 1));
+        assert_eq!(found.bytes, 30 + 21 + 10);
     }
 }
