@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::render::{seconds, significant};
-use crate::report::Report;
+use crate::report::{Report, RunStatus};
 
 /// The comparison table of `a` (the reference) and `b`.
 pub fn compare(a: &Report, b: &Report) -> String {
@@ -85,12 +85,39 @@ pub fn compare(a: &Report, b: &Report) -> String {
     out
 }
 
-/// Where B's run disagrees with A's: each variant of A that B lacks, failed, or ran without a
-/// quality, and each quality further from A's than `within` of it (relative) or `within`
-/// itself (absolute), whichever is larger. Empty when every variant agrees: the check CI runs
-/// between the same suite on two devices.
+/// Where B's run disagrees with A's. First the reports themselves: either not `complete`
+/// (still running, interrupted, failed), of different schemas, A with no variant run, a
+/// failed variant or one without a quality in A: a reference that did not measure something
+/// agrees with nothing. Then each variant of A that B lacks, failed, or ran without a quality,
+/// measured with another metric or direction, and each quality further from A's than `within`
+/// of it (relative) or `within` itself (absolute), whichever is larger. Empty when every
+/// variant agrees: the check CI runs between the same suite on two devices.
 pub fn disagreements(a: &Report, b: &Report, within: f64) -> Vec<String> {
     let mut out = Vec::new();
+    for (label, report) in [("A", a), ("B", b)] {
+        if report.status != RunStatus::Complete {
+            out.push(format!(
+                "{label} is not a complete run: its status is {}",
+                report.status.name()
+            ));
+        }
+    }
+    if a.schema != b.schema {
+        out.push(format!(
+            "the reports have different schemas: A {}, B {}",
+            a.schema, b.schema
+        ));
+    }
+    if a.workloads.iter().all(|w| w.variants.is_empty()) {
+        out.push("A ran no variant: there is nothing to agree with".into());
+    }
+    for (name, error) in a.workloads.iter().flat_map(|w| {
+        w.failed
+            .iter()
+            .map(move |f| (format!("{}/{}", w.name, f.name), &f.error))
+    }) {
+        out.push(format!("{name}: failed in A: {error}"));
+    }
     for wa in &a.workloads {
         let wb = b.workloads.iter().find(|w| w.name == wa.name);
         for failed in wb.map_or(&[][..], |w| &w.failed[..]) {
@@ -109,6 +136,15 @@ pub fn disagreements(a: &Report, b: &Report, within: f64) -> Vec<String> {
                 continue;
             };
             match (&va.quality, &vb.quality) {
+                (Some(qa), Some(qb)) if qa.metric != qb.metric => {
+                    out.push(format!("{name}: A measured {}, B {}", qa.metric, qb.metric))
+                }
+                (Some(qa), Some(qb)) if qa.higher_is_better != qb.higher_is_better => {
+                    out.push(format!(
+                        "{name}: {} is better higher in one report and lower in the other",
+                        qa.metric
+                    ));
+                }
                 (Some(qa), Some(qb)) => {
                     let bound = within * qa.value.abs().max(1.0);
                     let gap = (qa.value - qb.value).abs();
@@ -125,7 +161,13 @@ pub fn disagreements(a: &Report, b: &Report, within: f64) -> Vec<String> {
                     }
                 }
                 (Some(qa), None) => out.push(format!("{name}: {} missing in B", qa.metric)),
-                (None, _) => {}
+                (None, Some(qb)) => out.push(format!(
+                    "{name}: A has no quality where B has {}",
+                    qb.metric
+                )),
+                // A workload that defines no quality metric (the distinguishing tournament's
+                // statistics): nothing to compare but that it ran.
+                (None, None) => {}
             }
         }
     }

@@ -1,6 +1,7 @@
 //! The Quench benchmark: runs suites of workloads and prints claimed against measured speed-ups,
 //! with the quality metric checked beside the speed.
 
+mod child;
 mod compare;
 mod doctor;
 mod error_line;
@@ -12,6 +13,7 @@ mod ranks;
 mod render;
 mod report;
 mod run;
+mod signals;
 mod suite;
 mod verify;
 mod workload;
@@ -101,7 +103,7 @@ enum Command {
         /// Also check that every variant of A ran in B with a quality within this fraction of
         /// A's (relative, or absolute below 1: 0.05 is "within 5 % or 0.05"); exit 1 where one
         /// does not.
-        #[arg(long, value_name = "FRACTION", value_parser = agreement_fraction)]
+        #[arg(long, value_name = "FRACTION", value_parser = agreement_fraction, allow_negative_numbers = true)]
         agree: Option<f64>,
     },
 }
@@ -131,12 +133,27 @@ struct PeersArgs {
     python: PythonArgs,
 }
 
-#[derive(Args, Debug, Clone, Default, PartialEq)]
+#[derive(Args, Debug, Clone, PartialEq)]
 struct PythonArgs {
     /// The Python that runs the PyTorch peers (default: $QUENCH_PYTHON, then python3, then
     /// python; the first that imports torch).
     #[arg(long)]
     python: Option<PathBuf>,
+    /// Seconds one PyTorch peer may run before it is stopped and recorded as failed (the run
+    /// goes on).
+    #[arg(long, value_name = "SECONDS", default_value_t = peers::DEFAULT_PEER_TIMEOUT.as_secs())]
+    peer_timeout: u64,
+}
+
+impl Default for PythonArgs {
+    /// As clap fills it when neither option is given (so that `RunArgs::default()` means "no
+    /// option of `run` given").
+    fn default() -> Self {
+        Self {
+            python: None,
+            peer_timeout: peers::DEFAULT_PEER_TIMEOUT.as_secs(),
+        }
+    }
 }
 
 #[derive(Args, Debug, Clone, Default, PartialEq)]
@@ -332,7 +349,18 @@ fn run_ranked(
             world,
         },
         &mut |report| output.as_ref().map_or(Ok(()), |o| o.keep(report)),
-    )?;
+    );
+    let report = match report {
+        Ok(report) => report,
+        Err(err) => {
+            // Refused before any report was written (a bad suite, nothing to run): leave no
+            // empty folder behind.
+            if let Some(output) = output {
+                output.remove_if_unused();
+            }
+            return Err(err);
+        }
+    };
     let Some(output) = output else {
         return Ok(());
     };
@@ -417,7 +445,10 @@ fn list() {
 
 /// The Python for the peers, said on stderr: which one, or why none and how to get one.
 fn announced_python(args: &PythonArgs) -> Result<peers::Python, String> {
-    let found = peers::find_python(args.python.as_deref());
+    let found = peers::find_python(
+        args.python.as_deref(),
+        std::time::Duration::from_secs(args.peer_timeout),
+    );
     match &found {
         Ok(python) => eprintln!(
             "PyTorch peers: {} (torch {})",

@@ -1,5 +1,6 @@
 //! The output folder of a run: checked before the first workload, the report rewritten after
-//! every variant, and kept, marked interrupted, when the run is stopped with Ctrl-C.
+//! every variant, and kept, marked interrupted, when a signal stops the run (Ctrl-C, SIGTERM,
+//! SIGHUP).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -15,6 +16,8 @@ pub struct Output {
     dir: PathBuf,
     latest: Arc<Mutex<Option<Report>>>,
     lock: FolderLock,
+    /// Whether this run made the folder (it did not exist before).
+    created: bool,
 }
 
 impl Output {
@@ -22,6 +25,7 @@ impl Output {
     /// a folder that cannot be created, or one that another running benchmark holds, is
     /// refused here, before any work.
     pub fn new(dir: &Path) -> anyhow::Result<Self> {
+        let created = !dir.exists();
         std::fs::create_dir_all(dir)
             .with_context(|| format!("--out {}: cannot create the output folder", dir.display()))?;
         let lock = FolderLock::take(dir).with_context(|| format!("--out {}", dir.display()))?;
@@ -29,32 +33,51 @@ impl Output {
             dir: dir.to_path_buf(),
             latest: Arc::new(Mutex::new(None)),
             lock,
+            created,
         })
     }
 
-    /// On Ctrl-C, waits for a write in progress, marks the last report interrupted, writes it
-    /// and exits with status 130.
+    /// Gives the folder back and, when this run made it and wrote nothing there, removes it:
+    /// a run refused before its first report leaves no empty folder behind.
+    pub fn remove_if_unused(self) {
+        let (dir, created) = (self.dir.clone(), self.created);
+        let unused = lock_report(&self.latest).is_none();
+        drop(self);
+        if created && unused {
+            // Only an empty folder is removed; anything else there stays.
+            let _ = std::fs::remove_dir(&dir);
+        }
+    }
+
+    /// On a stopping signal (Ctrl-C's SIGINT, and SIGTERM and SIGHUP, which `timeout`, Slurm,
+    /// `docker stop` and systemd send), waits for a write in progress, marks the last report
+    /// interrupted by that signal, writes it, gives the folder back, ends the PyTorch peer
+    /// running, if any, and exits with status 128 + the signal's number.
     pub fn keep_on_interrupt(&self) -> anyhow::Result<()> {
         let (dir, latest) = (self.dir.clone(), Arc::clone(&self.latest));
         let lock = self.lock.path().to_path_buf();
-        ctrlc::set_handler(move || {
+        crate::signals::on_stop(move |signal| {
+            crate::child::stop_running();
             if let Some(report) = lock_report(&latest).as_mut() {
                 report.status = RunStatus::Interrupted;
+                report.stopped_by = Some(signal.name.to_string());
                 match write_report(report, &dir) {
                     Ok(()) => eprintln!(
-                        "\ninterrupted: {} keeps the variants that finished",
+                        "\ninterrupted by {}: {} keeps the variants that finished",
+                        signal.name,
                         dir.join("report.json").display()
                     ),
-                    Err(err) => {
-                        eprintln!("\ninterrupted, and the report could not be written: {err:#}")
-                    }
+                    Err(err) => eprintln!(
+                        "\ninterrupted by {}, and the report could not be written: {err:#}",
+                        signal.name
+                    ),
                 }
             }
-            // Exiting skips `Drop`: give the folder back here.
+            // Exiting skips `Drop`: give the folder back here (the OS lock goes with the
+            // process).
             let _ = std::fs::remove_file(&lock);
-            std::process::exit(130);
+            std::process::exit(128 + signal.number);
         })
-        .context("cannot install the Ctrl-C handler")
     }
 
     /// Writes `report` (atomically) and remembers it for an interruption.

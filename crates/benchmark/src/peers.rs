@@ -9,6 +9,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use quench_device::files::in_working_folder_or_source_tree;
@@ -25,7 +26,17 @@ pub struct Python {
     pub path: PathBuf,
     /// `torch.__version__`.
     pub torch: String,
+    /// How long one peer may run before it is stopped and recorded as failed.
+    pub peer_timeout: Duration,
 }
+
+/// How long one peer may run unless `--peer-timeout` says otherwise: the quick suite's peers
+/// take seconds to a minute each, the full suite's baselines some minutes.
+pub const DEFAULT_PEER_TIMEOUT: Duration = Duration::from_secs(900);
+
+/// How long the probe for torch may take: importing torch takes seconds, a first import after
+/// installing it up to a minute.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// A workload's peer at the suite's size: the script in `peers/` and its arguments.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,9 +75,11 @@ pub struct PeerReport {
 pub const INSTALL_HINT: &str = "install PyTorch into a Python (`python3 -m venv .venv && \
      .venv/bin/pip install torch`) and pass `--python .venv/bin/python`, or set QUENCH_PYTHON";
 
-/// The first of `explicit`, `$QUENCH_PYTHON`, `python3` and `python` that imports torch; the
-/// error says what was tried and why each failed.
-pub fn find_python(explicit: Option<&Path>) -> Result<Python, String> {
+/// The first of `explicit`, `$QUENCH_PYTHON`, `python3` and `python` that imports torch and
+/// prints a version of it (a program that exits 0 without one, such as `/bin/true`, is not a
+/// Python with torch); each probe is stopped after two minutes. The error says what was tried
+/// and why each failed.
+pub fn find_python(explicit: Option<&Path>, peer_timeout: Duration) -> Result<Python, String> {
     let candidates: Vec<PathBuf> = match explicit {
         Some(path) => vec![path.to_path_buf()],
         None => std::env::var_os("QUENCH_PYTHON")
@@ -77,26 +90,52 @@ pub fn find_python(explicit: Option<&Path>) -> Result<Python, String> {
     };
     let mut tried = Vec::new();
     for path in candidates {
-        match Command::new(&path)
-            .args(["-c", "import torch; print(torch.__version__)"])
-            .output()
-        {
+        let what = format!("{} -c 'import torch'", path.display());
+        let probe = crate::child::run(
+            Command::new(&path).args(["-c", "import torch; print(torch.__version__)"]),
+            PROBE_TIMEOUT,
+            &what,
+        );
+        match probe {
             Ok(out) if out.status.success() => {
-                let torch = String::from_utf8_lossy(&out.stdout).trim().to_string();
-                return Ok(Python { path, torch });
+                let printed = String::from_utf8_lossy(&out.stdout);
+                let torch = printed.lines().last().unwrap_or("").trim().to_string();
+                if is_version(&torch) {
+                    return Ok(Python {
+                        path,
+                        torch,
+                        peer_timeout,
+                    });
+                }
+                tried.push(format!(
+                    "{}: printed no torch version (`{}`)",
+                    path.display(),
+                    torch.chars().take(40).collect::<String>()
+                ));
             }
             Ok(out) => {
                 let why = String::from_utf8_lossy(&out.stderr);
                 let last = why.lines().last().unwrap_or("exited with an error");
                 tried.push(format!("{}: {last}", path.display()));
             }
-            Err(err) => tried.push(format!("{}: {err}", path.display())),
+            Err(err) => tried.push(crate::error_line::one_line(&err)),
         }
     }
     Err(format!(
         "no Python with torch found ({}); {INSTALL_HINT}",
         tried.join("; ")
     ))
+}
+
+/// Whether `text` reads as a version, as `torch.__version__` does (`2.11.0+cu130`): a digit,
+/// then digits, dots and a local suffix.
+fn is_version(text: &str) -> bool {
+    text.starts_with(|c: char| c.is_ascii_digit())
+        && text.contains('.')
+        && text.len() <= 64
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || ".+-_".contains(c))
 }
 
 /// Runs `peer` with `python` on `device`, with the suite's warm-up and the suite's (or the
@@ -109,14 +148,16 @@ pub fn run_peer(
 ) -> anyhow::Result<PeerReport> {
     let script = in_working_folder_or_source_tree(&Path::new(PEERS).join(peer.script));
     let repeats = peer.repeats.unwrap_or(timing.repeats).max(1);
-    let out = Command::new(&python.path)
-        .arg(&script)
-        .args(&peer.args)
-        .args(["--device", device])
-        .args(["--warmup", &timing.warmup.to_string()])
-        .args(["--repeats", &repeats.to_string()])
-        .output()
-        .with_context(|| format!("cannot start {}", python.path.display()))?;
+    let out = crate::child::run(
+        Command::new(&python.path)
+            .arg(&script)
+            .args(&peer.args)
+            .args(["--device", device])
+            .args(["--warmup", &timing.warmup.to_string()])
+            .args(["--repeats", &repeats.to_string()]),
+        python.peer_timeout,
+        &format!("peer {} (--peer-timeout)", script.display()),
+    )?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -201,7 +242,7 @@ pub(crate) mod tests {
             use std::os::unix::fs::PermissionsExt as _;
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
-        find_python(Some(&path)).unwrap()
+        find_python(Some(&path), DEFAULT_PEER_TIMEOUT).unwrap()
     }
 
     pub(crate) const LINE: &str = r#"{"workload": "qrng-gan", "variant": "pytorch", "per_iteration_s": 0.05, "iteration_unit": "epoch (all matches)", "quality_metric": "mean final KL(p_real || g)", "quality": 0.125, "torch": "9.9.9", "device": "cpu"}"#;
@@ -242,7 +283,8 @@ pub(crate) mod tests {
 
     #[test]
     fn a_missing_python_and_bad_lines_are_clear_errors() {
-        let err = find_python(Some(Path::new("/nonexistent/python"))).unwrap_err();
+        let err =
+            find_python(Some(Path::new("/nonexistent/python")), DEFAULT_PEER_TIMEOUT).unwrap_err();
         assert!(
             err.contains("/nonexistent/python") && err.contains("pip install torch"),
             "{err}"
@@ -273,6 +315,53 @@ pub(crate) mod tests {
         ] {
             let err = format!("{:#}", parse_line(bad).unwrap_err());
             assert!(err.contains(why), "{bad}: {err}");
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_program_without_torch_and_a_hanging_peer_are_refused() {
+        // `/bin/true` exits 0 and prints nothing: no torch version.
+        let err = find_python(Some(Path::new("/bin/true")), DEFAULT_PEER_TIMEOUT).unwrap_err();
+        assert!(err.contains("printed no torch version"), "{err}");
+        // A peer that never ends is stopped at the timeout, and the run can go on.
+        let dir = tempfile::tempdir().unwrap();
+        let python = Python {
+            peer_timeout: Duration::from_millis(300),
+            ..fake_python(dir.path(), LINE)
+        };
+        std::fs::write(
+            &python.path,
+            "#!/bin/sh\nif [ \"$1\" = -c ]; then echo 9.9.9; exit 0; fi\nexec sleep 60\n",
+        )
+        .unwrap();
+        let peer = Peer {
+            script: "qrng_gan.py",
+            args: Vec::new(),
+            repeats: None,
+        };
+        let start = std::time::Instant::now();
+        let err = measure(
+            Ok(&python),
+            || Ok(Some(peer)),
+            "cpu",
+            TimingConfig::default(),
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("ran past its limit") && err.contains("--peer-timeout"),
+            "{err}"
+        );
+        assert!(start.elapsed() < Duration::from_secs(30));
+    }
+
+    #[test]
+    fn versions_are_told_from_other_output() {
+        for good in ["2.11.0+cu130", "9.9.9", "2.5.1"] {
+            assert!(is_version(good), "{good}");
+        }
+        for bad in ["", "hello", "Traceback", "2", "import torch"] {
+            assert!(!is_version(bad), "{bad}");
         }
     }
 }

@@ -27,7 +27,14 @@ impl Report {
                 let _ = writeln!(md, "- status: running; the variants finished so far");
             }
             RunStatus::Interrupted => {
-                let _ = writeln!(md, "- status: interrupted; the variants finished before it");
+                let by = self
+                    .stopped_by
+                    .as_ref()
+                    .map_or(String::new(), |signal| format!(" by {signal}"));
+                let _ = writeln!(
+                    md,
+                    "- status: interrupted{by}; the variants finished before it"
+                );
             }
             RunStatus::Failed => {
                 let _ = writeln!(

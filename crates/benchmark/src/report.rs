@@ -15,6 +15,9 @@ use crate::workload::{Claim, Quality, RunPrecision};
 /// Version of the `report.json` layout; documented in `docs/report-schema.md`.
 pub const SCHEMA_VERSION: u32 = 2;
 
+/// The largest `report.json` [`Report::read`] takes: a full suite's report is some tens of KiB.
+pub const REPORT_LIMIT: u64 = 64 << 20;
+
 /// The Burn version the workspace pins (`burn = "=0.21.0"`).
 pub const BURN_VERSION: &str = "0.21.0";
 
@@ -44,6 +47,9 @@ pub struct Report {
     /// Whether the run finished; a report on disk is rewritten after every variant.
     #[serde(default)]
     pub status: RunStatus,
+    /// The signal that stopped an interrupted run (`SIGINT`, `SIGTERM`, `SIGHUP`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_by: Option<String>,
     /// One entry per workload run.
     pub workloads: Vec<WorkloadReport>,
 }
@@ -57,11 +63,24 @@ pub enum RunStatus {
     /// Every selected variant was run (some may have failed: see each workload's `failed`).
     #[default]
     Complete,
-    /// Stopped by Ctrl-C: the report holds the variants finished before it.
+    /// Stopped by a signal (Ctrl-C, SIGTERM, SIGHUP; `stopped_by` names it): the report holds
+    /// the variants finished before it.
     Interrupted,
     /// Stopped by an error that is not one variant's (a rank lost, the output folder no
     /// longer writable): the report holds the variants finished before it.
     Failed,
+}
+
+impl RunStatus {
+    /// Its name in `report.json`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Complete => "complete",
+            Self::Interrupted => "interrupted",
+            Self::Failed => "failed",
+        }
+    }
 }
 
 /// The variants of one workload.
@@ -200,11 +219,48 @@ impl Report {
             .collect()
     }
 
-    /// Reads a `report.json`.
+    /// Reads a `report.json`: a regular file of at most [`REPORT_LIMIT`] bytes (a leading
+    /// UTF-8 byte-order mark is skipped), of a schema this benchmark knows, whose every time
+    /// is positive and finite; anything else is an error naming the file and what is wrong.
     pub fn read(path: &Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(path)
+        let bytes = quench_device::files::read_bounded(path, REPORT_LIMIT)
             .with_context(|| format!("cannot read report {}", path.display()))?;
-        serde_json::from_str(&text).with_context(|| format!("invalid report {}", path.display()))
+        let text = String::from_utf8(bytes)
+            .map_err(|_| anyhow::anyhow!("invalid report {}: not UTF-8 text", path.display()))?;
+        let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+        let report: Self = serde_json::from_str(text)
+            .with_context(|| format!("invalid report {}", path.display()))?;
+        report
+            .check()
+            .map_err(|why| anyhow::anyhow!("invalid report {}: {why}", path.display()))?;
+        Ok(report)
+    }
+
+    /// What makes this report unreadable as one: a schema newer than this benchmark's, or a
+    /// time that is not positive and finite.
+    fn check(&self) -> Result<(), String> {
+        if self.schema == 0 || self.schema > SCHEMA_VERSION {
+            return Err(format!(
+                "schema {} (this benchmark reads versions 1 to {SCHEMA_VERSION})",
+                self.schema
+            ));
+        }
+        for w in &self.workloads {
+            for v in &w.variants {
+                for (what, t) in [
+                    ("per_iteration_s.median", v.per_iteration_s.median),
+                    ("per_run_s.median", v.per_run_s.median),
+                ] {
+                    if !(t.is_finite() && t > 0.0) {
+                        return Err(format!(
+                            "{}/{}: {what} = {t}, not a positive time",
+                            w.name, v.name
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -262,6 +318,7 @@ pub(crate) mod tests {
             precision: RunPrecision::Auto,
             timing: TimingConfig::default(),
             status: RunStatus::Complete,
+            stopped_by: None,
             workloads: vec![WorkloadReport {
                 name: "qrng-classifier".into(),
                 summary: "s".into(),

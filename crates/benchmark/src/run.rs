@@ -101,6 +101,19 @@ pub fn run_suite(
     }
 
     let total: usize = plan.iter().map(|(_, _, v)| v.len()).sum();
+    if total == 0 {
+        anyhow::bail!(
+            "{}: nothing to run{} (no workload, or only empty `variants = []`)",
+            request.suite_path.display(),
+            request
+                .only
+                .as_deref()
+                .map_or(String::new(), |only| format!(
+                    " with --only {}",
+                    only.join(",")
+                ))
+        );
+    }
     let progress = if shard.is_root() {
         ProgressBar::new(total as u64)
     } else {
@@ -124,6 +137,7 @@ pub fn run_suite(
         precision: ctx.precision.asked(),
         timing,
         status: RunStatus::Running,
+        stopped_by: None,
         workloads: Vec::new(),
     };
     if shard.is_root() {

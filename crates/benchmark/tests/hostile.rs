@@ -216,21 +216,206 @@ fn a_recording_without_one_of_its_sources_is_refused() {
     );
 }
 
+/// A suite of one quick workload.
+const QUICK: &str =
+    "[workloads.qrng-distinguish]\ndata = { source = \"synthetic\", synthetic_lines = 40 }\n";
+
 #[test]
 fn an_output_folder_in_use_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     std::fs::create_dir(&out).unwrap();
-    // This test's own process stands for the run that holds the folder.
+    // This test's own process stands for the run that holds the folder: it holds the OS lock.
+    let lock = std::fs::File::create(out.join(".quench-run.lock")).unwrap();
+    lock.try_lock().unwrap();
     std::fs::write(out.join(".quench-run.lock"), std::process::id().to_string()).unwrap();
-    std::fs::write(
-        dir.path().join("suite.toml"),
-        "[workloads.qrng-distinguish]\ndata = { source = \"synthetic\", synthetic_lines = 40 }\n",
-    )
-    .unwrap();
+    std::fs::write(dir.path().join("suite.toml"), QUICK).unwrap();
     let run = run_suite(dir.path());
     refused(
         &run,
         &["another benchmark run", &std::process::id().to_string()],
     );
+    drop(lock);
+}
+
+#[test]
+fn a_lock_file_naming_a_live_process_that_holds_no_lock_is_taken_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    // PID 1 always runs (init, or a container's first process) but holds no lock here.
+    std::fs::write(out.join(".quench-run.lock"), "1").unwrap();
+    std::fs::write(dir.path().join("suite.toml"), QUICK).unwrap();
+    let run = run_suite(dir.path());
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(
+        !out.join(".quench-run.lock").exists(),
+        "the lock goes with the run"
+    );
+}
+
+#[test]
+fn a_suite_with_nothing_to_run_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("suite.toml"),
+        "[workloads.qrng-distinguish]\nvariants = []\n",
+    )
+    .unwrap();
+    refused(&run_suite(dir.path()), &["suite.toml", "nothing to run"]);
+    assert!(
+        !dir.path().join("out").exists(),
+        "a refused run leaves no empty output folder"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_for_a_suite_is_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = std::ffi::CString::new(dir.path().join("suite.toml").to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo(3) with a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let start = std::time::Instant::now();
+    refused(
+        &run_suite(dir.path()),
+        &["suite.toml", "not a regular file"],
+    );
+    assert!(start.elapsed() < std::time::Duration::from_secs(30));
+}
+
+#[cfg(unix)]
+#[test]
+fn sigterm_and_sighup_keep_the_report_interrupted_and_give_the_folder_back() {
+    for (signal, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGHUP, "SIGHUP")] {
+        let dir = tempfile::tempdir().unwrap();
+        // A GAN tournament of many epochs: still running when the signal comes.
+        std::fs::write(
+            dir.path().join("suite.toml"),
+            "[workloads.qrng-gan]\ntournament = { epochs = 100000, seeds = [42] }\n",
+        )
+        .unwrap();
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_benchmark"))
+            .args([
+                "run",
+                "--suite",
+                "suite.toml",
+                "--device",
+                "cpu",
+                "--out",
+                "out",
+            ])
+            .current_dir(dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let report = dir.path().join("out").join("report.json");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !report.exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(report.exists(), "the run wrote no report");
+        // SAFETY: kill(2) of the child this test spawned and has not reaped.
+        assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, signal) }, 0);
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(128 + signal), "{name}");
+        let kept: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        assert_eq!(kept["status"], "interrupted", "{name}");
+        assert_eq!(kept["stopped_by"], name);
+        assert!(!dir.path().join("out/.quench-run.lock").exists(), "{name}");
+    }
+}
+
+#[test]
+fn compare_refuses_a_reference_that_did_not_measure_what_it_judges() {
+    let dir = tempfile::tempdir().unwrap();
+    // A workload with a quality metric, at a size that takes a second.
+    std::fs::write(
+        dir.path().join("suite.toml"),
+        "[workloads.qrng-gan]\ntournament = { epochs = 2, seeds = [42] }\nvariants = [\"all\"]\n",
+    )
+    .unwrap();
+    let run = run_suite(dir.path());
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let good = std::fs::read_to_string(dir.path().join("out/report.json")).unwrap();
+    let agree = |a: &str, b: &str| benchmark(&["compare", a, b, "--agree", "0.05"], dir.path());
+    assert!(agree("out/report.json", "out/report.json").status.success());
+    let value: serde_json::Value = serde_json::from_str(&good).unwrap();
+    let mutated = |name: &str, change: &dyn Fn(&mut serde_json::Value)| {
+        let mut v = value.clone();
+        change(&mut v);
+        std::fs::write(dir.path().join(name), serde_json::to_string(&v).unwrap()).unwrap();
+        name.to_string()
+    };
+    let cases: Vec<(String, &str)> = vec![
+        (
+            mutated("failed.json", &|v| {
+                v["status"] = "failed".into();
+                v["workloads"] = serde_json::json!([]);
+            }),
+            "A is not a complete run",
+        ),
+        (
+            mutated("running.json", &|v| v["status"] = "running".into()),
+            "status is running",
+        ),
+        (
+            mutated("empty.json", &|v| {
+                v["workloads"][0]["variants"] = serde_json::json!([])
+            }),
+            "A ran no variant",
+        ),
+        (
+            mutated("null.json", &|v| {
+                v["workloads"][0]["variants"][0]["quality"] = serde_json::Value::Null
+            }),
+            "A has no quality where B has",
+        ),
+        (
+            mutated("metric.json", &|v| {
+                v["workloads"][0]["variants"][0]["quality"]["metric"] = "something else".into();
+            }),
+            "something else",
+        ),
+        (
+            mutated("direction.json", &|v| {
+                let q = &mut v["workloads"][0]["variants"][0]["quality"]["higher_is_better"];
+                *q = (!q.as_bool().unwrap()).into();
+            }),
+            "higher in one report",
+        ),
+        (
+            mutated("schema.json", &|v| v["schema"] = 99.into()),
+            "schema 99",
+        ),
+        (
+            mutated("zero.json", &|v| {
+                v["workloads"][0]["variants"][0]["per_iteration_s"]["median"] = 0.0.into();
+            }),
+            "not a positive time",
+        ),
+    ];
+    for (reference, why) in cases {
+        let out = agree(&reference, "out/report.json");
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(1), "{reference}: {all}");
+        assert!(all.contains(why), "{reference}: `{why}` not in {all}");
+    }
+    // A byte-order mark is no reason to refuse a report.
+    std::fs::write(dir.path().join("bom.json"), format!("\u{feff}{good}")).unwrap();
+    assert!(agree("bom.json", "out/report.json").status.success());
 }

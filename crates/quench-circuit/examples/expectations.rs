@@ -14,7 +14,11 @@ fn main() -> ExitCode {
         eprintln!("usage: expectations FILE.json");
         return ExitCode::from(2);
     };
-    let text = match std::fs::read_to_string(&path) {
+    // A regular file of bounded size: a FIFO or /dev/urandom is refused, not read forever.
+    let read = quench_device::files::read_bounded(path.as_ref(), quench_device::files::DATA_LIMIT)
+        .map_err(|e| e.to_string())
+        .and_then(|bytes| String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string()));
+    let text = match read {
         Ok(text) => text,
         Err(e) => {
             eprintln!("{path}: cannot read: {e}");

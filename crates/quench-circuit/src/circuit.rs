@@ -6,6 +6,10 @@ use crate::gate::{Angle, Gate, GateKind};
 /// The most qubits a circuit may have: one state of 2^30 amplitudes is 4 GiB in f32.
 pub const MAX_QUBITS: usize = 30;
 
+/// The most input or weight columns a circuit may read (an angle's index is below this): far
+/// above any circuit one can simulate, and low enough that a column count never overflows.
+pub const MAX_ANGLES: usize = 1 << 24;
+
 /// A checked circuit on `qubits` qubits, starting from `|0...0>`.
 ///
 /// Built with [`Circuit::new`], which refuses wires out of range, repeated wires, missing or
@@ -27,10 +31,20 @@ impl Circuit {
         let (mut inputs, mut weights) = (0, 0);
         for (index, gate) in gates.iter().enumerate() {
             check_gate(index, gate, qubits)?;
-            match gate.angle {
-                Some(Angle::Input(i)) => inputs = inputs.max(i + 1),
-                Some(Angle::Weight(i)) => weights = weights.max(i + 1),
-                _ => {}
+            let column = match gate.angle {
+                Some(Angle::Input(i)) => Some((&mut inputs, i)),
+                Some(Angle::Weight(i)) => Some((&mut weights, i)),
+                _ => None,
+            };
+            if let Some((count, i)) = column {
+                if i >= MAX_ANGLES {
+                    return Err(CircuitError::AngleIndex {
+                        gate: index,
+                        name: gate.kind.name(),
+                        index: i,
+                    });
+                }
+                *count = (*count).max(i + 1);
             }
         }
         Ok(Circuit {

@@ -94,6 +94,22 @@ pub enum CircuitError {
         /// The angle given.
         value: f64,
     },
+    /// An angle index beyond [`crate::circuit::MAX_ANGLES`] (an input or weight column).
+    #[error(
+        "gate {gate} ({name}): angle index {index} is beyond the {max} angles a circuit may read",
+        max = crate::circuit::MAX_ANGLES
+    )]
+    AngleIndex {
+        /// Index of the gate.
+        gate: usize,
+        /// The gate's name.
+        name: &'static str,
+        /// The index given.
+        index: usize,
+    },
+    /// A run of no circuits.
+    #[error("batch = 0: a run needs at least one circuit")]
+    EmptyBatch,
     /// A tensor argument of the wrong shape.
     #[error("{name}: expected shape {expected}, found {found:?}")]
     Shape {

@@ -268,6 +268,9 @@ impl<B: QuenchOps> Simulator<B> {
         inputs: Option<Tensor<B, 2>>,
         weights: Option<Tensor<B, 2>>,
     ) -> Result<State<B>, CircuitError> {
+        if batch == 0 {
+            return Err(CircuitError::EmptyBatch);
+        }
         let expected_inputs = self.circuit.inputs();
         match &inputs {
             Some(x) if x.dims() != [batch, expected_inputs] => {

@@ -4,7 +4,6 @@
 //! dimensions, then the elements in row-major order. Only unsigned bytes (type `0x08`), the
 //! type of every MNIST-like file, are read.
 
-use std::fs;
 use std::io::Read;
 use std::path::Path;
 
@@ -34,10 +33,12 @@ pub struct IdxArray {
 /// without being kept): a small file that inflates to gigabytes costs no more memory than the
 /// array it declares.
 pub fn read_idx(path: &Path) -> Result<IdxArray, DataError> {
-    let raw = fs::read(path).map_err(|source| DataError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let raw = quench_device::files::read_bounded(path, quench_device::files::DATA_LIMIT).map_err(
+        |source| DataError::Io {
+            path: path.to_path_buf(),
+            source,
+        },
+    )?;
     if is_gzip(&raw) {
         let gzip_error = |source| DataError::Gzip {
             path: path.to_path_buf(),

@@ -1,6 +1,5 @@
 //! The qRNG bit-string format: one `<bits> <label>` per line.
 
-use std::fs;
 use std::path::Path;
 
 use crate::{DataError, Dataset};
@@ -31,10 +30,11 @@ impl BitStrings {
     /// without it (columns in errors count from after the mark).
     pub fn read(path: &Path, classes: &[u32]) -> Result<Self, DataError> {
         crate::loads::loaded(format_args!("bit strings of {}", path.display()));
-        let text = fs::read(path).map_err(|source| DataError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = quench_device::files::read_bounded(path, quench_device::files::DATA_LIMIT)
+            .map_err(|source| DataError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
         // Editors on Windows save "UTF-8" with a byte-order mark; it is not part of the first
         // bit string.
         let text = text.strip_prefix(UTF8_BOM).unwrap_or(&text);

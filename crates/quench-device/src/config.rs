@@ -30,11 +30,19 @@ pub enum ConfigError {
 /// Reads and parses `path` as `T`. Every configuration struct of Quench has defaults for all
 /// fields and refuses unknown ones, so a typo is an error here rather than a silent default.
 pub fn load_toml<T: DeserializeOwned>(path: &Path) -> Result<T, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+    let read_error = |source| ConfigError::Read {
         path: path.to_path_buf(),
         source,
+    };
+    let bytes = crate::files::read_bounded(path, crate::files::CONFIG_LIMIT).map_err(read_error)?;
+    let text = String::from_utf8(bytes).map_err(|_| {
+        read_error(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "not UTF-8 text",
+        ))
     })?;
-    parse_toml(&text, path)
+    // A byte-order mark (editors on Windows write one) is not part of the first key.
+    parse_toml(text.strip_prefix('\u{feff}').unwrap_or(&text), path)
 }
 
 /// Parses TOML `text` as `T`; `origin` names where the text came from in errors.

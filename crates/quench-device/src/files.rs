@@ -31,6 +31,52 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
     file.persist(path).map(drop).map_err(|err| err.error)
 }
 
+/// The largest configuration (TOML, JSON job) [`read_bounded`]'s callers take: 16 MiB.
+pub const CONFIG_LIMIT: u64 = 16 << 20;
+
+/// The largest data file (IDX, qRNG bit strings, OHLCV bars) the readers take: 4 GiB.
+pub const DATA_LIMIT: u64 = 4 << 30;
+
+/// Reads the regular file `path`, refusing anything else (a FIFO, a device such as
+/// `/dev/urandom`, a folder) before reading a byte, and any file longer than `limit` bytes.
+/// The file is opened without blocking, so a FIFO with no writer is refused rather than waited
+/// on.
+pub fn read_bounded(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = options.open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file (a folder, FIFO, socket or device)",
+        ));
+    }
+    if meta.len() > limit {
+        return Err(too_long(meta.len(), limit));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    // The file may grow while it is read: never past the limit.
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_long(bytes.len() as u64, limit));
+    }
+    Ok(bytes)
+}
+
+fn too_long(len: u64, limit: u64) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("{len} bytes or more, above the {limit} this reader takes"),
+    )
+}
+
 /// `path` as given when it is absolute or exists from the working folder; else the same
 /// relative path in the source tree, where the repository's configurations and data live.
 pub fn in_working_folder_or_source_tree(path: &Path) -> PathBuf {
@@ -43,58 +89,83 @@ pub fn in_working_folder_or_source_tree(path: &Path) -> PathBuf {
     }
 }
 
-/// The file that marks a folder as taken by a running process; it holds the process id.
+/// The file that marks a folder as taken by a running process: it holds the process id, and
+/// the process holds an exclusive OS lock on it.
 pub const FOLDER_LOCK: &str = ".quench-run.lock";
 
 /// A folder this process has taken ([`FolderLock::take`]) until the lock is dropped, so that two
 /// runs never write the same files.
+///
+/// The lock is the operating system's (`File::try_lock`: `flock` on Unix, `LockFileEx` on
+/// Windows), so the kernel releases it when the process ends, however it ends: a lock file left
+/// by a process that was killed, or one naming a live process that never held it (a reused
+/// id, PID 1 in a container), holds nothing and is taken over.
 #[derive(Debug)]
 pub struct FolderLock {
     lock: PathBuf,
+    /// Open for as long as the folder is ours: closing it releases the OS lock.
+    _file: std::fs::File,
 }
 
 impl FolderLock {
-    /// Takes `dir` for this process: creates [`FOLDER_LOCK`] in it with our process id, or
-    /// refuses (`AlreadyExists`) while the process it names still runs. A lock left by a process
-    /// that is gone (killed outright) is taken over.
+    /// Takes `dir` for this process: locks [`FOLDER_LOCK`] in it and writes our process id
+    /// there, or refuses (`AlreadyExists`) while another process holds the lock. A path at
+    /// [`FOLDER_LOCK`] that is not a regular file is refused by name.
     pub fn take(dir: &Path) -> io::Result<Self> {
         let lock = dir.join(FOLDER_LOCK);
-        for _ in 0..2 {
-            match std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&lock)
+        // A lock file removed and made anew by its last holder between our open and our lock
+        // would leave us holding a file no one else sees: retry on the new one.
+        for _ in 0..8 {
+            if let Ok(meta) = std::fs::symlink_metadata(&lock)
+                && !meta.is_file()
             {
-                Ok(mut file) => {
-                    write!(file, "{}", std::process::id())?;
-                    return Ok(Self { lock });
-                }
-                Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
-                    let holder = std::fs::read_to_string(&lock).unwrap_or_default();
-                    let holder = holder.trim();
-                    if process_runs(holder) {
-                        return Err(io::Error::new(
-                            io::ErrorKind::AlreadyExists,
-                            format!(
-                                "another benchmark run (process {holder}) is writing there; wait \
-                                 for it or choose another folder"
-                            ),
-                        ));
-                    }
-                    // Stale: its process is gone. Whoever removes it first retakes the folder.
-                    let _ = std::fs::remove_file(&lock);
-                }
-                Err(err) => return Err(err),
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "{} is not a regular file, so it cannot mark the folder as taken; remove it",
+                        lock.display()
+                    ),
+                ));
             }
+            let mut file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&lock)?;
+            match file.try_lock() {
+                Ok(()) => {}
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    let holder = std::fs::read_to_string(&lock).unwrap_or_default();
+                    let holder = match holder.trim() {
+                        "" => String::new(),
+                        pid => format!(" (process {pid})"),
+                    };
+                    return Err(io::Error::new(
+                        io::ErrorKind::AlreadyExists,
+                        format!(
+                            "another benchmark run{holder} is writing there; wait for it or \
+                             choose another folder"
+                        ),
+                    ));
+                }
+                Err(std::fs::TryLockError::Error(err)) => return Err(err),
+            }
+            if !same_file(&file, &lock) {
+                continue;
+            }
+            file.set_len(0)?;
+            write!(file, "{}", std::process::id())?;
+            return Ok(Self { lock, _file: file });
         }
-        Err(io::Error::new(
-            io::ErrorKind::AlreadyExists,
-            "another benchmark run took the folder at the same moment",
-        ))
+        Err(io::Error::other(format!(
+            "{} kept being replaced while it was taken",
+            lock.display()
+        )))
     }
 
     /// The lock file, for a handler that must give the folder back without dropping (a
-    /// process that exits skips `Drop`).
+    /// process that exits skips `Drop`; the OS lock goes with the process).
     pub fn path(&self) -> &Path {
         &self.lock
     }
@@ -102,24 +173,26 @@ impl FolderLock {
 
 impl Drop for FolderLock {
     fn drop(&mut self) {
-        // Only our own lock: a folder taken over after ours went stale is the other run's.
-        if std::fs::read_to_string(&self.lock)
-            .is_ok_and(|pid| pid.trim() == std::process::id().to_string())
-        {
-            let _ = std::fs::remove_file(&self.lock);
-        }
+        // Removed while still locked (the file closes after this), so no other process takes
+        // the old file; a run that opened it meanwhile sees it replaced and retries.
+        let _ = std::fs::remove_file(&self.lock);
     }
 }
 
-/// Whether `pid` names a running process (on Linux, a `/proc` entry); elsewhere any readable
-/// id counts as running, and a stale lock is the user's to remove.
-fn process_runs(pid: &str) -> bool {
-    let Ok(pid) = pid.parse::<u32>() else {
-        return false;
-    };
-    if cfg!(target_os = "linux") {
-        Path::new("/proc").join(pid.to_string()).exists()
-    } else {
+/// Whether the open `file` is still the file at `path` (on Unix, the same device and inode;
+/// elsewhere assumed).
+fn same_file(file: &std::fs::File, path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        match (file.metadata(), std::fs::metadata(path)) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (file, path);
         true
     }
 }
@@ -172,5 +245,64 @@ mod tests {
         assert!(found.is_file(), "{}", found.display());
         let absolute = Path::new("/nonexistent/x.toml");
         assert_eq!(in_working_folder_or_source_tree(absolute), absolute);
+    }
+
+    #[test]
+    fn a_folder_lock_is_the_os_lock_not_the_id_in_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = dir.path().join(FOLDER_LOCK);
+        // A stale file naming a live process (PID 1, as in a container) holds nothing.
+        std::fs::write(&lock, "1").unwrap();
+        let first = FolderLock::take(dir.path()).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&lock).unwrap(),
+            std::process::id().to_string()
+        );
+        // While it is held, a second taker (another open file description, as another process
+        // would have) is refused with the holder's id.
+        let err = FolderLock::take(dir.path()).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
+        assert!(
+            err.to_string()
+                .contains(&format!("process {}", std::process::id())),
+            "{err}"
+        );
+        drop(first);
+        assert!(!lock.exists(), "the lock file goes with its run");
+        drop(FolderLock::take(dir.path()).unwrap());
+    }
+
+    #[test]
+    fn a_lock_path_that_is_a_folder_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join(FOLDER_LOCK)).unwrap();
+        let err = FolderLock::take(dir.path()).unwrap_err();
+        assert!(
+            err.to_string().contains("is not a regular file")
+                && err.to_string().contains(FOLDER_LOCK),
+            "{err}"
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn only_regular_files_within_the_limit_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a.toml");
+        std::fs::write(&file, b"x = 1\n").unwrap();
+        assert_eq!(read_bounded(&file, 6).unwrap(), b"x = 1\n");
+        let err = read_bounded(&file, 5).unwrap_err();
+        assert!(err.to_string().contains("above the 5"), "{err}");
+        for refused in [Path::new("/dev/urandom"), dir.path()] {
+            let err = read_bounded(refused, CONFIG_LIMIT).unwrap_err();
+            assert!(err.to_string().contains("not a regular file"), "{err}");
+        }
+        // A FIFO with no writer: refused at once, not waited on.
+        let fifo = dir.path().join("fifo");
+        let name = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo(3) with a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        let err = read_bounded(&fifo, CONFIG_LIMIT).unwrap_err();
+        assert!(err.to_string().contains("not a regular file"), "{err}");
     }
 }

@@ -334,15 +334,25 @@ mod tests {
     #[test]
     fn entries_count_kernels_and_tuned_shapes_in_the_tables_of_contents() {
         let root = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}"));
-        assert_eq!(entries(&root.path().join("missing")), CacheEntries::default());
+        assert_eq!(
+            entries(&root.path().join("missing")),
+            CacheEntries::default()
+        );
         // CubeCL's layout on CUDA (seen on an H100): a table of contents beside binary chunks,
         // and autotune tables per device.
         let ptx = root.path().join("cuda").join("0.10.0").join("ptx");
-        let tuned = root.path().join("autotune").join("0.10.0").join("device-0-0-cuda");
+        let tuned = root
+            .path()
+            .join("autotune")
+            .join("0.10.0")
+            .join("device-0-0-cuda");
         for dir in [&ptx, &tuned] {
             std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("mkdir: {e}"));
         }
-        write(&ptx.join("toc.json.log"), "{\"key\":1}\n{\"key\":2}\n{\"key\":3}\n");
+        write(
+            &ptx.join("toc.json.log"),
+            "{\"key\":1}\n{\"key\":2}\n{\"key\":3}\n",
+        );
         write(&ptx.join("chunk0.cbor"), "binary\nwith\nnewlines\n");
         write(&tuned.join("matmul.json.log"), "{\"key\":4}\n");
         let found = entries(root.path());

@@ -18,7 +18,10 @@ use quench_lindblad::Job;
 const MAX_WARNINGS: usize = 20;
 
 fn run(path: &str) -> Result<String, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    // A regular file of bounded size: a FIFO or /dev/urandom is refused, not read forever.
+    let bytes = quench_device::files::read_bounded(path.as_ref(), quench_device::files::DATA_LIMIT)
+        .map_err(|e| format!("{path}: cannot read: {e}"))?;
+    let text = String::from_utf8(bytes).map_err(|_| format!("{path}: not UTF-8 text"))?;
     let job = Job::from_json(&text).map_err(|e| format!("{path}: {e}"))?;
     let clamped = job.clamped_amplitudes();
     for amplitude in clamped.iter().take(MAX_WARNINGS) {

@@ -256,6 +256,19 @@ mod checks {
                 .contains("weights: expected shape [members dividing 8, 12]"),
             "{error}"
         );
+        // No circuits: refused, not a division by zero inside the backend.
+        let empty = Tensor::<P, 2>::zeros([0, 4], device);
+        let error = simulator
+            .run(0, Some(empty), Some(Tensor::<P, 2>::zeros([1, 12], device)))
+            .unwrap_err();
+        assert!(error.to_string().contains("batch = 0"), "{error}");
+        // An angle column so far out that counting the columns would overflow.
+        let error = Circuit::new(
+            2,
+            vec![Gate::rotation(GateKind::Ry, 0, Angle::Input(usize::MAX))],
+        )
+        .unwrap_err();
+        assert!(error.to_string().contains("angle index"), "{error}");
     }
 
     pub fn members_run_with_their_own_weights<P: QuenchOps>(device: &P::Device, tolerance: f64) {

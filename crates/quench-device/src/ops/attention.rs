@@ -192,7 +192,6 @@ pub(super) fn autodiff_attention_backward<B: QuenchOps, C: CheckpointStrategy>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::readback::to_host_f32;
     use crate::testing::largest_gap as worst;
     use burn::backend::NdArray;
     use burn::tensor::Distribution;
