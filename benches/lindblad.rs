@@ -52,8 +52,12 @@ fn inputs<B: QuenchOps>(tasks: usize) -> Inputs<B> {
         .map(|i| 2.0 * ((i as f64) * 0.618_034).sin())
         .collect();
     let rates = (0..tasks * 3).map(|i| 1e-4 * (1 + i % 5) as f64).collect();
-    let start = basis.coordinates(&operators::basis_state(2, 0));
-    let target = basis.coordinates(&operators::basis_state(2, 1));
+    let start = basis
+        .coordinates(&operators::basis_state(2, 0))
+        .expect("a qubit's state");
+    let target = basis
+        .coordinates(&operators::basis_state(2, 1))
+        .expect("a qubit's state");
     Inputs {
         amplitudes: float(amplitudes, [tasks, SEGMENTS, 2]),
         rates: float(rates, [tasks, 3]),
@@ -78,6 +82,7 @@ fn loss<B: QuenchOps>(
         .expect("valid batch")
         .states;
     fidelity::squared_overlap(states, inputs.target)
+        .expect("one target for all tasks")
         .neg()
         .add_scalar(1.0)
         .sum_all()

@@ -132,6 +132,30 @@ impl Circuit {
         };
         states + tables + fused
     }
+
+    /// Refuses a simulation of `batch` circuits in values of `bytes_per_value` bytes when
+    /// [`Self::simulation_bytes`] exceeds `available` bytes (no limit when `None`): the one
+    /// check of the simulator and the JSON interface.
+    ///
+    /// # Errors
+    /// [`CircuitError::TooLarge`] with the estimate and the limit.
+    pub fn check_fits(
+        &self,
+        batch: usize,
+        bytes_per_value: usize,
+        available: Option<u128>,
+    ) -> Result<(), CircuitError> {
+        let needed = self.simulation_bytes(batch, bytes_per_value);
+        match available {
+            Some(available) if needed > available => Err(CircuitError::TooLarge {
+                qubits: self.qubits,
+                batch,
+                needed_mib: u64::try_from(needed >> 20).unwrap_or(u64::MAX),
+                available_mib: u64::try_from(available >> 20).unwrap_or(u64::MAX),
+            }),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// Refuses `gate` (at `index`) when its wires or angle do not fit a `qubits`-qubit circuit.

@@ -219,20 +219,12 @@ impl Document {
                         circuit: first,
                         source,
                     })?;
-            if let Some(available) = available_bytes {
-                let needed = batched.simulation_bytes(members.len(), 8);
-                if needed > available {
-                    return Err(JsonError::Circuit {
-                        circuit: first,
-                        source: CircuitError::TooLarge {
-                            qubits: self.qubits,
-                            batch: members.len(),
-                            needed_mib: u64::try_from(needed >> 20).unwrap_or(u64::MAX),
-                            available_mib: u64::try_from(available >> 20).unwrap_or(u64::MAX),
-                        },
-                    });
-                }
-            }
+            batched
+                .check_fits(members.len(), 8, available_bytes)
+                .map_err(|source| JsonError::Circuit {
+                    circuit: first,
+                    source,
+                })?;
             let angles: Vec<f64> = members
                 .iter()
                 .flat_map(|&m| {

@@ -271,6 +271,10 @@ impl<B: QuenchOps> Simulator<B> {
         if batch == 0 {
             return Err(CircuitError::EmptyBatch);
         }
+        // Refused with an estimate rather than aborted by a failed allocation.
+        let available = quench_device::budget::host_limit().map(|limit| u128::from(limit.bytes));
+        self.circuit
+            .check_fits(batch, size_of::<B::FloatElem>(), available)?;
         let expected_inputs = self.circuit.inputs();
         match &inputs {
             Some(x) if x.dims() != [batch, expected_inputs] => {

@@ -8,6 +8,8 @@
 
 use num_complex::Complex64;
 
+use crate::error::LindbladError;
+
 use crate::CMatrix;
 
 /// The generalised Gell-Mann basis of dimension `d`, normalised so that `Tr(G_i G_j) =
@@ -73,29 +75,43 @@ impl Basis {
 
     /// The real coordinates `Re Tr(G_i A)`, length `d^2`; exact for Hermitian `A`, and the
     /// coordinates of the Hermitian part of `A` otherwise.
-    pub fn coordinates(&self, operator: &CMatrix) -> Vec<f64> {
-        self.elements
+    ///
+    /// # Errors
+    /// When `operator` is not `d x d`.
+    pub fn coordinates(&self, operator: &CMatrix) -> Result<Vec<f64>, LindbladError> {
+        if operator.dim() != self.dim {
+            return Err(LindbladError::Dimension {
+                name: "operator".into(),
+                expected: self.dim,
+                found: format!("a {0} x {0} matrix", operator.dim()),
+            });
+        }
+        Ok(self
+            .elements
             .iter()
             .map(|g| g.trace_product(operator).re)
-            .collect()
+            .collect())
     }
 
     /// The Hermitian operator `sum_i coordinates[i] G_i`.
     ///
-    /// # Panics
+    /// # Errors
     /// When `coordinates.len() != d^2`.
-    pub fn operator(&self, coordinates: &[f64]) -> CMatrix {
-        assert_eq!(
-            coordinates.len(),
-            self.size(),
-            "one coordinate per basis element"
-        );
-        self.elements
+    pub fn operator(&self, coordinates: &[f64]) -> Result<CMatrix, LindbladError> {
+        if coordinates.len() != self.size() {
+            return Err(LindbladError::Shape {
+                name: "coordinates",
+                expected: format!("[{}]", self.size()),
+                found: vec![coordinates.len()],
+            });
+        }
+        Ok(self
+            .elements
             .iter()
             .zip(coordinates)
             .fold(CMatrix::zeros(self.dim), |acc, (g, &a)| {
                 &acc + &g.scale(Complex64::new(a, 0.0))
-            })
+            }))
     }
 
     /// The real matrix `M_ij = Re Tr(G_i map(G_j))` of a linear map on operators, row-major
@@ -123,6 +139,22 @@ impl Basis {
 mod tests {
     use super::*;
     use crate::operators::{pauli_x, pauli_y, pauli_z};
+
+    #[test]
+    fn operators_and_coordinates_of_the_wrong_size_are_refused_by_name() {
+        let basis = Basis::gell_mann(2);
+        let err = basis.coordinates(&CMatrix::zeros(3)).unwrap_err();
+        assert!(
+            err.to_string().contains("operator: expected a 2 x 2"),
+            "{err}"
+        );
+        let err = basis.operator(&[0.5; 3]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("coordinates: expected shape [4], found [3]"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn gell_mann_is_orthonormal_and_hermitian_in_dimensions_two_to_four() {
@@ -167,7 +199,7 @@ mod tests {
                 Complex64::new((c * 3 + r) as f64, -((c * 3 + r) as f64) / 2.0)
             }
         });
-        let back = basis.operator(&basis.coordinates(&a));
+        let back = basis.operator(&basis.coordinates(&a).unwrap()).unwrap();
         assert!(back.max_abs_diff(&a) < 1e-13);
     }
 

@@ -95,17 +95,20 @@ pub fn tensor<B: QuenchOps, const D: usize>(
 }
 
 /// The same initial state for every task, `[tasks, d^2]`.
+///
+/// # Errors
+/// When `rho` is not of the basis's dimension.
 pub fn initial_states<B: QuenchOps>(
     basis: &Basis,
     rho: &CMatrix,
     tasks: usize,
     device: &B::Device,
-) -> Tensor<B, 2> {
-    tensor(
-        basis.coordinates(rho).repeat(tasks),
+) -> Result<Tensor<B, 2>, LindbladError> {
+    Ok(tensor(
+        basis.coordinates(rho)?.repeat(tasks),
         [tasks, basis.size()],
         device,
-    )
+    ))
 }
 
 /// The largest `|a_ij - b_ij|` between the density matrices of real state vectors `[tasks, d^2]`
@@ -118,7 +121,12 @@ pub fn max_density_error(basis: &Basis, states: &[f64], reference: &[CMatrix]) -
         states
             .chunks(basis.size())
             .zip(reference)
-            .map(|(s, r)| basis.operator(s).max_abs_diff(r)),
+            // Every chunk has d^2 entries (counted above), so `operator` takes it.
+            .map(|(s, r)| {
+                basis
+                    .operator(s)
+                    .map_or(f64::NAN, |rho| rho.max_abs_diff(r))
+            }),
     )
 }
 
@@ -138,7 +146,7 @@ pub fn state_error<B: QuenchOps>(
         t_total,
         amplitudes: pulses.amplitude_tensor(device),
         rates: pulses.rate_tensor(device),
-        initial: initial_states(&basis, &rho0, pulses.tasks(), device),
+        initial: initial_states(&basis, &rho0, pulses.tasks(), device)?,
     };
     let states = solver.evolve(&generators, batch, Output::States)?.states;
     let states: Vec<f64> = states
@@ -160,7 +168,7 @@ mod tests {
     fn a_broken_result_never_looks_exact() {
         let basis = Basis::gell_mann(2);
         let rho = operators::basis_state(2, 0);
-        let exact = basis.coordinates(&rho);
+        let exact = basis.coordinates(&rho).unwrap();
         assert!(max_density_error(&basis, &exact, std::slice::from_ref(&rho)) < 1e-12);
         let mut nan = exact.clone();
         nan[1] = f64::NAN;

@@ -628,7 +628,7 @@ impl Job {
             .iter()
             .flat_map(|t| t.rates.iter().copied())
             .collect();
-        let initial = basis.coordinates(&self.rho0).repeat(tasks);
+        let initial = basis.coordinates(&self.rho0)?.repeat(tasks);
         let float = (device, <B::FloatElem as Element>::dtype());
         let batch = Batch {
             t_total: self.t_total,
@@ -653,7 +653,7 @@ impl Job {
             .chunks(n)
             .enumerate()
             .map(|(task, coordinates)| {
-                let rho = basis.operator(coordinates);
+                let rho = basis.operator(coordinates)?;
                 physical(&rho).map_err(|reason| LindbladError::Unphysical {
                     task,
                     reason,

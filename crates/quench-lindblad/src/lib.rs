@@ -25,8 +25,8 @@
 //! // One task: a constant X drive of pi/2 over T = 1 flips |0> to |1> (the drift 0.1 Z
 //! // detunes it slightly), without noise.
 //! let basis = Basis::gell_mann(2);
-//! let start = basis.coordinates(&operators::basis_state(2, 0));
-//! let target = basis.coordinates(&operators::basis_state(2, 1));
+//! let start = basis.coordinates(&operators::basis_state(2, 0)).unwrap();
+//! let target = basis.coordinates(&operators::basis_state(2, 1)).unwrap();
 //! let half_pi = std::f32::consts::FRAC_PI_2;
 //! let batch = Batch {
 //!     t_total: 1.0,
@@ -36,7 +36,7 @@
 //! };
 //! let evolution = Solver::default().evolve(&generators, batch, Output::States).unwrap();
 //! let target = Tensor::from_data(TensorData::new(target, [1, 4]), &device);
-//! let fidelity: f32 = fidelity::state_fidelity(evolution.states, target).into_scalar();
+//! let fidelity: f32 = fidelity::state_fidelity(evolution.states, target).unwrap().into_scalar();
 //! assert!(fidelity > 0.98);
 //! ```
 //!

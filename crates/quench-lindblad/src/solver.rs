@@ -535,7 +535,9 @@ mod tests {
     fn batch(tasks: usize, segments: usize, t_total: f64) -> (Generators<B>, Batch<B>) {
         let device = Default::default();
         let generators = OperatorCache::<B>::new().generators(&presets::one_qubit(), &device);
-        let start = Basis::gell_mann(2).coordinates(&operators::basis_state(2, 0));
+        let start = Basis::gell_mann(2)
+            .coordinates(&operators::basis_state(2, 0))
+            .unwrap();
         let batch = Batch {
             t_total,
             amplitudes: Tensor::zeros([tasks, segments, 2], &device),
@@ -568,8 +570,9 @@ mod tests {
         }
         let rates = (0..tasks * jumps).map(|i| 0.02 * (i % 7) as f64).collect();
         // Mixed initial states: |0><0| shrunk toward the maximally mixed state by task.
-        let start =
-            Basis::gell_mann(system.dim()).coordinates(&operators::basis_state(system.dim(), 0));
+        let start = Basis::gell_mann(system.dim())
+            .coordinates(&operators::basis_state(system.dim(), 0))
+            .unwrap();
         let initial: Vec<f64> = (0..tasks)
             .flat_map(|t| {
                 let shrink = 1.0 - 0.1 * (t % 5) as f64;

@@ -148,8 +148,8 @@ impl<B: QuenchOps> ControlProblem<B> {
                 .tasks
                 .spectrum()
                 .map(|s| SpectralNoise::guide(s, config.policy.segments, config.t_total)),
-            initial: row(basis.coordinates(&ground)),
-            target_state: row(basis.coordinates(&target_state)),
+            initial: row(basis.coordinates(&ground)?),
+            target_state: row(basis.coordinates(&target_state)?),
             target_process: Tensor::from_data(TensorData::new(process, [1, n, n]), device),
             system,
             family: config.tasks,
@@ -256,13 +256,13 @@ impl<B: QuenchOps> ControlProblem<B> {
         let evolution = self.evolve(amplitudes, batch, output)?;
         let f = match (self.loss, evolution.propagators) {
             (LossKind::SquaredOverlap, _) => {
-                fidelity::squared_overlap(evolution.states, self.target_state.clone())
+                fidelity::squared_overlap(evolution.states, self.target_state.clone())?
             }
             (LossKind::StateFidelity, _) => {
-                fidelity::state_fidelity(evolution.states, self.target_state.clone())
+                fidelity::state_fidelity(evolution.states, self.target_state.clone())?
             }
             (LossKind::GateFidelity, Some(p)) => {
-                fidelity::average_gate_fidelity(p, self.target_process.clone())
+                fidelity::average_gate_fidelity(p, self.target_process.clone())?
             }
             (LossKind::GateFidelity, None) => unreachable!("propagators were requested"),
         };
@@ -277,8 +277,8 @@ impl<B: QuenchOps> ControlProblem<B> {
     ) -> Result<Fidelities<B>, MetaError> {
         let states = self.evolve(amplitudes, batch, Output::States)?.states;
         Ok(Fidelities {
-            squared_overlap: fidelity::squared_overlap(states.clone(), self.target_state.clone()),
-            state: fidelity::state_fidelity(states, self.target_state.clone()),
+            squared_overlap: fidelity::squared_overlap(states.clone(), self.target_state.clone())?,
+            state: fidelity::state_fidelity(states, self.target_state.clone())?,
         })
     }
 }

@@ -269,6 +269,14 @@ mod checks {
         )
         .unwrap_err();
         assert!(error.to_string().contains("angle index"), "{error}");
+        // A batch whose states could never fit (10^8 states of 16 qubits: about 100 TB) is
+        // refused with its estimate where the host's memory can be read, before allocating.
+        if cfg!(target_os = "linux") {
+            let wide = Circuit::new(16, vec![gate(GateKind::H, &[0])]).unwrap();
+            let simulator = Simulator::<P>::new(wide, Mode::GateByGate, device);
+            let error = simulator.run(100_000_000, None, None).unwrap_err();
+            assert!(error.to_string().contains("MiB available"), "{error}");
+        }
     }
 
     pub fn members_run_with_their_own_weights<P: QuenchOps>(device: &P::Device, tolerance: f64) {

@@ -22,7 +22,7 @@ fn errors<B: QuenchOps>(
         t_total: 1.0,
         amplitudes: pulses.amplitude_tensor(device),
         rates: pulses.rate_tensor(device),
-        initial: initial_states(&basis, &rho0, pulses.tasks(), device),
+        initial: initial_states(&basis, &rho0, pulses.tasks(), device).unwrap(),
     };
     let evolution = solver
         .evolve(&generators, batch, Output::StatesAndPropagators)

@@ -33,7 +33,7 @@ fn evolve<B: QuenchOps>(
             device,
         ),
         rates: tensor(rates.to_vec(), [1, rates.len()], device),
-        initial: initial_states(&basis, rho0, 1, device),
+        initial: initial_states(&basis, rho0, 1, device).unwrap(),
     };
     let solver = Solver {
         method,
@@ -44,7 +44,7 @@ fn evolve<B: QuenchOps>(
         .evolve(&generators, batch, Output::States)
         .unwrap()
         .states;
-    basis.operator(&values(states))
+    basis.operator(&values(states)).unwrap()
 }
 
 /// Steps of `dt` per segment of `t_segment` and the step's growth factor `g(z)`.

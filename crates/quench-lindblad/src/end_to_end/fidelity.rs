@@ -30,7 +30,7 @@ fn evolve(
         t_total: 1.0,
         amplitudes: pulses.amplitude_tensor(&device),
         rates: pulses.rate_tensor(&device),
-        initial: initial_states(&basis, rho0, pulses.tasks(), &device),
+        initial: initial_states(&basis, rho0, pulses.tasks(), &device).unwrap(),
     };
     let evolution = Solver::default()
         .evolve(
@@ -55,7 +55,7 @@ fn gate_fidelity_on_device(system: &System, pulses: &Pulses, gate: &CMatrix) -> 
         [1, n, n],
         &Default::default(),
     );
-    values(fidelity::average_gate_fidelity(propagators, target))
+    values(fidelity::average_gate_fidelity(propagators, target).unwrap())
 }
 
 /// The six Pauli eigenstates of a qubit: a 2-design, so their mean of a quadratic function of
@@ -155,17 +155,18 @@ fn state_fidelities_are_the_overlap_and_its_square() {
     let target_state = operators::basis_state(2, 1);
     let (states, _, device_states) = evolve(&system, &pulses, &operators::basis_state(2, 0));
     let target = tensor(
-        basis.coordinates(&target_state),
+        basis.coordinates(&target_state).unwrap(),
         [1, 4],
         &Default::default(),
     );
-    let overlap = values(fidelity::state_fidelity(
-        device_states.clone(),
-        target.clone(),
-    ));
-    let squared = values(fidelity::squared_overlap(device_states, target));
+    let overlap = values(fidelity::state_fidelity(device_states.clone(), target.clone()).unwrap());
+    let squared = values(fidelity::squared_overlap(device_states, target).unwrap());
     for (t, coordinates) in states.chunks(4).enumerate() {
-        let expected = basis.operator(coordinates).trace_product(&target_state).re;
+        let expected = basis
+            .operator(coordinates)
+            .unwrap()
+            .trace_product(&target_state)
+            .re;
         assert!((overlap[t] - expected).abs() < 1e-12);
         assert!((squared[t] - expected * expected).abs() < 1e-12);
     }

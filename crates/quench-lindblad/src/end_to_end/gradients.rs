@@ -41,7 +41,8 @@ fn loss<B: QuenchOps>(
             &operators::basis_state(system.dim(), 0),
             TASKS,
             &device,
-        ),
+        )
+        .unwrap(),
     };
     let evolution = solver
         .evolve(&generators, batch, Output::StatesAndPropagators)
@@ -52,7 +53,9 @@ fn loss<B: QuenchOps>(
         &device,
     );
     let target = tensor(
-        basis.coordinates(&operators::basis_state(system.dim(), 1)),
+        basis
+            .coordinates(&operators::basis_state(system.dim(), 1))
+            .unwrap(),
         [1, n],
         &device,
     );
@@ -64,11 +67,16 @@ fn loss<B: QuenchOps>(
     let gate = tensor(gate, [1, n, n], &device);
     let states = evolution.states;
     (states.clone() * weights).sum_all()
-        + fidelity::squared_overlap(states.clone(), target.clone()).sum_all()
+        + fidelity::squared_overlap(states.clone(), target.clone())
+            .unwrap()
+            .sum_all()
         + fidelity::state_fidelity(states, target)
+            .unwrap()
             .sum_all()
             .mul_scalar(0.5)
-        + fidelity::average_gate_fidelity(evolution.propagators.unwrap(), gate).sum_all()
+        + fidelity::average_gate_fidelity(evolution.propagators.unwrap(), gate)
+            .unwrap()
+            .sum_all()
 }
 
 /// How close an autodiff gradient must come to the finite difference: `absolute + relative

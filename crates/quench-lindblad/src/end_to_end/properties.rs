@@ -57,7 +57,8 @@ fn run(
             &operators::basis_state(system.dim(), 0),
             tasks,
             &device,
-        ),
+        )
+        .unwrap(),
     };
     let solver = Solver {
         method,
@@ -81,7 +82,7 @@ fn density_matrices(system: &System, states: &[f64]) -> Vec<CMatrix> {
     let basis = Basis::gell_mann(system.dim());
     states
         .chunks(basis.size())
-        .map(|s| basis.operator(s))
+        .map(|s| basis.operator(s).unwrap())
         .collect()
 }
 
