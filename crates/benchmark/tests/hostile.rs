@@ -299,17 +299,7 @@ fn sigterm_and_sighup_keep_the_report_interrupted_and_give_the_folder_back() {
             "[workloads.qrng-gan]\ntournament = { epochs = 100000, seeds = [42] }\n",
         )
         .unwrap();
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_benchmark"))
-            .args([
-                "run",
-                "--suite",
-                "suite.toml",
-                "--device",
-                "cpu",
-                "--out",
-                "out",
-            ])
-            .current_dir(dir.path())
+        let mut child = common::run_suite_command(dir.path(), &[])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
             .spawn()
