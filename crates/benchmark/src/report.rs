@@ -223,10 +223,8 @@ impl Report {
     /// UTF-8 byte-order mark is skipped), of a schema this benchmark knows, whose every time
     /// is positive and finite; anything else is an error naming the file and what is wrong.
     pub fn read(path: &Path) -> anyhow::Result<Self> {
-        let bytes = quench_device::files::read_bounded(path, REPORT_LIMIT)
+        let text = quench_device::files::read_text_bounded(path, REPORT_LIMIT)
             .with_context(|| format!("cannot read report {}", path.display()))?;
-        let text = String::from_utf8(bytes)
-            .map_err(|_| anyhow::anyhow!("invalid report {}: not UTF-8 text", path.display()))?;
         let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
         let report: Self = serde_json::from_str(text)
             .with_context(|| format!("invalid report {}", path.display()))?;

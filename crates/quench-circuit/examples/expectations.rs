@@ -15,9 +15,8 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     // A regular file of bounded size: a FIFO or /dev/urandom is refused, not read forever.
-    let read = quench_device::files::read_bounded(path.as_ref(), quench_device::files::DATA_LIMIT)
-        .map_err(|e| e.to_string())
-        .and_then(|bytes| String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string()));
+    let read =
+        quench_device::files::read_text_bounded(path.as_ref(), quench_device::files::DATA_LIMIT);
     let text = match read {
         Ok(text) => text,
         Err(e) => {

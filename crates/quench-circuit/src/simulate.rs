@@ -210,6 +210,10 @@ pub struct Simulator<B: QuenchOps> {
     z_signs: Option<Tensor<B, 2>>,
     /// The X permutation of every wire, `[2^n]` each (see [`apply_single`]).
     flips: Vec<Tensor<B, 1, Int>>,
+    /// The host memory available when the simulator was made, bytes (`None` where it cannot
+    /// be read): [`Simulator::run`] refuses batches beyond it. Read once here, not per run,
+    /// since reading it reads `/proc` and a training step runs the simulator.
+    host_bytes: Option<u128>,
     device: B::Device,
 }
 
@@ -244,6 +248,7 @@ impl<B: QuenchOps> Simulator<B> {
             unfused,
             z_signs,
             flips,
+            host_bytes: quench_device::budget::host_limit().map(|limit| u128::from(limit.bytes)),
             device: device.clone(),
         }
     }
@@ -272,9 +277,8 @@ impl<B: QuenchOps> Simulator<B> {
             return Err(CircuitError::EmptyBatch);
         }
         // Refused with an estimate rather than aborted by a failed allocation.
-        let available = quench_device::budget::host_limit().map(|limit| u128::from(limit.bytes));
         self.circuit
-            .check_fits(batch, size_of::<B::FloatElem>(), available)?;
+            .check_fits(batch, size_of::<B::FloatElem>(), self.host_bytes)?;
         let expected_inputs = self.circuit.inputs();
         match &inputs {
             Some(x) if x.dims() != [batch, expected_inputs] => {

@@ -30,17 +30,13 @@ pub enum ConfigError {
 /// Reads and parses `path` as `T`. Every configuration struct of Quench has defaults for all
 /// fields and refuses unknown ones, so a typo is an error here rather than a silent default.
 pub fn load_toml<T: DeserializeOwned>(path: &Path) -> Result<T, ConfigError> {
-    let read_error = |source| ConfigError::Read {
-        path: path.to_path_buf(),
-        source,
-    };
-    let bytes = crate::files::read_bounded(path, crate::files::CONFIG_LIMIT).map_err(read_error)?;
-    let text = String::from_utf8(bytes).map_err(|_| {
-        read_error(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            "not UTF-8 text",
-        ))
-    })?;
+    let text =
+        crate::files::read_text_bounded(path, crate::files::CONFIG_LIMIT).map_err(|source| {
+            ConfigError::Read {
+                path: path.to_path_buf(),
+                source,
+            }
+        })?;
     // A byte-order mark (editors on Windows write one) is not part of the first key.
     parse_toml(text.strip_prefix('\u{feff}').unwrap_or(&text), path)
 }

@@ -70,6 +70,12 @@ pub fn read_bounded(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// [`read_bounded`] as UTF-8 text; text that is not UTF-8 is an `InvalidData` error.
+pub fn read_text_bounded(path: &Path, limit: u64) -> io::Result<String> {
+    String::from_utf8(read_bounded(path, limit)?)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"))
+}
+
 fn too_long(len: u64, limit: u64) -> io::Error {
     io::Error::new(
         io::ErrorKind::InvalidData,
