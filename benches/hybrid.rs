@@ -7,8 +7,8 @@
 // criterion_group! defines a public function that cannot carry a doc comment.
 #![allow(missing_docs)]
 
-use quench_device::reductions::Reduce;
-use quench_device::views::ReshapeTo;
+use quench_kernels::reductions::Reduce;
+use quench_kernels::views::ReshapeTo;
 use std::hint::black_box;
 use std::time::Duration;
 

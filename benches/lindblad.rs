@@ -6,14 +6,14 @@
 // criterion_group! defines a public function that cannot carry a doc comment.
 #![allow(missing_docs)]
 
-use quench_device::reductions::Reduce;
+use quench_kernels::reductions::Reduce;
 use std::hint::black_box;
 use std::time::Duration;
 
 use burn::backend::{Autodiff, NdArray};
 use burn::tensor::{Element, Tensor, TensorData};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use quench_device::QuenchOps;
+use quench_kernels::QuenchOps;
 use quench_lindblad::{
     Basis, Batch, Generators, Method, Output, Solver, fidelity, operators, presets,
 };
@@ -90,7 +90,7 @@ fn loss<B: QuenchOps>(
 
 fn lindblad(c: &mut Criterion) {
     // As the benchmark binary and the examples do: freed buffers are reused, not unmapped.
-    quench_device::allocator::keep_freed_memory();
+    quench_support::allocator::keep_freed_memory();
     let system = presets::one_qubit();
     let device = Default::default();
     let forward_generators = Generators::<Cpu>::upload(&system, &device);

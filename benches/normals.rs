@@ -10,7 +10,8 @@ use std::hint::black_box;
 use burn::backend::NdArray;
 use burn::tensor::{Distribution, Tensor};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use quench_device::threefry::{NormalStreams, StreamKey, normals_tensor};
+use quench_kernels::ops::random::{NormalStreams, normals_tensor};
+use quench_kernels::threefry::StreamKey;
 
 type Cpu = NdArray<f32>;
 

@@ -50,7 +50,7 @@ fn step(
 
 fn temporal(c: &mut Criterion) {
     // As the benchmark binary runs: freed buffers reused, not mapped again every step.
-    quench_device::allocator::keep_freed_memory();
+    quench_support::allocator::keep_freed_memory();
     let device = Default::default();
     let x = Tensor::<Cpu, 4>::random(
         [1, BATCH, WINDOW, FEATURES],
@@ -64,7 +64,7 @@ fn temporal(c: &mut Criterion) {
     group.warm_up_time(Duration::from_secs(1));
     group.measurement_time(Duration::from_secs(5));
     group.throughput(Throughput::Elements(BATCH as u64));
-    let cores = quench_device::host_lanes::<Cpu>();
+    let cores = quench_kernels::host_lanes::<Cpu>();
     for (kind, core, lanes, name) in [
         (ModelKind::Lstm, LstmCore::Fused, cores, "lstm-fused"),
         (ModelKind::Lstm, LstmCore::Fused, 1, "lstm-fused-one-lane"),
@@ -90,7 +90,7 @@ fn temporal(c: &mut Criterion) {
 /// `QuenchOps` operation, layout changes included; in GFLOP of products per iteration
 /// (forward `2 S N 4H (I + H)` per direction, backward twice that).
 fn lstm_layer(c: &mut Criterion) {
-    quench_device::allocator::keep_freed_memory();
+    quench_support::allocator::keep_freed_memory();
     let device = Default::default();
     let (input, hidden) = (256, 128);
     let layer = quench_temporal::lstm::initial_layer::<Cpu>(&[1], input, hidden, &device);
@@ -108,7 +108,7 @@ fn lstm_layer(c: &mut Criterion) {
     let mut group = c.benchmark_group("lstm_layer_b256");
     group.sample_size(20);
     group.throughput(Throughput::Elements(flops as u64));
-    for lanes in [quench_device::host_lanes::<Cpu>(), 1] {
+    for lanes in [quench_kernels::host_lanes::<Cpu>(), 1] {
         group.bench_function(BenchmarkId::new("lanes", lanes), |b| {
             b.iter(|| {
                 let (y, tape) = quench_temporal::lstm::forward_taped(&layer, x.clone(), lanes);

@@ -6,7 +6,8 @@ use burn::tensor::backend::AutodiffBackend;
 use quench_device::diagnostics::{CopyDirection, Diagnostics, DiagnosticsConfig, diagnose};
 use quench_device::machine::MachineInfo;
 use quench_device::memory::peak_memory;
-use quench_device::{DeviceError, OnDevice, Precision, Selection, run_on};
+use quench_device::{DeviceError, Precision, Selection};
+use quench_kernels::{OnDevice, run_on};
 
 use crate::render::{seconds, significant};
 
@@ -40,10 +41,10 @@ fn host_gemm(repeats: usize) -> String {
     let mut out = format!(
         "\nhost gemm  shape (the CPU kernels')                1 thread   {cores} threads (GFLOP/s)\n"
     );
-    for shape in quench_device::host_gemm::KERNEL_SHAPES {
+    for shape in quench_kernels::host::gemm::KERNEL_SHAPES {
         let rate = |lanes: usize| {
-            let times = quench_device::host_gemm::time_product(shape, lanes, repeats);
-            quench_device::Stats::from_samples(&times)
+            let times = quench_kernels::host::gemm::time_product(shape, lanes, repeats);
+            quench_support::Stats::from_samples(&times)
                 .map_or(f64::NAN, |t| lanes as f64 * shape.flops() / t.median / 1e9)
         };
         let (one, all) = (rate(1), rate(cores));
@@ -79,7 +80,7 @@ fn render(
     if let Some(why) = &selection.fallback {
         let _ = writeln!(out, "fallback   {why}");
     }
-    for line in adapter_lines(quench_device::adapters::adapters()) {
+    for line in adapter_lines(quench_kernels::adapters::adapters()) {
         let _ = writeln!(out, "{line}");
     }
     match peak_memory(selection.device) {
@@ -90,7 +91,7 @@ fn render(
             let _ = writeln!(out, "memory     not reported by this platform");
         }
     }
-    if selection.device != quench_device::SelectedDevice::Cpu {
+    if selection.device != quench_kernels::SelectedDevice::Cpu {
         let _ = writeln!(out, "{}", kernel_cache_line());
     }
     let _ = writeln!(
@@ -142,10 +143,10 @@ fn render(
 
 /// Where compiled kernels and autotune results are kept, and how many entries the folder holds.
 fn kernel_cache_line() -> String {
-    let location = quench_device::kernel_cache::location();
+    let location = quench_kernels::kernel_cache::location();
     match &location.dir {
         Some(dir) => {
-            let found = quench_device::kernel_cache::entries(dir);
+            let found = quench_kernels::kernel_cache::entries(dir);
             format!(
                 "kernels    cached in {location}: {} compiled kernels, {} autotuned shapes, {} MiB",
                 found.kernels,
@@ -159,7 +160,7 @@ fn kernel_cache_line() -> String {
 
 /// The wgpu adapters, one line each, as `--device wgpu:N` names them; in a build without wgpu,
 /// how to get them.
-fn adapter_lines(adapters: &[quench_device::adapters::AdapterInfo]) -> Vec<String> {
+fn adapter_lines(adapters: &[quench_kernels::adapters::AdapterInfo]) -> Vec<String> {
     if !cfg!(feature = "wgpu") {
         return vec![
             "adapters   none listed: this binary was built without wgpu (--features wgpu)".into(),
@@ -168,7 +169,7 @@ fn adapter_lines(adapters: &[quench_device::adapters::AdapterInfo]) -> Vec<Strin
     if adapters.is_empty() {
         return vec![format!(
             "adapters   none: {}",
-            quench_device::adapters::none_found_reason()
+            quench_kernels::adapters::none_found_reason()
         )];
     }
     adapters
@@ -245,7 +246,7 @@ fn advice(d: &Diagnostics, support: &[(Precision, Result<(), String>)]) -> Vec<S
 mod tests {
     use super::*;
     use quench_device::diagnostics::{CopyFigures, MatmulFigure, MatmulShape, TinyOpLatency};
-    use quench_device::stats::Stats;
+    use quench_support::stats::Stats;
 
     /// Figures as a device measures them, with the sampled matmul errors given.
     fn figures(errors: &[f64]) -> Diagnostics {

@@ -26,7 +26,8 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use quench_device::diagnostics::DiagnosticsConfig;
-use quench_device::{DeviceError, DeviceSpec, select_announced};
+use quench_device::{DeviceError, select_announced};
+use quench_kernels::DeviceSpec;
 
 use crate::error_line::one_line;
 use crate::workload::RunPrecision;
@@ -184,7 +185,7 @@ struct RunArgs {
 
 fn main() -> ExitCode {
     // Training steps free and reallocate megabytes each step: keep that memory mapped.
-    quench_device::allocator::keep_freed_memory();
+    quench_support::allocator::keep_freed_memory();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -213,7 +214,7 @@ fn main() -> ExitCode {
     }
     let global = &cli.global;
     if let Some(dir) = &global.cache_dir
-        && let Err(err) = quench_device::kernel_cache::set_cache_dir(dir)
+        && let Err(err) = quench_kernels::kernel_cache::set_cache_dir(dir)
     {
         eprintln!("error: {err}");
         return ExitCode::FAILURE;
@@ -325,8 +326,8 @@ fn run_ranked(
         quench_device::counters::log_launches(&out.join(log))?;
     }
     let selection = select_announced(global.device.for_local_rank(quench_scale::local_rank()))?;
-    if args.count_launches && selection.device == quench_device::SelectedDevice::Cpu {
-        return Err(DeviceError::LaunchCount(
+    if args.count_launches && selection.device == quench_kernels::SelectedDevice::Cpu {
+        return Err(quench_kernels::BackendError::LaunchCount(
             "the CPU backend launches no kernels; count them on --device wgpu or cuda".into(),
         )
         .into());

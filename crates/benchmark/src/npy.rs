@@ -37,7 +37,7 @@ impl Element for i64 {
 }
 
 /// Writes `values` (row-major, `shape`'s product of them) as a `.npy` file at `path`, at once
-/// ([`write_atomically`](quench_device::files::write_atomically)): a reader never sees half a
+/// ([`write_atomically`](quench_support::files::write_atomically)): a reader never sees half a
 /// file. The folder is created if it is missing.
 pub fn write<T: Element>(path: &Path, shape: &[usize], values: &[T]) -> anyhow::Result<()> {
     let count: usize = shape.iter().product();
@@ -72,7 +72,7 @@ pub fn write<T: Element>(path: &Path, shape: &[usize], values: &[T]) -> anyhow::
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
-    quench_device::files::write_atomically(path, &file)
+    quench_support::files::write_atomically(path, &file)
         .with_context(|| format!("cannot write {}", path.display()))
 }
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use anyhow::Context;
-use quench_device::files::{FolderLock, write_atomically};
+use quench_support::files::{FolderLock, write_atomically};
 
 use crate::report::{Report, RunStatus};
 
@@ -118,7 +118,7 @@ fn lock_report(latest: &Mutex<Option<Report>>) -> MutexGuard<'_, Option<Report>>
 mod tests {
     use super::*;
     use crate::report::tests::sample_report;
-    use quench_device::files::FOLDER_LOCK;
+    use quench_support::files::FOLDER_LOCK;
 
     #[test]
     fn an_output_path_that_names_a_file_is_refused_before_any_work() {

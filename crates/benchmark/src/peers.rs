@@ -12,8 +12,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use quench_device::files::in_working_folder_or_source_tree;
-use quench_device::{SelectedDevice, TimingConfig};
+use quench_device::TimingConfig;
+use quench_kernels::SelectedDevice;
+use quench_support::files::in_working_folder_or_source_tree;
 use serde::{Deserialize, Serialize};
 
 /// Where the peers live, relative to the working folder or the source tree.

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use quench_device::files::write_atomically;
+use quench_support::files::write_atomically;
 
 use crate::report::{VariantReport, WorkloadReport};
 

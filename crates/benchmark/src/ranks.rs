@@ -3,8 +3,8 @@
 //! variant of the report. The ranks run at once, so the variant's time is the slowest rank's;
 //! its work items and its quality (a mean over members) are those of every rank together.
 
-use quench_device::Stats;
 use quench_scale::World;
+use quench_support::Stats;
 use serde::{Deserialize, Serialize};
 
 use crate::report::RankTiming;

@@ -7,7 +7,8 @@ use crate::peers::PeerReport;
 use anyhow::Context;
 use quench_device::machine::MachineInfo;
 use quench_device::memory::MemoryReading;
-use quench_device::{Precision, Stats, TimingConfig};
+use quench_device::{Precision, TimingConfig};
+use quench_support::Stats;
 use serde::{Deserialize, Serialize};
 
 use crate::workload::{Claim, Quality, RunPrecision};
@@ -223,7 +224,7 @@ impl Report {
     /// UTF-8 byte-order mark is skipped), of a schema this benchmark knows, whose every time
     /// is positive and finite; anything else is an error naming the file and what is wrong.
     pub fn read(path: &Path) -> anyhow::Result<Self> {
-        let text = quench_device::files::read_text_bounded(path, REPORT_LIMIT)
+        let text = quench_support::files::read_text_bounded(path, REPORT_LIMIT)
             .with_context(|| format!("cannot read report {}", path.display()))?;
         let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
         let report: Self = serde_json::from_str(text)
@@ -266,7 +267,7 @@ impl Report {
 pub(crate) mod tests {
     use super::*;
     use crate::workload::Tolerance;
-    use quench_device::SelectedDevice;
+    use quench_kernels::SelectedDevice;
 
     fn stats(x: f64) -> Stats {
         Stats::from_samples(&[x, x * 1.1, x * 0.9]).unwrap()

@@ -433,7 +433,7 @@ fn git_revision() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use quench_device::SelectedDevice;
+    use quench_kernels::SelectedDevice;
 
     /// A small synthetic distinguishability tournament and a classifier variant that fails
     /// when it runs: one line per source is too few to split into training, validation and

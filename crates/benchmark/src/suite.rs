@@ -21,7 +21,7 @@ pub struct Suite {
 impl Suite {
     /// Loads a suite file.
     pub fn load(path: &Path) -> anyhow::Result<Self> {
-        Ok(quench_device::load_toml(path)?)
+        Ok(quench_support::load_toml(path)?)
     }
 }
 
@@ -51,7 +51,7 @@ pub fn split_variants(
 /// The default suite: `configs/quick.toml` under the current folder, else the one of the
 /// source tree this binary was built from.
 pub fn default_suite_path() -> PathBuf {
-    quench_device::files::in_working_folder_or_source_tree(Path::new("configs/quick.toml"))
+    quench_support::files::in_working_folder_or_source_tree(Path::new("configs/quick.toml"))
 }
 
 #[cfg(test)]

@@ -7,23 +7,25 @@
 //! the run's `--precision` where the device has a low precision, and are skipped, with the
 //! reason, where it has none.
 
-use quench_device::reductions::Reduce;
-use quench_device::views::ReshapeTo;
+use quench_kernels::reductions::Reduce;
+use quench_kernels::views::ReshapeTo;
 use std::fmt;
 use std::sync::Arc;
 
 use burn::tensor::{DType, Tensor, TensorData};
 use quench_data::{Dataset, Loader, LoaderConfig, Mode};
-use quench_device::readback::to_host_f32;
-use quench_device::stats::max_or_nan;
-use quench_device::threefry::{StreamKey, normals_host, normals_tensor};
-use quench_device::{OnDevice, Precision, QuenchBackend, SelectedDevice, precise_matmul, run_on};
+use quench_device::Precision;
+use quench_kernels::ops::random::{normals_host, normals_tensor};
+use quench_kernels::readback::to_host_f32;
+use quench_kernels::threefry::StreamKey;
+use quench_kernels::{OnDevice, QuenchBackend, SelectedDevice, precise_matmul, run_on};
 use quench_lindblad::conformance::{Pulses, state_error};
 use quench_lindblad::{Method, OperatorCache, Solver, presets};
 use quench_meta::{Algorithm, InnerLoop, MetaConfig, MetaRun, Target};
 use quench_qrng::classifier::{ClassifierConfig, Execution as ClassifierExecution};
 use quench_qrng::{Batching, synthetic_recording};
 use quench_sgld::{Execution as SgldExecution, GridConfig, GridData, NoiseSource};
+use quench_support::stats::max_or_nan;
 use quench_temporal::step::fused_lstm_gap;
 use quench_train::amp::MixedPrecision;
 use quench_train::ensemble::{Activation, EnsembleMlp};
@@ -551,7 +553,7 @@ fn low_precision_forward<B: QuenchBackend>(
         device,
     );
     let x = {
-        let _generator = quench_device::SeededGenerator::acquire::<B::InnerBackend>(device, 9);
+        let _generator = quench_kernels::SeededGenerator::acquire::<B::InnerBackend>(device, 9);
         Tensor::<B::InnerBackend, 3>::random(
             [4, 16, 32],
             burn::tensor::Distribution::Normal(0.0, 1.0),

@@ -8,10 +8,10 @@ use anyhow::Context;
 use burn::tensor::backend::Backend;
 use quench_device::counters::CallCounts;
 pub use quench_device::run_precision::{CheckedPrecision, PrecisionRole, RunPrecision};
-use quench_device::{
-    OnDevice, Precision, QuenchBackend, SelectedDevice, Stats, TimingConfig, run_on,
-};
+use quench_device::{Precision, TimingConfig};
+use quench_kernels::{OnDevice, QuenchBackend, SelectedDevice, run_on};
 use quench_scale::World;
+use quench_support::Stats;
 use quench_train::settings::{Seeded, Valid};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};

@@ -16,7 +16,7 @@ fn main() -> ExitCode {
     };
     // A regular file of bounded size: a FIFO or /dev/urandom is refused, not read forever.
     let read =
-        quench_device::files::read_text_bounded(path.as_ref(), quench_device::files::DATA_LIMIT);
+        quench_support::files::read_text_bounded(path.as_ref(), quench_support::files::DATA_LIMIT);
     let text = match read {
         Ok(text) => text,
         Err(e) => {
@@ -26,7 +26,7 @@ fn main() -> ExitCode {
     };
     let result = Document::parse(&text).and_then(|document| {
         // Memory the simulation may use: the host's limit (available memory, `ulimit -v`).
-        let limit = quench_device::budget::host_limit().map(|limit| u128::from(limit.bytes));
+        let limit = quench_support::budget::host_limit().map(|limit| u128::from(limit.bytes));
         document.expectations::<NdArray<f64>>(&Default::default(), limit)
     });
     match result {

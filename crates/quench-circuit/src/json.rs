@@ -11,10 +11,10 @@
 //! circuit, in order. Gates: h, x, y, z, rx, ry, rz, phase (with `"angle"`, radians), cnot and
 //! cz (wires `[control, target]`), swap.
 
-use quench_device::QuenchOps;
+use quench_kernels::QuenchOps;
 use std::collections::HashMap;
 
-use quench_device::readback::float_tensor;
+use quench_kernels::readback::float_tensor;
 use serde_json::Value;
 use thiserror::Error;
 

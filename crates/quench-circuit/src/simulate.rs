@@ -22,10 +22,10 @@
 //! Burn's autodiff.
 
 use burn::tensor::{Int, Tensor, TensorData};
-use quench_device::readback::float_tensor;
-use quench_device::reductions::{MAX_REDUCED_AXIS, Reduce};
-use quench_device::views::ReshapeTo;
-use quench_device::{QuenchOps, precise_matmul};
+use quench_kernels::readback::float_tensor;
+use quench_kernels::reductions::{MAX_REDUCED_AXIS, Reduce};
+use quench_kernels::views::ReshapeTo;
+use quench_kernels::{QuenchOps, precise_matmul};
 
 use crate::circuit::Circuit;
 use crate::error::CircuitError;
@@ -248,7 +248,7 @@ impl<B: QuenchOps> Simulator<B> {
             unfused,
             z_signs,
             flips,
-            host_bytes: quench_device::budget::host_limit().map(|limit| u128::from(limit.bytes)),
+            host_bytes: quench_support::budget::host_limit().map(|limit| u128::from(limit.bytes)),
             device: device.clone(),
         }
     }
@@ -405,7 +405,7 @@ impl<B: QuenchOps> Simulator<B> {
     /// `<Z_i Z_j>` for one pair of wires `i <= j`, `[batch, 1]`, from sums over the axes around
     /// them: for states too large for a sign matrix, whose product would run over an inner
     /// dimension of `2^qubits` (on lavapipe, a `[1, 2^20] x [2^20, 1]` product skipped elements
-    /// as Burn's long reductions do; see `quench_device::reductions`).
+    /// as Burn's long reductions do; see `quench_kernels::reductions`).
     fn zz_by_axes(state: &State<B>, i: usize, j: usize) -> Tensor<B, 2> {
         let probabilities = state.probabilities();
         let [batch, dim] = probabilities.dims();

@@ -349,7 +349,7 @@ pub enum DataError {
     },
     /// A data set would need more memory than the host has.
     #[error(transparent)]
-    TooLarge(#[from] quench_device::budget::TooLarge),
+    TooLarge(#[from] quench_support::budget::TooLarge),
     /// The operating system refused a loader thread.
     #[error("cannot start a loader thread: {0}")]
     Spawn(#[source] std::io::Error),

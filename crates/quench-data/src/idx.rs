@@ -33,12 +33,11 @@ pub struct IdxArray {
 /// without being kept): a small file that inflates to gigabytes costs no more memory than the
 /// array it declares.
 pub fn read_idx(path: &Path) -> Result<IdxArray, DataError> {
-    let raw = quench_device::files::read_bounded(path, quench_device::files::DATA_LIMIT).map_err(
-        |source| DataError::Io {
+    let raw = quench_support::files::read_bounded(path, quench_support::files::DATA_LIMIT)
+        .map_err(|source| DataError::Io {
             path: path.to_path_buf(),
             source,
-        },
-    )?;
+        })?;
     if is_gzip(&raw) {
         let gzip_error = |source| DataError::Gzip {
             path: path.to_path_buf(),

@@ -8,7 +8,7 @@
 mod pipeline;
 mod plan;
 
-use quench_device::views::ReshapeTo;
+use quench_kernels::views::ReshapeTo;
 use std::sync::Arc;
 
 use burn::tensor::backend::Backend;

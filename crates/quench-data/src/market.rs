@@ -139,7 +139,7 @@ pub fn synthetic_market(config: &MarketConfig) -> Result<Vec<Bars>, DataError> {
     ));
     config.validate()?;
     let bars = (config.symbols as u128).saturating_mul(config.bars as u128);
-    quench_device::budget::check_fits(
+    quench_support::budget::check_fits(
         || {
             format!(
                 "a synthetic market of {} symbols x {} bars",

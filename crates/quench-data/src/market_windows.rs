@@ -204,7 +204,7 @@ pub fn market_windows(symbols: &[Bars], config: &WindowConfig) -> Result<MarketD
         bars.validate()?;
     }
     let bars: u128 = symbols.iter().map(|bars| bars.len() as u128).sum();
-    quench_device::budget::check_fits(
+    quench_support::budget::check_fits(
         || {
             format!(
                 "the windows of {} symbol(s), {bars} bars, {} bars per window",

@@ -282,7 +282,7 @@ impl Bars {
         }
         // The bars, 72 bytes each from lines of at least about 16 bytes; the file itself is
         // read a line at a time.
-        quench_device::budget::check_fits(
+        quench_support::budget::check_fits(
             || format!("reading {}", path.display()),
             u128::from(size.len()) * 5,
         )?;

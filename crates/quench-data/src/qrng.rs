@@ -30,7 +30,7 @@ impl BitStrings {
     /// without it (columns in errors count from after the mark).
     pub fn read(path: &Path, classes: &[u32]) -> Result<Self, DataError> {
         crate::loads::loaded(format_args!("bit strings of {}", path.display()));
-        let text = quench_device::files::read_bounded(path, quench_device::files::DATA_LIMIT)
+        let text = quench_support::files::read_bounded(path, quench_support::files::DATA_LIMIT)
             .map_err(|source| DataError::Io {
                 path: path.to_path_buf(),
                 source,

@@ -2,9 +2,8 @@
 //! read-backs. On a GPU these, not the flops of Quench's small tensors, set the time of a step,
 //! so the benchmark counts them per iteration (`benchmark run --count-launches`).
 //!
-//! - Read-backs: every device-to-host copy Quench makes goes through [`crate::readback`], which
-//!   counts it here. Burn itself reads nothing back in the ops Quench uses (its graph, fusion
-//!   and autotune stay on the device), so the count is the process's.
+//! - Read-backs: every device-to-host copy Quench makes goes through
+//!   [`quench_kernels::readback`], which counts it ([`quench_kernels::readback::readbacks`]).
 //! - Launches: CubeCL (the runtime of Burn's wgpu and CUDA backends) writes one line per kernel
 //!   it launches when its profiling log is at `minimal`; [`log_launches`] turns that on into a
 //!   file and [`launches`] counts its lines. Fused kernels count once. The CPU backend launches
@@ -12,28 +11,17 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
+
+use quench_kernels::readback::readbacks;
 
 use crate::error::DeviceError;
-
-static READBACKS: AtomicU64 = AtomicU64::new(0);
 
 /// Where CubeCL writes its launch log, once [`log_launches`] turned it on.
 static LAUNCH_LOG: OnceLock<PathBuf> = OnceLock::new();
 
-/// Counts one device-to-host copy (called by [`crate::readback`]).
-pub(crate) fn count_readback() {
-    READBACKS.fetch_add(1, Ordering::Relaxed);
-}
-
-/// Device-to-host copies made through [`crate::readback`] since the process started.
-pub fn readbacks() -> u64 {
-    READBACKS.load(Ordering::Relaxed)
-}
-
 /// Turns on CubeCL's log of every kernel launch, written to `path` (replaced). It must come
 /// before the first CubeCL device is used: CubeCL reads its configuration once. The rest of
-/// the configuration is as [`crate::kernel_cache`] makes it (the kernel and autotune caches
+/// the configuration is as [`quench_kernels::kernel_cache`] makes it (the kernel and autotune caches
 /// stay on).
 ///
 /// # Errors
@@ -42,18 +30,19 @@ pub fn readbacks() -> u64 {
 pub fn log_launches(path: &Path) -> Result<(), DeviceError> {
     #[cfg(any(feature = "wgpu", feature = "cuda"))]
     {
-        crate::kernel_cache::install(Some(path))?;
-        LAUNCH_LOG
-            .set(path.to_path_buf())
-            .map_err(|_| DeviceError::LaunchCount("the launch log is already on".into()))
+        quench_kernels::kernel_cache::install(Some(path))?;
+        LAUNCH_LOG.set(path.to_path_buf()).map_err(|_| {
+            quench_kernels::BackendError::LaunchCount("the launch log is already on".into()).into()
+        })
     }
     #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
     {
         let _ = (path, &LAUNCH_LOG);
-        Err(DeviceError::LaunchCount(
+        Err(quench_kernels::BackendError::LaunchCount(
             "this binary has no GPU backend to count launches on (build with --features wgpu or cuda)"
                 .into(),
-        ))
+        )
+        .into())
     }
 }
 
@@ -87,7 +76,7 @@ pub fn launches() -> Option<u64> {
 pub struct Counts {
     /// Kernel launches ([`launches`]); `None` where they are not counted.
     pub launches: Option<u64>,
-    /// Device-to-host copies ([`readbacks`]).
+    /// Device-to-host copies ([`quench_kernels::readback::readbacks`]).
     pub readbacks: u64,
 }
 
@@ -140,9 +129,13 @@ mod tests {
     fn a_readback_is_counted_and_launches_are_not_without_the_log() {
         let before = Counts::now();
         let device = Default::default();
-        let x = burn::tensor::Tensor::<crate::CpuBackend, 1>::from_floats([1.0, 2.0], &device);
-        assert_eq!(crate::readback::to_host_f32(x.clone()), vec![1.0, 2.0]);
-        let _ = crate::readback::to_host_f64(x);
+        let x =
+            burn::tensor::Tensor::<quench_kernels::CpuBackend, 1>::from_floats([1.0, 2.0], &device);
+        assert_eq!(
+            quench_kernels::readback::to_host_f32(x.clone()),
+            vec![1.0, 2.0]
+        );
+        let _ = quench_kernels::readback::to_host_f64(x);
         let counts = Counts::now().per_call_since(&before, 1.0);
         // Other tests of this process may read back meanwhile: at least these two.
         assert!(counts.readbacks >= 2.0, "{counts:?}");

@@ -6,9 +6,9 @@ use burn::tensor::{Distribution, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 
 use crate::error::DeviceError;
-use crate::generator::SeededGenerator;
-use crate::stats::Stats;
 use crate::timing::{TimingConfig, measure_on};
+use quench_kernels::SeededGenerator;
+use quench_support::stats::Stats;
 
 /// A batched square matrix product: `batch` products of `n x n` by `n x n`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -248,7 +248,7 @@ fn sampled_matmul_error(a: &TensorData, b: &TensorData, c: &TensorData, shape: M
         (c[flat] as f64 - exact).abs() / scale
     });
     // A NaN product must not read as exact.
-    crate::stats::max_or_nan(errors)
+    quench_support::stats::max_or_nan(errors)
 }
 
 /// Host-to-device, device-to-host and device-to-device bandwidth for a buffer of `bytes`.

@@ -5,14 +5,6 @@ use thiserror::Error;
 /// Everything that can go wrong while choosing, probing or using a device.
 #[derive(Debug, Error)]
 pub enum DeviceError {
-    /// The device specification string could not be parsed.
-    #[error("invalid device `{spec}`: {reason} (expected auto, cpu, cuda, cuda:N, wgpu or wgpu:N)")]
-    BadSpec {
-        /// The text that was given.
-        spec: String,
-        /// Why it was refused.
-        reason: String,
-    },
     /// A CUDA device was asked for explicitly and cannot be used.
     #[error("CUDA device {index} is not usable: {reason}")]
     CudaUnavailable {
@@ -20,14 +12,6 @@ pub enum DeviceError {
         index: usize,
         /// What the probe found (no driver, no device, failed initialisation).
         reason: String,
-    },
-    /// CUDA was asked for but this binary was compiled without the `cuda` cargo feature.
-    #[error(
-        "this binary was built without CUDA support; rebuild with `--features cuda` to use `{spec}`"
-    )]
-    CudaNotCompiled {
-        /// The specification that asked for CUDA.
-        spec: String,
     },
     /// A wgpu adapter was asked for explicitly and cannot be used.
     #[error("wgpu device `{spec}` is not usable: {reason}")]
@@ -37,25 +21,10 @@ pub enum DeviceError {
         /// What the probe found (no loader, no driver, no such adapter, a failing device).
         reason: String,
     },
-    /// wgpu was asked for but this binary was compiled without the `wgpu` cargo feature.
-    #[error(
-        "this binary was built without wgpu support; rebuild with `--features wgpu` to use `{spec}`"
-    )]
-    WgpuNotCompiled {
-        /// The specification that asked for wgpu.
-        spec: String,
-    },
-    /// The kernel cache folder that was named cannot be used.
-    #[error("kernel cache folder {}: {reason}", dir.display())]
-    KernelCache {
-        /// The folder.
-        dir: std::path::PathBuf,
-        /// Why it cannot be used.
-        reason: String,
-    },
-    /// Kernel launches cannot be counted in this run.
-    #[error("cannot count kernel launches: {0}")]
-    LaunchCount(String),
+    /// A device name, a backend this build lacks, the kernel cache or the launch log
+    /// ([`quench_kernels::BackendError`]).
+    #[error(transparent)]
+    Backend(#[from] quench_kernels::BackendError),
     /// The precision string could not be parsed.
     #[error("invalid precision `{given}` (expected {expected})")]
     BadPrecision {

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::backend::SelectedDevice;
+use quench_kernels::SelectedDevice;
 
 /// The host and device a run used.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

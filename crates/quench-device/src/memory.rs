@@ -4,7 +4,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::backend::SelectedDevice;
+use quench_kernels::SelectedDevice;
 
 /// Where a memory figure comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -64,7 +64,7 @@ pub fn peak_memory(device: SelectedDevice) -> Option<MemoryReading> {
 /// earlier run's buffers, or when a program is done with its host kernels. The next step
 /// allocates afresh.
 pub fn release_host_buffers() {
-    crate::host_buffers::release();
+    quench_kernels::host::buffers::release();
 }
 
 /// Resets the process's peak RSS so that the next reading covers only what follows; returns
@@ -90,7 +90,7 @@ fn cuda_pool_bytes(index: usize) -> Option<u64> {
     use burn::cubecl::Runtime;
     use burn::cubecl::cuda::{CudaDevice, CudaRuntime};
 
-    crate::backend::silently(|| {
+    crate::select::silently(|| {
         CudaRuntime::client(&CudaDevice::new(index))
             .memory_usage()
             .ok()
@@ -106,11 +106,11 @@ fn cuda_pool_bytes(_index: usize) -> Option<u64> {
 }
 
 #[cfg(feature = "wgpu")]
-fn wgpu_pool_bytes(adapter: crate::backend::WgpuAdapter) -> Option<u64> {
+fn wgpu_pool_bytes(adapter: quench_kernels::WgpuAdapter) -> Option<u64> {
     use burn::backend::wgpu::WgpuRuntime;
     use burn::cubecl::Runtime;
 
-    crate::backend::silently(|| {
+    crate::select::silently(|| {
         WgpuRuntime::client(&adapter.burn_device())
             .memory_usage()
             .ok()
@@ -121,7 +121,7 @@ fn wgpu_pool_bytes(adapter: crate::backend::WgpuAdapter) -> Option<u64> {
 }
 
 #[cfg(not(feature = "wgpu"))]
-fn wgpu_pool_bytes(_adapter: crate::backend::WgpuAdapter) -> Option<u64> {
+fn wgpu_pool_bytes(_adapter: quench_kernels::WgpuAdapter) -> Option<u64> {
     None
 }
 

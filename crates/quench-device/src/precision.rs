@@ -8,7 +8,7 @@ use burn::tensor::{DType, FloatDType, Tensor};
 use serde::{Deserialize, Serialize};
 
 use crate::error::DeviceError;
-use crate::reductions::Reduce;
+use quench_kernels::reductions::Reduce;
 
 /// The arithmetic of the forward pass. Weights and optimiser state always stay f32.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -259,7 +259,7 @@ impl LossScaler {
 /// skips elements of long tensors on its CubeCL backends (see [`crate::reductions`]).
 pub fn all_finite<B: Backend, const D: usize>(tensor: Tensor<B, D>) -> bool {
     let non_finite = tensor.is_finite().bool_not().float().sum_all();
-    crate::readback::to_host_f32(non_finite)[0] == 0.0
+    quench_kernels::readback::to_host_f32(non_finite)[0] == 0.0
 }
 
 #[cfg(test)]

@@ -7,7 +7,9 @@ use std::str::FromStr;
 use burn::tensor::backend::AutodiffBackend;
 use serde::{Deserialize, Serialize};
 
-use crate::{DeviceError, OnDevice, Precision, SelectedDevice, run_on};
+use quench_kernels::{OnDevice, SelectedDevice, run_on};
+
+use crate::{DeviceError, Precision};
 
 /// How a variant's arithmetic follows the run's `--precision`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

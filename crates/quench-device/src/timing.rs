@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::counters::{CallCounts, Counts};
 use crate::error::DeviceError;
-use crate::stats::Stats;
+use quench_support::stats::Stats;
 
 /// How many untimed warm-up runs precede how many timed repeats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

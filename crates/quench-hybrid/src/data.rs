@@ -3,8 +3,8 @@
 
 use burn::tensor::Tensor;
 use quench_data::{DataError, Dataset};
-use quench_device::QuenchOps;
-use quench_device::readback::{float_tensor, to_host_f32};
+use quench_kernels::QuenchOps;
+use quench_kernels::readback::{float_tensor, to_host_f32};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;

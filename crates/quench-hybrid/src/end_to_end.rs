@@ -9,7 +9,8 @@ use crate::{
 };
 use burn::tensor::{Tensor, TensorData};
 use quench_data::{Dataset, MNIST_MEAN, MNIST_STD, stand_in_digits};
-use quench_device::{CpuBackend, Precision};
+use quench_device::Precision;
+use quench_kernels::CpuBackend;
 use quench_train::settings::Valid;
 
 type Inner = burn::backend::NdArray<f32>;

@@ -53,7 +53,7 @@ pub enum HybridError {
     Circuit(#[from] CircuitError),
     /// The settings need more memory than the host has.
     #[error(transparent)]
-    TooLarge(#[from] quench_device::budget::TooLarge),
+    TooLarge(#[from] quench_support::budget::TooLarge),
 }
 
 impl From<quench_train::settings::Refusal> for HybridError {

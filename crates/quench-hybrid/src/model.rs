@@ -3,9 +3,10 @@
 
 use burn::tensor::Tensor;
 use quench_circuit::{Circuit, Mode, Simulator, reference};
-use quench_device::readback::{float_tensor, to_host_f32};
-use quench_device::views::ReshapeTo;
-use quench_device::{Precision, QuenchOps};
+use quench_device::Precision;
+use quench_kernels::QuenchOps;
+use quench_kernels::readback::{float_tensor, to_host_f32};
+use quench_kernels::views::ReshapeTo;
 use serde::{Deserialize, Serialize};
 
 use quench_train::classify::dropout;
@@ -175,7 +176,7 @@ mod tests {
     use super::*;
     use burn::backend::{Autodiff, NdArray};
     use burn::tensor::Distribution;
-    use quench_device::reductions::Reduce;
+    use quench_kernels::reductions::Reduce;
 
     type Train = Autodiff<NdArray<f32>>;
 
@@ -188,7 +189,7 @@ mod tests {
         let widths: Vec<[usize; 2]> = vec![[512, 128], [128, 32], [32, 4]];
         let mut params = Vec::new();
         let draw = |shape: [usize; 3], std: f64, seed: u64| {
-            let _generator = quench_device::SeededGenerator::acquire::<Train>(&device, seed);
+            let _generator = quench_kernels::SeededGenerator::acquire::<Train>(&device, seed);
             Tensor::<Train, 3>::random(shape, Distribution::Normal(0.0, std), &device)
         };
         for (i, [a, b]) in widths.iter().enumerate() {
@@ -219,11 +220,11 @@ mod tests {
         let (host_logits, host_grads) = logits_and_gradients(CircuitMode::Host);
         for mode in [CircuitMode::GateByGate, CircuitMode::Fused] {
             let (logits, grads) = logits_and_gradients(mode);
-            let worst = quench_device::stats::max_abs_difference(&host_logits, &logits);
+            let worst = quench_support::stats::max_abs_difference(&host_logits, &logits);
             assert!(worst < 1e-5, "{mode:?}: logits differ by {worst}");
             for (k, (h, d)) in host_grads.iter().zip(&grads).enumerate() {
                 let scale = h.iter().map(|v| v.abs()).fold(0.0f32, f32::max).max(1e-3);
-                let worst = quench_device::stats::max_abs_difference(h, d);
+                let worst = quench_support::stats::max_abs_difference(h, d);
                 assert!(
                     worst < 1e-4 * f64::from(scale.max(1.0)),
                     "{mode:?}: gradient of parameter {k} differs by {worst} (scale {scale})"

@@ -20,10 +20,11 @@
 //! BatchNorm running statistics (PyTorch's `eval()` mode) whatever the backend, and every
 //! parameter is marked as not requiring gradients.
 
-use quench_device::QuenchOps;
-use quench_device::ops::conv::{ConvAffine, PatchRows, conv_patches};
-use quench_device::reductions::Reduce;
-use quench_device::views::{ReshapeTo, ViewTo};
+use quench_kernels::QuenchOps;
+use quench_kernels::ops::conv::{ConvAffine, PatchRows, conv_patches};
+use quench_kernels::ops::view::ViewTo;
+use quench_kernels::reductions::Reduce;
+use quench_kernels::views::ReshapeTo;
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};

@@ -1,14 +1,17 @@
 //! Training of the hybrid classifier: every seed a member of one batched program.
 
-use quench_device::reductions::Reduce;
-use quench_device::views::{ReshapeTo, ViewTo};
-use quench_device::{Precision, QuenchBackend, QuenchOps, SeededGenerator};
+use quench_device::Precision;
+use quench_kernels::SeededGenerator;
+use quench_kernels::ops::view::ViewTo;
+use quench_kernels::reductions::Reduce;
+use quench_kernels::views::ReshapeTo;
+use quench_kernels::{QuenchBackend, QuenchOps};
 use std::sync::Arc;
 
 use burn::tensor::{Int, Tensor, TensorData};
 use quench_circuit::Circuit;
 use quench_data::{Dataset, Loader, LoaderConfig, Mode};
-use quench_device::readback::{float_tensor, to_host_f32};
+use quench_kernels::readback::{float_tensor, to_host_f32};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand_distr::{Distribution, Normal};
@@ -18,6 +21,7 @@ use super::HybridError;
 use super::data::{HybridData, backbone_features, check_images};
 use super::model::{CircuitMode, ENCODER, HEAD, HybridModel};
 use crate::resnet::ResNet18;
+use quench_support::stats::MeanStd;
 use quench_train::amp::MixedPrecision;
 use quench_train::classify::cross_entropy;
 use quench_train::ensemble::{Activation, seeded_ensemble};
@@ -28,7 +32,6 @@ use quench_train::init::{Init, sub_seed};
 use quench_train::optim::{AdamConfig, MemberAdam};
 use quench_train::params::{clip_member_norms, require_grad, stepping_members};
 use quench_train::settings::{self, Seeded, Valid, Validate};
-use quench_train::stats::MeanStd;
 use quench_train::stopping::{Better, EarlyStopping};
 
 /// Purpose tags of a seed's random streams (see [`sub_seed`]).
@@ -128,7 +131,7 @@ impl Seeded for HybridConfig {
 
 impl HybridConfig {
     /// Refuses circuit depths and batches whose states cannot fit in host memory, before
-    /// anything is allocated ([`quench_device::budget`]): autodiff keeps each gate's output,
+    /// anything is allocated ([`quench_support::budget`]): autodiff keeps each gate's output,
     /// 16 complex f32 amplitudes per sample and member, and its gradient; a layer is 8 gates
     /// (an RY per qubit and the CNOT ring).
     fn check_memory(&self) -> Result<(), HybridError> {
@@ -136,7 +139,7 @@ impl HybridConfig {
             .saturating_mul(self.batch_size as u128)
             .saturating_mul(self.layers as u128)
             .saturating_mul(8 * 16 * 2 * 2);
-        quench_device::budget::check_fits(
+        quench_support::budget::check_fits(
             || {
                 format!(
                     "the circuit's states for layers = {}, {} seed(s) at batch {}",

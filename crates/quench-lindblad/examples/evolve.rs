@@ -20,7 +20,7 @@ const MAX_WARNINGS: usize = 20;
 fn run(path: &str) -> Result<String, String> {
     // A regular file of bounded size: a FIFO or /dev/urandom is refused, not read forever.
     let text =
-        quench_device::files::read_text_bounded(path.as_ref(), quench_device::files::DATA_LIMIT)
+        quench_support::files::read_text_bounded(path.as_ref(), quench_support::files::DATA_LIMIT)
             .map_err(|e| format!("{path}: cannot read: {e}"))?;
     let job = Job::from_json(&text).map_err(|e| format!("{path}: {e}"))?;
     let clamped = job.clamped_amplitudes();

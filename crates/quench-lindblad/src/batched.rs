@@ -5,9 +5,9 @@
 //! the CPU backend than a batched matrix product, which calls a tiny GEMM per matrix.
 
 use burn::tensor::{Tensor, TensorData};
-use quench_device::reductions::Reduce;
-use quench_device::views::ReshapeTo;
-use quench_device::{QuenchOps, precise_matmul};
+use quench_kernels::reductions::Reduce;
+use quench_kernels::views::ReshapeTo;
+use quench_kernels::{QuenchOps, precise_matmul};
 
 /// Largest `rows x inner x cols` multiplied by broadcasting; above it the product goes through
 /// the backend's batched matmul. 4 x 4 times 4 x 4 (64) broadcasts; 16 x 16 products (4,096)
@@ -166,7 +166,7 @@ impl ProductTree {
 mod tests {
     use super::*;
     use burn::backend::NdArray;
-    use quench_device::stats::max_abs_difference;
+    use quench_support::stats::max_abs_difference;
 
     type B = NdArray<f64>;
 
@@ -198,7 +198,7 @@ mod tests {
     #[test]
     fn broadcast_and_gemm_products_agree() {
         let device = Default::default();
-        let generator = quench_device::SeededGenerator::acquire::<B>(&device, 3);
+        let generator = quench_kernels::SeededGenerator::acquire::<B>(&device, 3);
         let a = Tensor::<B, 3>::random([16, 16, 3], burn::tensor::Distribution::Default, &device);
         let b = Tensor::<B, 3>::random([16, 16, 3], burn::tensor::Distribution::Default, &device);
         drop(generator);

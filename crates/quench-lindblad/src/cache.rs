@@ -4,7 +4,7 @@
 //! rebuilt its operators and simulator on every loss call; here the `[d^4, 1 + C + K]`
 //! generator stack is the only per-system state, and everything per task is a tensor.
 
-use quench_device::QuenchOps;
+use quench_kernels::QuenchOps;
 use std::collections::HashMap;
 
 use burn::tensor::backend::{DeviceId, DeviceOps};

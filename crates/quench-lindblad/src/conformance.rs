@@ -2,8 +2,8 @@
 //! assert and what `benchmark verify` measures on a user's device, written once.
 
 use burn::tensor::{Element, Tensor, TensorData};
-use quench_device::QuenchOps;
-use quench_device::stats::max_or_nan;
+use quench_kernels::QuenchOps;
+use quench_support::stats::max_or_nan;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 

@@ -8,7 +8,7 @@
 
 use std::sync::OnceLock;
 
-use quench_device::lanes::in_lanes;
+use quench_kernels::host::lanes::in_lanes;
 
 use crate::exponential::remainder_bound;
 use crate::generators::{HostGenerators, real_norm_one};

@@ -5,11 +5,11 @@
 //! `Tr(S_U^T S) / d^2`.
 
 use burn::tensor::Tensor;
-use quench_device::QuenchOps;
+use quench_kernels::QuenchOps;
 
 use crate::error::LindbladError;
-use quench_device::reductions::Reduce;
-use quench_device::views::ReshapeTo;
+use quench_kernels::reductions::Reduce;
+use quench_kernels::views::ReshapeTo;
 
 /// The state fidelity `Tr(rho sigma)` of states `[tasks, d^2]` with pure targets `[tasks, d^2]`
 /// or one target `[1, d^2]` for all, giving `[tasks]`. For a pure target this is

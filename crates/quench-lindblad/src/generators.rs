@@ -1,12 +1,12 @@
 //! The Lindbladian as real matrices, linear in the controls and the rates:
 //! `M = M_H0 + sum_c u_c M_c + sum_k gamma_k M_k`, built on the host in f64 and uploaded once.
 
-use quench_device::QuenchOps;
+use quench_kernels::QuenchOps;
 use std::sync::Arc;
 
 use burn::tensor::Tensor;
 use num_complex::Complex64;
-use quench_device::readback::float_tensor;
+use quench_kernels::readback::float_tensor;
 
 use crate::{Basis, CMatrix, System};
 
@@ -238,7 +238,7 @@ mod tests {
     use super::*;
     use crate::operators::{pauli_x, pauli_z};
     use crate::presets;
-    use quench_device::stats::max_abs_difference;
+    use quench_support::stats::max_abs_difference;
 
     #[test]
     fn generators_match_the_lindbladian_applied_in_the_basis() {

@@ -1,8 +1,8 @@
 //! Pulse documents: the JSON input of the `evolve` example, read with field-by-field
 //! validation, and its JSON output (the format is in the crate documentation).
 
-use quench_device::QuenchOps;
-use quench_device::stats::max_or_nan;
+use quench_kernels::QuenchOps;
+use quench_support::stats::max_or_nan;
 use std::fmt;
 
 use burn::tensor::{Element, Tensor, TensorData};

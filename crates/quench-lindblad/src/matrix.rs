@@ -3,7 +3,7 @@
 use std::ops::{Add, Mul, Sub};
 
 use num_complex::Complex64;
-use quench_device::stats::max_or_nan;
+use quench_support::stats::max_or_nan;
 
 use crate::LindbladError;
 

@@ -17,9 +17,9 @@
 //!   propagator formed (see `expmv.rs`): 17x faster at 4,096 tasks on two cores.
 
 use burn::tensor::{DType, Int, Tensor, TensorData};
-use quench_device::readback::{float_tensor, to_host_f64};
-use quench_device::views::ReshapeTo;
-use quench_device::{QuenchOps, host_lanes, precise_matmul};
+use quench_kernels::readback::{float_tensor, to_host_f64};
+use quench_kernels::views::ReshapeTo;
+use quench_kernels::{QuenchOps, host_lanes, precise_matmul};
 use serde::{Deserialize, Serialize};
 
 use crate::batched::{ProductTree, apply, identity, matmul, polynomial};
@@ -520,7 +520,7 @@ mod tests {
     use super::*;
     use crate::{Basis, OperatorCache, operators, presets};
     use burn::backend::NdArray;
-    use quench_device::stats::max_abs_difference;
+    use quench_support::stats::max_abs_difference;
 
     type B = NdArray<f32>;
 
@@ -583,7 +583,7 @@ mod tests {
             })
             .collect();
         let float = |values: Vec<f64>, shape: [usize; 3]| {
-            quench_device::readback::float_tensor::<E, f64, 3>(values, shape, &device)
+            quench_kernels::readback::float_tensor::<E, f64, 3>(values, shape, &device)
         };
         let batch = Batch {
             t_total: 1.3,
@@ -595,7 +595,7 @@ mod tests {
             .evolve(&generators, batch, Output::States)
             .unwrap()
             .states;
-        quench_device::readback::to_host_f64(states)
+        quench_kernels::readback::to_host_f64(states)
     }
 
     #[test]

@@ -9,11 +9,12 @@
 //! tasks_per_batch`, the meta-gradient is averaged with one all-reduce, every rank takes the
 //! same step, and rank 0 prints and writes. The time the all-reduce took is reported.
 
-use quench_device::{OnDevice, QuenchBackend, run_on, select_announced};
+use quench_device::select_announced;
+use quench_kernels::{OnDevice, QuenchBackend, run_on};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use quench_device::spec::{run_example, take_device_flag};
+use quench_kernels::spec::{run_example, take_device_flag};
 use quench_lindblad::OperatorCache;
 use quench_meta::{MetaConfig, MetaError, MetaRun, save_policy};
 use quench_scale::{World, local_rank};
@@ -78,7 +79,7 @@ impl OnDevice for Train<'_> {
 
 fn main() -> ExitCode {
     // Training steps free and reallocate megabytes each step: keep that memory mapped.
-    quench_device::allocator::keep_freed_memory();
+    quench_support::allocator::keep_freed_memory();
     let (spec, positional) = match take_device_flag(std::env::args().skip(1).collect()) {
         Ok(taken) => taken,
         Err(err) => {
@@ -102,7 +103,7 @@ fn main() -> ExitCode {
         let shard = world.shard();
         let trained = (|| -> Result<(), Box<dyn std::error::Error>> {
             let config: MetaConfig =
-                quench_device::load_toml(std::path::Path::new(config_path.as_str()))?;
+                quench_support::load_toml(std::path::Path::new(config_path.as_str()))?;
             // Checked before the device is chosen: a bad setting costs no start-up.
             let config = Valid::new(config)?;
             let selection = select_announced(spec.for_local_rank(local_rank()))?;

@@ -222,7 +222,7 @@ mod tests {
     #[test]
     fn shipped_configurations_load_with_the_guide_settings() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/lindblad");
-        let original: MetaConfig = quench_device::load_toml(&dir.join("original.toml")).unwrap();
+        let original: MetaConfig = quench_support::load_toml(&dir.join("original.toml")).unwrap();
         assert_eq!(
             (
                 original.tasks_per_batch,
@@ -236,7 +236,7 @@ mod tests {
             original.solver.method,
             quench_lindblad::Method::Rk4 { dt: 0.01 }
         );
-        let gpu: MetaConfig = quench_device::load_toml(&dir.join("gpu.toml")).unwrap();
+        let gpu: MetaConfig = quench_support::load_toml(&dir.join("gpu.toml")).unwrap();
         assert_eq!(
             (gpu.tasks_per_batch, gpu.inner_steps, gpu.val_tasks),
             (16, 5, 20)
@@ -246,14 +246,14 @@ mod tests {
             gpu.solver.method,
             quench_lindblad::Method::Euler { dt: 0.02 }
         );
-        let small: MetaConfig = quench_device::load_toml(&dir.join("test.toml")).unwrap();
+        let small: MetaConfig = quench_support::load_toml(&dir.join("test.toml")).unwrap();
         assert!(small.iterations <= 50);
     }
 
     #[test]
     fn unknown_keys_are_refused_with_their_name() {
         let err =
-            quench_device::config::parse_toml::<MetaConfig>("inner_step = 3", Path::new("m.toml"))
+            quench_support::config::parse_toml::<MetaConfig>("inner_step = 3", Path::new("m.toml"))
                 .unwrap_err();
         assert!(err.to_string().contains("inner_step"), "{err}");
     }

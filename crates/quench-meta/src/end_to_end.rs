@@ -6,9 +6,9 @@ use crate::{
     Algorithm, InnerLoop, MetaConfig, MetaError, MetaRun, Operators, SystemChoice, Target,
     TaskFamily,
 };
-use quench_device::readback::to_host_f32;
-use quench_device::stats::max_abs_difference as max_abs;
+use quench_kernels::readback::to_host_f32;
 use quench_lindblad::{Method, OperatorCache, Solver};
+use quench_support::stats::max_abs_difference as max_abs;
 use quench_train::params::{max_abs_difference, max_relative_difference};
 use quench_train::settings::Valid;
 
@@ -27,7 +27,7 @@ fn small(algorithm: Algorithm) -> MetaConfig {
     }
 }
 
-quench_device::device_test! {
+quench_kernels::device_test! {
     fn batched_meta_step_equals_the_one_task_at_a_time_step<B>(device) {
         for algorithm in [Algorithm::Fomaml, Algorithm::Reptile] {
             // Towards X from |0> every task's loss starts at 1 to f32 precision with
@@ -116,8 +116,8 @@ quench_device::device_test! {
             )
             .unwrap();
             let (before, after) = (
-                quench_device::readback::to_host_f32(before),
-                quench_device::readback::to_host_f32(after),
+                quench_kernels::readback::to_host_f32(before),
+                quench_kernels::readback::to_host_f32(after),
             );
             // A step along each task's own negative gradient must not raise its loss: this checks
             // the gradient of every member, through policy, simulator and fidelity.
@@ -179,7 +179,7 @@ quench_device::device_test! {
         let policy = run.learner.policy.clone();
         let loss = |problem: &crate::ControlProblem<B>| {
             crate::maml::evaluate(problem, &shape, &policy, &batch)
-                .map(quench_device::readback::to_host_f32)
+                .map(quench_kernels::readback::to_host_f32)
                 .unwrap()
         };
         let cached = loss(&run.problem);

@@ -2,9 +2,9 @@
 //! inner steps of a whole meta-batch are K batched forward/backward passes, not tasks x K.
 
 use burn::tensor::Tensor;
-use quench_device::readback::{float_tensor, to_host_f32};
-use quench_device::reductions::Reduce;
-use quench_device::{QuenchBackend, QuenchOps};
+use quench_kernels::readback::{float_tensor, to_host_f32};
+use quench_kernels::reductions::Reduce;
+use quench_kernels::{QuenchBackend, QuenchOps};
 use quench_scale::World;
 use serde::{Deserialize, Serialize};
 
@@ -375,7 +375,7 @@ impl<B: QuenchOps> MetaLearner<B> {
         } = gradients;
         let tasks = before.dims()[0];
         let keep = finite_members(&per_task);
-        let kept = quench_device::readback::to_host_i64(keep.clone().int().sum_all())[0] as usize;
+        let kept = quench_kernels::readback::to_host_i64(keep.clone().int().sum_all())[0] as usize;
         if world.shard().ranks == 1 {
             self.apply(masked_member_mean(per_task, keep));
             return StepStats {

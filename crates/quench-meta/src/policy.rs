@@ -1,7 +1,7 @@
 //! The pulse policy: task features in, piecewise-constant control amplitudes out.
 
-use quench_device::QuenchOps;
-use quench_device::views::ReshapeTo;
+use quench_kernels::QuenchOps;
+use quench_kernels::views::ReshapeTo;
 use std::path::Path;
 
 use burn::module::{Module, Param};

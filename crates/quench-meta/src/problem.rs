@@ -2,7 +2,7 @@
 //! with the simulator's operators uploaded once.
 
 use burn::tensor::{Tensor, TensorData};
-use quench_device::QuenchOps;
+use quench_kernels::QuenchOps;
 use quench_lindblad::operators::{basis_state, kron_all};
 use quench_lindblad::{
     Basis, Batch, Evolution, Generators, OperatorCache, Output, RelaxDephaseTask, SpectralNoise,

@@ -1,7 +1,7 @@
 //! Noise tasks of the meta-learning workload and the policy's view of them.
 
 use burn::tensor::{Tensor, TensorData};
-use quench_device::QuenchOps;
+use quench_kernels::QuenchOps;
 use quench_lindblad::noise::{SpectralTaskRanges, Spectrum};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

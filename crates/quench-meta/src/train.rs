@@ -1,6 +1,6 @@
 //! A whole meta-learning run: meta-iterations, validation on fresh tasks, history.
 
-use quench_device::QuenchBackend;
+use quench_kernels::QuenchBackend;
 use std::path::Path;
 use std::time::Instant;
 
@@ -80,7 +80,7 @@ impl History {
         };
         let text =
             serde_json::to_string_pretty(self).map_err(|e| write_err(std::io::Error::other(e)))?;
-        quench_device::files::write_atomically(path, text.as_bytes()).map_err(write_err)
+        quench_support::files::write_atomically(path, text.as_bytes()).map_err(write_err)
     }
 
     /// The last validation, if any ran.

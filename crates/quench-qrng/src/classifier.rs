@@ -9,17 +9,19 @@
 //! reads one `[2 members]` vector (validation accuracy and mean training loss), which the
 //! schedule needs.
 
-use quench_device::reductions::Reduce;
-use quench_device::views::ReshapeTo;
-use quench_device::{Precision, QuenchBackend, QuenchOps, SeededGenerator};
+use quench_device::Precision;
+use quench_kernels::SeededGenerator;
+use quench_kernels::reductions::Reduce;
+use quench_kernels::views::ReshapeTo;
+use quench_kernels::{QuenchBackend, QuenchOps};
 use std::convert::Infallible;
 use std::fmt;
 use std::sync::Arc;
 
 use burn::tensor::{Int, Tensor, TensorData};
 use quench_data::{Dataset, Loader, LoaderConfig, Mode};
-use quench_device::readback::to_host_f32;
-use quench_device::stats::max_or_nan;
+use quench_kernels::readback::to_host_f32;
+use quench_support::stats::max_or_nan;
 use serde::{Deserialize, Serialize};
 
 mod fused;
@@ -27,6 +29,7 @@ mod fused;
 use super::schedule::{PlateauConfig, Plateaus};
 use super::split::Split;
 use super::{Batching, QrngError, seeded_ensemble, sub_seed};
+use quench_support::stats::MeanStd;
 use quench_train::amp::MixedPrecision;
 use quench_train::classify::{cross_entropy, dropout};
 use quench_train::ensemble::{Activation, EnsembleMlp};
@@ -37,7 +40,6 @@ use quench_train::init::Init;
 use quench_train::optim::{AdamConfig, MemberAdam};
 use quench_train::params::{clip_member_norms, require_grad, stepping_members};
 use quench_train::settings::{Seeded, Valid, Validate};
-use quench_train::stats::MeanStd;
 use quench_train::stopping::{Better, EarlyStopping};
 
 /// Hidden widths of the classifier.

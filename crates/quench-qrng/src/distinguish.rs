@@ -1,12 +1,12 @@
 //! The distinguishability tournament: no training, only divergences between the sources'
 //! feature sets, every pair at once.
 
-use quench_device::QuenchOps;
+use quench_kernels::QuenchOps;
 use std::fmt;
 
 use burn::tensor::{Int, Tensor, TensorData};
 use quench_data::BitStrings;
-use quench_device::readback::to_host_f32;
+use quench_kernels::readback::to_host_f32;
 use serde::{Deserialize, Serialize};
 
 use super::features::{DeviceFeatures, source_bits, symmetric_kl};

@@ -2,9 +2,9 @@
 
 use burn::tensor::{Tensor, TensorData};
 use quench_data::BitStrings;
-use quench_device::QuenchOps;
-use quench_device::reductions::Reduce;
-use quench_device::views::ReshapeTo;
+use quench_kernels::QuenchOps;
+use quench_kernels::reductions::Reduce;
+use quench_kernels::views::ReshapeTo;
 
 use super::QrngError;
 
@@ -137,7 +137,7 @@ mod tests {
     use super::*;
     use burn::backend::NdArray;
     use quench_data::QRNG_LABELS;
-    use quench_device::readback::to_host_f32;
+    use quench_kernels::readback::to_host_f32;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     type Cpu = NdArray<f32>;

@@ -6,17 +6,17 @@
 //! `[members, ...]`, discriminators `[members, ...]`, one backward pass and one Adam step per
 //! epoch for all of them. The KL history stays on the device until the end.
 
-use quench_device::reductions::Reduce;
-use quench_device::views::ReshapeTo;
-use quench_device::{QuenchBackend, QuenchOps};
+use quench_kernels::reductions::Reduce;
+use quench_kernels::views::ReshapeTo;
+use quench_kernels::{QuenchBackend, QuenchOps};
 use std::fmt;
 
 use burn::tensor::activation::{sigmoid, softmax};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData};
 use quench_data::BitStrings;
-use quench_device::readback::{float_tensor, to_host_f32};
-use quench_device::threefry::NormalStreams;
+use quench_kernels::ops::random::NormalStreams;
+use quench_kernels::readback::{float_tensor, to_host_f32};
 use quench_scale::Shard;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -25,13 +25,13 @@ use serde::{Deserialize, Serialize};
 
 use super::features::{frequencies, source_bits};
 use super::{Batching, QrngError, pairs, seeded_ensemble, sub_seed};
+use quench_support::stats::MeanStd;
 use quench_train::ensemble::{Activation, EnsembleMlp};
 use quench_train::host_mlp::{HostAdam, HostMlp};
 use quench_train::init::Init;
 use quench_train::optim::{AdamConfig, MemberAdam};
 use quench_train::params::{gradients, require_grad};
 use quench_train::settings::{Valid, Validate};
-use quench_train::stats::MeanStd;
 
 /// Hidden widths of the generator, between its `bits^2` noise inputs and `bits^2` outputs.
 const GENERATOR_HIDDEN: [usize; 2] = [128, 256];
@@ -54,7 +54,7 @@ const NOISE_STREAM: u64 = 2;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Noise {
-    /// Drawn where the step runs from counter-based streams (`quench_device::threefry`), one
+    /// Drawn where the step runs from counter-based streams (`quench_kernels::threefry`), one
     /// per member: no transfer, and a member's run is the same alone or batched.
     #[default]
     Device,

@@ -10,12 +10,13 @@
 //! and rank 0 gathers them, prints the table and each rank's time. Each chain gives the same
 //! result as in one process: its initialisation, batch order and noise come from its own seed.
 
-use quench_device::{DeviceSpec, OnDevice, QuenchBackend, run_on, select_announced};
+use quench_device::select_announced;
+use quench_kernels::{DeviceSpec, OnDevice, QuenchBackend, run_on};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use quench_device::spec::{run_example, take_device_flag};
+use quench_kernels::spec::{run_example, take_device_flag};
 use quench_scale::{Shard, World, local_rank};
 use quench_sgld::{
     ChainOutcome, Execution, GridConfig, GridData, GridResult, SgldError, run_grid_shard,
@@ -88,7 +89,7 @@ fn parse_args() -> Result<Args, String> {
 
 fn main() -> ExitCode {
     // Training steps free and reallocate megabytes each step: keep that memory mapped.
-    quench_device::allocator::keep_freed_memory();
+    quench_support::allocator::keep_freed_memory();
     let args = match parse_args() {
         Ok(args) => args,
         Err(usage) => {
@@ -181,7 +182,7 @@ fn run(args: &Args, world: &World) -> Result<(), Box<dyn std::error::Error>> {
     }
     if let Some(path) = &args.chains_out {
         let text = serde_json::to_string_pretty(&result.chains)?;
-        quench_device::files::write_atomically(path, text.as_bytes())
+        quench_support::files::write_atomically(path, text.as_bytes())
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     println!("wall time {:.1} s", start.elapsed().as_secs_f64());

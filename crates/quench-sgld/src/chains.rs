@@ -1,13 +1,14 @@
 //! A batch of SGLD chains of the workload's network (`in -> hidden -> 1`, ReLU, PyTorch
 //! default initialisation): its training step, and its evaluation on whole data splits.
 
-use quench_device::reductions::Reduce;
-use quench_device::{Precision, QuenchBackend, QuenchOps};
+use quench_device::Precision;
+use quench_kernels::reductions::Reduce;
+use quench_kernels::{QuenchBackend, QuenchOps};
 use std::sync::Arc;
 
 use burn::tensor::{Tensor, TensorData};
 use quench_data::Dataset;
-use quench_device::ops::sgld::{SgldStep, gradients};
+use quench_kernels::ops::sgld::{SgldStep, gradients};
 
 use super::loss::zero_one_error;
 use super::{BoundedLoss, ChainSchedule, LossScale, Noise, Sgld, StepScales};
@@ -256,7 +257,7 @@ pub fn evaluate<B: QuenchOps>(
         error_sum = error_sum + zero_one_error(logits, y).sum_along(1);
     }
     let mean = |sum: Tensor<B, 3>| -> Vec<f64> {
-        quench_device::readback::to_host_f64(sum)
+        quench_kernels::readback::to_host_f64(sum)
             .into_iter()
             .map(|s| s / len as f64)
             .collect()
@@ -271,12 +272,12 @@ pub fn evaluate<B: QuenchOps>(
 mod tests {
     use super::*;
     use burn::tensor::Distribution;
-    use quench_device::SeededGenerator;
-    use quench_device::readback::to_host_f32;
-    use quench_device::stats::max_abs_difference;
+    use quench_kernels::SeededGenerator;
+    use quench_kernels::readback::to_host_f32;
+    use quench_support::stats::max_abs_difference;
     use quench_train::params::gradients as autodiff_gradients;
 
-    quench_device::device_test! {
+    quench_kernels::device_test! {
         fn the_hand_derived_gradients_are_autodiffs<B>(device) {
             let chains = 3;
             let (x, y, params) = {

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use quench_data::{SYNTH_TEST, SYNTH_TRAIN};
-use quench_device::load_toml;
+use quench_support::load_toml;
 use quench_train::settings::{Valid, Validate};
 use serde::{Deserialize, Serialize};
 

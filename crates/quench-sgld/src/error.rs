@@ -1,7 +1,8 @@
 //! The one error type of the SGLD workload.
 
 use quench_data::DataError;
-use quench_device::{ConfigError, DeviceError};
+use quench_device::DeviceError;
+use quench_support::ConfigError;
 use thiserror::Error;
 
 /// A grid that cannot run: a bad configuration value, unreadable data, or a device that

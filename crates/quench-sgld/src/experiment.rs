@@ -1,8 +1,9 @@
 //! The grid as one batched program of every `(beta, repetition)` chain, or, as the original
 //! ran it, one chain after another.
 
-use quench_device::views::ReshapeTo;
-use quench_device::{Precision, QuenchBackend};
+use quench_device::Precision;
+use quench_kernels::QuenchBackend;
+use quench_kernels::views::ReshapeTo;
 use std::cmp::Reverse;
 
 use burn::tensor::Tensor;

@@ -50,6 +50,6 @@ pub use data::GridData;
 pub use error::SgldError;
 pub use experiment::{Execution, run_grid, run_grid_shard, shard_chains};
 pub use loss::{BoundedLoss, LossScale};
-pub use quench_train::stats::MeanStd;
+pub use quench_support::stats::MeanStd;
 pub use results::{BetaSummary, ChainOutcome, GridResult};
 pub use sampler::{ChainSchedule, Noise, NoiseSource, Sgld, StepScales};

@@ -2,8 +2,8 @@
 //! one logit per sample (binary classification).
 
 use burn::tensor::Tensor;
-use quench_device::QuenchOps;
-use quench_device::ops::sgld::true_class_probability;
+use quench_kernels::QuenchOps;
+use quench_kernels::ops::sgld::true_class_probability;
 use serde::{Deserialize, Serialize};
 
 /// The loss the chains are trained on: the Gibbs posterior `exp(-beta L)` is of this `L`.
@@ -57,7 +57,7 @@ impl BoundedLoss {
     }
 
     /// The floor `e^-l` mixed into the probability of the true class; the loss's derivative
-    /// with respect to the logit is `quench_device::ops::sgld::logit_gradient` at this floor
+    /// with respect to the logit is `quench_kernels::ops::sgld::logit_gradient` at this floor
     /// (the clamp never binds away from `p = 0`, where that derivative vanishes too).
     pub fn floor(&self) -> f64 {
         (-self.l_max).exp()
@@ -80,8 +80,8 @@ mod tests {
     use super::*;
     use burn::backend::NdArray;
     use burn::tensor::TensorData;
-    use quench_device::readback::to_host_f32;
-    use quench_device::reductions::Reduce;
+    use quench_kernels::readback::to_host_f32;
+    use quench_kernels::reductions::Reduce;
 
     type Cpu = NdArray<f32>;
 
@@ -125,7 +125,7 @@ mod tests {
             let y = Tensor::from_inner(column(&[label; 7]));
             let grads = loss.per_sample(z.clone(), y).sum_all().backward();
             let want = to_host_f32(z.grad(&grads).unwrap());
-            let got = to_host_f32(quench_device::ops::sgld::logit_gradient(
+            let got = to_host_f32(quench_kernels::ops::sgld::logit_gradient(
                 column(&logits),
                 column(&[label; 7]),
                 loss.floor(),

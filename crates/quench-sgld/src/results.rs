@@ -3,10 +3,10 @@
 
 use std::fmt;
 
-use quench_device::stats::max_or_nan;
+use quench_support::stats::max_or_nan;
 
 use super::{Bound, GridConfig, GridData, pac_bayes_bounds};
-use quench_train::stats::MeanStd;
+use quench_support::stats::MeanStd;
 
 /// One chain's final state, scored on its whole training and test splits.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]

@@ -2,11 +2,11 @@
 //! of its Gaussian noise.
 
 use burn::tensor::Tensor;
-use quench_device::QuenchOps;
-use quench_device::ops::sgld::langevin_update;
-use quench_device::readback::float_tensor;
-use quench_device::threefry::NormalStreams;
-use quench_device::views::ReshapeTo;
+use quench_kernels::QuenchOps;
+use quench_kernels::ops::random::NormalStreams;
+use quench_kernels::ops::sgld::langevin_update;
+use quench_kernels::readback::float_tensor;
+use quench_kernels::views::ReshapeTo;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::StandardNormal;
@@ -14,7 +14,7 @@ use rand_distr::StandardNormal;
 /// Where the Langevin noise `xi` is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NoiseSource {
-    /// Where the step runs, from counter-based streams (`quench_device::threefry`), one per
+    /// Where the step runs, from counter-based streams (`quench_kernels::threefry`), one per
     /// chain: host code on the CPU backend, fused tensor ops on a GPU, with no per-step copy.
     Device,
     /// On the host, one `StdRng` stream per chain, then copied to the device (the original's
@@ -217,7 +217,7 @@ impl Sgld {
 mod tests {
     use super::*;
     use burn::backend::NdArray;
-    use quench_device::readback::to_host_f32;
+    use quench_kernels::readback::to_host_f32;
 
     type Cpu = NdArray<f32>;
 

@@ -7,7 +7,7 @@ use crate::{
     train_temporal,
 };
 use quench_data::{MarketConfig, MarketData, Mode, WindowConfig, market_windows, synthetic_market};
-use quench_device::{QuenchBackend, QuenchOps};
+use quench_kernels::{QuenchBackend, QuenchOps};
 use quench_train::settings::Valid;
 
 fn market(bars: usize) -> MarketData {
@@ -67,10 +67,10 @@ fn loss_gap(a: &TemporalOutcome, b: &TemporalOutcome) -> f64 {
             .zip(&y.train_loss)
             .map(|(u, v)| ((u - v) / v).abs())
     });
-    quench_device::stats::max_or_nan(gaps)
+    quench_support::stats::max_or_nan(gaps)
 }
 
-quench_device::device_test! {
+quench_kernels::device_test! {
     fn seeds_batched_train_as_they_do_alone<B>(device) {
         let data = market(700);
         for model in [ModelKind::Lstm, ModelKind::Transformer, ModelKind::Mlp] {
@@ -95,7 +95,7 @@ quench_device::device_test! {
                 let b = &batched.seeds[m];
                 let a = &one.seeds[0];
                 assert_eq!(b.seed, a.seed);
-                let worst = quench_device::stats::max_or_nan(
+                let worst = quench_support::stats::max_or_nan(
                     b.train_loss
                         .iter()
                         .zip(&a.train_loss)

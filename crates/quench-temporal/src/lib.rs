@@ -49,7 +49,7 @@ pub enum TemporalError {
     Device(#[from] DeviceError),
     /// The settings need more memory than the host has.
     #[error(transparent)]
-    TooLarge(#[from] quench_device::budget::TooLarge),
+    TooLarge(#[from] quench_support::budget::TooLarge),
 }
 
 impl From<quench_train::settings::Refusal> for TemporalError {

@@ -18,10 +18,11 @@
 //! composition of Burn ops with one recurrent product per step for every row.
 //! `burn::nn::Lstm` runs eight matmuls per step and direction, member by member.
 
-use quench_device::QuenchOps;
-use quench_device::lanes::{host_cores, in_lanes};
-use quench_device::ops::lstm::{LstmTape, LstmWeights};
-use quench_device::views::{ReshapeTo, ViewTo};
+use quench_kernels::QuenchOps;
+use quench_kernels::host::lanes::{host_cores, in_lanes};
+use quench_kernels::ops::lstm::{LstmTape, LstmWeights};
+use quench_kernels::ops::view::ViewTo;
+use quench_kernels::views::ReshapeTo;
 
 use burn::module::{Param, ParamId};
 use burn::nn::{Linear, Lstm, LstmConfig};
@@ -123,7 +124,7 @@ pub fn bidirectional<B: QuenchOps>(
 /// The fused layer's output ([`QuenchOps::lstm_inference`]: no tape on a backend without
 /// autodiff, as in evaluation; differentiable on an autodiff one).
 fn fused<B: QuenchOps>(layer: &[Tensor<B, 3>], x: Tensor<B, 4>) -> Tensor<B, 4> {
-    B::lstm_inference(x, &weights(layer), quench_device::host_lanes::<B>())
+    B::lstm_inference(x, &weights(layer), quench_kernels::host_lanes::<B>())
 }
 
 /// The same layer through `burn::nn::Lstm`: for every member, a forward and a reversed LSTM
@@ -243,14 +244,14 @@ mod tests {
     use burn::backend::{Autodiff, NdArray};
     use burn::nn::BiLstmConfig;
     use burn::tensor::Distribution;
-    use quench_device::readback::to_host_f32;
-    use quench_device::reductions::Reduce;
+    use quench_kernels::readback::to_host_f32;
+    use quench_kernels::reductions::Reduce;
 
     type Train = Autodiff<NdArray<f32>>;
 
     fn worst(a: &[f32], b: &[f32]) -> f64 {
         assert_eq!(a.len(), b.len());
-        quench_device::stats::max_abs_difference(a, b)
+        quench_support::stats::max_abs_difference(a, b)
     }
 
     /// A layer's random parameters for `members` members (biases non-zero, so both bias paths
@@ -262,7 +263,7 @@ mod tests {
         seed: u64,
     ) -> (Vec<Tensor<Train, 3>>, Tensor<Train, 4>, Tensor<Train, 4>) {
         let device = Default::default();
-        let _generator = quench_device::SeededGenerator::acquire::<Train>(&device, seed);
+        let _generator = quench_kernels::SeededGenerator::acquire::<Train>(&device, seed);
         let layer = [
             [members, 2 * input, 4 * hidden],
             [members, 2 * hidden, 4 * hidden],

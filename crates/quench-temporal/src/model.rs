@@ -23,12 +23,15 @@ use burn::nn::transformer::{TransformerEncoder, TransformerEncoderConfig};
 use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig, generate_sinusoids};
 use burn::tensor::activation::{relu, sigmoid, softmax};
 use burn::tensor::{Tensor, TensorData};
-use quench_device::ops::attention::{AttentionInputs, attention};
-use quench_device::ops::batch_norm::batch_norm;
-use quench_device::ops::pooling::weighted_sum;
-use quench_device::reductions::Reduce;
-use quench_device::views::{ReshapeTo, ViewTo};
-use quench_device::{Precision, QuenchOps, SeededGenerator};
+use quench_device::Precision;
+use quench_kernels::QuenchOps;
+use quench_kernels::SeededGenerator;
+use quench_kernels::ops::attention::{AttentionInputs, attention};
+use quench_kernels::ops::batch_norm::batch_norm;
+use quench_kernels::ops::pooling::weighted_sum;
+use quench_kernels::ops::view::ViewTo;
+use quench_kernels::reductions::Reduce;
+use quench_kernels::views::ReshapeTo;
 use serde::{Deserialize, Serialize};
 
 use super::lstm::{self, LAYER_PARAMS, LstmCore};
@@ -655,7 +658,7 @@ mod tests {
     use burn::nn::transformer::TransformerEncoderInput;
     use burn::tensor::Distribution;
     use burn::tensor::activation::gelu;
-    use quench_device::readback::to_host_f32;
+    use quench_kernels::readback::to_host_f32;
 
     type Train = Autodiff<NdArray<f32>>;
 
@@ -804,7 +807,7 @@ mod tests {
         );
         let gap = |a: Vec<f32>, b: Vec<f32>| {
             let scale = b.iter().fold(1f32, |m, v| m.max(v.abs()));
-            quench_device::stats::max_abs_difference(&a, &b) as f32 / scale
+            quench_support::stats::max_abs_difference(&a, &b) as f32 / scale
         };
         let values = gap(to_host_f32(batched.clone()), to_host_f32(reference.clone()));
         assert!(values < 1e-5, "logits differ by {values:e}");
@@ -832,7 +835,7 @@ mod tests {
             assert_eq!(batched.len(), 2 * 4 * CLASSES);
             let (first, second) = batched.split_at(4 * CLASSES);
             for (got, want) in [first, second].into_iter().zip(&alone) {
-                let worst = quench_device::stats::max_abs_difference(got, want);
+                let worst = quench_support::stats::max_abs_difference(got, want);
                 assert!(
                     worst < 1e-5,
                     "{kind:?}: batched and alone differ by {worst}"

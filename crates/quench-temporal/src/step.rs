@@ -12,11 +12,13 @@
 //! steps.
 
 use burn::tensor::{Distribution, Int, Tensor};
-use quench_device::readback::to_host_f32;
-use quench_device::reductions::Reduce;
-use quench_device::stats::max_or_nan;
-use quench_device::views::ViewTo;
-use quench_device::{Precision, QuenchBackend, SeededGenerator};
+use quench_device::Precision;
+use quench_kernels::QuenchBackend;
+use quench_kernels::SeededGenerator;
+use quench_kernels::ops::view::ViewTo;
+use quench_kernels::readback::to_host_f32;
+use quench_kernels::reductions::Reduce;
+use quench_support::stats::max_or_nan;
 
 use super::lstm::{self, LstmCore};
 use super::model::{ModelKind, TemporalNet, Widths};
@@ -35,7 +37,7 @@ pub struct Objective<'a> {
     pub dropout: f64,
     /// Precision of the forward pass.
     pub precision: Precision,
-    /// Threads of the fused LSTM's recurrence (`quench_device::host_lanes`).
+    /// Threads of the fused LSTM's recurrence (`quench_kernels::host_lanes`).
     pub lanes: usize,
 }
 
@@ -260,7 +262,7 @@ pub fn fused_lstm_gap<B: QuenchBackend>(device: &B::Device) -> (f64, f64) {
     let gradient_gap = if hand.len() == params.len() && auto.len() == params.len() {
         max_or_nan(hand.iter().zip(&auto).map(|(h, a)| {
             let scale = a.iter().map(|v| v.abs()).fold(1.0f32, f32::max);
-            quench_device::stats::max_abs_difference(h, a) / f64::from(scale)
+            quench_support::stats::max_abs_difference(h, a) / f64::from(scale)
         }))
     } else {
         f64::INFINITY

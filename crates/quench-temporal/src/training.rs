@@ -2,14 +2,17 @@
 //! linear warm-up then cosine decay, label smoothing or class weights, per-member gradient
 //! clipping and early stopping on the validation loss.
 
-use quench_device::views::{ReshapeTo, ViewTo};
-use quench_device::{Precision, QuenchBackend, QuenchOps, SeededGenerator};
+use quench_device::Precision;
+use quench_kernels::SeededGenerator;
+use quench_kernels::ops::view::ViewTo;
+use quench_kernels::views::ReshapeTo;
+use quench_kernels::{QuenchBackend, QuenchOps};
 use std::borrow::Cow;
 use std::sync::Arc;
 
 use burn::tensor::{Int, Tensor, TensorData};
 use quench_data::{Dataset, Loader, LoaderConfig, MarketData, MarketPart, Mode};
-use quench_device::readback::float_tensor;
+use quench_kernels::readback::float_tensor;
 use serde::{Deserialize, Serialize};
 
 use super::TemporalError;
@@ -112,7 +115,7 @@ impl TemporalConfig {
 
     /// Refuses widths and seeds whose training cannot fit in host memory, before anything is
     /// allocated, with the estimate and the limit in the message
-    /// ([`quench_device::budget`]): per member, the parameters with their gradients, Adam's
+    /// ([`quench_support::budget`]): per member, the parameters with their gradients, Adam's
     /// two moments and the best weights kept (five f32 copies), and the activations of a
     /// batch of windows `[window, features]`.
     pub fn check_memory(&self, window: usize, features: usize) -> Result<(), TemporalError> {
@@ -123,7 +126,7 @@ impl TemporalConfig {
             .saturating_mul(5)
             .saturating_add(w.activations(self.model, self.batch_size, window));
         let values = per_member.saturating_mul(self.seeds.len() as u128);
-        quench_device::budget::check_fits(
+        quench_support::budget::check_fits(
             || {
                 format!(
                     "the {} network with widths {w:?} for {} seed(s) at batch {} on windows of \
@@ -338,7 +341,7 @@ pub fn train_temporal<B: QuenchBackend>(
         class_weights: class_weights.as_deref(),
         dropout: config.dropout,
         precision,
-        lanes: quench_device::host_lanes::<B>(),
+        lanes: quench_kernels::host_lanes::<B>(),
     };
     let _dropout_generator = SeededGenerator::acquire::<B>(
         device,
@@ -649,7 +652,7 @@ impl<B: QuenchOps> EvaluationPart<B> {
             loss = loss + smoothed_cross_entropy(logits.clone(), labels, 0.0, None) * (size as f64);
             predictions.push(logits.argmax(2).reshape_to([members, size]));
         }
-        let predicted = quench_device::readback::to_host_i64(Tensor::cat(predictions, 1));
+        let predicted = quench_kernels::readback::to_host_i64(Tensor::cat(predictions, 1));
         (loss / n as f64, predicted)
     }
 }

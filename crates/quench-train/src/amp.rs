@@ -5,8 +5,9 @@
 
 use burn::tensor::Tensor;
 use quench_device::precision::all_finite;
-use quench_device::reductions::Reduce;
-use quench_device::{LossScaler, LossScalerConfig, Precision, QuenchBackend, StepDecision};
+use quench_device::{LossScaler, LossScalerConfig, Precision, StepDecision};
+use quench_kernels::QuenchBackend;
+use quench_kernels::reductions::Reduce;
 
 use crate::params::gradients;
 
@@ -98,7 +99,7 @@ mod tests {
 
     /// The first gradient's values.
     fn values(grads: Vec<Tensor<NdArray<f32>, 3>>) -> Vec<f32> {
-        quench_device::readback::to_host_f32(grads[0].clone())
+        quench_kernels::readback::to_host_f32(grads[0].clone())
     }
 
     #[test]

@@ -3,9 +3,10 @@
 
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{Bool, Int, Tensor, TensorData};
-use quench_device::reductions::Reduce;
-use quench_device::views::ReshapeTo;
-use quench_device::{Precision, QuenchOps};
+use quench_device::Precision;
+use quench_kernels::QuenchOps;
+use quench_kernels::reductions::Reduce;
+use quench_kernels::views::ReshapeTo;
 
 /// Mean cross-entropy of each member's batch: logits `[members, batch, classes]`, labels
 /// `[members, batch]`, result `[members]`.
@@ -58,7 +59,7 @@ pub fn smoothed_cross_entropy<B: QuenchOps>(
 }
 
 /// Inverted dropout with a fresh mask per member, sample and unit, drawn on the device from
-/// the backend's generator (hold a [`quench_device::SeededGenerator`] for reproducible masks).
+/// the backend's generator (hold a [`quench_kernels::SeededGenerator`] for reproducible masks).
 pub fn dropout<B: QuenchOps, const D: usize>(
     h: Tensor<B, D>,
     rate: f64,
@@ -104,7 +105,7 @@ pub fn member_mask<B: QuenchOps>(
 mod tests {
     use super::*;
     use burn::backend::NdArray;
-    use quench_device::readback::to_host_f32;
+    use quench_kernels::readback::to_host_f32;
 
     type Cpu = NdArray<f32>;
 

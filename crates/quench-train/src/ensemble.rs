@@ -2,12 +2,13 @@
 //! one batched matmul per layer.
 
 use burn::tensor::{Tensor, TensorData};
-use quench_device::QuenchOps;
+use quench_kernels::QuenchOps;
 /// The nonlinearity between hidden layers (the dense operation's).
-pub use quench_device::ops::dense::Activation;
-use quench_device::ops::dense::{dense, layer_norm};
-use quench_device::reductions::Reduce;
-use quench_device::views::{ReshapeTo, ViewTo};
+pub use quench_kernels::ops::dense::Activation;
+use quench_kernels::ops::dense::{dense, layer_norm};
+use quench_kernels::ops::view::ViewTo;
+use quench_kernels::reductions::Reduce;
+use quench_kernels::views::ReshapeTo;
 
 use crate::init::{Init, LayerValues, draw_mlp};
 
@@ -254,7 +255,7 @@ mod tests {
             9,
             &device,
         );
-        let generator = quench_device::SeededGenerator::acquire::<Cpu>(&device, 4);
+        let generator = quench_kernels::SeededGenerator::acquire::<Cpu>(&device, 4);
         let x = Tensor::<Cpu, 3>::random(
             [3, 4, 5],
             burn::tensor::Distribution::Normal(0.0, 1.0),

@@ -10,8 +10,8 @@
 //! classifier's reduce-on-plateau).
 
 use burn::tensor::{Bool, Tensor};
-use quench_device::QuenchOps;
-use quench_device::readback::to_host_f32;
+use quench_kernels::QuenchOps;
+use quench_kernels::readback::to_host_f32;
 
 use crate::classify::{member_mask, member_tensor};
 use crate::params::replace_members;

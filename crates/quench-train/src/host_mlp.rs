@@ -4,9 +4,9 @@
 //! members of about 38k parameters, one input row each).
 
 use burn::tensor::Tensor;
-use quench_device::lanes::in_lanes;
-use quench_device::readback::{float_tensor, to_host_f32};
-use quench_device::{CpuBackend, QuenchOps, host_lanes};
+use quench_kernels::host::lanes::in_lanes;
+use quench_kernels::readback::{float_tensor, to_host_f32};
+use quench_kernels::{CpuBackend, QuenchOps, host_lanes};
 
 use crate::ensemble::{Activation, EnsembleMlp};
 use crate::optim::{AdamConfig, AdamUpdate};
@@ -573,8 +573,8 @@ mod tests {
     use crate::init::Init;
     use burn::backend::{Autodiff, NdArray};
     use burn::tensor::TensorData;
-    use quench_device::reductions::Reduce;
-    use quench_device::stats::max_abs_difference;
+    use quench_kernels::reductions::Reduce;
+    use quench_support::stats::max_abs_difference;
 
     type Diff = Autodiff<NdArray<f32>>;
 

@@ -11,7 +11,7 @@
 //! [`classify`] (classification loss and dropout), [`host_mlp`] (member MLPs in host memory
 //! with hand-derived gradients), [`epochs`] (the epoch loop over seed-batched members) and
 //! [`stopping`] (its early stopping with best weights), [`settings`]
-//! (range checks of settings) and [`stats`] (means and deviations over members).
+//! (range checks of settings).
 
 pub mod amp;
 pub mod classify;
@@ -22,5 +22,4 @@ pub mod init;
 pub mod optim;
 pub mod params;
 pub mod settings;
-pub mod stats;
 pub mod stopping;

@@ -4,10 +4,10 @@
 //! element-wise tensor ops elsewhere, which the device's compiler fuses.
 
 use burn::tensor::{Bool, Tensor};
-use quench_device::QuenchOps;
-use quench_device::ops::adam::{AdamStep, adam_step, composed_step};
+use quench_kernels::QuenchOps;
+use quench_kernels::ops::adam::{AdamStep, adam_step, composed_step};
 
-pub use quench_device::ops::adam::{AdamConfig, AdamUpdate};
+pub use quench_kernels::ops::adam::{AdamConfig, AdamUpdate};
 
 /// Adam state for a parameter list whose tensors share the leading member axis.
 #[derive(Debug, Clone)]
@@ -83,8 +83,8 @@ mod tests {
     use super::*;
     use burn::backend::NdArray;
     use burn::tensor::TensorData;
-    use quench_device::readback::to_host_f32;
-    use quench_device::stats::max_abs_difference;
+    use quench_kernels::readback::to_host_f32;
+    use quench_support::stats::max_abs_difference;
 
     type Cpu = NdArray<f32>;
 
@@ -163,7 +163,7 @@ mod tests {
     fn the_fused_update_is_the_op_by_op_one() {
         use burn::tensor::Distribution;
         let device = Default::default();
-        let _lease = quench_device::SeededGenerator::acquire::<Cpu>(&device, 8);
+        let _lease = quench_kernels::SeededGenerator::acquire::<Cpu>(&device, 8);
         let random = |dims: [usize; 3]| {
             Tensor::<Cpu, 3>::random(dims, Distribution::Normal(0.0, 1.0), &device)
         };

@@ -1,11 +1,13 @@
 //! Parameter lists with a member axis: gradients, per-member norms, clipping and masks.
 
 use burn::tensor::{Bool, Tensor};
-use quench_device::readback::to_host_f32;
-use quench_device::reductions::Reduce;
-use quench_device::stats::{self, max_or_nan};
-use quench_device::views::{ReshapeTo, ViewTo};
-use quench_device::{Precision, QuenchBackend, QuenchOps};
+use quench_device::Precision;
+use quench_kernels::ops::view::ViewTo;
+use quench_kernels::readback::to_host_f32;
+use quench_kernels::reductions::Reduce;
+use quench_kernels::views::ReshapeTo;
+use quench_kernels::{QuenchBackend, QuenchOps};
+use quench_support::stats::{self, max_or_nan};
 
 /// Marks every parameter as requiring gradients (a fresh leaf of the autodiff graph).
 pub fn require_grad<B: QuenchBackend>(
@@ -64,7 +66,7 @@ pub fn clip_member_norms<B: QuenchOps>(
 ) -> Vec<Tensor<B, 3>> {
     let denominator = member_norms(&grads) + 1e-6;
     // A division, not `recip`: burn-ndarray's `recip` is the CPU's 12-bit estimate
-    // (`quench_device::allocator::VectorAligned` says more).
+    // (`quench_support::allocator::VectorAligned` says more).
     let coef = (denominator.ones_like().mul_scalar(max_norm) / denominator).clamp_max(1.0);
     grads.into_iter().map(|g| g * coef.clone()).collect()
 }

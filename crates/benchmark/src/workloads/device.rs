@@ -5,7 +5,8 @@ use burn::tensor::backend::AutodiffBackend;
 use quench_device::diagnostics::{
     CopyDirection, MatmulShape, copy_bandwidth, matmul_throughput, tiny_op_latency,
 };
-use quench_device::{QuenchBackend, Stats};
+use quench_kernels::QuenchBackend;
+use quench_support::Stats;
 use serde::Deserialize;
 
 use crate::workload::{

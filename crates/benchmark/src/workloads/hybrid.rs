@@ -6,7 +6,7 @@
 //! run once per image, batch 256 with bf16; then all together, and all together without the
 //! circuit (the ablation, so a user sees whether the circuit helps).
 
-use quench_device::QuenchBackend;
+use quench_kernels::QuenchBackend;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;

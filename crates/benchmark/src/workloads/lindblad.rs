@@ -2,7 +2,7 @@
 //! MAML (16 tasks, 5 inner steps) done the original's way (tasks one after another, operators
 //! rebuilt on every call, RK4 with dt 0.001), then with one optimisation at a time, then all.
 
-use quench_device::QuenchBackend;
+use quench_kernels::QuenchBackend;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Mutex;

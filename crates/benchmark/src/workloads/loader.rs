@@ -4,7 +4,8 @@
 //! measured alone. Where no MNIST-like data set is installed it runs on quench-data's synthetic
 //! stand-in (same shapes), and says so.
 
-use quench_device::{QuenchBackend, measure_on};
+use quench_device::measure_on;
+use quench_kernels::QuenchBackend;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -309,7 +310,7 @@ impl BinaryData {
 mod tests {
     use super::*;
     use crate::workload::{PrepareAndRun, RunContext, VariantRun, Workload};
-    use quench_device::CpuBackend;
+    use quench_kernels::CpuBackend;
 
     #[test]
     fn with_no_data_set_installed_the_stand_in_trains_and_is_named() {

@@ -7,15 +7,15 @@
 //! iteration is one epoch of the grid (every chain still running takes an epoch), so speed-ups
 //! are ratios of whole-grid times.
 
-use quench_device::QuenchBackend;
+use quench_kernels::QuenchBackend;
 use std::path::{Path, PathBuf};
 
 use quench_data::MnistSource;
-use quench_device::files::in_working_folder_or_source_tree;
 use quench_sgld::{
     BoundedLoss, DatasetKind, Execution, GridConfig, GridData, GridResult, LossScale, NoiseSource,
     run_grid_shard,
 };
+use quench_support::files::in_working_folder_or_source_tree;
 use quench_train::settings::Valid;
 use serde::Deserialize;
 

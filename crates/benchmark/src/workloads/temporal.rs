@@ -11,7 +11,7 @@
 //! the suite names MetaTrader-5 exports; the PyTorch peer (`peers/temporal.py`) trains on the
 //! same windows, exported for it as numpy files.
 
-use quench_device::QuenchBackend;
+use quench_kernels::QuenchBackend;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -19,9 +19,9 @@ use quench_data::{
     Bars, DOWN, FLAT, MarketConfig, MarketData, Mode, UP, WindowConfig, market_windows,
     synthetic_market,
 };
+use quench_support::stats::MeanStd;
 use quench_temporal::{Execution, LstmCore, ModelKind, TemporalConfig, train_temporal};
 use quench_train::settings::Valid;
-use quench_train::stats::MeanStd;
 use serde::Deserialize;
 
 use crate::npy;

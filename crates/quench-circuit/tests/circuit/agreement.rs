@@ -10,10 +10,10 @@ use burn::backend::{Autodiff, NdArray};
 use burn::tensor::Tensor;
 use proptest::prelude::*;
 use quench_circuit::{Angle, Circuit, Gate, GateKind, Mode, Simulator, reference};
-use quench_device::readback::{float_tensor, to_host_f64};
-use quench_device::reductions::Reduce;
-use quench_device::testing::on_cpu;
-use quench_device::{QuenchBackend, QuenchOps};
+use quench_kernels::readback::{float_tensor, to_host_f64};
+use quench_kernels::reductions::Reduce;
+use quench_kernels::testing::on_cpu;
+use quench_kernels::{QuenchBackend, QuenchOps};
 
 /// The CPU backend of these tests.
 type F64 = NdArray<f64>;
@@ -216,7 +216,7 @@ const CASES: u32 = 48;
 /// (48 took 230 s for the states and 290 s for the gradients).
 const CASES_ON_DEVICE: u32 = 8;
 
-quench_device::device_test! {
+quench_kernels::device_test! {
     fn device_states_match_the_reference<B>(device) {
         if on_cpu() {
             states_match_the_reference::<F64>(&Default::default(), IN_F64, CASES);

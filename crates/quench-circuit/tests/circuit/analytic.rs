@@ -8,9 +8,9 @@
 use burn::backend::NdArray;
 use burn::tensor::Tensor;
 use quench_circuit::{Angle, Circuit, Gate, GateKind, Mode, Simulator};
-use quench_device::QuenchOps;
-use quench_device::readback::{float_tensor, to_host_f64};
-use quench_device::testing::on_cpu;
+use quench_kernels::QuenchOps;
+use quench_kernels::readback::{float_tensor, to_host_f64};
+use quench_kernels::testing::on_cpu;
 
 /// The largest error of an expectation in f64.
 const IN_F64: f64 = 1e-12;
@@ -22,7 +22,7 @@ const IN_F32: f64 = 1e-6;
 /// on another device with its own f32 backend, with the tolerance of the precision.
 macro_rules! on_the_tests_backend {
     ($($check:ident),* $(,)?) => {
-        quench_device::device_test! {
+        quench_kernels::device_test! {
             $(
                 fn $check<B>(device) {
                     if on_cpu() {

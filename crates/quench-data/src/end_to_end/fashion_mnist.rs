@@ -2,7 +2,7 @@
 //! dataset-fashion-mnist`, which CI does). Where it is not installed, each test says so and
 //! checks nothing.
 
-use quench_device::reductions::Reduce;
+use quench_kernels::reductions::Reduce;
 use std::path::Path;
 use std::sync::Arc;
 

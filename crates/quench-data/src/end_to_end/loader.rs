@@ -1,13 +1,13 @@
 //! The loader's guarantees: every sample once per epoch, an order fixed by seed and epoch
 //! alone, members with their own shuffles, and threads joined on drop. They hold on every
-//! device: each test runs on the tests' device (`quench_device::testing`).
+//! device: each test runs on the tests' device (`quench_kernels::testing`).
 
 use std::sync::Arc;
 
 use crate::{DataError, Dataset, Loader, LoaderConfig, Mode};
 use burn::tensor::backend::Backend;
 use proptest::prelude::*;
-use quench_device::readback::{to_host_f32, to_host_i64};
+use quench_kernels::readback::{to_host_f32, to_host_i64};
 
 const SERIAL: Mode = Mode::Streaming {
     num_workers: 0,
@@ -70,7 +70,7 @@ fn member_stream(epoch: &[Vec<Vec<i64>>], member: usize) -> Vec<i64> {
         .collect()
 }
 
-quench_device::device_test! {
+quench_kernels::device_test! {
     fn each_epoch_serves_every_sample_once_in_an_order_workers_cannot_change<B>(device) {
         proptest!(ProptestConfig::with_cases(48), |(
             n in 1usize..50,

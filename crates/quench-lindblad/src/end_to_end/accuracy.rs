@@ -3,7 +3,7 @@
 
 use super::common::{Pulses, initial_states, max_density_error, values};
 use crate::{Basis, Batch, Generators, Method, Output, Solver, System, operators, presets};
-use quench_device::QuenchOps;
+use quench_kernels::QuenchOps;
 
 const SEGMENTS: usize = 20;
 const TASKS: usize = 32;
@@ -40,7 +40,7 @@ fn errors<B: QuenchOps>(
             .map(|(a, b)| (a - b).abs())
             .collect::<Vec<_>>()
     });
-    let propagator_error = quench_device::stats::max_or_nan(propagator_error);
+    let propagator_error = quench_support::stats::max_or_nan(propagator_error);
     (state_error, propagator_error)
 }
 
@@ -51,7 +51,7 @@ fn solver(method: Method) -> Solver {
     }
 }
 
-quench_device::device_test! {
+quench_kernels::device_test! {
     fn one_qubit_meets_the_f32_accuracy_targets<B>(device) {
         let system = presets::one_qubit();
         let measure =

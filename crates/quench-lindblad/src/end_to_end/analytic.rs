@@ -9,7 +9,7 @@ use crate::{
     presets,
 };
 use num_complex::Complex64;
-use quench_device::QuenchOps;
+use quench_kernels::QuenchOps;
 
 const SEGMENTS: usize = 20;
 
@@ -82,7 +82,7 @@ fn plus_state() -> CMatrix {
     operators::pure_state(&[Complex64::new(h, 0.0), Complex64::new(h, 0.0)])
 }
 
-quench_device::device_test! {
+quench_kernels::device_test! {
     fn pure_dephasing_decays_coherence_at_twice_the_rate<B>(device) {
         let system = System::new(CMatrix::zeros(2), vec![], vec![operators::pauli_z()]).unwrap();
         let gamma = 0.7;

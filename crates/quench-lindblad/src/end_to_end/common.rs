@@ -4,11 +4,11 @@
 use crate::CMatrix;
 pub use crate::conformance::{Pulses, initial_states, max_density_error, tensor};
 use burn::tensor::Tensor;
-use quench_device::QuenchOps;
+use quench_kernels::QuenchOps;
 
 /// The values of a tensor as f64, read back from whichever device holds it.
 pub fn values<B: QuenchOps, const D: usize>(t: Tensor<B, D>) -> Vec<f64> {
-    quench_device::readback::to_host_f64(t)
+    quench_kernels::readback::to_host_f64(t)
 }
 
 /// The smallest eigenvalue of a Hermitian matrix: cyclic Jacobi rotations on its real

@@ -9,9 +9,9 @@ use crate::{
 };
 use burn::backend::{Autodiff, NdArray};
 use burn::tensor::Tensor;
-use quench_device::reductions::Reduce;
-use quench_device::testing::on_cpu;
-use quench_device::{QuenchBackend, QuenchOps};
+use quench_kernels::reductions::Reduce;
+use quench_kernels::testing::on_cpu;
+use quench_kernels::{QuenchBackend, QuenchOps};
 
 /// The finite differences' backend.
 type Plain = NdArray<f64>;
@@ -169,7 +169,7 @@ fn check<D: QuenchBackend>(system: &System, method: Method, device: &D::Device, 
     }
 }
 
-quench_device::device_test! {
+quench_kernels::device_test! {
     fn one_qubit_gradients_match_finite_differences<B>(device) {
         for method in [
             Method::Exact,

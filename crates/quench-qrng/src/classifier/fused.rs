@@ -1,14 +1,15 @@
 //! The classifier's step on the CPU backend: the members' networks in host memory
 //! ([`HostMlp`]), the loss's gradient derived by hand (softmax cross-entropy, the L1
 //! penalty's sign), per-member clipping and Adam in one pass per parameter, and dropout masks
-//! from a counter-based stream per member (`quench_device::threefry`), so that a member's run
+//! from a counter-based stream per member (`quench_kernels::threefry`), so that a member's run
 //! is the same alone or batched and from run to run. A step of the 100-30-20-3 network at
 //! batch 8 is a few hundred thousand flops, which autodiff's graph of some forty small ops
 //! (and the copies behind it) took several times longer to schedule than to compute.
 
 use quench_data::{Dataset, Loader, Mode};
-use quench_device::QuenchOps;
-use quench_device::threefry::{StreamKey, fill_uniforms};
+use quench_kernels::QuenchOps;
+use quench_kernels::ops::random::fill_uniforms;
+use quench_kernels::threefry::StreamKey;
 
 use super::{DROPOUT_STREAM, Members, Program, part_values, rates_f32};
 use crate::{QrngError, sub_seed};

@@ -1,13 +1,13 @@
 //! The classifier: batched seeds against one-at-a-time runs, data placement, per-member
 //! early stopping with best weights, learning, and refusals, on the tests' device
-//! (`quench_device::testing`).
+//! (`quench_kernels::testing`).
 
 use crate::classifier::{ClassifierConfig, ClassifierOutcome, Execution};
 use crate::{Batching, QrngError};
 use burn::tensor::DType;
 use quench_data::{Dataset, Mode, SourceModel, synthetic_qrng};
 use quench_device::Precision;
-use quench_device::testing::on_cpu;
+use quench_kernels::testing::on_cpu;
 use quench_train::settings::Valid;
 
 /// Three sources whose probabilities of a one are 1/2 - `bias`, 1/2 and 1/2 + `bias`; with
@@ -37,7 +37,7 @@ fn separable(lines_per_source: usize, bias: f64) -> Dataset {
 }
 
 /// `config` checked, then trained: refused settings come back as the error.
-fn train<B: quench_device::QuenchBackend>(
+fn train<B: quench_kernels::QuenchBackend>(
     data: &Dataset,
     config: &ClassifierConfig,
     execution: &Execution,
@@ -61,7 +61,7 @@ const STREAMED: Mode = Mode::Streaming {
     staging: false,
 };
 
-quench_device::device_test! {
+quench_kernels::device_test! {
     fn batched_seeds_with_early_stopping_train_exactly_as_they_do_alone<B>(device) {
         let data = separable(100, 0.15);
         // Without dropout the runs are deterministic, so a batched member must follow its lone
@@ -155,11 +155,11 @@ fn follows(batched: &ClassifierOutcome, alone: &ClassifierOutcome, fused: bool) 
     }
 }
 
-quench_device::device_test! {
+quench_kernels::device_test! {
     /// The autodiff form (the original's way, and the tensor path a GPU runs) repeats bit for
     /// bit wherever the heap puts its buffers. burn-ndarray's in-place SIMD reciprocal (in the
     /// gradient of the loss's logarithm) splits a buffer at vector boundaries into estimated and
-    /// exact elements; before Quench's aligned allocator (`quench_device::allocator`) the split,
+    /// exact elements; before Quench's aligned allocator (`quench_support::allocator`) the split,
     /// and so the gradients, followed the buffers' addresses from one run to the next (issue
     /// 19). On other devices the buffers are the device's, and the runs must repeat all the
     /// same.

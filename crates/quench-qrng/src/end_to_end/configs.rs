@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use crate::classifier::ClassifierConfig;
 use crate::distinguish::DistinguishConfig;
 use crate::gan::GanConfig;
-use quench_device::load_toml;
+use quench_support::load_toml;
 
 fn config(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -32,7 +32,7 @@ fn shipped_configurations_are_the_documented_settings() {
 
 #[test]
 fn unknown_fields_are_refused_with_their_name() {
-    let err = quench_device::config::parse_toml::<ClassifierConfig>(
+    let err = quench_support::config::parse_toml::<ClassifierConfig>(
         "batch = 8",
         Path::new("classifier.toml"),
     )

@@ -1,7 +1,8 @@
 //! The SGLD grid end to end: the configurations, the equivalence of its execution paths
 //! (batched, masked, compacted, one chain at a time), and what the chains learn.
 
-use quench_device::{Precision, QuenchBackend};
+use quench_device::Precision;
+use quench_kernels::QuenchBackend;
 use std::path::PathBuf;
 
 use crate::{
@@ -84,7 +85,7 @@ fn assert_same_chains(a: &GridResult, b: &GridResult, what: &str) {
     assert!(d < 1e-5, "{what}: chains differ by {d}\n{a}\n{b}");
 }
 
-quench_device::device_test! {
+quench_kernels::device_test! {
     fn every_execution_path_runs_the_same_chains<B>(device) {
         let grid = GridConfig::mixed_lengths();
         let run_with = |execution| run::<B>(&grid, execution, device);

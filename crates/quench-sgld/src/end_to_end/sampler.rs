@@ -9,14 +9,14 @@
 //! with probability around 1e-5 per comparison while a wrong temperature, a missing prior term
 //! or a chain stuck in one mode fails by many standard errors.
 
-use quench_device::QuenchBackend;
+use quench_kernels::QuenchBackend;
 use std::sync::Arc;
 
 use crate::{ChainSchedule, Noise, Sgld};
 use burn::tensor::{Tensor, TensorData};
 use quench_data::{Dataset, Loader, LoaderConfig, Mode, TwoModeMixture};
-use quench_device::readback::to_host_f32;
-use quench_device::reductions::Reduce;
+use quench_kernels::readback::to_host_f32;
+use quench_kernels::reductions::Reduce;
 use quench_train::params::{gradients, require_grad};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -124,7 +124,7 @@ fn regression_data(n: usize, w: [f64; 2], seed: u64) -> Dataset {
     Dataset::new(features, vec![0; n], vec![3]).unwrap()
 }
 
-quench_device::device_test! {
+quench_kernels::device_test! {
     fn gaussian_linear_model_matches_its_exact_posterior_at_two_temperatures<B>(device) {
         let (n, batch, sigma) = (20, 10, 0.5);
         let data = regression_data(n, [1.0, -0.5], 3);
@@ -336,7 +336,7 @@ quench_device::device_test! {
     }
 }
 
-quench_device::device_test! {
+quench_kernels::device_test! {
     fn zz_profile<B>(device) {
         use std::time::Instant;
         let data = Arc::new(regression_data(20, [1.0, -0.5], 3));

@@ -5,9 +5,9 @@
 use burn::tensor::activation::sigmoid;
 use burn::tensor::{Int, Tensor};
 use quench_data::Batch;
-use quench_device::reductions::Reduce;
-use quench_device::views::ReshapeTo;
-use quench_device::{QuenchBackend, QuenchOps};
+use quench_kernels::reductions::Reduce;
+use quench_kernels::views::ReshapeTo;
+use quench_kernels::{QuenchBackend, QuenchOps};
 
 use quench_train::amp::MixedPrecision;
 use quench_train::ensemble::EnsembleMlp;
@@ -64,7 +64,7 @@ pub fn accuracy<B: QuenchOps>(
     let predicted: Tensor<B, 3, Int> = sigmoid(model.with_params(params).forward(features))
         .greater_elem(0.5)
         .int();
-    let correct = quench_device::readback::to_host_i64(predicted)
+    let correct = quench_kernels::readback::to_host_i64(predicted)
         .into_iter()
         .zip(labels)
         .filter(|(p, y)| p == *y)

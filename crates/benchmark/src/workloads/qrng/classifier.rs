@@ -2,7 +2,7 @@
 //! early stopping; the baseline trains the seeds one at a time at batch 8 in f32 with data
 //! streamed from the host, as the original did.
 
-use quench_device::QuenchBackend;
+use quench_kernels::QuenchBackend;
 use std::path::Path;
 
 use anyhow::Context;

@@ -1,6 +1,6 @@
 //! Workload `qrng-distinguish`: the distinguishability tournament of every pair of sources.
 
-use quench_device::QuenchBackend;
+use quench_kernels::QuenchBackend;
 use quench_qrng::distinguish::{DistinguishConfig, distinguish};
 use serde::Deserialize;
 

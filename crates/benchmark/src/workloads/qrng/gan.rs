@@ -1,7 +1,7 @@
 //! Workload `qrng-gan`: the GAN tournament, a generator per pair of sources; the baseline plays
 //! the matches one at a time with noise drawn on the host and autodiff, as the original did.
 
-use quench_device::QuenchBackend;
+use quench_kernels::QuenchBackend;
 use std::path::Path;
 
 use anyhow::Context;

@@ -12,8 +12,8 @@ mod gan;
 use std::path::PathBuf;
 
 use quench_data::{BitStrings, QRNG_LABELS};
-use quench_device::files::in_working_folder_or_source_tree;
 use quench_qrng::synthetic_recording;
+use quench_support::files::in_working_folder_or_source_tree;
 use serde::Deserialize;
 
 pub use classifier::QrngClassifier;

@@ -1,0 +1,228 @@
+//! The backends Quench runs on and the one place that maps a device chosen at run time onto
+//! one of them ([`run_on`]). Choosing the device (probing GPUs, `auto`'s fallback) is
+//! `quench_device::select`'s job.
+
+use std::fmt;
+
+use burn::backend::{Autodiff, NdArray};
+
+use crate::adapters::{AdapterKind, adapters};
+use crate::error::BackendError;
+use crate::ops::{QuenchBackend, QuenchOps};
+use crate::spec::DeviceSpec;
+
+/// The CPU backend: `burn_ndarray` in f32, with autodiff.
+pub type CpuBackend = Autodiff<NdArray<f32>>;
+
+/// The CUDA backend: `burn_cuda` in f32, with autodiff, without Burn's fusion layer (see
+/// [`WgpuBackend`]).
+#[cfg(feature = "cuda")]
+pub type CudaBackend = Autodiff<burn::backend::Cuda<f32, i32>>;
+
+/// The wgpu backend (Vulkan, Metal, DX12 through CubeCL's WGSL compiler) in f32, with
+/// autodiff, without Burn's fusion layer: Burn 0.21's fusion computes wrong values where a
+/// batched matmul has a single row per member and elementwise work follows it (the meta
+/// policy's `[tasks, 1, features]` layers: gradients wrong by more than their size on
+/// lavapipe; Burn issue 5122 reports the same on CUDA), so the `cuda` and `wgpu` features
+/// leave Burn's `fusion` feature off and these names are the plain CubeCL backends.
+#[cfg(feature = "wgpu")]
+pub type WgpuBackend = Autodiff<burn::backend::Wgpu<f32, i32>>;
+
+/// A device that was probed and can run work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SelectedDevice {
+    /// The CPU backend.
+    Cpu,
+    /// The CUDA device with this ordinal; only constructed by a build with the `cuda` feature.
+    Cuda(usize),
+    /// A wgpu adapter; only constructed by a build with the `wgpu` feature.
+    Wgpu(WgpuAdapter),
+}
+
+/// A wgpu adapter that was probed: its place in [`crate::adapters::adapters`] and how Burn's
+/// wgpu backend names it (the `nth` adapter of its `kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WgpuAdapter {
+    /// Its index in the adapter list (`wgpu:N`).
+    pub index: usize,
+    /// Its kind, as the driver reports it.
+    pub kind: AdapterKind,
+    /// Its position among the adapters of its kind.
+    pub nth: usize,
+}
+
+impl WgpuAdapter {
+    /// The adapter `index` names in [`adapters`] (for `None` the most preferred one: hardware
+    /// before software); `None` when there is no such adapter. Nothing is opened: whether it
+    /// works is `quench_device::select`'s probe.
+    pub fn find(index: Option<usize>) -> Option<Self> {
+        let all = adapters();
+        let chosen = match index {
+            None => crate::adapters::best_any(all),
+            Some(index) => all.get(index),
+        }?;
+        Some(Self {
+            index: chosen.index,
+            kind: chosen.kind,
+            nth: chosen.nth_of_kind(all),
+        })
+    }
+
+    /// Burn's name for this adapter.
+    #[cfg(feature = "wgpu")]
+    pub fn burn_device(&self) -> burn::backend::wgpu::WgpuDevice {
+        use burn::backend::wgpu::WgpuDevice;
+        match self.kind {
+            AdapterKind::Discrete => WgpuDevice::DiscreteGpu(self.nth),
+            AdapterKind::Integrated => WgpuDevice::IntegratedGpu(self.nth),
+            AdapterKind::Virtual => WgpuDevice::VirtualGpu(self.nth),
+            // Burn opens the first software adapter; `probe_wgpu` refuses any other, and
+            // adapters of no stated kind.
+            AdapterKind::Cpu | AdapterKind::Other => WgpuDevice::Cpu,
+        }
+    }
+}
+
+impl SelectedDevice {
+    /// The backend family, as printed in reports: `ndarray`, `cuda` or `wgpu`.
+    pub fn backend_name(&self) -> &'static str {
+        match self {
+            Self::Cpu => "ndarray",
+            Self::Cuda(_) => "cuda",
+            Self::Wgpu(_) => "wgpu",
+        }
+    }
+
+    /// A wgpu adapter's name, API, kind and driver as its driver gives them
+    /// ([`crate::adapters::AdapterInfo::description`]); `None` for the other devices.
+    pub fn adapter_name(&self) -> Option<String> {
+        match self {
+            Self::Wgpu(adapter) => adapters().get(adapter.index).map(|a| a.description()),
+            Self::Cpu | Self::Cuda(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for SelectedDevice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Cpu => write!(f, "cpu"),
+            Self::Cuda(index) => write!(f, "cuda:{index}"),
+            Self::Wgpu(adapter) => write!(f, "wgpu:{}", adapter.index),
+        }
+    }
+}
+
+/// A piece of work that is generic over the backend; [`run_on`] picks the backend.
+///
+/// Rust has no generic closures, so callers implement this trait on a small struct that
+/// carries the work's inputs.
+pub trait OnDevice {
+    /// What the work returns.
+    type Output;
+
+    /// Runs the work on backend `B` and its `device`.
+    fn run<B: QuenchBackend>(self, device: &B::Device) -> Self::Output;
+}
+
+/// Threads a computation may split independent rows over when backend `B` runs each op on
+/// the calling thread, as the CPU backend (and its inner backend) does for elementwise work:
+/// the cores available to the process. 1 for any other backend, whose ops are queued to a
+/// device asynchronously.
+pub fn host_lanes<B: QuenchOps>() -> usize {
+    if B::host_kernels() {
+        crate::host::lanes::host_cores()
+    } else {
+        1
+    }
+}
+
+/// Runs `task` on the backend behind `device`.
+pub fn run_on<T: OnDevice>(device: SelectedDevice, task: T) -> Result<T::Output, BackendError> {
+    match device {
+        SelectedDevice::Cpu => Ok(task.run::<CpuBackend>(&Default::default())),
+        #[cfg(feature = "cuda")]
+        SelectedDevice::Cuda(index) => {
+            let device = burn::backend::cuda::CudaDevice::new(index);
+            Ok(task.run::<CudaBackend>(&device))
+        }
+        #[cfg(not(feature = "cuda"))]
+        SelectedDevice::Cuda(index) => Err(BackendError::CudaNotCompiled {
+            spec: DeviceSpec::Cuda(Some(index)).to_string(),
+        }),
+        #[cfg(feature = "wgpu")]
+        SelectedDevice::Wgpu(adapter) => Ok(task.run::<WgpuBackend>(&adapter.burn_device())),
+        #[cfg(not(feature = "wgpu"))]
+        SelectedDevice::Wgpu(adapter) => Err(BackendError::WgpuNotCompiled {
+            spec: DeviceSpec::Wgpu(Some(adapter.index)).to_string(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::QuenchOps;
+    use crate::reductions::Reduce;
+    use burn::tensor::{ElementConversion, Tensor};
+
+    struct SumOnDevice(Vec<f32>);
+
+    impl OnDevice for SumOnDevice {
+        type Output = f32;
+        fn run<B: QuenchBackend>(self, device: &B::Device) -> f32 {
+            Tensor::<B, 1>::from_floats(self.0.as_slice(), device)
+                .sum_all()
+                .into_scalar()
+                .elem()
+        }
+    }
+
+    #[test]
+    fn only_the_cpu_backend_without_autodiff_is_plain_host() {
+        assert!(NdArray::<f32>::plain_host());
+        assert!(NdArray::<f64>::plain_host());
+        assert!(!CpuBackend::plain_host(), "autodiff records a graph");
+        assert!(!Autodiff::<NdArray<f64>>::plain_host());
+    }
+
+    #[test]
+    fn the_host_kernels_follow_the_backend_not_its_exact_type() {
+        use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
+        // A type check named two exact types; any autodiff strategy over the f32 CPU backend
+        // runs its ops on the host all the same.
+        assert!(Autodiff::<NdArray<f32>, BalancedCheckpointing>::host_kernels());
+        assert!(CpuBackend::host_kernels());
+        assert!(
+            !NdArray::<f64>::host_kernels(),
+            "the host kernels compute in f32"
+        );
+    }
+
+    #[test]
+    fn only_the_cpu_backend_gets_host_lanes() {
+        let cores = crate::host::lanes::host_cores();
+        assert_eq!(host_lanes::<CpuBackend>(), cores);
+        assert_eq!(host_lanes::<NdArray<f32>>(), cores);
+        assert_eq!(
+            host_lanes::<NdArray<f64>>(),
+            1,
+            "not the backend the CPU runs on"
+        );
+    }
+
+    #[test]
+    fn the_cpu_runs_generic_work() {
+        let sum = run_on(SelectedDevice::Cpu, SumOnDevice(vec![1.0, 2.0, 4.5])).unwrap();
+        assert_eq!(sum, 7.5);
+    }
+
+    #[cfg(not(feature = "cuda"))]
+    #[test]
+    fn cuda_without_the_feature_names_the_rebuild() {
+        let err = run_on(SelectedDevice::Cuda(1), SumOnDevice(vec![])).unwrap_err();
+        assert!(matches!(err, BackendError::CudaNotCompiled { .. }));
+        assert!(err.to_string().contains("--features cuda"), "{err}");
+        assert!(err.to_string().contains("cuda:1"), "{err}");
+    }
+}

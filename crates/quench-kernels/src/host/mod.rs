@@ -1,0 +1,12 @@
+//! What the CPU backend's host kernels share: access to burn-ndarray's f32 tensors
+//! ([`tensor`]), a pool of large buffers ([`buffers`]), the matrix product ([`gemm`]), scalar
+//! maths written to vectorise ([`math`]), the run-time choice of vector width ([`simd`]) and the
+//! split of work over the cores ([`lanes`]). Each operation's own kernel lives beside it, in
+//! `ops/<operation>/host.rs`.
+
+pub mod buffers;
+pub mod gemm;
+pub mod lanes;
+pub mod math;
+pub mod simd;
+pub mod tensor;

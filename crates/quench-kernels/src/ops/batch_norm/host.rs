@@ -1,0 +1,225 @@
+//! Host kernel of batch normalisation in training mode ([`crate::ops::batch_norm`]) on the CPU
+//! backend in f32: per member, the channel statistics accumulated over the rows (rows are
+//! contiguous, so each pass runs along the channels and vectorises), then one pass writing
+//! the standardised input and the output; backward one pass accumulating the gain's and
+//! shift's gradients, one writing the input's. Members run on the lanes.
+
+use burn::tensor::TensorMetadata;
+use burn::tensor::ops::FloatTensor;
+
+use crate::host::lanes::in_lanes;
+use crate::host::lanes::lanes_for;
+use crate::host::math::relu_if;
+use crate::host::tensor::{Host, in_f32, tensor, values};
+
+/// One member's forward outputs: `[output, normed]` `[rows, channels]`, `[mean, var,
+/// inv_std]` `[channels]`.
+struct Forward<'a> {
+    rows: [&'a mut [f32]; 2],
+    stats: [&'a mut [f32]; 3],
+}
+
+crate::simd_dispatch! {
+    /// One member's forward pass over `x` `[rows, channels]`.
+    fn forward_member(x: &[f32], gamma: &[f32], beta: &[f32], eps: f32, rectify: bool, out: Forward<'_>) => forward_portable
+}
+
+#[inline(always)]
+fn forward_portable(
+    x: &[f32],
+    gamma: &[f32],
+    beta: &[f32],
+    eps: f32,
+    rectify: bool,
+    out: Forward<'_>,
+) {
+    let width = gamma.len();
+    let [output, normed] = out.rows;
+    let [mean, var, inv_std] = out.stats;
+    let rows = x.len() / width;
+    let scale = 1.0 / rows as f32;
+    mean.fill(0.0);
+    for row in x.chunks_exact(width) {
+        mean.iter_mut().zip(row).for_each(|(s, &v)| *s += v);
+    }
+    mean.iter_mut().for_each(|s| *s *= scale);
+    var.fill(0.0);
+    for row in x.chunks_exact(width) {
+        for ((s, &v), &mu) in var.iter_mut().zip(row).zip(mean.iter()) {
+            *s += (v - mu) * (v - mu);
+        }
+    }
+    for (s, inv) in var.iter_mut().zip(inv_std.iter_mut()) {
+        *s *= scale;
+        *inv = 1.0 / (*s + eps).sqrt();
+    }
+    let rows_out = output
+        .chunks_exact_mut(width)
+        .zip(normed.chunks_exact_mut(width));
+    for (row, (y, n)) in x.chunks_exact(width).zip(rows_out) {
+        for c in 0..width {
+            let standard = (row[c] - mean[c]) * inv_std[c];
+            n[c] = standard;
+            y[c] = relu_if(standard * gamma[c] + beta[c], rectify);
+        }
+    }
+}
+
+/// `[output, normed, mean, var, inv_std]` of `x` `[members, rows, channels]`; the statistics
+/// `[members, 1, channels]`.
+pub(crate) fn batch_norm_forward(
+    x: FloatTensor<Host>,
+    gamma: FloatTensor<Host>,
+    beta: FloatTensor<Host>,
+    eps: f64,
+    rectify: bool,
+) -> [FloatTensor<Host>; 5] {
+    let [x, gamma, beta] = [x, gamma, beta].map(in_f32);
+    let xs = x.shape();
+    let (members, rows, width) = (xs[0], xs[1], xs[2]);
+    let per_member = [members, 1, width];
+    assert_eq!(
+        gamma.shape().dims::<3>(),
+        per_member,
+        "gamma: one gain per member"
+    );
+    assert_eq!(
+        beta.shape().dims::<3>(),
+        per_member,
+        "beta: one shift per member"
+    );
+    let (xv, gv, bv) = (values(&x), values(&gamma), values(&beta));
+    let [mut output, mut normed] = [(); 2].map(|_| vec![0.0; members * rows * width]);
+    let [mut mean, mut var, mut inv_std] = [(); 3].map(|_| vec![0.0; members * width]);
+    let block = (rows * width).max(1);
+    let jobs: Vec<(usize, Forward<'_>)> = output
+        .chunks_mut(block)
+        .zip(normed.chunks_mut(block))
+        .zip(mean.chunks_mut(width.max(1)))
+        .zip(var.chunks_mut(width.max(1)))
+        .zip(inv_std.chunks_mut(width.max(1)))
+        .enumerate()
+        .map(|(m, ((((output, normed), mean), var), inv_std))| {
+            let out = Forward {
+                rows: [output, normed],
+                stats: [mean, var, inv_std],
+            };
+            (m, out)
+        })
+        .collect();
+    if rows > 0 {
+        in_lanes(jobs, lanes_for(members * rows * width * 8), |group| {
+            for (m, out) in group {
+                let member = m * width..(m + 1) * width;
+                let x = &xv[m * rows * width..(m + 1) * rows * width];
+                let (gamma, beta) = (&gv[member.clone()], &bv[member]);
+                forward_member(x, gamma, beta, eps as f32, rectify, out);
+            }
+        });
+    }
+    drop((xv, gv, bv));
+    let full = [members, rows, width];
+    let stats = [members, 1, width];
+    [
+        tensor(output, full),
+        tensor(normed, full),
+        tensor(mean, stats),
+        tensor(var, stats),
+        tensor(inv_std, stats),
+    ]
+}
+
+/// One member's backward inputs: `[normed, dy]` and the ReLU's output, `[rows, channels]`;
+/// `[gamma, inv_std]` `[channels]`.
+struct Backward<'a> {
+    rows: [&'a [f32]; 2],
+    rectified: Option<&'a [f32]>,
+    channel: [&'a [f32]; 2],
+}
+
+crate::simd_dispatch! {
+    /// One member's gradients into `[dx]` `[rows, channels]` and `[dgamma, dbeta]`.
+    fn backward_member(input: Backward<'_>, dx: &mut [f32], dgamma: &mut [f32], dbeta: &mut [f32]) => backward_portable
+}
+
+#[inline(always)]
+fn backward_portable(input: Backward<'_>, dx: &mut [f32], dgamma: &mut [f32], dbeta: &mut [f32]) {
+    let [normed, dy] = input.rows;
+    let [gamma, inv_std] = input.channel;
+    let width = gamma.len();
+    let rows = normed.len() / width;
+    // The ReLU's gradient mask applied once, into dx as scratch.
+    dx.copy_from_slice(dy);
+    if let Some(out) = input.rectified {
+        dx.iter_mut()
+            .zip(out)
+            .for_each(|(g, &o)| *g = if o > 0.0 { *g } else { 0.0 });
+    }
+    dgamma.fill(0.0);
+    dbeta.fill(0.0);
+    for (g, n) in dx.chunks_exact(width).zip(normed.chunks_exact(width)) {
+        for c in 0..width {
+            dbeta[c] += g[c];
+            dgamma[c] += g[c] * n[c];
+        }
+    }
+    let scale = 1.0 / rows as f32;
+    for (g, n) in dx.chunks_exact_mut(width).zip(normed.chunks_exact(width)) {
+        for c in 0..width {
+            let centred = g[c] - dbeta[c] * scale - n[c] * dgamma[c] * scale;
+            g[c] = centred * gamma[c] * inv_std[c];
+        }
+    }
+}
+
+/// Batch normalisation's gradients `[x, gamma, beta]` from its tape and `dy`.
+pub(crate) fn batch_norm_backward(
+    [normed, inv_std]: [FloatTensor<Host>; 2],
+    rectified: Option<FloatTensor<Host>>,
+    gamma: FloatTensor<Host>,
+    dy: FloatTensor<Host>,
+) -> [FloatTensor<Host>; 3] {
+    let [normed, inv_std, gamma, dy] = [normed, inv_std, gamma, dy].map(in_f32);
+    let rectified = rectified.map(in_f32);
+    let ns = normed.shape();
+    let (members, rows, width) = (ns[0], ns[1], ns[2]);
+    let (nv, iv, gv, dyv) = (
+        values(&normed),
+        values(&inv_std),
+        values(&gamma),
+        values(&dy),
+    );
+    let rv = rectified.as_ref().map(values);
+    let mut dx = vec![0.0; members * rows * width];
+    let [mut dgamma, mut dbeta] = [(); 2].map(|_| vec![0.0; members * width]);
+    let block = (rows * width).max(1);
+    // Per member: its rows of dx and its gain's and shift's gradients.
+    let jobs: Vec<(usize, [&mut [f32]; 3])> = dx
+        .chunks_mut(block)
+        .zip(dgamma.chunks_mut(width.max(1)))
+        .zip(dbeta.chunks_mut(width.max(1)))
+        .map(|((dx, dgamma), dbeta)| [dx, dgamma, dbeta])
+        .enumerate()
+        .collect();
+    if rows > 0 {
+        in_lanes(jobs, lanes_for(members * rows * width * 8), |group| {
+            for (m, [dx, dgamma, dbeta]) in group {
+                let member_rows = m * rows * width..(m + 1) * rows * width;
+                let member = m * width..(m + 1) * width;
+                let input = Backward {
+                    rows: [&nv[member_rows.clone()], &dyv[member_rows.clone()]],
+                    rectified: rv.as_deref().map(|r| &r[member_rows]),
+                    channel: [&gv[member.clone()], &iv[member]],
+                };
+                backward_member(input, dx, dgamma, dbeta);
+            }
+        });
+    }
+    drop((nv, iv, gv, dyv, rv));
+    let stats = [members, 1, width];
+    [
+        tensor(dx, [members, rows, width]),
+        tensor(dgamma, stats),
+        tensor(dbeta, stats),
+    ]
+}

@@ -1,0 +1,506 @@
+//! Host kernels of the dense layer and layer normalisation ([`crate::ops::dense`]) on the CPU
+//! backend in f32.
+//!
+//! The dense layer is one product per member through [`crate::host::gemm`], then, per block
+//! while it is in cache, one pass adding the bias and applying the activation (in place, or
+//! into a buffer of its own where the pre-activation is kept); backward, one pass
+//! for the pre-activation gradient, then `dx = dz W^T`, `dW = x^T dz` and the bias sums. Large
+//! layers split over lanes: rows of `x` forward and for `dx`, rows of `dW` (columns of `x`)
+//! for the weight gradient. Layer normalisation is three passes over each row forward (mean,
+//! centred variance, output) and two backward, rows split over lanes.
+
+use burn::tensor::TensorMetadata;
+use burn::tensor::ops::FloatTensor;
+
+use crate::host::buffers::{recycle, recycle_tensor, take};
+use crate::host::gemm::{MatRef, add_rows, gemm, gemm_strided};
+use crate::host::lanes::{in_lanes, lanes_for};
+use crate::host::math::{gelu, gelu_slope, relu, tanh};
+use crate::host::tensor::{Host, in_f32, tensor, values};
+use crate::ops::dense::Activation;
+
+/// `0..len` cut into `parts` nearly equal ranges.
+fn ranges(len: usize, parts: usize) -> Vec<std::ops::Range<usize>> {
+    let parts = parts.clamp(1, len.max(1));
+    (0..parts)
+        .map(|p| p * len / parts..(p + 1) * len / parts)
+        .collect()
+}
+
+/// Work items over `buffer`, `[members, rows, width]`: per member, its rows cut into about
+/// `parts / members` ranges, each with that range's rows of the buffer.
+fn member_rows(
+    buffer: &mut [f32],
+    [members, rows, width]: [usize; 3],
+    parts: usize,
+) -> Vec<(usize, std::ops::Range<usize>, &mut [f32])> {
+    let mut jobs = Vec::new();
+    let mut rest = buffer;
+    for m in 0..members {
+        for range in ranges(rows, parts.div_ceil(members.max(1))) {
+            let (part, tail) = rest.split_at_mut(range.len() * width);
+            rest = tail;
+            jobs.push((m, range, part));
+        }
+    }
+    jobs
+}
+
+/// `activation` at `v`.
+#[inline(always)]
+fn activated(v: f32, activation: Activation) -> f32 {
+    match activation {
+        Activation::Relu => relu(v),
+        Activation::Tanh => tanh(v),
+        Activation::LeakyRelu(slope) => {
+            if v > 0.0 {
+                v
+            } else {
+                slope as f32 * v
+            }
+        }
+        Activation::Gelu => gelu(v),
+    }
+}
+
+crate::simd_dispatch! {
+    /// Adds `bias` to every row of `z` (`bias.len()` wide), then applies `activation` if any:
+    /// into `post` where it is not empty (`z` keeps the pre-activation), else in place.
+    fn bias_activate(z: &mut [f32], post: &mut [f32], bias: &[f32], activation: Option<Activation>) => bias_activate_portable
+}
+
+#[inline(always)]
+fn bias_activate_portable(
+    z: &mut [f32],
+    post: &mut [f32],
+    bias: &[f32],
+    activation: Option<Activation>,
+) {
+    debug_assert!(post.is_empty() || (activation.is_some() && post.len() == z.len()));
+    let width = bias.len();
+    if width == 0 {
+        return;
+    }
+    let rows = z.chunks_exact_mut(width);
+    // One loop per activation, so each vectorises on its own.
+    macro_rules! each {
+        ($a:expr) => {
+            if post.is_empty() {
+                for row in rows {
+                    for (v, b) in row.iter_mut().zip(bias) {
+                        *v = activated(*v + b, $a);
+                    }
+                }
+            } else {
+                for (row, post) in rows.zip(post.chunks_exact_mut(width)) {
+                    for ((v, p), b) in row.iter_mut().zip(post).zip(bias) {
+                        *v += b;
+                        *p = activated(*v, $a);
+                    }
+                }
+            }
+        };
+    }
+    match activation {
+        None => rows.for_each(|row| row.iter_mut().zip(bias).for_each(|(v, b)| *v += b)),
+        Some(Activation::Relu) => each!(Activation::Relu),
+        Some(Activation::Tanh) => each!(Activation::Tanh),
+        Some(Activation::LeakyRelu(slope)) => each!(Activation::LeakyRelu(slope)),
+        Some(Activation::Gelu) => each!(Activation::Gelu),
+    }
+}
+
+crate::simd_dispatch! {
+    /// `dz = dy f'(z)` from what the layer kept: the pre-activation `z` where the activation
+    /// keeps its input, else its output.
+    fn pre_activation_gradient(dz: &mut [f32], kept: &[f32], dy: &[f32], activation: Activation) => pre_activation_gradient_portable
+}
+
+#[inline(always)]
+fn pre_activation_gradient_portable(
+    dz: &mut [f32],
+    kept: &[f32],
+    dy: &[f32],
+    activation: Activation,
+) {
+    let slope = match activation {
+        Activation::Relu => 0.0,
+        Activation::LeakyRelu(slope) => slope as f32,
+        Activation::Tanh => {
+            for ((d, y), g) in dz.iter_mut().zip(kept).zip(dy) {
+                *d = g * (1.0 - y * y);
+            }
+            return;
+        }
+        Activation::Gelu => {
+            for ((d, z), g) in dz.iter_mut().zip(kept).zip(dy) {
+                *d = g * gelu_slope(*z);
+            }
+            return;
+        }
+    };
+    // ReLU from its output (positive where the input is), leaky ReLU from its input (slope 1
+    // from zero up, as `Activation::slope` has it).
+    if matches!(activation, Activation::Relu) {
+        for ((d, k), g) in dz.iter_mut().zip(kept).zip(dy) {
+            *d = if *k > 0.0 { *g } else { 0.0 };
+        }
+    } else {
+        for ((d, k), g) in dz.iter_mut().zip(kept).zip(dy) {
+            *d = if *k >= 0.0 { *g } else { slope * g };
+        }
+    }
+}
+
+/// `activation(x W + b)` for `x` `[members, rows, fan_in]`, `weight` `[members, fan_in,
+/// fan_out]`, `bias` `[members, 1, fan_out]`, and what the backward pass needs (the
+/// pre-activation where the activation keeps its input, else the output).
+pub(crate) fn dense_forward(
+    x: FloatTensor<Host>,
+    weight: FloatTensor<Host>,
+    bias: FloatTensor<Host>,
+    activation: Option<Activation>,
+) -> [FloatTensor<Host>; 2] {
+    let [x, weight, bias] = [x, weight, bias].map(in_f32);
+    let (xs, ws) = (x.shape(), weight.shape());
+    let (members, rows, fan_in, fan_out) = (xs[0], xs[1], xs[2], ws[2]);
+    let shape = [members, rows, fan_out];
+    let (xv, wv, bv) = (values(&x), values(&weight), values(&bias));
+    // Every row is written by its product, then takes its bias and activation; an activation
+    // that keeps its input writes its own buffer from it, every value.
+    let mut out = take(members * rows * fan_out);
+    let keeps_input = activation.is_some_and(|a| a.keeps_input());
+    let mut post = if keeps_input {
+        take(out.len())
+    } else {
+        Vec::new()
+    };
+    if out.is_empty() {
+        let empty = tensor(out, shape);
+        return [empty.clone(), empty];
+    }
+    // As many lanes as the product needs, or the epilogue (about 8 operations per value).
+    let parts = lanes_for(members * rows * fan_out * fan_in.max(8));
+    // Jobs: (member, its rows' range, those rows of the output, and of the activated output
+    // where it has its own).
+    let outs = member_rows(&mut out, shape, parts);
+    let mut posts = if keeps_input {
+        member_rows(&mut post, shape, parts)
+    } else {
+        Vec::new()
+    }
+    .into_iter();
+    let jobs: Vec<_> = outs
+        .into_iter()
+        .map(|(m, range, part)| (m, range, part, posts.next().map(|(_, _, p)| p)))
+        .collect();
+    let lanes = parts.min(jobs.len());
+    in_lanes(jobs, lanes, |group| {
+        for (m, range, part, post) in group {
+            let x_rows = &xv[(m * rows + range.start) * fan_in..(m * rows + range.end) * fan_in];
+            gemm(
+                part,
+                MatRef::row_major(x_rows, range.len(), fan_in),
+                MatRef::row_major(
+                    &wv[m * fan_in * fan_out..(m + 1) * fan_in * fan_out],
+                    fan_in,
+                    fan_out,
+                ),
+                false,
+            );
+            // While the block is in cache.
+            let post = post.unwrap_or_default();
+            bias_activate(part, post, &bv[m * fan_out..(m + 1) * fan_out], activation);
+        }
+    });
+    drop((xv, wv, bv));
+    let out = tensor(out, shape);
+    if keeps_input {
+        [tensor(post, shape), out]
+    } else {
+        [out.clone(), out]
+    }
+}
+
+/// The dense layer's gradients `[x, weight, bias]` from its input, weight, what the forward
+/// pass kept and the output's gradient `dy`.
+pub(crate) fn dense_backward(
+    x: FloatTensor<Host>,
+    weight: FloatTensor<Host>,
+    kept: FloatTensor<Host>,
+    dy: FloatTensor<Host>,
+    activation: Option<Activation>,
+) -> [FloatTensor<Host>; 3] {
+    let [x, weight, y, dy] = [x, weight, kept, dy].map(in_f32);
+    let (xs, ws) = (x.shape(), weight.shape());
+    let (members, rows, fan_in, fan_out) = (xs[0], xs[1], xs[2], ws[2]);
+    let (xv, wv, yv, dyv) = (values(&x), values(&weight), values(&y), values(&dy));
+    let dz: std::borrow::Cow<'_, [f32]> = match activation {
+        None => dyv,
+        Some(activation) => {
+            // Scratch from the recycled buffers, every value written by the lanes below.
+            let mut dz = take(dyv.len());
+            let parts = lanes_for(dz.len() * 8);
+            let chunk = dz.len().div_ceil(parts).max(1);
+            let jobs: Vec<_> = dz.chunks_mut(chunk).enumerate().collect();
+            in_lanes(jobs, parts, |group| {
+                for (c, dz) in group {
+                    let at = c * chunk..c * chunk + dz.len();
+                    pre_activation_gradient(dz, &yv[at.clone()], &dyv[at], activation);
+                }
+            });
+            dz.into()
+        }
+    };
+    let parts = lanes_for(members * rows * fan_in * fan_out);
+    let w_len = fan_in * fan_out;
+    // dx by rows: dz [rows, fan_out] @ W^T [fan_out, fan_in], every row written.
+    let mut dx = take(members * rows * fan_in);
+    let jobs = member_rows(&mut dx, [members, rows, fan_in], parts);
+    in_lanes(jobs, parts, |group| {
+        for (m, range, part) in group {
+            let dz_rows = &dz[(m * rows + range.start) * fan_out..(m * rows + range.end) * fan_out];
+            gemm(
+                part,
+                MatRef::row_major(dz_rows, range.len(), fan_out),
+                MatRef::row_major(&wv[m * w_len..(m + 1) * w_len], fan_in, fan_out).t(),
+                false,
+            );
+        }
+    });
+    // dW by its rows (columns of x): x[:, block]^T [block, rows] @ dz [rows, fan_out], every
+    // row written.
+    let mut dw = take(members * w_len);
+    let jobs = member_rows(&mut dw, [members, fan_in, fan_out], parts);
+    in_lanes(jobs, parts, |group| {
+        for (m, range, part) in group {
+            let x_member = &xv[m * rows * fan_in + range.start..(m + 1) * rows * fan_in];
+            gemm_strided(
+                part,
+                fan_out,
+                MatRef::strided(x_member, rows, range.len(), fan_in).t(),
+                MatRef::row_major(
+                    &dz[m * rows * fan_out..(m + 1) * rows * fan_out],
+                    rows,
+                    fan_out,
+                ),
+                false,
+            );
+        }
+    });
+    let mut db = vec![0.0; members * fan_out];
+    // (Chunks of at least one value: with no outputs there is no bias to sum into.)
+    for (m, db) in db.chunks_mut(fan_out.max(1)).enumerate() {
+        add_rows(db, &dz[m * rows * fan_out..(m + 1) * rows * fan_out]);
+    }
+    if let std::borrow::Cow::Owned(scratch) = dz {
+        recycle(scratch);
+    }
+    drop((xv, wv, yv));
+    // The input, the tape and the output's gradient are done with.
+    [x, y, dy].into_iter().for_each(recycle_tensor);
+    [
+        tensor(dx, [members, rows, fan_in]),
+        tensor(dw, [members, fan_in, fan_out]),
+        tensor(db, [members, 1, fan_out]),
+    ]
+}
+
+crate::simd_dispatch! {
+    /// Normalises each row of `x` (`width` wide) into `normed`, writes `y = normed gamma +
+    /// beta` and each row's `1 / sqrt(variance + eps)` into `inv_std`.
+    fn norm_rows(x: &[f32], gamma: &[f32], beta: &[f32], eps: f32, y: &mut [f32], normed: &mut [f32], inv_std: &mut [f32]) => norm_rows_portable
+}
+
+#[inline(always)]
+fn norm_rows_portable(
+    x: &[f32],
+    gamma: &[f32],
+    beta: &[f32],
+    eps: f32,
+    y: &mut [f32],
+    normed: &mut [f32],
+    inv_std: &mut [f32],
+) {
+    let width = gamma.len();
+    let scale = 1.0 / width as f32;
+    for (((x, y), normed), inv) in x
+        .chunks_exact(width)
+        .zip(y.chunks_exact_mut(width))
+        .zip(normed.chunks_exact_mut(width))
+        .zip(inv_std.iter_mut())
+    {
+        let mean = x.iter().sum::<f32>() * scale;
+        // Centred first: the variance of rows far from zero must not cancel.
+        let variance = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() * scale;
+        *inv = 1.0 / (variance + eps).sqrt();
+        for ((((n, y), x), g), b) in normed
+            .iter_mut()
+            .zip(y.iter_mut())
+            .zip(x)
+            .zip(gamma)
+            .zip(beta)
+        {
+            *n = (x - mean) * *inv;
+            *y = *n * g + b;
+        }
+    }
+}
+
+crate::simd_dispatch! {
+    /// Each row's input gradient `dx = inv_std (g - mean(g) - normed mean(g normed))`, `g = dy
+    /// gamma`; adds `dy normed` and `dy` into the row sums `d_gamma` and `d_beta`.
+    fn norm_rows_backward(normed: &[f32], inv_std: &[f32], gamma: &[f32], dy: &[f32], dx: &mut [f32], d_gamma: &mut [f32], d_beta: &mut [f32]) => norm_rows_backward_portable
+}
+
+#[inline(always)]
+fn norm_rows_backward_portable(
+    normed: &[f32],
+    inv_std: &[f32],
+    gamma: &[f32],
+    dy: &[f32],
+    dx: &mut [f32],
+    d_gamma: &mut [f32],
+    d_beta: &mut [f32],
+) {
+    let width = gamma.len();
+    let scale = 1.0 / width as f32;
+    for (((normed, inv), dy), dx) in normed
+        .chunks_exact(width)
+        .zip(inv_std)
+        .zip(dy.chunks_exact(width))
+        .zip(dx.chunks_exact_mut(width))
+    {
+        let (mut sum_g, mut sum_gn) = (0.0f32, 0.0f32);
+        for ((n, d), g) in normed.iter().zip(dy).zip(gamma) {
+            sum_g += d * g;
+            sum_gn += d * g * n;
+        }
+        let (mean_g, mean_gn) = (sum_g * scale, sum_gn * scale);
+        for (((((x, n), d), g), dg), db) in dx
+            .iter_mut()
+            .zip(normed)
+            .zip(dy)
+            .zip(gamma)
+            .zip(d_gamma.iter_mut())
+            .zip(d_beta.iter_mut())
+        {
+            *x = inv * (d * g - mean_g - n * mean_gn);
+            *dg += d * n;
+            *db += d;
+        }
+    }
+}
+
+/// Layer normalisation of `x` `[members, rows, width]`: `(y, normed, inv_std)`, the last
+/// `[members, rows, 1]`.
+pub(crate) fn layer_norm_forward(
+    x: FloatTensor<Host>,
+    gamma: FloatTensor<Host>,
+    beta: FloatTensor<Host>,
+    eps: f64,
+) -> [FloatTensor<Host>; 3] {
+    let [x, gamma, beta] = [x, gamma, beta].map(in_f32);
+    let xs = x.shape();
+    let (members, rows, width) = (xs[0], xs[1], xs[2]);
+    let (xv, gv, bv) = (values(&x), values(&gamma), values(&beta));
+    // Every row of both is written.
+    let mut y = take(members * rows * width);
+    let mut normed = take(members * rows * width);
+    let mut inv_std = vec![0.0; members * rows];
+    let parts = lanes_for(members * rows * width * 4);
+    let mut jobs = Vec::new();
+    let (mut y_rest, mut n_rest, mut i_rest) = (&mut y[..], &mut normed[..], &mut inv_std[..]);
+    for m in 0..members {
+        for range in ranges(rows, parts.div_ceil(members)) {
+            let len = range.len();
+            let (y_part, y_tail) = y_rest.split_at_mut(len * width);
+            let (n_part, n_tail) = n_rest.split_at_mut(len * width);
+            let (i_part, i_tail) = i_rest.split_at_mut(len);
+            (y_rest, n_rest, i_rest) = (y_tail, n_tail, i_tail);
+            jobs.push((m, range, y_part, n_part, i_part));
+        }
+    }
+    in_lanes(jobs, parts, |group| {
+        for (m, range, y, normed, inv) in group {
+            let x_rows = &xv[(m * rows + range.start) * width..(m * rows + range.end) * width];
+            let member = m * width..(m + 1) * width;
+            norm_rows(
+                x_rows,
+                &gv[member.clone()],
+                &bv[member],
+                eps as f32,
+                y,
+                normed,
+                inv,
+            );
+        }
+    });
+    drop((xv, gv, bv));
+    [
+        tensor(y, [members, rows, width]),
+        tensor(normed, [members, rows, width]),
+        tensor(inv_std, [members, rows, 1]),
+    ]
+}
+
+/// Layer normalisation's gradients `[x, gamma, beta]` from its tape and `dy`.
+pub(crate) fn layer_norm_backward(
+    normed: FloatTensor<Host>,
+    inv_std: FloatTensor<Host>,
+    gamma: FloatTensor<Host>,
+    dy: FloatTensor<Host>,
+) -> [FloatTensor<Host>; 3] {
+    let [normed, inv_std, gamma, dy] = [normed, inv_std, gamma, dy].map(in_f32);
+    let ns = normed.shape();
+    let (members, rows, width) = (ns[0], ns[1], ns[2]);
+    let (nv, iv, gv, dyv) = (
+        values(&normed),
+        values(&inv_std),
+        values(&gamma),
+        values(&dy),
+    );
+    // Every row written.
+    let mut dx = take(members * rows * width);
+    let parts = lanes_for(members * rows * width * 4);
+    let jobs = member_rows(&mut dx, [members, rows, width], parts);
+    // Each job's own gain and shift sums, added per member below in job order.
+    let sums = in_lanes(jobs, parts, |group| {
+        group
+            .into_iter()
+            .map(|(m, range, dx)| {
+                let block = (m * rows + range.start) * width..(m * rows + range.end) * width;
+                let mut d_gamma = vec![0.0; width];
+                let mut d_beta = vec![0.0; width];
+                norm_rows_backward(
+                    &nv[block.clone()],
+                    &iv[m * rows + range.start..m * rows + range.end],
+                    &gv[m * width..(m + 1) * width],
+                    &dyv[block],
+                    dx,
+                    &mut d_gamma,
+                    &mut d_beta,
+                );
+                (m, d_gamma, d_beta)
+            })
+            .collect::<Vec<_>>()
+    });
+    let mut d_gamma = vec![0.0; members * width];
+    let mut d_beta = vec![0.0; members * width];
+    for (m, g, b) in sums.into_iter().flatten() {
+        for (total, part) in d_gamma[m * width..(m + 1) * width].iter_mut().zip(&g) {
+            *total += part;
+        }
+        for (total, part) in d_beta[m * width..(m + 1) * width].iter_mut().zip(&b) {
+            *total += part;
+        }
+    }
+    drop((nv, iv, gv, dyv));
+    // The tape and the output's gradient are done with.
+    [normed, dy].into_iter().for_each(recycle_tensor);
+    [
+        tensor(dx, [members, rows, width]),
+        tensor(d_gamma, [members, 1, width]),
+        tensor(d_beta, [members, 1, width]),
+    ]
+}

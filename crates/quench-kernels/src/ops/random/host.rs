@@ -1,0 +1,210 @@
+//! The host kernels of the random operations ([`crate::ops::random`]): draws of the
+//! counter-based streams of [`crate::threefry`] written for the vector unit, `LANES` blocks side
+//! by side, rows split over the host's cores when a draw is large.
+
+use crate::host::lanes::{host_cores, in_lanes};
+use crate::threefry::{
+    PARITY, ROTATIONS, StreamKey, cos_sin_turn, ln_unit, threefry2x32, uniforms,
+};
+
+/// Blocks per vector batch of the host kernel (two output values each).
+const LANES: usize = 16;
+/// Values below which a host draw runs on the calling thread only.
+pub(super) const THREADED_FROM: usize = 1 << 16;
+
+/// `LANES` blocks through one round with rotation `R` (a constant, so that the rotation is
+/// one vector shift pair).
+#[inline(always)]
+fn round<const R: u32>(x0: &mut [u32; LANES], x1: &mut [u32; LANES]) {
+    for i in 0..LANES {
+        x0[i] = x0[i].wrapping_add(x1[i]);
+        x1[i] = x1[i].rotate_left(R) ^ x0[i];
+    }
+}
+
+/// Four rounds then the key injection `s` of `schedule`.
+#[inline(always)]
+fn four_rounds<const A: u32, const B: u32, const C: u32, const D: u32>(
+    x0: &mut [u32; LANES],
+    x1: &mut [u32; LANES],
+    schedule: &[u32; 3],
+    s: usize,
+) {
+    round::<A>(x0, x1);
+    round::<B>(x0, x1);
+    round::<C>(x0, x1);
+    round::<D>(x0, x1);
+    let (k0, k1) = (
+        schedule[s % 3],
+        schedule[(s + 1) % 3].wrapping_add(s as u32),
+    );
+    for i in 0..LANES {
+        x0[i] = x0[i].wrapping_add(k0);
+        x1[i] = x1[i].wrapping_add(k1);
+    }
+}
+
+crate::simd_dispatch! {
+    /// Fills `out` with values `first..first + out.len()` of one member's draw. `first` is
+    /// even. AVX-512 or AVX2 where the CPU has them, with the same values ([`crate::host::simd`]).
+    pub(super) fn fill_member(key: StreamKey, draw: u64, first: usize, out: &mut [f32]) => fill_member_portable
+}
+
+/// `LANES` consecutive blocks from block `block` of the draw whose key schedule is `schedule`
+/// and second counter word `d`: the words `(x0, x1)` of each.
+#[inline(always)]
+fn blocks(schedule: &[u32; 3], d: u32, block: u32) -> ([u32; LANES], [u32; LANES]) {
+    // LANES blocks side by side: every statement below is one vector op per lane group.
+    let mut x0 = [0u32; LANES];
+    let mut x1 = [d.wrapping_add(schedule[1]); LANES];
+    for (i, x) in x0.iter_mut().enumerate() {
+        *x = block.wrapping_add(i as u32).wrapping_add(schedule[0]);
+    }
+    // ROUNDS = 20: five groups of four, the rotations cycling through ROTATIONS.
+    const R: [u32; 8] = ROTATIONS;
+    four_rounds::<{ R[0] }, { R[1] }, { R[2] }, { R[3] }>(&mut x0, &mut x1, schedule, 1);
+    four_rounds::<{ R[4] }, { R[5] }, { R[6] }, { R[7] }>(&mut x0, &mut x1, schedule, 2);
+    four_rounds::<{ R[0] }, { R[1] }, { R[2] }, { R[3] }>(&mut x0, &mut x1, schedule, 3);
+    four_rounds::<{ R[4] }, { R[5] }, { R[6] }, { R[7] }>(&mut x0, &mut x1, schedule, 4);
+    four_rounds::<{ R[0] }, { R[1] }, { R[2] }, { R[3] }>(&mut x0, &mut x1, schedule, 5);
+    (x0, x1)
+}
+
+/// Fills `out` (values `first..`, `first` even) of one draw, `LANES` blocks at a time, with
+/// `value(w0, w1)`: the two values of a block from its two words.
+#[inline(always)]
+fn fill_blocks(
+    key: StreamKey,
+    draw: u64,
+    first: usize,
+    out: &mut [f32],
+    value: impl Fn(u32, u32) -> (f32, f32),
+) {
+    let (key, d) = key.for_draw(draw);
+    let schedule = [key[0], key[1], PARITY ^ key[0] ^ key[1]];
+    let mut block = (first / 2) as u32;
+    for chunk in out.chunks_mut(2 * LANES) {
+        let (x0, x1) = blocks(&schedule, d, block);
+        let mut pairs = [0f32; 2 * LANES];
+        for i in 0..LANES {
+            (pairs[2 * i], pairs[2 * i + 1]) = value(x0[i], x1[i]);
+        }
+        chunk.copy_from_slice(&pairs[..chunk.len()]);
+        block = block.wrapping_add(LANES as u32);
+    }
+}
+
+/// The normals' host kernel, written for whichever vector width it is compiled for.
+#[inline(always)]
+pub(super) fn fill_member_portable(key: StreamKey, draw: u64, first: usize, out: &mut [f32]) {
+    fill_blocks(key, draw, first, out, |w0, w1| {
+        let (u1, u2) = uniforms(w0, w1);
+        let r = (-2.0 * ln_unit(u1)).sqrt();
+        let (c, s) = cos_sin_turn(u2);
+        (r * c, r * s)
+    });
+}
+
+/// A dropout mask's threshold and kept value: a value is `scale` where its word's top 24
+/// bits are below `below`, else 0.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Keep {
+    pub(super) below: u32,
+    pub(super) scale: f32,
+}
+
+crate::simd_dispatch! {
+    /// Fills `out` with values `first..` of one draw's mask (`Keep`). Vector code as
+    /// [`fill_member`], the same values.
+    pub(super) fn fill_mask(key: StreamKey, draw: u64, first: usize, keep: Keep, out: &mut [f32]) => fill_mask_portable
+}
+
+#[inline(always)]
+pub(super) fn fill_mask_portable(
+    key: StreamKey,
+    draw: u64,
+    first: usize,
+    keep: Keep,
+    out: &mut [f32],
+) {
+    let pick = |w: u32| if w >> 8 < keep.below { keep.scale } else { 0.0 };
+    fill_blocks(key, draw, first, out, |w0, w1| (pick(w0), pick(w1)));
+}
+
+/// Fills `out` with the first `out.len()` values of draw `draw` of the stream keyed `key`:
+/// what [`normals_host`] gives that member, for callers that fuse the noise into their own
+/// per-member loop.
+pub fn fill_normals(key: StreamKey, draw: u64, out: &mut [f32]) {
+    fill_member(key, draw, 0, out);
+}
+
+/// Fills `out` with uniforms in `[0, 1)` on 24 bits (`(w >> 8) 2^-24`) from draw `draw` of the
+/// stream keyed `key`: values `2j` and `2j + 1` are block `j`'s two words. For masks such as
+/// dropout's, where a member's values must not depend on the other members.
+pub fn fill_uniforms(key: StreamKey, draw: u64, out: &mut [f32]) {
+    const STEP: f32 = 1.0 / (1u32 << 24) as f32;
+    let (key, d) = key.for_draw(draw);
+    for (j, pair) in out.chunks_mut(2).enumerate() {
+        let words = threefry2x32(key, [j as u32, d]);
+        for (u, w) in pair.iter_mut().zip(words) {
+            *u = (w >> 8) as f32 * STEP;
+        }
+    }
+}
+
+/// Draw `draw` of each member's stream on the host: `len` standard normals per member, member
+/// after member (`[keys.len(), len]` row-major). Large draws are split over the host's cores.
+pub fn normals_host(keys: &[StreamKey], draw: u64, len: usize) -> Vec<f32> {
+    fill_rows(keys, len, |key, first, part| {
+        fill_member(key, draw, first, part)
+    })
+}
+
+/// An inverted-dropout mask of `len` values from the stream keyed `key` (its draw 0): each
+/// value independently `1 / keep` with probability `keep` (to 2^-24), else 0. Large masks
+/// are split over the host's cores; the values do not depend on the split.
+pub fn dropout_mask_host(key: StreamKey, len: usize, keep: f64) -> Vec<f32> {
+    let keep = Keep {
+        below: (keep.clamp(0.0, 1.0) * f64::from(1u32 << 24)).round() as u32,
+        scale: (1.0 / keep) as f32,
+    };
+    fill_rows(&[key], len, |key, first, part| {
+        fill_mask(key, 0, first, keep, part)
+    })
+}
+
+/// `[keys.len(), len]` row-major, filled by `fill(key, first, part)` (values `first..` of the
+/// row keyed `key`) in even-sized pieces of whole blocks, each inside one row, over the
+/// host's cores when the draw is large.
+fn fill_rows(
+    keys: &[StreamKey],
+    len: usize,
+    fill: impl Fn(StreamKey, usize, &mut [f32]) + Sync,
+) -> Vec<f32> {
+    // Every value of every row is filled below.
+    let mut out = crate::host::buffers::take(keys.len() * len);
+    if len == 0 {
+        return out;
+    }
+    let lanes = if out.len() < THREADED_FROM {
+        1
+    } else {
+        host_cores()
+    };
+    let piece = (out.len().div_ceil(lanes) + 1) & !1;
+    let mut jobs: Vec<(StreamKey, usize, &mut [f32])> = Vec::new();
+    for (key, row) in keys.iter().zip(out.chunks_mut(len)) {
+        let mut first = 0;
+        for part in row.chunks_mut(piece) {
+            let n = part.len();
+            jobs.push((*key, first, part));
+            first += n;
+        }
+    }
+    in_lanes(jobs, lanes, |group| {
+        for (key, first, part) in group {
+            fill(key, first, part);
+        }
+    });
+    out
+}

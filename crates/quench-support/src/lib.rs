@@ -1,0 +1,16 @@
+//! What every Quench crate and program shares that has nothing to do with Burn: TOML
+//! configuration loading ([`config`]), bounded reads, atomic writes and folder locks
+//! ([`files`]), memory budgets ([`budget`]), sample statistics ([`stats`]) and the aligned
+//! allocator each program chooses ([`allocator`], [`aligned_allocator!`]).
+
+pub mod allocator;
+pub mod budget;
+pub mod config;
+pub mod files;
+pub mod stats;
+
+pub use config::{ConfigError, load_toml};
+pub use stats::Stats;
+
+#[cfg(test)]
+aligned_allocator!();
