@@ -6,6 +6,8 @@
 // criterion_group! defines a public function that cannot carry a doc comment.
 #![allow(missing_docs)]
 
+quench_support::aligned_allocator!();
+
 use std::hint::black_box;
 use std::sync::Arc;
 

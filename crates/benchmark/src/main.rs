@@ -1,21 +1,16 @@
 //! The Quench benchmark: runs suites of workloads and prints claimed against measured speed-ups,
 //! with the quality metric checked beside the speed.
 
+quench_support::aligned_allocator!();
+
+mod checks;
 mod child;
-mod compare;
-mod doctor;
 mod error_line;
 mod npy;
-mod output;
+mod numbers;
 mod peers;
-mod plots;
-mod ranks;
-mod render;
 mod report;
 mod run;
-mod signals;
-mod suite;
-mod verify;
 mod workload;
 mod workloads;
 
@@ -122,7 +117,9 @@ struct SuiteArgs {
 impl SuiteArgs {
     /// The suite file.
     fn path(&self) -> PathBuf {
-        self.suite.clone().unwrap_or_else(suite::default_suite_path)
+        self.suite
+            .clone()
+            .unwrap_or_else(run::suite::default_suite_path)
     }
 }
 
@@ -267,9 +264,9 @@ impl Command {
 fn compare(a: &Path, b: &Path, agree: Option<f64>) -> anyhow::Result<()> {
     let a_report = report::Report::read(a)?;
     let b_report = report::Report::read(b)?;
-    print!("{}", compare::compare(&a_report, &b_report));
+    print!("{}", report::compare::compare(&a_report, &b_report));
     let Some(within) = agree else { return Ok(()) };
-    let found = compare::disagreements(&a_report, &b_report, within);
+    let found = report::compare::disagreements(&a_report, &b_report, within);
     if found.is_empty() {
         println!("\nagree: every variant of A ran in B within {within} of its quality");
         return Ok(());
@@ -334,7 +331,7 @@ fn run_ranked(
     }
     let precision = global.precision.check_on(selection.device)?;
     let suite_path = args.suite_args.path();
-    let output = root.then(|| output::Output::new(out)).transpose()?;
+    let output = root.then(|| run::output::Output::new(out)).transpose()?;
     if let Some(output) = &output {
         output.keep_on_interrupt()?;
     }
@@ -395,7 +392,7 @@ fn verify(global: &GlobalArgs) -> anyhow::Result<()> {
         selection.device,
         precision.asked()
     );
-    let checks = verify::verify(selection.device, &precision)?;
+    let checks = checks::verify::verify(selection.device, &precision)?;
     for check in &checks {
         println!("{check}");
     }
@@ -414,7 +411,7 @@ fn doctor(global: &GlobalArgs) -> anyhow::Result<()> {
     let selection = select_announced(global.device)?;
     print!(
         "{}",
-        doctor::doctor(&selection, DiagnosticsConfig::default())?
+        checks::doctor::doctor(&selection, DiagnosticsConfig::default())?
     );
     Ok(())
 }
@@ -434,8 +431,8 @@ fn list() {
                 .map(|c| {
                     format!(
                         "  [claimed {}-{}x]",
-                        render::significant(c.low),
-                        render::significant(c.high)
+                        crate::numbers::significant(c.low),
+                        crate::numbers::significant(c.high)
                     )
                 })
                 .unwrap_or_default();
@@ -466,7 +463,7 @@ fn run_peers(args: &PeersArgs, global: &GlobalArgs) -> anyhow::Result<()> {
     let selection = select_announced(global.device)?;
     let device = peers::peer_device(selection.device);
     let suite_path = args.suite_args.path();
-    let suite = suite::Suite::load(&suite_path)?;
+    let suite = run::suite::Suite::load(&suite_path)?;
     let python = announced_python(&args.python);
     let workloads = workloads::registry();
     let planned = run::plan(
@@ -486,10 +483,10 @@ fn run_peers(args: &PeersArgs, global: &GlobalArgs) -> anyhow::Result<()> {
                 workload.name(),
                 p.torch,
                 p.device,
-                render::seconds(p.per_iteration_s),
+                crate::numbers::seconds(p.per_iteration_s),
                 p.iteration_unit,
                 p.quality_metric,
-                render::significant(p.quality)
+                crate::numbers::significant(p.quality)
             ),
             Err(why) => println!("{}/pytorch not run: {why}", workload.name()),
         }

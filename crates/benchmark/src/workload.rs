@@ -61,9 +61,9 @@ pub enum Tolerance {
 impl fmt::Display for Tolerance {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Absolute(x) => write!(f, "{}", crate::render::significant(*x)),
-            Self::Relative(x) => write!(f, "{} %", crate::render::significant(100.0 * x)),
-            Self::AtMost(x) => write!(f, "at most {}", crate::render::significant(*x)),
+            Self::Absolute(x) => write!(f, "{}", crate::numbers::significant(*x)),
+            Self::Relative(x) => write!(f, "{} %", crate::numbers::significant(100.0 * x)),
+            Self::AtMost(x) => write!(f, "at most {}", crate::numbers::significant(*x)),
         }
     }
 }
@@ -108,7 +108,7 @@ impl QualityCaveat {
                 "batch {batch} takes {}x fewer optimiser steps than the baseline's batch \
                  {baseline_batch} in the same {epochs} epoch(s), and training ended at that \
                  limit; judge parity at the full setting",
-                crate::render::short(batch as f64 / baseline_batch as f64)
+                crate::numbers::short(batch as f64 / baseline_batch as f64)
             ))
         })
     }
@@ -147,7 +147,7 @@ impl Quality {
                     (Tolerance::AtMost(bound), _) => format!("above the bound {bound}"),
                     (tolerance, Some(base)) => format!(
                         "against the baseline's {} (tolerance {})",
-                        crate::render::significant(base.value),
+                        crate::numbers::significant(base.value),
                         tolerance
                     ),
                     (_, None) => "without a baseline".into(),
@@ -157,7 +157,7 @@ impl Quality {
                     note: Some(format!(
                         "worse: a loss of quality, {} {} {against}",
                         self.metric,
-                        crate::render::significant(self.value)
+                        crate::numbers::significant(self.value)
                     )),
                 }
             }

@@ -3,6 +3,8 @@
 //! The format is in `quench_circuit::json`; errors are one line naming the circuit and gate,
 //! with exit status 1.
 
+quench_support::aligned_allocator!();
+
 use std::process::ExitCode;
 
 use burn::backend::NdArray;

@@ -2,13 +2,7 @@
 
 use crate::error::CircuitError;
 use crate::gate::{Angle, Gate, GateKind};
-
-/// The most qubits a circuit may have: one state of 2^30 amplitudes is 4 GiB in f32.
-pub const MAX_QUBITS: usize = 30;
-
-/// The most input or weight columns a circuit may read (an angle's index is below this): far
-/// above any circuit one can simulate, and low enough that a column count never overflows.
-pub const MAX_ANGLES: usize = 1 << 24;
+use crate::limits::{MAX_ANGLES, MAX_FUSED_QUBITS, MAX_QUBITS};
 
 /// A checked circuit on `qubits` qubits, starting from `|0...0>`.
 ///
@@ -116,14 +110,13 @@ impl Circuit {
     /// (runs are at least two gates long and end at each per-sample gate). An estimate, used
     /// to refuse runs that cannot fit.
     ///
-    /// [`Mode::Fused`]: crate::Mode::Fused
-    /// [`MAX_FUSED_QUBITS`]: crate::MAX_FUSED_QUBITS
+    /// [`Mode::Fused`]: crate::simulate::Mode::Fused
     pub fn simulation_bytes(&self, batch: usize, bytes_per_value: usize) -> u128 {
         let parts = if self.is_real() { 1 } else { 2 };
         let dimension = self.dimension() as u128;
         let states = 4 * parts * (batch as u128) * dimension * bytes_per_value as u128;
         let tables = (self.qubits() + 2 * self.gates().len() + 3) as u128 * dimension * 8;
-        let fused = if self.qubits() <= crate::MAX_FUSED_QUBITS {
+        let fused = if self.qubits() <= MAX_FUSED_QUBITS {
             let per_sample = self.gates().iter().filter(|g| !g.is_shared()).count();
             let runs = (self.gates().len() / 2).min(per_sample + 1) as u128;
             runs * parts * dimension * dimension * bytes_per_value as u128

@@ -7,7 +7,7 @@ use thiserror::Error;
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum CircuitError {
     /// A qubit count outside `1..=MAX_QUBITS`.
-    #[error("qubits = {0}: must be between 1 and {max}", max = crate::circuit::MAX_QUBITS)]
+    #[error("qubits = {0}: must be between 1 and {max}", max = crate::limits::MAX_QUBITS)]
     QubitCount(usize),
     /// More qubits than the simulation can hold.
     #[error(
@@ -94,10 +94,10 @@ pub enum CircuitError {
         /// The angle given.
         value: f64,
     },
-    /// An angle index beyond [`crate::circuit::MAX_ANGLES`] (an input or weight column).
+    /// An angle index beyond [`crate::limits::MAX_ANGLES`] (an input or weight column).
     #[error(
         "gate {gate} ({name}): angle index {index} is beyond the {max} angles a circuit may read",
-        max = crate::circuit::MAX_ANGLES
+        max = crate::limits::MAX_ANGLES
     )]
     AngleIndex {
         /// Index of the gate.

@@ -32,10 +32,15 @@ pub mod circuit;
 pub mod error;
 pub mod gate;
 pub mod json;
+pub mod limits;
 pub mod reference;
 pub mod simulate;
 
 pub use circuit::Circuit;
 pub use error::CircuitError;
 pub use gate::{Angle, Gate, GateKind};
-pub use simulate::{MAX_FUSED_QUBITS, Mode, Simulator, State, fusion_pays};
+pub use limits::{MAX_ANGLES, MAX_FUSED_QUBITS, MAX_QUBITS};
+pub use simulate::{Mode, Simulator, State, fusion_pays};
+
+#[cfg(test)]
+quench_support::aligned_allocator!();

@@ -30,6 +30,7 @@ use quench_kernels::{QuenchOps, precise_matmul};
 use crate::circuit::Circuit;
 use crate::error::CircuitError;
 use crate::gate::{Angle, Gate, GateKind};
+use crate::limits::MAX_FUSED_QUBITS;
 
 /// How the simulator applies shared gates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -42,13 +43,6 @@ pub enum Mode {
     #[default]
     Fused,
 }
-
-/// The most qubits for which [`Mode::Fused`] builds `2^n x 2^n` matrices. Measured on the CPU
-/// (2 cores, guide 003's circuit with 4 layers, 2026-11-26): a fused call costs about as much
-/// as gate by gate at `2^n` rows per member, for every `n` from 6 to 10 (fused pays 1.9-5.3x
-/// above it, loses up to 100x below it), and from 9 qubits on the matrices alone take 0.2 to
-/// 1.5 s per call to build; at 8 qubits fused pays 4.3x at 1,024 rows.
-pub const MAX_FUSED_QUBITS: usize = 8;
 
 /// Whether fusing the shared runs of an `n`-qubit circuit pays in a call with
 /// `rows_per_member` rows per member: building a run's matrix costs as much as simulating the

@@ -4,8 +4,6 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
-use crate::mnist::MnistSource;
-
 /// A failure to read, validate, generate or load data.
 ///
 /// Byte offsets of IDX files count from the start of the decompressed stream, so they are the
@@ -163,8 +161,8 @@ pub enum DataError {
     /// A data directory named explicitly (argument or `QUENCH_MNIST_DIR`) lacks a file.
     #[error("{origin}: neither {file} nor {file}.gz is there")]
     MnistMissing {
-        /// Where the directory came from.
-        origin: MnistSource,
+        /// Where the directory came from, as `MnistSource` describes it.
+        origin: String,
         /// The IDX file name looked for.
         file: String,
     },

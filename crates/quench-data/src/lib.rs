@@ -58,3 +58,6 @@ pub use qrng_sources::{SourceModel, synthetic_qrng};
 pub use stand_in::{STAND_IN_SIDE, STAND_IN_TEST, STAND_IN_TRAIN, stand_in_digits};
 pub use summary::{ClassSummary, Format, Summary, summary};
 pub use synth::{SYNTH_DIM, SYNTH_TEST, SYNTH_TRAIN, Synth, SynthLabels};
+
+#[cfg(test)]
+quench_support::aligned_allocator!();

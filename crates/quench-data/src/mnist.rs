@@ -210,7 +210,7 @@ impl Mnist {
         let [images_name, labels_name] = split.files();
         let path_of = |name: &str| {
             find(dir, name).ok_or_else(|| DataError::MnistMissing {
-                origin: source.clone(),
+                origin: source.to_string(),
                 file: name.to_owned(),
             })
         };

@@ -65,3 +65,6 @@ impl From<quench_train::settings::Refusal> for HybridError {
         }
     }
 }
+
+#[cfg(test)]
+quench_support::aligned_allocator!();

@@ -38,3 +38,6 @@ pub use error::BackendError;
 pub use generator::SeededGenerator;
 pub use ops::{QuenchBackend, QuenchOps, precise_matmul};
 pub use spec::DeviceSpec;
+
+#[cfg(test)]
+quench_support::aligned_allocator!();

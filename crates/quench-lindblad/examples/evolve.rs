@@ -8,6 +8,8 @@
 //! stderr, naming the field, with exit status 1. Amplitudes beyond `control_bound` are
 //! clamped, each with a warning line on stderr (the first 20, then a count).
 
+quench_support::aligned_allocator!();
+
 use std::process::ExitCode;
 
 use burn::backend::NdArray;

@@ -107,3 +107,6 @@ pub use matrix::CMatrix;
 pub use noise::{RelaxDephaseTask, SpectralNoise, SpectralTask, SpectralTaskRanges, Spectrum};
 pub use solver::{Batch, DEFAULT_MAX_SUBSTEPS, Evolution, Method, Output, Solver};
 pub use system::System;
+
+#[cfg(test)]
+quench_support::aligned_allocator!();

@@ -9,6 +9,8 @@
 //! tasks_per_batch`, the meta-gradient is averaged with one all-reduce, every rank takes the
 //! same step, and rank 0 prints and writes. The time the all-reduce took is reported.
 
+quench_support::aligned_allocator!();
+
 use quench_device::select_announced;
 use quench_kernels::{OnDevice, QuenchBackend, run_on};
 use std::path::PathBuf;

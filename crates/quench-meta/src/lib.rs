@@ -26,3 +26,6 @@ pub use policy::{PolicyShape, load_policy, save_policy};
 pub use problem::{ControlBatch, ControlProblem, Operators};
 pub use tasks::{Features, TaskFamily, TaskStream};
 pub use train::{History, MetaRun, Validation};
+
+#[cfg(test)]
+quench_support::aligned_allocator!();

@@ -115,3 +115,6 @@ mod tests {
         assert_eq!(strings.classes(), &[1, 2, 3]);
     }
 }
+
+#[cfg(test)]
+quench_support::aligned_allocator!();

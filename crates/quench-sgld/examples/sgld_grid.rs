@@ -10,6 +10,8 @@
 //! and rank 0 gathers them, prints the table and each rank's time. Each chain gives the same
 //! result as in one process: its initialisation, batch order and noise come from its own seed.
 
+quench_support::aligned_allocator!();
+
 use quench_device::select_announced;
 use quench_kernels::{DeviceSpec, OnDevice, QuenchBackend, run_on};
 use std::path::{Path, PathBuf};

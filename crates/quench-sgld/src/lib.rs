@@ -53,3 +53,6 @@ pub use loss::{BoundedLoss, LossScale};
 pub use quench_support::stats::MeanStd;
 pub use results::{BetaSummary, ChainOutcome, GridResult};
 pub use sampler::{ChainSchedule, Noise, NoiseSource, Sgld, StepScales};
+
+#[cfg(test)]
+quench_support::aligned_allocator!();

@@ -61,3 +61,6 @@ impl From<quench_train::settings::Refusal> for TemporalError {
         }
     }
 }
+
+#[cfg(test)]
+quench_support::aligned_allocator!();

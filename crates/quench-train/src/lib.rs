@@ -23,3 +23,6 @@ pub mod optim;
 pub mod params;
 pub mod settings;
 pub mod stopping;
+
+#[cfg(test)]
+quench_support::aligned_allocator!();

@@ -1,9 +1,10 @@
-//! The report for people: `report.md` and the terminal table, and the number formats both use.
+//! The report for people: `report.md` and the terminal table.
 
 use std::fmt::Write as _;
 
 use quench_device::Precision;
 
+use crate::numbers::{seconds, short, significant};
 use crate::peers::PeerReport;
 use crate::report::{Report, RunStatus, VariantReport};
 
@@ -476,43 +477,6 @@ fn fitted(line: &str) -> String {
     clipped(line, TERMINAL_WIDTH)
 }
 
-/// A factor in at most three significant figures: `6`, `1.51`, `15`.
-pub fn short(x: f64) -> String {
-    if x >= 100.0 {
-        return format!("{x:.0}");
-    }
-    let text = format!("{x:.2}");
-    text.trim_end_matches('0').trim_end_matches('.').to_string()
-}
-
-/// A duration with a unit that keeps three significant figures readable.
-pub fn seconds(s: f64) -> String {
-    if !s.is_finite() {
-        return "-".into();
-    }
-    let a = s.abs();
-    if a >= 1.0 {
-        format!("{s:.3} s")
-    } else if a >= 1e-3 {
-        format!("{:.3} ms", s * 1e3)
-    } else {
-        format!("{:.3} us", s * 1e6)
-    }
-}
-
-/// A number with about four significant figures, in plain or scientific notation.
-pub fn significant(x: f64) -> String {
-    let a = x.abs();
-    if x == 0.0 {
-        "0".into()
-    } else if (1e-3..1e6).contains(&a) {
-        let decimals = (3 - a.log10().floor() as i32).clamp(0, 6) as usize;
-        format!("{x:.decimals$}")
-    } else {
-        format!("{x:.3e}")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -611,10 +575,6 @@ mod tests {
         assert_eq!(out.matches('y').count(), 150);
         assert_eq!(wrapped("short", "  "), "short\n");
         assert_eq!(wrapped("  [1] note", "    "), "  [1] note\n");
-        assert_eq!(short(6.0), "6");
-        assert_eq!(short(1.512), "1.51");
-        assert_eq!(short(7.2), "7.2");
-        assert_eq!(short(100.0), "100");
     }
 
     #[test]
@@ -633,15 +593,5 @@ mod tests {
         assert!(lines[2].trim_end().ends_with("5.00x"), "{}", lines[2]);
         let col = lines[0].find("per iteration").unwrap();
         assert_eq!(lines[2].find("100.000 ms"), Some(col));
-    }
-
-    #[test]
-    fn numbers_are_formatted_readably() {
-        assert_eq!(seconds(2.5), "2.500 s");
-        assert_eq!(seconds(0.0125), "12.500 ms");
-        assert_eq!(seconds(3e-6), "3.000 us");
-        assert_eq!(significant(1234.5678), "1235");
-        assert_eq!(significant(0.57), "0.5700");
-        assert_eq!(significant(1e-7), "1.000e-7");
     }
 }

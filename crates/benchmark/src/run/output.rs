@@ -56,7 +56,7 @@ impl Output {
     pub fn keep_on_interrupt(&self) -> anyhow::Result<()> {
         let (dir, latest) = (self.dir.clone(), Arc::clone(&self.latest));
         let lock = self.lock.path().to_path_buf();
-        crate::signals::on_stop(move |signal| {
+        crate::run::signals::on_stop(move |signal| {
             crate::child::stop_running();
             if let Some(report) = lock_report(&latest).as_mut() {
                 report.status = RunStatus::Interrupted;
@@ -102,7 +102,7 @@ pub fn write_report(report: &Report, dir: &Path) -> anyhow::Result<()> {
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     // The plots only draw what report.json holds: failing to draw one must not end a run.
-    if let Err(err) = crate::plots::write_plots(&report.workloads, dir) {
+    if let Err(err) = crate::report::plots::write_plots(&report.workloads, dir) {
         eprintln!("warning: plots not written: {err:#}");
     }
     Ok(())

@@ -1,6 +1,10 @@
 //! The report of a suite run: what `report.json` holds (`docs/report-schema.md`). `render`
 //! formats it for people, `plots` draws it, `output` writes it.
 
+pub mod compare;
+pub mod plots;
+pub mod render;
+
 use std::path::Path;
 
 use crate::peers::PeerReport;
@@ -190,8 +194,8 @@ impl VariantReport {
         Some(format!(
             "per {}: {} kernel launches, {} read-backs",
             self.iteration_unit,
-            crate::render::significant(launches),
-            crate::render::significant(readbacks)
+            crate::numbers::significant(launches),
+            crate::numbers::significant(readbacks)
         ))
     }
 }

@@ -9,7 +9,7 @@ use quench_device::memory::peak_memory;
 use quench_device::{DeviceError, Precision, Selection};
 use quench_kernels::{OnDevice, run_on};
 
-use crate::render::{seconds, significant};
+use crate::numbers::{seconds, significant};
 
 /// Measures the device and returns the text `doctor` prints.
 pub fn doctor(selection: &Selection, config: DiagnosticsConfig) -> anyhow::Result<String> {

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::render::{seconds, significant};
+use crate::numbers::{seconds, significant};
 use crate::report::{Report, RunStatus};
 
 /// The comparison table of `a` (the reference) and `b`.

@@ -1,5 +1,10 @@
 //! Running a suite: select the device, run every variant, compare with the baseline, report.
 
+pub mod output;
+pub mod ranks;
+pub mod signals;
+pub mod suite;
+
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -11,12 +16,11 @@ use quench_device::{Precision, Selection, TimingConfig};
 use quench_scale::World;
 
 use crate::peers::{self, Python};
-use crate::ranks;
 use crate::report::{
     FailedVariant, Report, RunStatus, SCHEMA_VERSION, UnsupportedVariant, VariantReport,
     WorkloadReport,
 };
-use crate::suite::{Suite, split_variants};
+use crate::run::suite::{Suite, split_variants};
 use crate::workload::{
     CheckedPrecision, PreparedWorkload, RunContext, RunPrecision, VariantInfo, VariantRun, Workload,
 };
