@@ -47,7 +47,7 @@ for lib in libnvrtc.so libcuda.so; do
 done
 [ -d .gpu/fashion-mnist ] && export QUENCH_MNIST_DIR=$REPO/.gpu/fashion-mnist
 export QUENCH_PYTHON=${QUENCH_PYTHON:-python3}
-# Quench keeps CubeCL's compiled kernels and autotune results in one folder (quench-device
+# Quench keeps CubeCL's compiled kernels and autotune results in one folder (quench-kernels
 # kernel_cache); the carried parts of the last call's folder go there first.
 CACHE=/tmp/quench/cubecl-cache
 mkdir -p "$CACHE"

@@ -26,11 +26,11 @@
 //!   on the bounded logistic loss, hand-derived gradients, counter-based noise and update
 //!   ([`sgld`]); each chain in one pass on the CPU backend, Burn's ops elsewhere.
 //! - [`QuenchOps::conv_patches`]: a convolution in inference (BatchNorm folded, residual,
-//!   ReLU) as one patch product, channels last ([`conv`]); the host kernel of `host_conv` on
+//!   ReLU) as one patch product, channels last ([`conv`]); the host kernel of `conv::host` on
 //!   the CPU backend, Burn's gather and matmul elsewhere.
 //! - [`QuenchOps::lstm_forward`] and [`QuenchOps::lstm_backward`] (and
 //!   [`QuenchOps::lstm_inference`], the output alone without a tape): a whole LSTM layer over its
-//!   sequence, forward and back ([`lstm`]); the host kernel of `host_lstm` on the CPU
+//!   sequence, forward and back ([`lstm`]); the host kernel of `lstm::host` on the CPU
 //!   backend in f32, the composition of [`lstm::composed_forward`] elsewhere, and under
 //!   autodiff one node whose backward pass is the inner backend's.
 //! - [`QuenchOps::dense_forward`] / [`QuenchOps::dense_backward`] (a dense layer with its
@@ -382,7 +382,7 @@ pub(crate) fn split_matmul<B: Backend>(
     B::float_add(product(lhs_high, rhs_high), corrections)
 }
 
-/// Whether the attention's host kernel takes these inputs (`host_attention::fits`).
+/// Whether the attention's host kernel takes these inputs (`attention::host::fits`).
 fn host_fits(inputs: &AttentionInputs<NdArray<f32>>) -> bool {
     let mask = inputs.mask.as_ref().map(|m| m.dims());
     let q = inputs.q.dims();

@@ -267,7 +267,7 @@ mod tests {
     fn the_host_backward_pass_gives_back_the_buffers_nothing_else_holds() {
         use crate::host::buffers::{address_of, holds, holds_length};
         let _generator = crate::SeededGenerator::acquire::<Host>(&Default::default(), 33);
-        // Weights of 40 x 8 x 16 x 16 values: large enough to be kept (host_buffers), and a
+        // Weights of 40 x 8 x 16 x 16 values: large enough to be kept (`host::buffers`), and a
         // length no other test in this crate uses.
         let weights_len = 40 * 8 * 16 * 16;
         let (inputs, d_context) = case::<Host>([40, 16, 8, 32], false);

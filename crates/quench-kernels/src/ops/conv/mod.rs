@@ -6,7 +6,7 @@
 //! The geometry ([`PatchRows`]) is computed once per layer shape on the host; the default
 //! composes Burn's `select`, `matmul` and element-wise ops (what the GPU backends run, and
 //! what autodiff differentiates), the CPU backend gathers and multiplies in one host kernel
-//! (`host_conv`).
+//! (`conv::host`).
 
 use burn::tensor::activation::relu;
 use burn::tensor::{Int, Tensor, TensorData};

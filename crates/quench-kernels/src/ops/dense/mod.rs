@@ -419,7 +419,7 @@ mod tests {
     fn the_host_backward_passes_give_back_the_buffers_nothing_else_holds() {
         use crate::host::buffers::{address_of, holds, holds_length};
         let _generator = crate::SeededGenerator::acquire::<Host>(&Default::default(), 24);
-        // Lengths large enough to be kept (host_buffers) that no other test in this crate
+        // Lengths large enough to be kept (`host::buffers`) that no other test in this crate
         // uses: x 2 x 700 x 51, the pre-activation and the norm's rows 2 x 700 x 61.
         let (x_len, out_len) = (2 * 700 * 51, 2 * 700 * 61);
         let x = random::<Host>([2, 700, 51], 1.0);
@@ -459,7 +459,7 @@ mod tests {
         let b = random::<Diff>([2, 1, 4], 0.5).require_grad();
         let loss = random::<Diff>([2, 7, 4], 1.0);
         // Not GELU: Burn's GELU backward is the derivative of its tanh approximation (about
-        // 1e-3 off the exact GELU it computes forward); ours is exact (host_math's test) and
+        // 1e-3 off the exact GELU it computes forward); ours is exact (`host::math`'s test) and
         // the same as the composition's (the host kernel's test).
         for activation in ACTIVATIONS
             .into_iter()

@@ -454,7 +454,7 @@ mod tests {
 
     #[test]
     fn the_host_backward_pass_gives_the_tapes_buffers_to_the_next_forward_one() {
-        // Gates of 2 x 64 x 8 x 4 * 48 values: large enough to be kept (host_buffers).
+        // Gates of 2 x 64 x 8 x 4 * 48 values: large enough to be kept (`host::buffers`).
         let (weights, x, loss) = case::<Host>([1, 64, 8, 3, 48], 14);
         use crate::host::buffers::address_of as address;
         let first = Host::lstm_forward(x.clone(), &weights, 2);
