@@ -8,12 +8,14 @@
 //! every workload uses live here once: [`ensemble`] (layers and MLPs), [`init`]
 //! (initialisations), [`optim`] (member-axis Adam and gradient clipping) and [`params`]
 //! (gradients, norms and masks per member), [`amp`] (mixed-precision steps and loss scaling),
-//! [`classify`] (classification loss and dropout), [`host_mlp`] (member MLPs in host memory
+//! [`classify`] (classification loss and dropout), [`binary`] (binary classification by SGD,
+//! the loader workload's model), [`host_mlp`] (member MLPs in host memory
 //! with hand-derived gradients), [`epochs`] (the epoch loop over seed-batched members) and
 //! [`stopping`] (its early stopping with best weights), [`settings`]
 //! (range checks of settings).
 
 pub mod amp;
+pub mod binary;
 pub mod classify;
 pub mod ensemble;
 pub mod epochs;

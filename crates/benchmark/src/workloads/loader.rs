@@ -24,9 +24,7 @@ use crate::workload::{
     VariantOutcome, claimed,
 };
 
-mod binary;
-
-use binary::{accuracy, sgd_epoch};
+use quench_train::binary::{accuracy, sgd_epoch};
 
 /// The `loader` workload.
 pub struct LoaderWorkload;

@@ -1,6 +1,6 @@
-//! Binary classification by plain SGD with an MLP whose output is one logit: the model of the
-//! `loader` workload (guide 002's 784-500-1 network on two MNIST classes), trained one epoch at
-//! a time from the loader's batches.
+//! Binary classification by plain SGD with member MLPs whose output is one logit: the model of
+//! the benchmark's `loader` workload (guide 002's 784-500-1 network on two MNIST classes),
+//! trained one epoch at a time from quench-data's loader batches.
 
 use burn::tensor::activation::sigmoid;
 use burn::tensor::{Int, Tensor};
@@ -9,9 +9,9 @@ use quench_kernels::reductions::Reduce;
 use quench_kernels::views::ReshapeTo;
 use quench_kernels::{QuenchBackend, QuenchOps};
 
-use quench_train::amp::MixedPrecision;
-use quench_train::ensemble::EnsembleMlp;
-use quench_train::params::require_grad;
+use crate::amp::MixedPrecision;
+use crate::ensemble::EnsembleMlp;
+use crate::params::require_grad;
 
 /// Mean binary cross-entropy of logits `[members, batch, 1]` against labels 0/1 of the same
 /// shape, in the form that stays finite for large logits.
