@@ -259,6 +259,77 @@ fn a_lock_file_naming_a_live_process_that_holds_no_lock_is_taken_over() {
 }
 
 #[test]
+fn sizes_beyond_memory_and_counts_beyond_the_limit_are_refused_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = |text: &str| std::fs::write(dir.path().join("suite.toml"), text).unwrap();
+    let first = "[workloads.qrng-distinguish]\n\
+                 data = { source = \"synthetic\", synthetic_lines = 40 }\n\n";
+    // Each of these aborted the process (exit 134) with the report left `running`.
+    suite(first);
+    refused(
+        &common::run_suite(dir.path(), &["--repeats", "4294967296"]),
+        &["--repeats = 4294967296", "at most 1000000"],
+    );
+    suite(&format!(
+        "[timing]\nwarmup = 0\nrepeats = 4294967296\n\n{first}"
+    ));
+    refused(
+        &run_suite(dir.path()),
+        &["suite.toml: [timing] repeats = 4294967296"],
+    );
+    // 2^40 MiB and 2^40 products of 1024 x 1024: beyond any host's memory or address space.
+    suite(&format!(
+        "{first}[workloads.device]\ncopy_mib = 1099511627776\n"
+    ));
+    refused(
+        &run_suite(dir.path()),
+        &["device", "copy_mib = 1099511627776", "host memory"],
+    );
+    suite(&format!(
+        "{first}[workloads.device]\nmatmul_batches = [1, 1, 1, 1099511627776]\n"
+    ));
+    refused(
+        &run_suite(dir.path()),
+        &[
+            "matmul_batches[3] = 1099511627776 (n = 1024)",
+            "host memory",
+        ],
+    );
+    suite(&format!(
+        "{first}[workloads.lindblad-meta]\ntasks_per_batch = 100000000\n"
+    ));
+    refused(
+        &run_suite(dir.path()),
+        &[
+            "lindblad-meta",
+            "tasks_per_batch",
+            "100000000",
+            "host memory",
+        ],
+    );
+    std::fs::write(
+        dir.path().join("grid.toml"),
+        "betas = [0.0, 1.0]\nepochs = [1, 1]\na0 = [0.1, 0.1]\nhidden = 1000000000000\n",
+    )
+    .unwrap();
+    suite(&format!(
+        "{first}[workloads.sgld]\nconfig = \"grid.toml\"\n"
+    ));
+    refused(
+        &run_suite(dir.path()),
+        &[
+            "grid.toml",
+            "repetitions, hidden, synth.train",
+            "host memory",
+        ],
+    );
+    assert!(
+        !dir.path().join("out").join("report.json").exists(),
+        "refused before the first workload ran"
+    );
+}
+
+#[test]
 fn a_suite_with_nothing_to_run_is_an_error_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(

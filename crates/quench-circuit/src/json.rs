@@ -57,75 +57,6 @@ pub enum JsonError {
     },
 }
 
-/// A JSON value whose objects refuse a key given twice: `serde_json::Value` keeps the last
-/// one silently, so `{"qubits": 2, "qubits": 3}` would simulate on 3 qubits without a word.
-struct Strict(Value);
-
-impl<'de> serde::Deserialize<'de> for Strict {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(StrictVisitor)
-    }
-}
-
-struct StrictVisitor;
-
-impl<'de> serde::de::Visitor<'de> for StrictVisitor {
-    type Value = Strict;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_unit<E>(self) -> Result<Strict, E> {
-        Ok(Strict(Value::Null))
-    }
-
-    fn visit_bool<E>(self, v: bool) -> Result<Strict, E> {
-        Ok(Strict(Value::Bool(v)))
-    }
-
-    fn visit_i64<E>(self, v: i64) -> Result<Strict, E> {
-        Ok(Strict(Value::from(v)))
-    }
-
-    fn visit_u64<E>(self, v: u64) -> Result<Strict, E> {
-        Ok(Strict(Value::from(v)))
-    }
-
-    fn visit_f64<E>(self, v: f64) -> Result<Strict, E> {
-        // JSON numbers are finite, so `from` never maps one to null here.
-        Ok(Strict(Value::from(v)))
-    }
-
-    fn visit_str<E>(self, v: &str) -> Result<Strict, E> {
-        Ok(Strict(Value::from(v)))
-    }
-
-    fn visit_string<E>(self, v: String) -> Result<Strict, E> {
-        Ok(Strict(Value::String(v)))
-    }
-
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Strict, A::Error> {
-        let mut items = Vec::new();
-        while let Some(Strict(item)) = seq.next_element()? {
-            items.push(item);
-        }
-        Ok(Strict(Value::Array(items)))
-    }
-
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Strict, A::Error> {
-        let mut fields = serde_json::Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            if fields.contains_key(&key) {
-                return Err(serde::de::Error::custom(format!("key {key:?} given twice")));
-            }
-            let Strict(value) = map.next_value()?;
-            fields.insert(key, value);
-        }
-        Ok(Strict(Value::Object(fields)))
-    }
-}
-
 /// A parsed document: the qubit count and each circuit's gates, angles fixed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Document {
@@ -140,8 +71,8 @@ impl Document {
     pub fn parse(text: &str) -> Result<Self, JsonError> {
         // Editors on Windows write UTF-8 with a byte-order mark; JSON has none.
         let text = text.strip_prefix('\u{FEFF}').unwrap_or(text);
-        let Strict(value) =
-            serde_json::from_str(text).map_err(|e| JsonError::Syntax(e.to_string()))?;
+        let value = quench_support::json::parse_strict(text)
+            .map_err(|e| JsonError::Syntax(e.to_string()))?;
         let Some(fields) = value.as_object() else {
             return Err(JsonError::Document {
                 field: "document",

@@ -49,6 +49,17 @@ pub enum DeviceError {
     /// A measurement was asked for with no repeats.
     #[error("a measurement needs at least one repeat")]
     NoRepeats,
+    /// A measurement was asked for with more warm-up runs or repeats than
+    /// [`crate::timing::MAX_RUNS`].
+    #[error("{setting} = {value}: at most {max} runs of one measurement")]
+    TooManyRuns {
+        /// Where the count came from (`--repeats`, `[timing] repeats`, ...).
+        setting: String,
+        /// The count asked for.
+        value: usize,
+        /// The most allowed.
+        max: usize,
+    },
 }
 
 /// The text of a caught panic's payload (`panic!` with a literal or a formatted message), or

@@ -28,6 +28,33 @@ impl Default for TimingConfig {
     }
 }
 
+/// The most warm-up runs, and the most timed repeats, of one measurement: far above any useful
+/// count (the quick suite times 5), and low enough that the samples' buffer stays small (8 MB).
+pub const MAX_RUNS: usize = 1_000_000;
+
+impl TimingConfig {
+    /// Refuses no timed repeat, and warm-up runs or repeats above [`MAX_RUNS`], naming where
+    /// each value came from: `repeats_from` and `warmup_from` (`--repeats`, `[timing] repeats`).
+    ///
+    /// # Errors
+    /// [`DeviceError::NoRepeats`] or [`DeviceError::TooManyRuns`].
+    pub fn check(&self, repeats_from: &str, warmup_from: &str) -> Result<(), DeviceError> {
+        if self.repeats == 0 {
+            return Err(DeviceError::NoRepeats);
+        }
+        for (value, setting) in [(self.repeats, repeats_from), (self.warmup, warmup_from)] {
+            if value > MAX_RUNS {
+                return Err(DeviceError::TooManyRuns {
+                    setting: setting.to_string(),
+                    value,
+                    max: MAX_RUNS,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Wall-clock statistics of the timed repeats, in seconds, and the last run's output.
 #[derive(Debug, Clone)]
 pub struct Measurement<T> {
@@ -46,9 +73,7 @@ pub fn measure<T>(
     mut sync: impl FnMut() -> Result<(), DeviceError>,
     mut work: impl FnMut() -> T,
 ) -> Result<Measurement<T>, DeviceError> {
-    if config.repeats == 0 {
-        return Err(DeviceError::NoRepeats);
-    }
+    config.check("repeats", "warmup")?;
     for _ in 0..config.warmup {
         work();
     }
@@ -135,6 +160,41 @@ mod tests {
             || (),
         );
         assert!(matches!(failing, Err(DeviceError::Sync(_))));
+    }
+
+    #[test]
+    fn refuses_counts_that_would_not_fit_naming_where_they_came_from() {
+        let many = TimingConfig {
+            warmup: 0,
+            repeats: 4_294_967_296,
+        };
+        let err = many.check("--repeats", "[timing] warmup").unwrap_err();
+        assert!(matches!(err, DeviceError::TooManyRuns { .. }));
+        assert_eq!(
+            err.to_string(),
+            "--repeats = 4294967296: at most 1000000 runs of one measurement"
+        );
+        // measure refuses before it allocates the samples' buffer or runs anything.
+        let mut ran = false;
+        assert!(measure(many, || Ok(()), || ran = true).is_err());
+        assert!(!ran);
+        let warm = TimingConfig {
+            warmup: MAX_RUNS + 1,
+            repeats: 1,
+        };
+        let err = warm
+            .check("--repeats", "suite.toml: [timing] warmup")
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("suite.toml: [timing] warmup = 1000001"),
+            "{err}"
+        );
+        let most = TimingConfig {
+            warmup: MAX_RUNS,
+            repeats: MAX_RUNS,
+        };
+        assert!(most.check("r", "w").is_ok());
     }
 
     #[test]

@@ -418,13 +418,18 @@ fn tasks(value: &Value, controls: usize, jumps: usize) -> Result<Vec<JobTask>, L
             }
             let amplitudes_path = child(&path, "amplitudes");
             let rows = list(required(object, &path, "amplitudes")?, &amplitudes_path)?;
+            if rows.is_empty() {
+                return Err(LindbladError::input(
+                    amplitudes_path,
+                    "no segments: a task needs at least one row of amplitudes (one per segment)",
+                ));
+            }
             let expected = *segments.get_or_insert(rows.len());
-            if rows.is_empty() || rows.len() != expected {
+            if rows.len() != expected {
                 return Err(LindbladError::input(
                     amplitudes_path,
                     format!(
-                        "expected {} segments (as tasks[0]), found {}",
-                        expected.max(1),
+                        "expected {expected} segments (as tasks[0]), found {}",
                         rows.len()
                     ),
                 ));
@@ -449,7 +454,10 @@ fn tasks(value: &Value, controls: usize, jumps: usize) -> Result<Vec<JobTask>, L
 impl Job {
     /// Reads and validates a document; the error names the offending field.
     pub fn from_json(text: &str) -> Result<Self, LindbladError> {
-        let document: Value = serde_json::from_str(text).map_err(|e| json_error(text, &e))?;
+        // A key given twice (`"dim": 2, "dim": 3`) is refused: serde_json's `Value` keeps the
+        // last one without a word.
+        let document =
+            quench_support::json::parse_strict(text).map_err(|e| json_error(text, &e))?;
         let object = document.as_object().ok_or_else(|| {
             LindbladError::input(
                 "(document)",
@@ -739,6 +747,27 @@ mod tests {
         let err = run(euler.to_string());
         assert!(
             err.contains("negative eigenvalue") && err.contains("smaller dt"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_key_given_twice_and_a_task_without_segments_are_named() {
+        let twice = VALID.replacen(r#""dim": 2,"#, r#""dim": 2, "dim": 3,"#, 1);
+        let err = error_of(&twice);
+        assert!(err.contains(r#"key "dim" given twice"#), "{err}");
+        let mut empty: Value = serde_json::from_str(VALID).unwrap();
+        empty["tasks"][0]["amplitudes"] = serde_json::json!([]);
+        let err = error_of(&empty.to_string());
+        assert!(
+            err.starts_with("tasks[0].amplitudes: no segments: a task needs at least one row"),
+            "{err}"
+        );
+        let mut uneven: Value = serde_json::from_str(VALID).unwrap();
+        uneven["tasks"][1]["amplitudes"] = serde_json::json!([[0.0]]);
+        let err = error_of(&uneven.to_string());
+        assert!(
+            err.starts_with("tasks[1].amplitudes: expected 2 segments (as tasks[0]), found 1"),
             "{err}"
         );
     }

@@ -119,7 +119,55 @@ impl Validate for MetaConfig {
                 "must be a finite number, 0 or above",
             ));
         }
-        Ok(())
+        quench_support::budget::check_fits(|| "this configuration".into(), self.memory_estimate())
+            .map_err(|too_large| {
+                MetaError::config(
+                    "tasks_per_batch, val_tasks, policy.hidden, policy.segments",
+                    format!(
+                        "{}, {}, {:?}, {}",
+                        self.tasks_per_batch,
+                        self.val_tasks,
+                        self.policy.hidden,
+                        self.policy.segments
+                    ),
+                    too_large,
+                )
+            })
+    }
+}
+
+/// An upper bound of a task vector's axes (the families have 3), for the policy's first layer
+/// in [`MetaConfig::memory_estimate`].
+const TASK_AXES_BOUND: u128 = 8;
+
+impl MetaConfig {
+    /// About the most bytes a run of this configuration holds at once, in f32: the policy's
+    /// parameters with their gradients and Adam's two moments; per training task the adapted
+    /// copy, its gradient and the host kernel's trace (four copies), and the generators of
+    /// every segment (`segments x (d^2)^2`) with the solver's Taylor terms and states (four
+    /// more); per validation task one adapted copy and the generators. Saturates rather than
+    /// overflowing, so that absurd settings give an absurd estimate, not a small one.
+    pub fn memory_estimate(&self) -> u128 {
+        let widths: Vec<u128> = std::iter::once(TASK_AXES_BOUND)
+            .chain(self.policy.hidden.iter().map(|&w| w as u128))
+            .chain(std::iter::once(
+                (self.policy.segments as u128).saturating_mul(self.policy.controls as u128),
+            ))
+            .collect();
+        let params = widths.windows(2).fold(0u128, |sum, w| {
+            sum.saturating_add(w[0].saturating_add(1).saturating_mul(w[1]))
+        });
+        let n = (self.system.system().dim() as u128).pow(2);
+        let generators = (self.policy.segments as u128).saturating_mul(n * n);
+        let per_task = params
+            .saturating_mul(4)
+            .saturating_add(generators.saturating_mul(4));
+        let per_val_task = params.saturating_add(generators);
+        let floats = params
+            .saturating_mul(4)
+            .saturating_add(per_task.saturating_mul(self.tasks_per_batch as u128))
+            .saturating_add(per_val_task.saturating_mul(self.val_tasks as u128));
+        floats.saturating_mul(4)
     }
 }
 
@@ -248,6 +296,42 @@ mod tests {
         );
         let small: MetaConfig = quench_support::load_toml(&dir.join("test.toml")).unwrap();
         assert!(small.iterations <= 50);
+    }
+
+    #[test]
+    fn sizes_beyond_any_hosts_memory_are_refused_before_any_work() {
+        // The original's configuration holds about 100 MB at once.
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/lindblad");
+        let original: MetaConfig = quench_support::load_toml(&dir.join("original.toml")).unwrap();
+        assert!(
+            original.memory_estimate() < 1 << 30,
+            "{}",
+            original.memory_estimate()
+        );
+        assert!(original.validate().is_ok());
+        // Each of these aborted the process in allocation (the repro of segments was
+        // 1e6, about 100 GB; here larger, so that no host's memory holds any of them).
+        for change in [
+            (|c: &mut MetaConfig| c.tasks_per_batch = 100_000_000) as fn(&mut MetaConfig),
+            |c| c.val_tasks = 100_000_000,
+            |c| c.policy.hidden = vec![1_000_000_000],
+            |c| c.policy.segments = 100_000_000,
+            |c| c.policy.hidden = vec![usize::MAX, usize::MAX],
+        ] {
+            let mut config = MetaConfig::default();
+            change(&mut config);
+            assert!(
+                config.memory_estimate() > 1 << 42,
+                "{}",
+                config.memory_estimate()
+            );
+            let err = config.validate().unwrap_err().to_string();
+            assert!(
+                err.contains("tasks_per_batch, val_tasks, policy.hidden"),
+                "{err}"
+            );
+            assert!(err.contains("in host memory"), "{err}");
+        }
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use quench_data::{SYNTH_TEST, SYNTH_TRAIN};
+use quench_data::{SYNTH_DIM, SYNTH_TEST, SYNTH_TRAIN};
 use quench_support::load_toml;
 use quench_train::settings::{Valid, Validate};
 use serde::{Deserialize, Serialize};
@@ -33,6 +33,9 @@ pub struct SynthConfig {
     /// can be learnt.
     pub random_labels: bool,
 }
+
+/// Pixels of an MNIST image, the inputs of an MNIST grid's networks.
+const MNIST_PIXELS: usize = 28 * 28;
 
 impl Default for SynthConfig {
     fn default() -> Self {
@@ -233,7 +236,52 @@ impl GridConfig {
                 "the normalisation needs a finite mean and a finite std > 0",
             );
         }
+        if let Err(too_large) =
+            quench_support::budget::check_fits(|| "this grid".into(), self.memory_estimate())
+        {
+            return bad(
+                "repetitions, hidden, synth.train",
+                format!(
+                    "{}, {}, {} ({} chains)",
+                    self.repetitions,
+                    self.hidden,
+                    self.synth.train,
+                    self.chains()
+                ),
+                &too_large.to_string(),
+            );
+        }
         Ok(())
+    }
+
+    /// About the most bytes the grid holds at once, in f32: every chain's network
+    /// (`inputs x hidden + 2 hidden + 1` values) four times over (its parameters, their
+    /// gradient, the step's noise and the update), and the synthetic data set's features on
+    /// the host and on the device. MNIST's samples are bounded by its files, read with a
+    /// limit of their own. Saturates rather than overflowing.
+    pub fn memory_estimate(&self) -> u128 {
+        let inputs = match self.dataset {
+            DatasetKind::Synth => SYNTH_DIM,
+            DatasetKind::Mnist => MNIST_PIXELS,
+        } as u128;
+        let hidden = self.hidden as u128;
+        let network = inputs
+            .saturating_mul(hidden)
+            .saturating_add(hidden.saturating_mul(2))
+            .saturating_add(1);
+        let chains = (self.betas.len() as u128).saturating_mul(self.repetitions as u128);
+        let data = match self.dataset {
+            DatasetKind::Synth => (self.synth.train as u128)
+                .saturating_add(self.synth.test as u128)
+                .saturating_mul(inputs + 1)
+                .saturating_mul(2),
+            DatasetKind::Mnist => 0,
+        };
+        chains
+            .saturating_mul(network)
+            .saturating_mul(4)
+            .saturating_add(data)
+            .saturating_mul(4)
     }
 
     /// The largest epoch count: epochs of the batched program.
@@ -246,9 +294,9 @@ impl GridConfig {
         self.epochs.iter().map(|&e| e as u64).sum::<u64>() * self.repetitions as u64
     }
 
-    /// Chains in the grid.
+    /// Chains in the grid (saturating: a count beyond `usize` is refused by [`Self::check`]).
     pub fn chains(&self) -> usize {
-        self.betas.len() * self.repetitions
+        self.betas.len().saturating_mul(self.repetitions)
     }
 }
 
@@ -299,5 +347,46 @@ mod tests {
         assert_eq!(field_of(&with(|c| c.l_max = f64::NAN)), "l_max");
         let message = with(|c| c.repetitions = 0).check("grid.toml").unwrap_err();
         assert!(message.to_string().contains("grid.toml"), "{message}");
+    }
+
+    #[test]
+    fn grids_beyond_any_hosts_memory_are_refused_before_any_work() {
+        // The full grid: 240 chains of 3,001 values and 150 samples, about 12 MB.
+        let full = GridConfig::default();
+        assert!(
+            full.memory_estimate() < 1 << 24,
+            "{}",
+            full.memory_estimate()
+        );
+        // Each of these aborted the process in allocation; here large enough that no host's
+        // memory holds any of them (the hidden = 1e9 is about 23 TB with the full grid).
+        let base = GridConfig::default();
+        for config in [
+            GridConfig {
+                hidden: 1_000_000_000,
+                ..base.clone()
+            },
+            GridConfig {
+                repetitions: 1_000_000_000,
+                ..base.clone()
+            },
+            GridConfig {
+                synth: SynthConfig {
+                    train: 1 << 60,
+                    ..SynthConfig::default()
+                },
+                ..base.clone()
+            },
+        ] {
+            assert!(
+                config.memory_estimate() > 1 << 42,
+                "{}",
+                config.memory_estimate()
+            );
+            let err = config.check("grid.toml").unwrap_err().to_string();
+            assert!(err.contains("grid.toml"), "{err}");
+            assert!(err.contains("repetitions, hidden, synth.train"), "{err}");
+            assert!(err.contains("in host memory"), "{err}");
+        }
     }
 }

@@ -1,12 +1,13 @@
 //! What every Quench crate and program shares that has nothing to do with Burn: TOML
-//! configuration loading ([`config`]), bounded reads, atomic writes and folder locks
-//! ([`files`]), memory budgets ([`budget`]), sample statistics ([`stats`]) and the aligned
+//! configuration loading ([`config`]), JSON documents that refuse a key given twice
+//! ([`json`]), bounded reads, atomic writes and folder locks ([`files`]), memory budgets ([`budget`]), sample statistics ([`stats`]) and the aligned
 //! allocator each program chooses ([`allocator`], [`aligned_allocator!`]).
 
 pub mod allocator;
 pub mod budget;
 pub mod config;
 pub mod files;
+pub mod json;
 pub mod stats;
 
 pub use config::{ConfigError, load_toml};

@@ -70,9 +70,13 @@ pub fn run_suite(
         repeats: request.repeats.unwrap_or(suite.timing.repeats),
         ..suite.timing
     };
-    if timing.repeats == 0 {
-        anyhow::bail!("repeats must be at least 1");
-    }
+    let repeats_from = if request.repeats.is_some() {
+        "--repeats".to_string()
+    } else {
+        format!("{}: [timing] repeats", request.suite_path.display())
+    };
+    let warmup_from = format!("{}: [timing] warmup", request.suite_path.display());
+    timing.check(&repeats_from, &warmup_from)?;
     let ctx = RunContext {
         device: request.selection.device,
         precision: request.precision.clone(),

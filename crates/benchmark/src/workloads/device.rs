@@ -7,6 +7,7 @@ use quench_device::diagnostics::{
 };
 use quench_kernels::QuenchBackend;
 use quench_support::Stats;
+use quench_support::budget::check_fits;
 use serde::Deserialize;
 
 use crate::workload::{
@@ -24,7 +25,7 @@ pub struct Params {
     tiny_ops: usize,
     /// Buffer size of the copies, MiB.
     copy_mib: usize,
-    /// Batch of each matmul variant, for n = 4, 32, 256 and 1024.
+    /// Batch of each matmul variant, for n = 4, 32, 256 and 1024 ([`MATMUL_SIZES`]).
     matmul_batches: [usize; 4],
 }
 
@@ -38,6 +39,9 @@ impl Default for Params {
     }
 }
 
+/// The sizes `n` of the matmul variants' `n x n` products, in `matmul_batches`' order.
+const MATMUL_SIZES: [usize; 4] = [4, 32, 256, 1_024];
+
 /// What one variant measures.
 #[derive(Debug, Clone, Copy)]
 pub enum Measure {
@@ -45,8 +49,9 @@ pub enum Measure {
     TinyOp,
     /// One tiny operation read back.
     RoundTrip,
-    /// Batched `n x n` products; the batch is `matmul_batches[index]`.
-    Matmul { n: usize, index: usize },
+    /// Batched `n x n` products, `n = MATMUL_SIZES[index]`; the batch is
+    /// `matmul_batches[index]`.
+    Matmul { index: usize },
     /// One copy of the buffer.
     Copy(CopyDirection),
 }
@@ -80,22 +85,22 @@ const VARIANTS: [Variant<Measure>; 9] = [
     figure(
         "matmul-4",
         "batched 4x4 matrix products",
-        Measure::Matmul { n: 4, index: 0 },
+        Measure::Matmul { index: 0 },
     ),
     figure(
         "matmul-32",
         "batched 32x32 matrix products",
-        Measure::Matmul { n: 32, index: 1 },
+        Measure::Matmul { index: 1 },
     ),
     figure(
         "matmul-256",
         "batched 256x256 matrix products",
-        Measure::Matmul { n: 256, index: 2 },
+        Measure::Matmul { index: 2 },
     ),
     figure(
         "matmul-1024",
         "one 1024x1024 matrix product",
-        Measure::Matmul { n: 1_024, index: 3 },
+        Measure::Matmul { index: 3 },
     ),
     figure(
         "copy-h2d",
@@ -126,8 +131,23 @@ impl TableWorkload for DeviceFigures {
         &VARIANTS
     }
 
-    /// Nothing to load: the figures measure the device alone.
+    /// Nothing to load: the figures measure the device alone. Refuses sizes whose buffers
+    /// cannot fit in host memory (every buffer starts on the host), naming the setting.
     fn prepare(&self, params: Params) -> anyhow::Result<Params> {
+        // The copies hold about five buffers of the size at once: the host values, the copy
+        // sent, the device's tensor, the values read back and the device-to-device product.
+        check_fits(
+            || format!("[workloads.device] copy_mib = {}", params.copy_mib),
+            (params.copy_mib as u128).saturating_mul(5 << 20),
+        )?;
+        // A product's operands, its output and the one before it, and their values read back
+        // for the sampled error: about eight `batch x n x n` f32 tensors.
+        for (index, (&batch, n)) in params.matmul_batches.iter().zip(MATMUL_SIZES).enumerate() {
+            check_fits(
+                || format!("[workloads.device] matmul_batches[{index}] = {batch} (n = {n})"),
+                (batch as u128).saturating_mul(8 * 4 * (n * n) as u128),
+            )?;
+        }
         Ok(params)
     }
 
@@ -149,7 +169,8 @@ impl TableWorkload for DeviceFigures {
                 };
                 Ok(outcome(stats.scaled(1e-6), "op", 1.0, "ops/s", None))
             }
-            Measure::Matmul { n, index } => {
+            Measure::Matmul { index } => {
+                let n = MATMUL_SIZES[index];
                 let shape = MatmulShape {
                     batch: params.matmul_batches[index].max(1),
                     n,
