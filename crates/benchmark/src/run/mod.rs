@@ -76,7 +76,11 @@ pub fn run_suite(
         format!("{}: [timing] repeats", request.suite_path.display())
     };
     let warmup_from = format!("{}: [timing] warmup", request.suite_path.display());
-    timing.check(&repeats_from, &warmup_from)?;
+    // A setting out of range, not a device that failed: exit 1 with the message, not the
+    // device's exit status that a `DeviceError` gets.
+    timing
+        .check(&repeats_from, &warmup_from)
+        .map_err(|refused| anyhow::anyhow!("{refused}"))?;
     let ctx = RunContext {
         device: request.selection.device,
         precision: request.precision.clone(),
