@@ -39,7 +39,7 @@ fn circuit(c: &mut Criterion) {
                     let state = forward
                         .run(batch, Some(x.clone()), Some(w.clone()))
                         .expect("shapes match");
-                    black_box(forward.z_expectations(&state).into_data())
+                    black_box(forward.z_expectations(&state).unwrap().into_data())
                 })
             });
             group.bench_with_input(
@@ -52,7 +52,11 @@ fn circuit(c: &mut Criterion) {
                         let state = training
                             .run(batch, Some(xd.clone()), Some(wd.clone()))
                             .expect("shapes match");
-                        let grads = training.z_expectations(&state).sum_all().backward();
+                        let grads = training
+                            .z_expectations(&state)
+                            .unwrap()
+                            .sum_all()
+                            .backward();
                         let gx = xd.grad(&grads).map(|g| g.into_data());
                         black_box((gx, wd.grad(&grads).map(|g| g.into_data())))
                     })

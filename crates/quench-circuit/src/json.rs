@@ -187,6 +187,10 @@ impl Document {
                 })?;
             let values: Vec<f64> = simulator
                 .z_expectations(&state)
+                .map_err(|source| JsonError::Circuit {
+                    circuit: first,
+                    source,
+                })?
                 .into_data()
                 .convert::<f64>()
                 .to_vec()

@@ -22,7 +22,7 @@
 //! let bell = Circuit::new(2, vec![Gate::new(GateKind::H, &[0]), Gate::new(GateKind::Cnot, &[0, 1])])?;
 //! let simulator = Simulator::<B>::new(bell, Mode::Fused, &device);
 //! let state = simulator.run(1, None, None)?;
-//! let z: Vec<f32> = simulator.z_expectations(&state).into_data().to_vec().unwrap();
+//! let z: Vec<f32> = simulator.z_expectations(&state)?.into_data().to_vec().unwrap();
 //! let zz: Vec<f32> = simulator.zz_expectations(&state, &[(0, 1)])?.into_data().to_vec().unwrap();
 //! assert!(z.iter().all(|v| v.abs() < 1e-6) && (zz[0] - 1.0).abs() < 1e-6);
 //! # Ok::<(), quench_circuit::CircuitError>(())

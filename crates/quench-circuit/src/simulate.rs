@@ -329,10 +329,43 @@ impl<B: QuenchOps> Simulator<B> {
         Ok(apply_plan(state, plan, self.circuit.qubits(), &angles))
     }
 
+    /// Refuses a state that is not this simulator's: amplitudes `[batch, 2^qubits]` of
+    /// another width (another simulator's, or a tensor made by hand), or imaginary parts of
+    /// another shape than the real ones.
+    fn check_state(&self, state: &State<B>) -> Result<(), CircuitError> {
+        let dims = state.re.dims();
+        let expected = || {
+            format!(
+                "[batch, {}] (2^{} qubits)",
+                self.circuit.dimension(),
+                self.circuit.qubits()
+            )
+        };
+        if dims[1] != self.circuit.dimension() {
+            return Err(CircuitError::Shape {
+                name: "state.re",
+                expected: expected(),
+                found: dims.to_vec(),
+            });
+        }
+        match &state.im {
+            Some(im) if im.dims() != dims => Err(CircuitError::Shape {
+                name: "state.im",
+                expected: format!("{dims:?}, the real parts' shape"),
+                found: im.dims().to_vec(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// `<Z_i>` of `state` for every qubit, `[batch, qubits]`.
-    pub fn z_expectations(&self, state: &State<B>) -> Tensor<B, 2> {
+    ///
+    /// # Errors
+    /// [`CircuitError::Shape`] for a state that is not this simulator's.
+    pub fn z_expectations(&self, state: &State<B>) -> Result<Tensor<B, 2>, CircuitError> {
+        self.check_state(state)?;
         let probabilities = state.probabilities();
-        match &self.z_signs {
+        Ok(match &self.z_signs {
             Some(signs) => precise_matmul(probabilities, signs.clone()),
             None => {
                 let qubits = self.circuit.qubits();
@@ -351,16 +384,17 @@ impl<B: QuenchOps> Simulator<B> {
                     .collect();
                 Tensor::cat(per_wire, 1)
             }
-        }
+        })
     }
 
     /// `<Z_i Z_j>` of `state` for every pair `(i, j)` of `pairs`, `[batch, pairs]`; refuses a
-    /// wire out of range.
+    /// wire out of range and a state that is not this simulator's.
     pub fn zz_expectations(
         &self,
         state: &State<B>,
         pairs: &[(usize, usize)],
     ) -> Result<Tensor<B, 2>, CircuitError> {
+        self.check_state(state)?;
         let qubits = self.circuit.qubits();
         let dim = self.circuit.dimension();
         let mut signs = Vec::with_capacity(dim * pairs.len());

@@ -113,12 +113,10 @@ impl<B: QuenchOps> HybridModel<B> {
         let x = angles.reshape_to([rows, qubits]);
         let w: Tensor<B, 2> = weights.reshape_to([members, self.circuit.weights()]);
         let z = match &self.simulator {
-            Some(simulator) => {
-                let state = simulator
-                    .run(rows, Some(x), Some(w))
-                    .unwrap_or_else(|e| unreachable!("shapes fixed by the model: {e}"));
-                simulator.z_expectations(&state)
-            }
+            Some(simulator) => simulator
+                .run(rows, Some(x), Some(w))
+                .and_then(|state| simulator.z_expectations(&state))
+                .unwrap_or_else(|e| unreachable!("shapes fixed by the model: {e}")),
             None => host_circuit(&self.circuit, x, w),
         };
         z.reshape_to([members, batch, qubits])

@@ -131,7 +131,7 @@ fn states_match_the_reference<P: QuenchOps>(device: &P::Device, tolerance: Toler
                 Some(im) => to_host_f64(im.clone()),
                 None => vec![0.0; re.len()],
             };
-            let z = to_host_f64(simulator.z_expectations(&state));
+            let z = to_host_f64(simulator.z_expectations(&state).unwrap());
             let dim = circuit.dimension();
             for (row, x) in inputs.iter().enumerate() {
                 let expected = reference::state(&circuit, x, &weights).unwrap();
@@ -173,7 +173,7 @@ fn gradients_match<D: QuenchBackend>(device: &D::Device, tolerance: Tolerances, 
                 .map(Tensor::require_grad);
             let state = simulator.run(batch, x.clone(), w.clone()).unwrap();
             let c = float_tensor::<D, _, 2>(coefficients.clone(), [1, qubits], device);
-            let loss = (simulator.z_expectations(&state) * c).sum_all();
+            let loss = (simulator.z_expectations(&state).unwrap() * c).sum_all();
             let grads = loss.backward();
             if let Some(x) = &x {
                 let g = x.grad(&grads).map_or(vec![0.0; batch * circuit.inputs()], to_host_f64);

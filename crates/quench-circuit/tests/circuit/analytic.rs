@@ -64,7 +64,7 @@ fn expectations<P: QuenchOps>(
 ) -> (Vec<f64>, Vec<f64>) {
     let simulator = Simulator::<P>::new(circuit, mode, device);
     let state = simulator.run(1, None, None).unwrap();
-    let z = to_host_f64(simulator.z_expectations(&state));
+    let z = to_host_f64(simulator.z_expectations(&state).unwrap());
     let zz = if pairs.is_empty() {
         Vec::new()
     } else {
@@ -208,7 +208,7 @@ mod checks {
         gates.push(fixed(GateKind::Ry, n - 1, std::f64::consts::PI));
         let simulator = Simulator::<P>::new(Circuit::new(n, gates).unwrap(), Mode::Fused, device);
         let state = simulator.run(1, None, None).unwrap();
-        let z = to_host_f64(simulator.z_expectations(&state));
+        let z = to_host_f64(simulator.z_expectations(&state).unwrap());
         assert_eq!(z.len(), n);
         assert!(z.iter().all(|v| v.abs() < tolerance), "{z:?}");
         let pairs = [(0, n - 1), (5, 12), (n - 1, 3), (7, 7)];
@@ -226,7 +226,7 @@ mod checks {
         for mode in MODES {
             let simulator = Simulator::<P>::new(circuit.clone(), mode, device);
             let state = simulator.run(2, Some(inputs.clone()), None).unwrap();
-            let z = to_host_f64(simulator.z_expectations(&state));
+            let z = to_host_f64(simulator.z_expectations(&state).unwrap());
             let expected: Vec<f64> = angles.iter().map(|a| a.cos()).collect();
             assert_close(&z, &expected, tolerance);
         }
@@ -291,7 +291,7 @@ mod checks {
             let state = simulator
                 .run(4, Some(tensor(&x, [4, 4])), Some(tensor(&w, [2, 12])))
                 .unwrap();
-            let together = to_host_f64(simulator.z_expectations(&state));
+            let together = to_host_f64(simulator.z_expectations(&state).unwrap());
             for member in 0..2 {
                 let alone = simulator
                     .run(
@@ -300,7 +300,7 @@ mod checks {
                         Some(tensor(&w[member * 12..member * 12 + 12], [1, 12])),
                     )
                     .unwrap();
-                let alone = to_host_f64(simulator.z_expectations(&alone));
+                let alone = to_host_f64(simulator.z_expectations(&alone).unwrap());
                 assert_close(&together[member * 8..member * 8 + 8], &alone, tolerance);
             }
             let third = simulator.run(

@@ -196,3 +196,39 @@ fn a_long_circuit_on_twelve_qubits_runs_gate_by_gate() {
         assert!((g - r).abs() < 1e-9, "{:?} vs {reference:?}", got[0]);
     }
 }
+
+#[test]
+fn the_library_refuses_an_empty_batch_and_a_state_of_another_simulator() {
+    use quench_circuit::{Circuit, CircuitError, Gate, GateKind, Mode, Simulator};
+    type B = burn::backend::NdArray<f64>;
+    let device = Default::default();
+    let simulator = |qubits| {
+        let circuit = Circuit::new(qubits, vec![Gate::new(GateKind::H, &[0])]).unwrap();
+        Simulator::<B>::new(circuit, Mode::Fused, &device)
+    };
+    let (two, three) = (simulator(2), simulator(3));
+    // A batch of none divided by zero inside Burn's matmul.
+    assert!(matches!(
+        two.run(0, None, None),
+        Err(CircuitError::EmptyBatch)
+    ));
+    // Another simulator's state: 8 amplitudes where 4 are expected (Burn panicked on it).
+    let state = three.run(5, None, None).unwrap();
+    let err = two.z_expectations(&state).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CircuitError::Shape {
+                name: "state.re",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "state.re: expected shape [batch, 4] (2^2 qubits), found [5, 8]"
+    );
+    assert!(two.zz_expectations(&state, &[(0, 1)]).is_err());
+    assert!(three.z_expectations(&state).is_ok());
+}

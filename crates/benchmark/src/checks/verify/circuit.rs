@@ -52,7 +52,7 @@ pub(super) fn circuit_checks<B: QuenchBackend>(device: &B::Device) -> anyhow::Re
             )
             .require_grad();
             let state = simulator.run(batch, Some(x.clone()), Some(w.clone()))?;
-            let z = simulator.z_expectations(&state);
+            let z = simulator.z_expectations(&state)?;
             let grads = z.clone().sum_all().backward();
             let z = to_host_f32(z.inner());
             let gx = x.grad(&grads).map(to_host_f32).unwrap_or_default();
