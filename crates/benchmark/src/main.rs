@@ -234,7 +234,10 @@ fn main() -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            let status = if err.downcast_ref::<DeviceError>().is_some() {
+            let status = if err
+                .downcast_ref::<DeviceError>()
+                .is_some_and(DeviceError::is_unusable_device)
+            {
                 EXIT_DEVICE
             } else {
                 1

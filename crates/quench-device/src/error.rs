@@ -62,6 +62,15 @@ pub enum DeviceError {
     },
 }
 
+impl DeviceError {
+    /// Whether the error says a device or a precision cannot be used, rather than that a
+    /// measurement's own counts are out of range ([`DeviceError::NoRepeats`],
+    /// [`DeviceError::TooManyRuns`]): the benchmark gives the first its own exit status.
+    pub fn is_unusable_device(&self) -> bool {
+        !matches!(self, Self::NoRepeats | Self::TooManyRuns { .. })
+    }
+}
+
 /// The text of a caught panic's payload (`panic!` with a literal or a formatted message), or
 /// `None` for a payload of another type.
 pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> Option<&str> {

@@ -59,13 +59,6 @@ pub fn run_suite(
     keep: &mut dyn FnMut(&Report) -> anyhow::Result<()>,
 ) -> anyhow::Result<Report> {
     let suite = Suite::load(request.suite_path)?;
-    let workloads = registry();
-    let planned = plan(
-        &suite,
-        request.suite_path,
-        request.only.as_deref(),
-        &workloads,
-    )?;
     let timing = TimingConfig {
         repeats: request.repeats.unwrap_or(suite.timing.repeats),
         ..suite.timing
@@ -76,11 +69,15 @@ pub fn run_suite(
         format!("{}: [timing] repeats", request.suite_path.display())
     };
     let warmup_from = format!("{}: [timing] warmup", request.suite_path.display());
-    // A setting out of range, not a device that failed: exit 1 with the message, not the
-    // device's exit status that a `DeviceError` gets.
-    timing
-        .check(&repeats_from, &warmup_from)
-        .map_err(|refused| anyhow::anyhow!("{refused}"))?;
+    // Before the workloads are prepared (data read, models built): a refusal costs nothing.
+    timing.check(&repeats_from, &warmup_from)?;
+    let workloads = registry();
+    let planned = plan(
+        &suite,
+        request.suite_path,
+        request.only.as_deref(),
+        &workloads,
+    )?;
     let ctx = RunContext {
         device: request.selection.device,
         precision: request.precision.clone(),
