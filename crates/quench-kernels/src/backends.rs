@@ -130,11 +130,7 @@ pub trait OnDevice {
 /// the cores available to the process. 1 for any other backend, whose ops are queued to a
 /// device asynchronously.
 pub fn host_lanes<B: QuenchOps>() -> usize {
-    if B::host_kernels() {
-        crate::host::lanes::host_cores()
-    } else {
-        1
-    }
+    B::host_lanes()
 }
 
 /// Runs `task` on the backend behind `device`.
@@ -162,7 +158,6 @@ pub fn run_on<T: OnDevice>(device: SelectedDevice, task: T) -> Result<T::Output,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::QuenchOps;
     use crate::reductions::Reduce;
     use burn::tensor::{ElementConversion, Tensor};
 
@@ -179,23 +174,14 @@ mod tests {
     }
 
     #[test]
-    fn only_the_cpu_backend_without_autodiff_is_plain_host() {
-        assert!(NdArray::<f32>::plain_host());
-        assert!(NdArray::<f64>::plain_host());
-        assert!(!CpuBackend::plain_host(), "autodiff records a graph");
-        assert!(!Autodiff::<NdArray<f64>>::plain_host());
-    }
-
-    #[test]
-    fn the_host_kernels_follow_the_backend_not_its_exact_type() {
+    fn the_host_lanes_follow_the_backend_not_its_exact_type() {
         use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
         // A type check named two exact types; any autodiff strategy over the f32 CPU backend
         // runs its ops on the host all the same.
-        assert!(Autodiff::<NdArray<f32>, BalancedCheckpointing>::host_kernels());
-        assert!(CpuBackend::host_kernels());
-        assert!(
-            !NdArray::<f64>::host_kernels(),
-            "the host kernels compute in f32"
+        let cores = crate::host::lanes::host_cores();
+        assert_eq!(
+            host_lanes::<Autodiff<NdArray<f32>, BalancedCheckpointing>>(),
+            cores
         );
     }
 

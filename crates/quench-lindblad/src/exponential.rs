@@ -2,6 +2,8 @@
 //! then `s` squarings, with the degree and `s` fixed on the host from a bound known in
 //! advance, so that no value is read back from the device.
 
+use quench_kernels::ops::expmv::remainder_bound;
+
 /// Largest chunk size and chunk count considered: degree up to 64, far beyond what any
 /// bound needs after a few squarings.
 const MAX_CHUNK: usize = 8;
@@ -16,16 +18,6 @@ pub(crate) struct TaylorPlan {
     pub(crate) chunks: usize,
     /// Number of squarings `s`.
     pub(crate) squarings: u32,
-}
-
-/// `phi^{m+1} e^phi / (m+1)!`, a bound on the tail of the exponential series after degree `m`
-/// for a matrix of norm `phi`.
-pub(crate) fn remainder_bound(phi: f64, degree: usize) -> f64 {
-    let mut term = phi.exp();
-    for k in 1..=degree + 1 {
-        term *= phi / k as f64;
-    }
-    term
 }
 
 impl TaylorPlan {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use burn::tensor::Tensor;
 use num_complex::Complex64;
+use quench_kernels::ops::expmv::{GeneratorParts, real_norm_one};
 use quench_kernels::readback::float_tensor;
 
 use crate::{Basis, CMatrix, System};
@@ -20,9 +21,7 @@ use crate::{Basis, CMatrix, System};
 #[derive(Clone, Debug, PartialEq)]
 pub struct HostGenerators {
     dim: usize,
-    drift: Vec<f64>,
-    controls: Vec<Vec<f64>>,
-    jumps: Vec<Vec<f64>>,
+    parts: GeneratorParts,
 }
 
 /// 1-norms of the generators, from which the exact solver bounds `||M t||` in advance.
@@ -39,29 +38,6 @@ impl GeneratorNorms {
     pub(crate) fn bound(&self, control_bound: f64, rate_bound: f64) -> f64 {
         self.drift + control_bound * self.controls + rate_bound * self.jumps
     }
-}
-
-/// `m += sum_i coefficients[i] parts[i]`.
-fn add_terms(m: &mut [f64], parts: &[Vec<f64>], coefficients: &[f64]) {
-    for (part, &coefficient) in parts.iter().zip(coefficients) {
-        m.iter_mut()
-            .zip(part)
-            .for_each(|(a, b)| *a += coefficient * b);
-    }
-}
-
-/// The 1-norm (largest column sum of magnitudes) of a row-major `[n, n]` matrix; NaN when an
-/// entry is NaN (`f64::max` would drop it).
-pub(crate) fn real_norm_one(matrix: &[f64], n: usize) -> f64 {
-    (0..n)
-        .map(|col| (0..n).map(|row| matrix[row * n + col].abs()).sum())
-        .fold(0.0, |most: f64, sum: f64| {
-            if sum.is_nan() || sum > most {
-                sum
-            } else {
-                most
-            }
-        })
 }
 
 impl HostGenerators {
@@ -85,9 +61,12 @@ impl HostGenerators {
         };
         Self {
             dim: system.dim(),
-            drift: hamiltonian(system.drift()),
-            controls: system.controls().iter().map(hamiltonian).collect(),
-            jumps: system.jumps().iter().map(dissipator).collect(),
+            parts: GeneratorParts {
+                n,
+                drift: hamiltonian(system.drift()),
+                controls: system.controls().iter().map(hamiltonian).collect(),
+                jumps: system.jumps().iter().map(dissipator).collect(),
+            },
         }
     }
 
@@ -108,48 +87,35 @@ impl HostGenerators {
     pub fn generator(&self, amplitudes: &[f64], rates: &[f64]) -> Vec<f64> {
         assert_eq!(
             amplitudes.len(),
-            self.controls.len(),
+            self.controls(),
             "one amplitude per control"
         );
-        assert_eq!(rates.len(), self.jumps.len(), "one rate per jump");
-        let mut m = self.drift.clone();
-        add_terms(&mut m, &self.controls, amplitudes);
-        add_terms(&mut m, &self.jumps, rates);
-        m
+        assert_eq!(rates.len(), self.jumps(), "one rate per jump");
+        self.parts.generator(amplitudes, rates)
     }
 
     /// The number of control channels `C`.
     pub fn controls(&self) -> usize {
-        self.controls.len()
+        self.parts.controls.len()
     }
 
     /// The number of jump operators `K`.
     pub fn jumps(&self) -> usize {
-        self.jumps.len()
+        self.parts.jumps.len()
     }
 
-    /// The drift plus the dissipators at `rates`, `M_H0 + sum_k gamma_k M_k`, written into
-    /// `out` (`[d^2, d^2]`, row-major): the part of the generator that stays fixed over a
-    /// task's segments.
-    pub(crate) fn fixed_part_into(&self, rates: &[f64], out: &mut [f64]) {
-        out.copy_from_slice(&self.drift);
-        add_terms(out, &self.jumps, rates);
-    }
-
-    /// `fixed + sum_c u_c M_c` written into `out`: one segment's generator from
-    /// [`Self::fixed_part_into`]'s matrix and the segment's amplitudes.
-    pub(crate) fn with_controls_into(&self, fixed: &[f64], amplitudes: &[f64], out: &mut [f64]) {
-        out.copy_from_slice(fixed);
-        add_terms(out, &self.controls, amplitudes);
+    /// The generator's parts, for the exact solver's kernels.
+    pub(crate) fn parts(&self) -> &GeneratorParts {
+        &self.parts
     }
 
     pub(crate) fn norms(&self) -> GeneratorNorms {
         let n = self.size();
         let sum = |parts: &[Vec<f64>]| parts.iter().map(|m| real_norm_one(m, n)).sum();
         GeneratorNorms {
-            drift: real_norm_one(&self.drift, n),
-            controls: sum(&self.controls),
-            jumps: sum(&self.jumps),
+            drift: real_norm_one(&self.parts.drift, n),
+            controls: sum(&self.parts.controls),
+            jumps: sum(&self.parts.jumps),
         }
     }
 }
@@ -175,9 +141,9 @@ impl<B: QuenchOps> Generators<B> {
     /// Uploads generators built on the host.
     pub fn from_host(host: &HostGenerators, device: &B::Device) -> Self {
         let n = host.size();
-        let parts: Vec<&Vec<f64>> = std::iter::once(&host.drift)
-            .chain(&host.controls)
-            .chain(&host.jumps)
+        let parts: Vec<&Vec<f64>> = std::iter::once(&host.parts.drift)
+            .chain(&host.parts.controls)
+            .chain(&host.parts.jumps)
             .collect();
         let columns = parts.len();
         let mut data = vec![0.0; n * n * columns];

@@ -82,7 +82,6 @@ mod batched;
 pub mod cache;
 pub mod conformance;
 pub mod error;
-mod expmv;
 mod exponential;
 pub mod fidelity;
 pub mod generators;

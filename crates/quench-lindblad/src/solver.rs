@@ -12,18 +12,18 @@
 //! - `Exact` exponentiates every segment's generator, a Taylor polynomial of `M t / 2^s`
 //!   and `s` squarings with the degree and `s` chosen on the host from the bounds (so nothing
 //!   is read back), and multiplies the segments in a balanced tree. When only the states are
-//!   asked for on the CPU backend without autodiff (evaluation, pulse documents, forward
-//!   sweeps), a host kernel carries each task's state through its segments instead, with no
-//!   propagator formed (see `expmv.rs`): 17x faster at 4,096 tasks on two cores.
+//!   asked for, the seam's [`QuenchOps::exact_states`] takes them, with this as its
+//!   composition: on the CPU backend without autodiff (evaluation, pulse documents, forward
+//!   sweeps) a host kernel carries each task's state through its segments instead, with no
+//!   propagator formed (`quench_kernels::ops::expmv`): 17x faster at 4,096 tasks on two cores.
 
-use burn::tensor::{DType, Int, Tensor, TensorData};
-use quench_kernels::readback::{float_tensor, to_host_f64};
+use burn::tensor::{Int, Tensor, TensorData};
+use quench_kernels::ops::expmv::{ExactStates, exact_states, unit_roundoff};
 use quench_kernels::views::ReshapeTo;
-use quench_kernels::{QuenchOps, host_lanes, precise_matmul};
+use quench_kernels::{QuenchOps, precise_matmul};
 use serde::{Deserialize, Serialize};
 
 use crate::batched::{ProductTree, apply, identity, matmul, polynomial};
-use crate::expmv::{DegreeTable, HostBatch, Propagation};
 use crate::exponential::TaylorPlan;
 use crate::{Generators, LindbladError};
 
@@ -139,13 +139,6 @@ pub struct Evolution<B: QuenchOps> {
 }
 
 /// Unit roundoff of the float type, which the exact solver's truncation error must meet.
-fn unit_roundoff(dtype: DType) -> f64 {
-    match dtype {
-        DType::F64 => 2f64.powi(-53),
-        _ => 2f64.powi(-24),
-    }
-}
-
 fn check_shape(
     name: &'static str,
     found: &[usize],
@@ -321,23 +314,11 @@ impl Solver {
             ));
         }
         let t_segment = batch.t_total / segments as f64;
-        let dtype = batch.amplitudes.dtype();
         // ||M t_seg||_1 for the largest amplitudes and rates the clamps let through.
         let segment_bound = generators
             .norms()
             .bound(self.control_bound, self.rate_bound)
             * t_segment;
-        if self.method == Method::Exact && output == Output::States && B::plain_host() {
-            let table = DegreeTable::for_roundoff(unit_roundoff(dtype));
-            if segment_bound <= table.reach() {
-                let states = self.host_states(generators, batch, t_segment, table);
-                return Ok(Evolution {
-                    states: self.renormalized(states, generators),
-                    propagators: None,
-                });
-            }
-        }
-        let plan = TaylorPlan::new(segment_bound, unit_roundoff(dtype));
         let substeps = self.check_substeps(batch.t_total, segments, tasks)?;
         let want_propagators = output == Output::StatesAndPropagators;
         let differentiated = [
@@ -348,6 +329,54 @@ impl Solver {
         if differentiated.contains(&true) {
             self.check_graph(substeps * segments, tasks, n, want_propagators)?;
         }
+        if self.method == Method::Exact && !want_propagators {
+            let input = ExactStates {
+                generators: generators.host().parts(),
+                amplitudes: batch.amplitudes,
+                rates: batch.rates,
+                initial: batch.initial,
+                t_segment,
+                control_bound: self.control_bound,
+                rate_bound: self.rate_bound,
+                segment_bound,
+            };
+            let states = exact_states(input, |input| {
+                let batch = Batch {
+                    t_total: batch.t_total,
+                    amplitudes: input.amplitudes,
+                    rates: input.rates,
+                    initial: input.initial,
+                };
+                self.propagate(generators, batch, output, segment_bound, substeps)
+                    .states
+            });
+            return Ok(Evolution {
+                states: self.renormalized(states, generators),
+                propagators: None,
+            });
+        }
+        let evolution = self.propagate(generators, batch, output, segment_bound, substeps);
+        Ok(Evolution {
+            states: self.renormalized(evolution.states, generators),
+            propagators: evolution.propagators,
+        })
+    }
+
+    /// [`Self::evolve`] in tensor ops, checked, before any renormalisation: the exact method's Taylor polynomial,
+    /// squarings and product tree, or the steppers' `substeps` per segment.
+    fn propagate<B: QuenchOps>(
+        &self,
+        generators: &Generators<B>,
+        batch: Batch<B>,
+        output: Output,
+        segment_bound: f64,
+        substeps: usize,
+    ) -> Evolution<B> {
+        let n = generators.size();
+        let [tasks, segments, _] = batch.amplitudes.dims();
+        let t_segment = batch.t_total / segments as f64;
+        let plan = TaylorPlan::new(segment_bound, unit_roundoff(batch.amplitudes.dtype()));
+        let want_propagators = output == Output::StatesAndPropagators;
         let step = t_segment / substeps as f64;
         // Each method's per-segment (or per-substep) matrix is a polynomial of the scaled
         // generator, evaluated with the given Paterson-Stockmeyer chunk size.
@@ -408,10 +437,10 @@ impl Solver {
                 }
             }
         };
-        Ok(Evolution {
-            states: self.renormalized(states.reshape_to([n, tasks]).transpose(), generators),
+        Evolution {
+            states: states.reshape_to([n, tasks]).transpose(),
             propagators: propagators.map(|p| p.permute([2, 0, 1])),
-        })
+        }
     }
 
     /// `states` `[tasks, d^2]` divided by their traces when [`Self::renormalize`] asks for it.
@@ -428,39 +457,6 @@ impl Solver {
             .narrow(1, 0, 1)
             .mul_scalar((generators.dim() as f64).sqrt());
         states / trace
-    }
-
-    /// The exact final states `[tasks, d^2]` by the host kernel of [`crate::expmv`]: the CPU
-    /// backend without autodiff, where no gradient needs the tensor form. The tasks are split
-    /// over the cores when there are enough of them to pay for the threads.
-    fn host_states<B: QuenchOps>(
-        &self,
-        generators: &Generators<B>,
-        batch: Batch<B>,
-        t_segment: f64,
-        table: &'static DegreeTable,
-    ) -> Tensor<B, 2> {
-        /// Fewest task-segments worth splitting over threads (each takes about 0.1 us).
-        const PER_THREAD: usize = 2048;
-        let [tasks, segments, _] = batch.amplitudes.dims();
-        let device = batch.amplitudes.device();
-        let host = HostBatch {
-            amplitudes: to_host_f64(batch.amplitudes),
-            rates: to_host_f64(batch.rates),
-            initial: to_host_f64(batch.initial),
-            tasks,
-            segments,
-        };
-        let propagation = Propagation {
-            generators: generators.host(),
-            t_segment,
-            control_bound: self.control_bound,
-            rate_bound: self.rate_bound,
-            table,
-        };
-        let lanes = host_lanes::<B>().min((tasks * segments).div_ceil(PER_THREAD));
-        let states = propagation.final_states(&host, lanes);
-        float_tensor::<B, f64, 2>(states, [tasks, generators.size()], &device)
     }
 
     /// The generators of every segment and task times `scale`, `[d^2, d^2, segments * tasks]`

@@ -4,12 +4,13 @@
 use burn::tensor::Tensor;
 use quench_kernels::readback::{float_tensor, to_host_f32};
 use quench_kernels::reductions::Reduce;
+use quench_kernels::views::ReshapeTo;
 use quench_kernels::{QuenchBackend, QuenchOps};
 use quench_scale::World;
 use serde::{Deserialize, Serialize};
 
-use quench_train::ensemble::EnsembleMlp;
-use quench_train::host_mlp::{HostLayer, HostMlp, layer_tensors};
+use quench_kernels::ops::mlp;
+use quench_train::ensemble::{Activation, EnsembleMlp};
 use quench_train::optim::{AdamConfig, MemberAdam};
 use quench_train::params::{
     clip_member_norms, finite_members, gradients, masked_member_mean, masked_member_sum,
@@ -40,17 +41,11 @@ pub struct InnerLoop {
     pub steps: usize,
     /// SGD learning rate.
     pub lr: f64,
-    /// Take the policy's gradients by hand on the CPU backend ([`HostMlp`]), autodiff only
-    /// through the simulator: one host pass per layer instead of a graph of per-layer ops.
-    /// The product's path; off for the original's way (autodiff throughout), and ignored on
-    /// other backends.
+    /// Take the policy's gradients without autodiff (the seam's dense operations layer by
+    /// layer, [`mlp::forward`] and [`mlp::backward`]), autodiff only through the simulator:
+    /// one kernel per layer and pass instead of a graph of per-layer ops. The product's path;
+    /// off for the original's way (autodiff throughout).
     pub fused: bool,
-}
-
-impl InnerLoop {
-    fn on_host<B: QuenchOps>(&self) -> bool {
-        self.fused && B::host_kernels()
-    }
 }
 
 /// Per-task losses `[tasks]` and a parameter-shaped list with one member per task (the
@@ -63,15 +58,12 @@ fn loss_and_gradients<B: QuenchBackend>(
     problem: &ControlProblem<B>,
     shape: &PolicyShape,
     params: Vec<Tensor<B::InnerBackend, 3>>,
-    activation: quench_train::ensemble::Activation,
+    activation: Activation,
     batch: &ControlBatch<B>,
     fused: bool,
 ) -> Result<PerTask<B::InnerBackend>, MetaError> {
     if fused {
-        let policy = HostMlp::from_ensemble(&EnsembleMlp::from_params(params, activation));
-        let (losses, gradients) = host_loss_and_gradients(problem, shape, &policy, batch)?;
-        let device = batch.features.device();
-        return Ok((losses, layer_tensors(&gradients, policy.members, &device)));
+        return policy_loss_and_gradients(problem, shape, &params, activation, batch);
     }
     let p = require_grad::<B>(params);
     let policy = EnsembleMlp::from_params(p.clone(), activation);
@@ -80,33 +72,34 @@ fn loss_and_gradients<B: QuenchBackend>(
     Ok((losses.inner(), gradients(&p, &grads)))
 }
 
-/// [`loss_and_gradients`] with the policy on the host: its forward pass and hand-derived
-/// backward pass there, autodiff from the amplitudes `[tasks, segments, controls]` through
-/// the simulator only. `policy` has one member per task; returns the losses `[tasks]` and the
-/// gradients in the policy's layout.
-fn host_loss_and_gradients<B: QuenchBackend>(
+/// [`loss_and_gradients`] with the policy's passes outside autodiff: its forward pass and
+/// its backward pass by the seam's operations, autodiff from the amplitudes `[tasks, segments,
+/// controls]` through the simulator only. `params` has one member per task; returns the
+/// losses `[tasks]` and the gradients in `params`' order.
+fn policy_loss_and_gradients<B: QuenchBackend>(
     problem: &ControlProblem<B>,
     shape: &PolicyShape,
-    policy: &HostMlp,
+    params: &[Tensor<B::InnerBackend, 3>],
+    activation: Activation,
     batch: &ControlBatch<B>,
-) -> Result<(Tensor<B::InnerBackend, 1>, Vec<HostLayer>), MetaError> {
-    let [tasks, rows, _] = batch.features.dims();
-    let trace = policy.forward(&to_host_f32(batch.features.clone()), rows);
-    let scale = shape.output_scale as f32;
-    let raw: Vec<f32> = trace.output.iter().map(|&y| y * scale).collect();
-    let amplitudes = float_tensor::<B, f32, 3>(
-        raw,
-        [tasks, shape.segments, shape.controls],
-        &batch.features.device(),
-    )
-    .require_grad();
+) -> Result<PerTask<B::InnerBackend>, MetaError> {
+    let [tasks, _, _] = batch.features.dims();
+    let tape = mlp::forward(params, activation, batch.features.clone().inner(), vec![]);
+    let scale = shape.output_scale;
+    let raw = tape.output.clone().mul_scalar(scale);
+    let amplitudes =
+        Tensor::<B, 3>::from_inner(raw.reshape_to([tasks, shape.segments, shape.controls]))
+            .require_grad();
     let losses = problem.losses(amplitudes.clone(), batch)?;
     let grads = losses.clone().sum_all().backward();
-    let upstream: Vec<f32> = match amplitudes.grad(&grads) {
-        Some(g) => to_host_f32(g).into_iter().map(|g| g * scale).collect(),
-        None => vec![0.0; trace.output.len()],
+    let upstream = match amplitudes.grad(&grads) {
+        Some(g) => g.mul_scalar(scale).reshape_to(tape.output.dims()),
+        None => tape.output.zeros_like(),
     };
-    Ok((losses.inner(), policy.backward(&trace, &upstream)))
+    Ok((
+        losses.inner(),
+        mlp::backward(params, activation, tape, upstream),
+    ))
 }
 
 /// Adapts the shared policy `meta` (one member) to every task of `batch` at once. Returns each
@@ -120,32 +113,27 @@ pub fn adapt<B: QuenchBackend>(
 ) -> Result<PerTask<B::InnerBackend>, MetaError> {
     let tasks = batch.len();
     let mut before = None;
-    let phi = if inner.on_host::<B>() {
-        let mut phi = HostMlp::from_ensemble(meta).repeat(tasks);
-        for _ in 0..inner.steps {
-            let (losses, gradients) = host_loss_and_gradients(problem, shape, &phi, batch)?;
-            before.get_or_insert(losses);
-            phi.descend(&gradients, inner.lr as f32);
-        }
-        phi.to_ensemble(&batch.features.device()).params()
-    } else {
-        let mut phi: Vec<_> = meta
-            .params()
+    let mut phi: Vec<_> = meta
+        .params()
+        .into_iter()
+        .map(|p| p.repeat_dim(0, tasks))
+        .collect();
+    for _ in 0..inner.steps {
+        let (losses, grads) = loss_and_gradients(
+            problem,
+            shape,
+            phi.clone(),
+            meta.activation,
+            batch,
+            inner.fused,
+        )?;
+        before.get_or_insert(losses);
+        phi = phi
             .into_iter()
-            .map(|p| p.repeat_dim(0, tasks))
+            .zip(grads)
+            .map(|(w, g)| w - g * inner.lr)
             .collect();
-        for _ in 0..inner.steps {
-            let (losses, grads) =
-                loss_and_gradients(problem, shape, phi.clone(), meta.activation, batch, false)?;
-            before.get_or_insert(losses);
-            phi = phi
-                .into_iter()
-                .zip(grads)
-                .map(|(w, g)| w - g * inner.lr)
-                .collect();
-        }
-        phi
-    };
+    }
     let before = match before {
         Some(losses) => losses,
         None => evaluate(problem, shape, &meta.with_params(phi.clone()), batch)?,
@@ -253,7 +241,7 @@ impl<B: QuenchOps> MetaLearner<B> {
                 phi,
                 self.policy.activation,
                 batch,
-                inner.on_host::<A>(),
+                inner.fused,
             ),
             Algorithm::Reptile => {
                 let after = evaluate(problem, shape, &self.policy.with_params(phi.clone()), batch)?;

@@ -168,10 +168,9 @@ pub struct Execution {
     pub loader: Mode,
     /// Arithmetic of the forward pass; weights, optimiser state and the loss stay f32.
     pub precision: Precision,
-    /// On the CPU backend in f32, the step with hand-derived gradients in host memory and
-    /// dropout masks from counter-based streams, one per member ([`fused`]); elsewhere, or
-    /// when false (the original's way), autodiff with masks from the backend's generator. The
-    /// loader's placement does not apply to it: batches are assembled on the host.
+    /// In f32, the seam's member-MLP training step without autodiff and dropout masks from
+    /// counter-based streams, one per member ([`fused`]); in another precision, or when false
+    /// (the original's way), autodiff with masks from the backend's generator.
     pub fused: bool,
 }
 
@@ -307,9 +306,10 @@ pub fn train_classifier<B: QuenchBackend>(
     };
     for seeds in programs {
         let program = Program::new(data, seeds, config)?;
-        let fused = execution.fused && execution.precision == Precision::F32 && B::host_kernels();
+        let fused = execution.fused && execution.precision == Precision::F32;
         let (members, epochs) = if fused {
-            let weights = fused::HostMembers::<B::InnerBackend>::new(&program, data, device)?;
+            let weights =
+                fused::FusedMembers::<B::InnerBackend>::new(&program, data, execution, device)?;
             program.run(weights)
         } else {
             let weights = TensorMembers::<B>::new(&program, data, execution, device)?;
@@ -334,17 +334,12 @@ struct Program<'a> {
 }
 
 /// The members' weights and optimiser in one of the two forms a program trains: tensors
-/// through autodiff ([`TensorMembers`]) or host memory with the hand-derived step
-/// ([`fused::HostMembers`]). An epoch returns each member's validation accuracy and summed
+/// through autodiff ([`TensorMembers`]) or the seam's member-MLP training step without it
+/// ([`fused::FusedMembers`]). An epoch returns each member's validation accuracy and summed
 /// batch losses, and cannot fail.
 trait Members: SeedMembers<Error = Infallible> {
     /// Accuracy of each member's best weights on its test split.
     fn test_accuracy(&self) -> Vec<f32>;
-}
-
-/// The per-member rates of an epoch as the members compute with them: f32.
-fn rates_f32(rates: &Rates, members: usize) -> Vec<f32> {
-    (0..members).map(|m| rates.of(m) as f32).collect()
 }
 
 impl<'a> Program<'a> {

@@ -15,6 +15,7 @@ use burn::tensor::activation::{sigmoid, softmax};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData};
 use quench_data::BitStrings;
+use quench_kernels::ops::mlp::{self, MlpObjective};
 use quench_kernels::ops::random::NormalStreams;
 use quench_kernels::readback::{float_tensor, to_host_f32};
 use quench_scale::Shard;
@@ -27,9 +28,8 @@ use super::features::{frequencies, source_bits};
 use super::{Batching, QrngError, pairs, seeded_ensemble, sub_seed};
 use quench_support::stats::MeanStd;
 use quench_train::ensemble::{Activation, EnsembleMlp};
-use quench_train::host_mlp::{HostAdam, HostMlp};
 use quench_train::init::Init;
-use quench_train::optim::{AdamConfig, MemberAdam};
+use quench_train::optim::{AdamConfig, MemberAdam, Regularisation};
 use quench_train::params::{gradients, require_grad};
 use quench_train::settings::{Valid, Validate};
 
@@ -80,9 +80,10 @@ pub struct GanConfig {
     pub adam: AdamConfig,
     /// Where the generator's noise is drawn.
     pub noise: Noise,
-    /// On the CPU backend, take both players' gradients by hand and fuse each backward pass
-    /// with its Adam step ([`HostMlp::adam_step`]); elsewhere, or when false (the original's
-    /// way), autodiff and a separate Adam pass. Same initialisation, noise and formulas.
+    /// Take both players' loss gradients by hand and step each player with the seam's
+    /// member-MLP training step (`QuenchOps::mlp_train_step`: on the CPU backend its backward
+    /// pass fused with Adam); when false (the original's way), autodiff and a separate Adam
+    /// pass. Same initialisation, noise and formulas.
     pub fused: bool,
 }
 
@@ -412,8 +413,8 @@ fn train_gan<B: QuenchBackend>(
     config: &GanConfig,
     device: &B::Device,
 ) -> Vec<Vec<f64>> {
-    if config.fused && B::host_kernels() {
-        return train_gan_host::<B::InnerBackend>(members, targets, config, device);
+    if config.fused {
+        return train_gan_fused::<B::InnerBackend>(members, targets, config, device);
     }
     type Inner<B> = <B as AutodiffBackend>::InnerBackend;
     let m = members.len();
@@ -460,11 +461,12 @@ fn train_gan<B: QuenchBackend>(
     kl_histories(history, m)
 }
 
-/// [`train_gan`] on the CPU backend with [`GanConfig::fused`]: both players in host memory,
-/// the losses' gradients derived by hand (below), each player's backward pass fused with its
-/// Adam step. The generator's step is memory-bound (its 1.6M weights and their moments are
-/// read and written once), which the op-by-op form made nine streams and a graph of copies.
-fn train_gan_host<B: QuenchOps>(
+/// [`train_gan`] with [`GanConfig::fused`], on a backend without autodiff: the losses'
+/// gradients at the players' outputs derived by hand (below), each player stepped by the
+/// seam's member-MLP training step. On the CPU backend that step fuses the backward pass with
+/// Adam: the generator's step is memory-bound (its 1.6M weights and their moments are read and
+/// written once), which the op-by-op form made nine streams and a graph of copies.
+fn train_gan_fused<B: QuenchOps>(
     members: &[GanMember],
     targets: &[Vec<f32>],
     config: &GanConfig,
@@ -473,75 +475,60 @@ fn train_gan_host<B: QuenchOps>(
     let m = members.len();
     let points = config.bits * config.bits;
     let (generator, discriminator) = players::<B>(members, config.bits, device);
-    let (mut generator, mut discriminator) = (
-        HostMlp::from_ensemble(&generator),
-        HostMlp::from_ensemble(&discriminator),
-    );
-    let mut generator_adam = HostAdam::new(config.adam, &generator);
-    let mut discriminator_adam = HostAdam::new(config.adam, &discriminator);
+    let mut players = [
+        (generator.params(), GENERATOR_ACTIVATION),
+        (discriminator.params(), DISCRIMINATOR_ACTIVATION),
+    ];
+    let mut adams = [(); 2].map(|_| MemberAdam::<B>::new(config.adam, m, device));
+    let lr = Tensor::<B, 3>::full([1, 1, 1], config.lr, device);
     let target = target_tensor::<B>(targets, device);
-    let coords = grid_coordinates(config.bits).repeat(m);
+    let coords = Tensor::<B, 3>::from_data(
+        TensorData::new(grid_coordinates(config.bits), [1, points, 2]),
+        device,
+    )
+    .expand([m, points, 2]);
     let mut noise = NoiseSource::new(config.noise, members, points);
-    // The autodiff form's `1 + 1e-8` is a scalar of the f32 backend.
-    let (log_epsilon, one_plus) = (LOG_EPSILON as f32, (1.0 + LOG_EPSILON) as f32);
     let mut history = Vec::with_capacity(config.epochs);
     for _ in 0..config.epochs {
-        let mut g_trace = generator.forward(&noise.draw_host(), 1);
-        let d_trace = discriminator.forward(&coords, points);
-        // The fused step reads the trace's inputs, not its output: the logits become g.
-        let mut g = std::mem::take(&mut g_trace.output);
-        g.chunks_exact_mut(points).for_each(softmax_in_place);
-        history.push(kl_metric(
-            target.clone(),
-            float_tensor(g.clone(), [m, 1, points], device),
-        ));
-        let mut generator_grad = vec![0.0f32; m * points];
-        let mut discriminator_grad = vec![0.0f32; m * points];
-        for (member, target) in targets.iter().enumerate() {
-            let span = member * points..(member + 1) * points;
-            let (g, s) = (&g[span.clone()], &d_trace.output[span.clone()]);
-            let d: Vec<f32> = s.iter().map(|&s| sigmoid_host(s)).collect();
-            // Generator: L = -sum g_k log(d_k + eps) through the softmax,
-            // dL/do_j = g_j (sum_k g_k r_k - r_j) with r = log(d + eps).
-            let r: Vec<f32> = d.iter().map(|&d| (d + log_epsilon).ln()).collect();
-            let mean: f32 = g.iter().zip(&r).map(|(&g, &r)| g * r).sum();
-            for ((out, &g), &r) in generator_grad[span.clone()].iter_mut().zip(g).zip(&r) {
-                *out = g * (mean - r);
-            }
-            // Discriminator: L = -(sum p_k log(d_k + eps) + sum g_k log(1 + eps - d_k)) / 2,
-            // through the sigmoid d = s(x), ds/dx = d (1 - d).
-            for (((out, &d), &p), &g) in discriminator_grad[span]
-                .iter_mut()
-                .zip(&d)
-                .zip(target)
-                .zip(g)
-            {
-                let by_d = -(p / (d + log_epsilon) - g / (one_plus - d)) / 2.0;
-                *out = by_d * (d * (1.0 - d));
-            }
+        let [(g_params, g_activation), (d_params, d_activation)] = &players;
+        let g_tape = mlp::forward(g_params, *g_activation, noise.draw(device), vec![]);
+        let d_tape = mlp::forward(d_params, *d_activation, coords.clone(), vec![]);
+        let g = softmax(g_tape.output.clone(), 2);
+        history.push(kl_metric(target.clone(), g.clone()));
+        let d = sigmoid(d_tape.output.clone().reshape_to([m, 1, points]));
+        // Generator: L = -sum g_k log(d_k + eps) through the softmax,
+        // dL/do_j = g_j (sum_k g_k r_k - r_j) with r = log(d + eps).
+        let r = d.clone().add_scalar(LOG_EPSILON).log();
+        let mean = (g.clone() * r.clone()).sum_along(2);
+        let generator_grad = g.clone() * (mean - r);
+        // Discriminator: L = -(sum p_k log(d_k + eps) + sum g_k log(1 + eps - d_k)) / 2,
+        // through the sigmoid d = s(x), ds/dx = d (1 - d).
+        let by_d = (target.clone() / d.clone().add_scalar(LOG_EPSILON)
+            - g / d.clone().neg().add_scalar(1.0 + LOG_EPSILON))
+        .div_scalar(-2.0);
+        let slope = d.clone() * d.neg().add_scalar(1.0);
+        let discriminator_grad = (by_d * slope).reshape_to([m, points, 1]);
+        let steps = [(g_tape, generator_grad), (d_tape, discriminator_grad)];
+        for (((params, activation), adam), (tape, upstream)) in
+            players.iter_mut().zip(&mut adams).zip(steps)
+        {
+            let taken = std::mem::take(params);
+            let objective = MlpObjective::Upstream(upstream);
+            let regularisation = Regularisation::default();
+            *params = adam
+                .step_mlp(
+                    taken,
+                    *activation,
+                    tape,
+                    objective,
+                    regularisation,
+                    lr.clone(),
+                    None,
+                )
+                .0;
         }
-        generator.adam_step(&g_trace, &generator_grad, &mut generator_adam, config.lr);
-        discriminator.adam_step(
-            &d_trace,
-            &discriminator_grad,
-            &mut discriminator_adam,
-            config.lr,
-        );
     }
     kl_histories(history, m)
-}
-
-/// Softmax of one member's logits, in place (the maximum subtracted first, as Burn does).
-fn softmax_in_place(x: &mut [f32]) {
-    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    x.iter_mut().for_each(|v| *v = (*v - max).exp());
-    let sum: f32 = x.iter().sum();
-    x.iter_mut().for_each(|v| *v /= sum);
-}
-
-/// The logistic function `1 / (1 + e^-x)`.
-fn sigmoid_host(x: f32) -> f32 {
-    1.0 / (1.0 + (-x).exp())
 }
 
 /// `KL(p || g)` per member after flooring both at 1e-10 and renormalising (the original's
@@ -596,24 +583,16 @@ impl NoiseSource {
             }
             Self::Host { rngs, points } => {
                 let shape = [rngs.len(), 1, *points];
-                float_tensor(self.draw_host(), shape, device)
+                let values: Vec<f32> = rngs
+                    .iter_mut()
+                    .flat_map(|rng| {
+                        (0..*points)
+                            .map(|_| StandardNormal.sample(rng))
+                            .collect::<Vec<f32>>()
+                    })
+                    .collect();
+                float_tensor(values, shape, device)
             }
-        }
-    }
-
-    /// The next draw in host memory, `[members, points]` row-major: the same values as
-    /// [`draw`](Self::draw).
-    fn draw_host(&mut self) -> Vec<f32> {
-        match self {
-            Self::Device { streams, points } => streams.next_host(*points),
-            Self::Host { rngs, points } => rngs
-                .iter_mut()
-                .flat_map(|rng| {
-                    (0..*points)
-                        .map(|_| StandardNormal.sample(rng))
-                        .collect::<Vec<f32>>()
-                })
-                .collect(),
         }
     }
 }

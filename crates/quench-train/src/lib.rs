@@ -9,8 +9,7 @@
 //! (initialisations), [`optim`] (member-axis Adam and gradient clipping) and [`params`]
 //! (gradients, norms and masks per member), [`amp`] (mixed-precision steps and loss scaling),
 //! [`classify`] (classification loss and dropout), [`binary`] (binary classification by SGD,
-//! the loader workload's model), [`host_mlp`] (member MLPs in host memory
-//! with hand-derived gradients), [`epochs`] (the epoch loop over seed-batched members) and
+//! the loader workload's model), [`epochs`] (the epoch loop over seed-batched members) and
 //! [`stopping`] (its early stopping with best weights), [`settings`]
 //! (range checks of settings).
 
@@ -19,7 +18,6 @@ pub mod binary;
 pub mod classify;
 pub mod ensemble;
 pub mod epochs;
-pub mod host_mlp;
 pub mod init;
 pub mod optim;
 pub mod params;

@@ -6,6 +6,8 @@
 use burn::tensor::{Bool, Tensor};
 use quench_kernels::QuenchOps;
 use quench_kernels::ops::adam::{AdamStep, adam_step, composed_step};
+use quench_kernels::ops::dense::Activation;
+use quench_kernels::ops::mlp::{MlpObjective, MlpStep, MlpTape, composed_train_step, train_step};
 
 pub use quench_kernels::ops::adam::{AdamConfig, AdamUpdate};
 
@@ -50,19 +52,7 @@ impl<B: QuenchOps> MemberAdam<B> {
         lr: Tensor<B, 3>,
         active: Option<Tensor<B, 3, Bool>>,
     ) -> Vec<Tensor<B, 3>> {
-        // Zero moments at the first step (the parameter list is not known before it).
-        if self.moments.len() != params.len() {
-            self.moments = params
-                .iter()
-                .map(|p| (p.zeros_like(), p.zeros_like()))
-                .collect();
-        }
-        let advance = match &active {
-            Some(mask) => mask.clone().float(),
-            None => self.steps.ones_like(),
-        };
-        self.steps = self.steps.clone() + advance;
-        let step = AdamStep::new(self.config, self.steps.clone(), lr, active);
+        let step = self.advance(&params, lr, active);
         let mut updated = Vec::with_capacity(params.len());
         for ((p, g), (m, v)) in params.into_iter().zip(grads).zip(self.moments.iter_mut()) {
             let moments = [m.clone(), v.clone()];
@@ -76,6 +66,74 @@ impl<B: QuenchOps> MemberAdam<B> {
         }
         updated
     }
+
+    /// One training step of the member MLP `params` (weight then bias per layer, as
+    /// [`EnsembleMlp::params`](crate::ensemble::EnsembleMlp::params) lists them) for the
+    /// pass that made `tape` ([`quench_kernels::ops::mlp::forward`]), descending `objective`
+    /// with the L1 coefficient `l1` and each member's gradient clipped to `clip_norm`: the
+    /// backend's [`QuenchOps::mlp_train_step`]. Returns the updated parameters and, for a
+    /// cross-entropy objective, each member's loss `[members]` before the step. `lr` and
+    /// `active` as [`Self::step`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn step_mlp(
+        &mut self,
+        params: Vec<Tensor<B, 3>>,
+        activation: Activation,
+        tape: MlpTape<B>,
+        objective: MlpObjective<B>,
+        regularisation: Regularisation,
+        lr: Tensor<B, 3>,
+        active: Option<Tensor<B, 3, Bool>>,
+    ) -> (Vec<Tensor<B, 3>>, Option<Tensor<B, 1>>) {
+        let coefficients = self.advance(&params, lr, active);
+        let step = MlpStep {
+            adam: self.config,
+            coefficients: &coefficients,
+            activation,
+            l1: regularisation.l1,
+            clip_norm: regularisation.clip_norm,
+        };
+        let moments = self.moments.drain(..).map(|(m, v)| [m, v]).collect();
+        let stepped = if self.fused {
+            train_step(&step, params, moments, tape, objective)
+        } else {
+            composed_train_step(&step, params, moments, tape, objective)
+        };
+        self.moments = stepped.moments.into_iter().map(|[m, v]| (m, v)).collect();
+        (stepped.params, stepped.losses)
+    }
+
+    /// Counts a step for every member that takes it and returns the step's coefficients;
+    /// zero moments for `params` at the first step (the parameter list is not known before
+    /// it).
+    fn advance(
+        &mut self,
+        params: &[Tensor<B, 3>],
+        lr: Tensor<B, 3>,
+        active: Option<Tensor<B, 3, Bool>>,
+    ) -> AdamStep<B> {
+        if self.moments.len() != params.len() {
+            self.moments = params
+                .iter()
+                .map(|p| (p.zeros_like(), p.zeros_like()))
+                .collect();
+        }
+        let advance = match &active {
+            Some(mask) => mask.clone().float(),
+            None => self.steps.ones_like(),
+        };
+        self.steps = self.steps.clone() + advance;
+        AdamStep::new(self.config, self.steps.clone(), lr, active)
+    }
+}
+
+/// The regularisation of a member MLP's training step ([`MemberAdam::step_mlp`]).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Regularisation {
+    /// The L1 coefficient on every parameter (0: none).
+    pub l1: f64,
+    /// Each member's whole gradient clipped to this norm (`None`: no clip).
+    pub clip_norm: Option<f64>,
 }
 
 #[cfg(test)]

@@ -2,7 +2,8 @@
 
 use burn::tensor::{Bool, Tensor};
 use quench_device::Precision;
-use quench_kernels::ops::view::ViewTo;
+use quench_kernels::ops::mlp::member_sums;
+pub use quench_kernels::ops::mlp::{clip_member_norms, member_norms};
 use quench_kernels::readback::to_host_f32;
 use quench_kernels::reductions::Reduce;
 use quench_kernels::views::ReshapeTo;
@@ -36,39 +37,6 @@ pub fn gradients<B: QuenchBackend>(
 /// The values of `params` without their autodiff history.
 pub fn values<B: QuenchBackend>(params: &[Tensor<B, 3>]) -> Vec<Tensor<B::InnerBackend, 3>> {
     params.iter().map(|p| p.clone().inner()).collect()
-}
-
-/// The L2 norm of every member's whole gradient: `[members, 1, 1]`.
-pub fn member_norms<B: QuenchOps>(grads: &[Tensor<B, 3>]) -> Tensor<B, 3> {
-    grads
-        .iter()
-        .map(|g| member_sums(g.clone().powi_scalar(2)))
-        .reduce(|a, b| a + b)
-        .map(|s| s.sqrt())
-        .unwrap_or_else(|| unreachable!("a parameter list is never empty"))
-}
-
-/// The sum of each member's entries, `[members, 1, 1]`: one reduction over the flattened
-/// member, along its contiguous axis (burn-ndarray sums a middle axis slice by slice, which
-/// for a parameter list took a tenth of a Transformer epoch).
-fn member_sums<B: QuenchOps>(g: Tensor<B, 3>) -> Tensor<B, 3> {
-    let [members, rows, cols] = g.dims();
-    g.view_to([members, rows * cols])
-        .sum_along(1)
-        .reshape_to([members, 1, 1])
-}
-
-/// Scales each member's gradient so that its norm is at most `max_norm`, as PyTorch's
-/// `clip_grad_norm_` does for one network (coefficient `max_norm / (norm + 1e-6)`, capped at 1).
-pub fn clip_member_norms<B: QuenchOps>(
-    grads: Vec<Tensor<B, 3>>,
-    max_norm: f64,
-) -> Vec<Tensor<B, 3>> {
-    let denominator = member_norms(&grads) + 1e-6;
-    // A division, not `recip`: burn-ndarray's `recip` is the CPU's 12-bit estimate
-    // (`quench_support::allocator::VectorAligned` says more).
-    let coef = (denominator.ones_like().mul_scalar(max_norm) / denominator).clamp_max(1.0);
-    grads.into_iter().map(|g| g * coef.clone()).collect()
 }
 
 /// `[members, 1, 1]`: true where every gradient entry of the member is finite.

@@ -46,10 +46,15 @@
 //! - [`QuenchOps::float_view`]: a reshape that shares the buffer on the CPU backend (whose
 //!   own reshape copies every time), used through [`crate::ops::view::ViewTo`].
 //!
-//! Capabilities: [`QuenchOps::host_kernels`] and [`QuenchOps::plain_host`] say where Quench's
-//! host kernels may stand in for a chain of tensor ops. The fused paths that still choose by
-//! them (the GAN's and the qRNG classifier's member steps, the meta policy's inner loop, the
-//! exact solver's host states) are to become operations of this trait one at a time.
+//! - [`QuenchOps::exact_states`]: the final states of a batch of exact piecewise-constant
+//!   evolutions ([`expmv`]), the caller's tensor composition by default, a host kernel
+//!   (`expmv`'s Taylor series of matrix-vector products) on the CPU backend without autodiff.
+//! - [`QuenchOps::mlp_train_step`]: a member MLP's training step, backward pass, penalty,
+//!   clip and Adam ([`mlp`]); on the CPU backend the backward pass fused with Adam where no
+//!   clip needs the whole gradient, the seam's dense and Adam operations elsewhere.
+//!
+//! [`QuenchOps::host_lanes`] says how many threads a host kernel may split rows over; no
+//! caller chooses a path by the backend.
 
 use burn::backend::Autodiff;
 use burn::backend::NdArray;
@@ -71,18 +76,22 @@ pub mod attention;
 pub mod batch_norm;
 pub mod conv;
 pub mod dense;
+pub mod expmv;
 pub mod lstm;
+pub mod mlp;
 pub mod pooling;
 pub mod random;
 pub mod sgld;
 pub mod view;
 
-use adam::{AdamConfig, AdamStep, AdamUpdate};
+use adam::{AdamConfig, AdamStep};
 use attention::{AttentionGradients, AttentionInputs, AttentionOutput};
 use batch_norm::{BatchNormTape, BatchNormed};
 use conv::{ConvAffine, PatchRows};
 use dense::{Activation, DenseGradients, DenseOutput, NormGradients, NormTape, Normed};
+use expmv::ExactStates;
 use lstm::{LstmGradients, LstmTape, LstmWeights};
+use mlp::{MlpObjective, MlpStep, MlpStepped, MlpTape};
 use pooling::PoolGradients;
 use sgld::SgldStep;
 
@@ -321,19 +330,38 @@ pub trait QuenchOps: Backend {
         attention::composed_attention_backward(&inputs, &weights, d_context)
     }
 
-    /// Whether tensors live in host memory and each op runs on the calling thread, so that
-    /// Quench's f32 host kernels (the fused SGLD, GAN, classifier and meta-policy steps,
-    /// member Adam's host state) may stand in for a chain of ops and read or write values
-    /// without a transfer: the CPU backend in f32, with or without autodiff.
-    fn host_kernels() -> bool {
-        false
+    /// One training step of a member MLP ([`mlp`]): the backward pass from `objective` at
+    /// the output of the pass that made `tape` (consumed), the step's L1 penalty and
+    /// per-member clip, and Adam on every parameter of `params` (weight `[members, fan_in,
+    /// fan_out]` then bias `[members, 1, fan_out]` per layer) with its `moments`; members
+    /// outside `step.coefficients.active` unchanged. An optimiser's step: callers run it on
+    /// a backend without autodiff (an autodiff backend runs the default composition).
+    fn mlp_train_step(
+        step: &MlpStep<'_, Self>,
+        params: Vec<Tensor<Self, 3>>,
+        moments: Vec<[Tensor<Self, 3>; 2]>,
+        tape: MlpTape<Self>,
+        objective: MlpObjective<Self>,
+    ) -> MlpStepped<Self> {
+        mlp::composed_train_step(step, params, moments, tape, objective)
     }
 
-    /// Whether a host kernel that computes values but records no gradient may stand in for
-    /// tensor ops: host memory without autodiff (the CPU backend in f32 or f64), whose graph
-    /// such a kernel would otherwise cut.
-    fn plain_host() -> bool {
-        false
+    /// The final states `[tasks, n]` of a batch of exact piecewise-constant evolutions
+    /// ([`expmv`]); `composed` is the caller's composition in tensor ops, which the default
+    /// runs (and through which autodiff differentiates).
+    fn exact_states<'a>(
+        input: ExactStates<'a, Self>,
+        composed: impl FnOnce(ExactStates<'a, Self>) -> Tensor<Self, 2>,
+    ) -> Tensor<Self, 2> {
+        composed(input)
+    }
+
+    /// Threads a computation may split independent rows over: the cores available to the
+    /// process where each op runs on the calling thread (the CPU backend in f32, with or
+    /// without autodiff, whose host kernels take a lane count); 1 where ops are queued to a
+    /// device asynchronously.
+    fn host_lanes() -> usize {
+        1
     }
 }
 
@@ -515,27 +543,7 @@ impl QuenchOps for NdArray<f32> {
         moments: [Tensor<Self, 3>; 2],
         step: &AdamStep<Self>,
     ) -> [Tensor<Self, 3>; 3] {
-        let members = param.dims()[0];
-        let host = |t: &Tensor<Self, 3>| crate::readback::to_host_f32(t.clone());
-        let (step_size, root) = (host(&step.step_size), host(&step.root_correction));
-        let decay = step.decay.as_ref().map(host);
-        let active: Option<Vec<bool>> = step
-            .active
-            .as_ref()
-            .map(|a| a.clone().into_data().iter::<bool>().collect());
-        // A coefficient of one member stands for all.
-        let at = |values: &[f32], m: usize| values[if values.len() == 1 { 0 } else { m }];
-        let updates: Vec<Option<AdamUpdate>> = (0..members)
-            .map(|m| {
-                let steps = active
-                    .as_ref()
-                    .is_none_or(|a| a[if a.len() == 1 { 0 } else { m }]);
-                steps.then(|| {
-                    let decay = decay.as_ref().map_or(1.0, |d| at(d, m));
-                    AdamUpdate::with(config, at(&step_size, m), at(&root, m), decay)
-                })
-            })
-            .collect();
+        let updates = crate::ops::adam::host::updates(config, step, param.dims()[0]);
         crate::ops::adam::host::adam_step(
             param.into_primitive().tensor(),
             grad.into_primitive().tensor(),
@@ -543,6 +551,16 @@ impl QuenchOps for NdArray<f32> {
             &updates,
         )
         .map(from_host)
+    }
+
+    fn mlp_train_step(
+        step: &MlpStep<'_, Self>,
+        params: Vec<Tensor<Self, 3>>,
+        moments: Vec<[Tensor<Self, 3>; 2]>,
+        tape: MlpTape<Self>,
+        objective: MlpObjective<Self>,
+    ) -> MlpStepped<Self> {
+        mlp::host::train_step(step, params, moments, tape, objective)
     }
 
     fn conv_patches(
@@ -756,12 +774,15 @@ impl QuenchOps for NdArray<f32> {
         AttentionGradients { q, k, v }
     }
 
-    fn host_kernels() -> bool {
-        true
+    fn exact_states<'a>(
+        input: ExactStates<'a, Self>,
+        composed: impl FnOnce(ExactStates<'a, Self>) -> Tensor<Self, 2>,
+    ) -> Tensor<Self, 2> {
+        expmv::host::exact_states(input).unwrap_or_else(composed)
     }
 
-    fn plain_host() -> bool {
-        true
+    fn host_lanes() -> usize {
+        crate::host::lanes::host_cores()
     }
 }
 
@@ -772,8 +793,11 @@ impl QuenchOps for NdArray<f64> {
         Self::float_matmul(lhs, rhs)
     }
 
-    fn plain_host() -> bool {
-        true
+    fn exact_states<'a>(
+        input: ExactStates<'a, Self>,
+        composed: impl FnOnce(ExactStates<'a, Self>) -> Tensor<Self, 2>,
+    ) -> Tensor<Self, 2> {
+        expmv::host::exact_states(input).unwrap_or_else(composed)
     }
 }
 
@@ -996,8 +1020,8 @@ impl<B: QuenchOps, C: CheckpointStrategy> QuenchOps for Autodiff<B, C> {
         attention::autodiff_attention_backward(inputs, weights, d_context)
     }
 
-    fn host_kernels() -> bool {
-        B::host_kernels()
+    fn host_lanes() -> usize {
+        B::host_lanes()
     }
 }
 

@@ -7,7 +7,8 @@ use burn::tensor::ops::FloatTensor;
 
 use crate::host::lanes::{host_cores, in_lanes};
 use crate::host::tensor::{Host, in_f32, tensor, values};
-use crate::ops::adam::AdamUpdate;
+use crate::ops::adam::{AdamConfig, AdamStep, AdamUpdate};
+use crate::readback::to_host_f32;
 
 /// Values below which an update runs on the calling thread only.
 const THREADED_FROM: usize = 1 << 16;
@@ -85,6 +86,35 @@ pub(crate) fn adam_step(
     in_lanes(jobs, lanes, |group| group.into_iter().for_each(run));
     drop(inputs);
     [p_out, m_out, v_out].map(|values| tensor(values, dims))
+}
+
+/// Each of `members` members' update for the step's coefficients `step`, read back (free
+/// on the host); `None` for a member that does not step. A coefficient of one member stands
+/// for all.
+pub(crate) fn updates(
+    config: AdamConfig,
+    step: &AdamStep<Host>,
+    members: usize,
+) -> Vec<Option<AdamUpdate>> {
+    let host = |t: &burn::tensor::Tensor<Host, 3>| to_host_f32(t.clone());
+    let (step_size, root) = (host(&step.step_size), host(&step.root_correction));
+    let decay = step.decay.as_ref().map(host);
+    let active: Option<Vec<bool>> = step
+        .active
+        .as_ref()
+        .map(|a| a.clone().into_data().iter::<bool>().collect());
+    let at = |values: &[f32], m: usize| values[if values.len() == 1 { 0 } else { m }];
+    (0..members)
+        .map(|m| {
+            let steps = active
+                .as_ref()
+                .is_none_or(|a| a[if a.len() == 1 { 0 } else { m }]);
+            steps.then(|| {
+                let decay = decay.as_ref().map_or(1.0, |d| at(d, m));
+                AdamUpdate::with(config, at(&step_size, m), at(&root, m), decay)
+            })
+        })
+        .collect()
 }
 
 /// Three equal slices cut into pieces of at most `piece` values, side by side.

@@ -113,7 +113,7 @@ fn bias_activate_portable(
 crate::simd_dispatch! {
     /// `dz = dy f'(z)` from what the layer kept: the pre-activation `z` where the activation
     /// keeps its input, else its output.
-    fn pre_activation_gradient(dz: &mut [f32], kept: &[f32], dy: &[f32], activation: Activation) => pre_activation_gradient_portable
+    pub(crate) fn pre_activation_gradient(dz: &mut [f32], kept: &[f32], dy: &[f32], activation: Activation) => pre_activation_gradient_portable
 }
 
 #[inline(always)]

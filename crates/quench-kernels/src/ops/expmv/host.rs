@@ -1,17 +1,19 @@
-//! The exact solver's final states on the host, without forming any propagator: each task's
-//! state is carried through its segments, `exp(A) v` as a truncated Taylor series of
+//! Host kernel of [`crate::ops::expmv`]: the final states without forming any propagator,
+//! each task's state carried through its segments, `exp(A) v` as a truncated Taylor series of
 //! matrix-vector products taken in `p` substeps of degree `m`, both chosen from the segment's
 //! own 1-norm (the idea of Al-Mohy and Higham's `expmv`). A quiet segment costs a few
-//! products of `d^2 x d^2` by `d^2`, where the tensor form pays for the Taylor polynomial and
+//! products of `n x n` by `n`, where the tensor form pays for the Taylor polynomial and
 //! squarings of whole matrices sized for the largest amplitudes allowed, then a product tree.
 //! Computed in f64 whatever the backend's float type, to that type's unit roundoff.
 
 use std::sync::OnceLock;
 
-use quench_kernels::host::lanes::in_lanes;
+use burn::tensor::Tensor;
 
-use crate::exponential::remainder_bound;
-use crate::generators::{HostGenerators, real_norm_one};
+use super::{ExactStates, GeneratorParts, real_norm_one, remainder_bound, unit_roundoff};
+use crate::host::lanes::in_lanes;
+use crate::ops::QuenchOps;
+use crate::readback::{float_tensor, to_host_f64};
 
 /// Highest Taylor degree considered. The most efficient degree (largest reach per product)
 /// is about 10 for f32's roundoff and 20 for f64's, well inside it.
@@ -25,7 +27,7 @@ const MAX_SUBSTEPS: usize = 1 << 12;
 /// `exp(A)` cut after degree `m` is within the unit roundoff (the bound of
 /// [`remainder_bound`], relative to `||v||`).
 #[derive(Debug)]
-pub(crate) struct DegreeTable {
+struct DegreeTable {
     /// `theta[m - 1]` for `m = 1 ..= MAX_DEGREE`, increasing.
     theta: Vec<f64>,
     /// The degree of largest `theta_m / m`, used for every substep of a large norm.
@@ -60,7 +62,7 @@ impl DegreeTable {
     }
 
     /// The table for `unit_roundoff`, built once per process for f32's and f64's.
-    pub(crate) fn for_roundoff(unit_roundoff: f64) -> &'static Self {
+    fn for_roundoff(unit_roundoff: f64) -> &'static Self {
         static SINGLE: OnceLock<DegreeTable> = OnceLock::new();
         static DOUBLE: OnceLock<DegreeTable> = OnceLock::new();
         let cell = if unit_roundoff < 1e-10 {
@@ -72,7 +74,7 @@ impl DegreeTable {
     }
 
     /// The largest 1-norm whose exponential's action [`Self::plan`] covers to the roundoff.
-    pub(crate) fn reach(&self) -> f64 {
+    fn reach(&self) -> f64 {
         self.theta[self.efficient - 1] * MAX_SUBSTEPS as f64
     }
 
@@ -99,40 +101,40 @@ impl DegreeTable {
 }
 
 /// One batch in host memory, row-major, in f64.
-pub(crate) struct HostBatch {
+struct HostBatch {
     /// Amplitudes `[tasks, segments, controls]`.
-    pub(crate) amplitudes: Vec<f64>,
+    amplitudes: Vec<f64>,
     /// Rates `[tasks, jumps]`.
-    pub(crate) rates: Vec<f64>,
+    rates: Vec<f64>,
     /// Initial states `[tasks, d^2]`.
-    pub(crate) initial: Vec<f64>,
+    initial: Vec<f64>,
     /// The number of tasks.
-    pub(crate) tasks: usize,
+    tasks: usize,
     /// The number of segments of every task.
-    pub(crate) segments: usize,
+    segments: usize,
 }
 
 /// The exact propagation of states on the host.
-pub(crate) struct Propagation<'a> {
+struct Propagation<'a> {
     /// The system's generators.
-    pub(crate) generators: &'a HostGenerators,
+    generators: &'a GeneratorParts,
     /// Length of every segment (time units of the pulse).
-    pub(crate) t_segment: f64,
+    t_segment: f64,
     /// Amplitudes are clamped to `+-control_bound`, as the tensor form does.
-    pub(crate) control_bound: f64,
+    control_bound: f64,
     /// Rates are clamped to `[0, rate_bound]`, as the tensor form does.
-    pub(crate) rate_bound: f64,
+    rate_bound: f64,
     /// Degrees for the backend's unit roundoff.
-    pub(crate) table: &'static DegreeTable,
+    table: &'static DegreeTable,
 }
 
 impl Propagation<'_> {
     /// The final states `[tasks, d^2]` of every task of `batch`, the tasks split over up to
     /// `lanes` threads.
-    pub(crate) fn final_states(&self, batch: &HostBatch, lanes: usize) -> Vec<f64> {
-        let n = self.generators.size();
-        let jumps = self.generators.jumps();
-        let per_task = batch.segments * self.generators.controls();
+    fn final_states(&self, batch: &HostBatch, lanes: usize) -> Vec<f64> {
+        let n = self.generators.n;
+        let jumps = self.generators.jumps.len();
+        let per_task = batch.segments * self.generators.controls.len();
         in_lanes((0..batch.tasks).collect(), lanes, |tasks| {
             let mut states = Vec::with_capacity(tasks.len() * n);
             for task in tasks {
@@ -157,8 +159,8 @@ impl Propagation<'_> {
         initial: &[f64],
         segments: usize,
     ) -> Vec<f64> {
-        let n = self.generators.size();
-        let controls = self.generators.controls();
+        let n = self.generators.n;
+        let controls = self.generators.controls.len();
         let rates: Vec<f64> = rates
             .iter()
             .map(|r| r.clamp(0.0, self.rate_bound))
@@ -197,6 +199,41 @@ impl Propagation<'_> {
     }
 }
 
+/// Fewest task-segments worth splitting over threads (each takes about 0.1 us).
+const PER_THREAD: usize = 2048;
+
+/// The final states `[tasks, n]` of `input` on the host, to the unit roundoff of the
+/// backend's float type; `input` back when a segment's bound is beyond what the host plan
+/// reaches.
+pub(crate) fn exact_states<B: QuenchOps>(
+    input: ExactStates<'_, B>,
+) -> Result<Tensor<B, 2>, ExactStates<'_, B>> {
+    let table = DegreeTable::for_roundoff(unit_roundoff(input.amplitudes.dtype()));
+    if input.segment_bound > table.reach() {
+        return Err(input);
+    }
+    let [tasks, segments, _] = input.amplitudes.dims();
+    let device = input.amplitudes.device();
+    let n = input.generators.n;
+    let batch = HostBatch {
+        amplitudes: to_host_f64(input.amplitudes),
+        rates: to_host_f64(input.rates),
+        initial: to_host_f64(input.initial),
+        tasks,
+        segments,
+    };
+    let propagation = Propagation {
+        generators: input.generators,
+        t_segment: input.t_segment,
+        control_bound: input.control_bound,
+        rate_bound: input.rate_bound,
+        table,
+    };
+    let lanes = B::host_lanes().min((tasks * segments).div_ceil(PER_THREAD));
+    let states = propagation.final_states(&batch, lanes);
+    Ok(float_tensor::<B, f64, 2>(states, [tasks, n], &device))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,5 +261,41 @@ mod tests {
         assert_eq!(single.plan(f64::NAN), (1, 1), "a NaN must reach the state");
         // A quiet one-qubit segment (|u| ~ 0.3, t_seg 0.05) takes a handful of products.
         assert!(single.plan(0.05).1 <= 5, "{:?}", single.plan(0.05));
+    }
+
+    /// A rotation `dv/dt = M v` with `M = [[0, -1], [1, 0]]` (u = 1) turns `(1, 0)` by the
+    /// angle `t`: the kernel's states within f64's roundoff (degree chosen for it, a handful of
+    /// products), and a batch whose bound is beyond the table's reach comes back untouched.
+    #[test]
+    fn the_kernel_rotates_and_hands_back_what_it_cannot_reach() {
+        use burn::backend::NdArray;
+        let parts = GeneratorParts {
+            n: 2,
+            drift: vec![0.0; 4],
+            controls: vec![vec![0.0, -1.0, 1.0, 0.0]],
+            jumps: vec![],
+        };
+        let device = Default::default();
+        let input = |segment_bound: f64| ExactStates::<NdArray<f64>> {
+            generators: &parts,
+            amplitudes: float_tensor(vec![1.0, 1.0, 0.5, 0.5], [2, 2, 1], &device),
+            rates: Tensor::zeros([2, 0], &device),
+            initial: float_tensor(vec![1.0, 0.0, 1.0, 0.0], [2, 2], &device),
+            t_segment: 0.3,
+            control_bound: 10.0,
+            rate_bound: 0.0,
+            segment_bound,
+        };
+        let states = to_host_f64(exact_states(input(3.0)).expect("within reach"));
+        for (task, angle) in [(0, 0.6f64), (1, 0.3)] {
+            let want = [angle.cos(), angle.sin()];
+            for (got, want) in states[2 * task..2 * task + 2].iter().zip(want) {
+                assert!(
+                    (got - want).abs() < 1e-14,
+                    "task {task}: {got} against {want}"
+                );
+            }
+        }
+        assert!(exact_states(input(f64::INFINITY)).is_err());
     }
 }
