@@ -75,6 +75,8 @@ pub mod adam;
 pub mod attention;
 pub mod batch_norm;
 pub mod conv;
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+mod cube;
 pub mod dense;
 pub mod expmv;
 pub mod lstm;
@@ -801,14 +803,77 @@ impl QuenchOps for NdArray<f64> {
     }
 }
 
-/// CUDA: the default, whose three products may run on tensor cores.
-#[cfg(feature = "cuda")]
-impl QuenchOps for burn::backend::Cuda<f32, i32> {}
+/// Every CubeCL runtime in f32 (CUDA, and wgpu with lavapipe in CI): the operations' CubeCL
+/// kernels where one exists (`ops/<op>/cube.rs`), the default composition elsewhere. CUDA's
+/// products may run on tensor cores, and a Vulkan driver may give cubek cooperative matrices
+/// in reduced precision: `precise_matmul` keeps the default's three products.
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+impl<R: burn_cubecl::CubeRuntime, BT: burn_cubecl::BoolElement> QuenchOps
+    for burn_cubecl::CubeBackend<R, f32, i32, BT>
+{
+    fn adam_step(
+        config: AdamConfig,
+        param: Tensor<Self, 3>,
+        grad: Tensor<Self, 3>,
+        moments: [Tensor<Self, 3>; 2],
+        step: &AdamStep<Self>,
+    ) -> [Tensor<Self, 3>; 3] {
+        adam::cube::adam_step(config, param, grad, moments, step)
+    }
 
-/// wgpu: the default; a Vulkan driver may also give cubek cooperative matrices in reduced
-/// precision, and lavapipe in CI runs the same composition a GPU would.
-#[cfg(feature = "wgpu")]
-impl QuenchOps for burn::backend::Wgpu<f32, i32> {}
+    fn dense_forward(
+        x: Tensor<Self, 3>,
+        weight: &Tensor<Self, 3>,
+        bias: &Tensor<Self, 3>,
+        activation: Option<Activation>,
+    ) -> DenseOutput<Self> {
+        dense::cube::dense_forward(x, weight, bias, activation)
+    }
+
+    fn dense_backward(
+        x: Tensor<Self, 3>,
+        weight: &Tensor<Self, 3>,
+        kept: Tensor<Self, 3>,
+        dy: Tensor<Self, 3>,
+        activation: Option<Activation>,
+    ) -> DenseGradients<Self> {
+        dense::cube::dense_backward(x, weight, kept, dy, activation)
+    }
+
+    fn layer_norm_forward(
+        x: Tensor<Self, 3>,
+        gamma: &Tensor<Self, 3>,
+        beta: &Tensor<Self, 3>,
+        eps: f64,
+    ) -> Normed<Self> {
+        dense::cube::layer_norm_forward(x, gamma, beta, eps)
+    }
+
+    fn layer_norm_backward(
+        tape: NormTape<Self>,
+        gamma: &Tensor<Self, 3>,
+        dy: Tensor<Self, 3>,
+    ) -> NormGradients<Self> {
+        dense::cube::layer_norm_backward(tape, gamma, dy)
+    }
+
+    fn lstm_forward(
+        inputs: Tensor<Self, 4>,
+        weights: &LstmWeights<Self>,
+        _lanes: usize,
+    ) -> LstmTape<Self> {
+        lstm::cube::lstm_forward(inputs, weights)
+    }
+
+    fn lstm_backward(
+        weights: &LstmWeights<Self>,
+        tape: LstmTape<Self>,
+        d_output: Tensor<Self, 4>,
+        _lanes: usize,
+    ) -> LstmGradients<Self> {
+        lstm::cube::lstm_backward(weights, tape, d_output)
+    }
+}
 
 /// Autodiff: each operation of the inner backend, with its backward pass through the inner
 /// backend's operations (so gradients are as precise as values).

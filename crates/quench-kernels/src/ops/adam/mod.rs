@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use super::QuenchOps;
 
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+pub(crate) mod cube;
 pub(crate) mod host;
 
 /// Adam's constants, as PyTorch names them; `weight_decay` is PyTorch's coupled L2 term for
@@ -192,6 +194,19 @@ impl AdamUpdate {
             root_correction,
             decay,
         }
+    }
+
+    /// The step's constants `[beta1, beta2, 1 - beta1, 1 - beta2, eps, coupled L2]` as f32,
+    /// for a device kernel that takes them as scalars.
+    pub fn constants(&self) -> [f32; 6] {
+        [
+            self.beta1,
+            self.beta2,
+            self.rest1,
+            self.rest2,
+            self.eps,
+            self.coupled,
+        ]
     }
 
     /// Updates one value `p` with gradient `g` and its moments `m`, `v` in place.

@@ -14,6 +14,8 @@ use burn::tensor::{Tensor, TensorPrimitive};
 use super::QuenchOps;
 use crate::reductions::Reduce;
 
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+pub(crate) mod cube;
 pub(crate) mod host;
 
 /// A nonlinearity that follows a dense layer.
@@ -359,7 +361,7 @@ pub(super) fn autodiff_layer_norm<B: QuenchOps, C: CheckpointStrategy>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::readback::to_host_f32;
+    use crate::readback::{float_tensor, to_host_f32};
     use crate::testing::largest_gap as worst;
     use burn::backend::NdArray;
     use burn::tensor::Distribution;
@@ -633,6 +635,53 @@ mod tests {
                     beyond / scale < 1e-3,
                     "{rows} rows: the composition's d{name} off by {beyond:e} beyond the estimate's bound"
                 );
+            }
+        }
+    }
+
+    crate::device_test! {
+        /// The device's dense layer (a CubeCL epilogue after cubek's product on a GPU) and its
+        /// backward pass give the host kernel's values for every activation, at odd sizes: one
+        /// member and one row, widths that are no multiple of a vector's lanes. Tolerance as
+        /// the other device tests: 1e-4 of the values' scale (GELU's `erf` differs between
+        /// the host's libm and the device's).
+        fn the_dense_layer_is_the_host_kernels_on_every_device<B>(device) {
+            for [members, rows, fan_in, fan_out] in [[1, 1, 5, 7], [3, 4, 6, 3]] {
+                let values = |len: usize, salt: u32| -> Vec<f32> {
+                    (0..len as u32)
+                        .map(|i| (i.wrapping_mul(2_654_435_761).wrapping_add(salt * 40_503) >> 8) as f32 / 8_388_608.0 - 1.0)
+                        .collect()
+                };
+                let tensors = || {
+                    let d = device;
+                    (
+                        float_tensor::<B::InnerBackend, f32, 3>(values(members * rows * fan_in, 1), [members, rows, fan_in], d),
+                        float_tensor::<B::InnerBackend, f32, 3>(values(members * fan_in * fan_out, 2), [members, fan_in, fan_out], d),
+                        float_tensor::<B::InnerBackend, f32, 3>(values(members * fan_out, 3), [members, 1, fan_out], d),
+                        float_tensor::<B::InnerBackend, f32, 3>(values(members * rows * fan_out, 4), [members, rows, fan_out], d),
+                    )
+                };
+                let host = |activation| {
+                    let d = Default::default();
+                    let x = float_tensor::<Host, f32, 3>(values(members * rows * fan_in, 1), [members, rows, fan_in], &d);
+                    let w = float_tensor::<Host, f32, 3>(values(members * fan_in * fan_out, 2), [members, fan_in, fan_out], &d);
+                    let b = float_tensor::<Host, f32, 3>(values(members * fan_out, 3), [members, 1, fan_out], &d);
+                    let dy = float_tensor::<Host, f32, 3>(values(members * rows * fan_out, 4), [members, rows, fan_out], &d);
+                    let out = Host::dense_forward(x.clone(), &w, &b, activation);
+                    let g = Host::dense_backward(x, &w, out.kept, dy, activation);
+                    [out.output, g.x, g.weight, g.bias].map(to_host_f32)
+                };
+                for activation in ACTIVATIONS {
+                    let (x, w, b, dy) = tensors();
+                    let out = B::InnerBackend::dense_forward(x.clone(), &w, &b, activation);
+                    let g = B::InnerBackend::dense_backward(x, &w, out.kept, dy, activation);
+                    let got = [out.output, g.x, g.weight, g.bias].map(to_host_f32);
+                    for (name, (got, want)) in ["output", "dx", "dw", "db"].iter().zip(got.iter().zip(host(activation))) {
+                        let scale = want.iter().fold(1f32, |m, v| m.max(v.abs()));
+                        let gap = quench_support::stats::max_abs_difference(got, &want) as f32;
+                        assert!(gap / scale < 1e-4, "{activation:?} {members}x{rows}x{fan_in}x{fan_out} {name}: {gap:e}");
+                    }
+                }
             }
         }
     }

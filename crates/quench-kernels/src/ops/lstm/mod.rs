@@ -20,6 +20,8 @@ use super::QuenchOps;
 use crate::reductions::Reduce;
 use crate::views::ReshapeTo;
 
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+pub(crate) mod cube;
 pub(crate) mod host;
 
 /// A layer's weights, rows `2 m + d` (member `m`, direction `d`).
@@ -82,22 +84,63 @@ fn reading_order<B: Backend>(t: Tensor<B, 4>) -> Tensor<B, 4> {
     Tensor::cat(vec![forward, backward], 1).reshape_to([rows, batch, seq, width])
 }
 
-/// The forward pass as Burn tensor ops: one batched input projection for every step, then per
-/// step one recurrent product and the gate and cell arithmetic over every row at once.
-pub fn composed_forward<B: Backend>(inputs: Tensor<B, 4>, weights: &LstmWeights<B>) -> LstmTape<B> {
+/// Each row's inputs in its reading order, `[rows, batch, seq, input]` (both directions of a
+/// member read the same inputs).
+fn inputs_in_reading_order<B: Backend>(inputs: Tensor<B, 4>) -> Tensor<B, 4> {
     let [members, batch, seq, input] = inputs.dims();
-    let [rows, hidden, gates] = weights.w_h.dims();
-    let device = inputs.device();
-    // Each row's inputs in its reading order.
-    let both = reading_order(
-        Tensor::stack::<5>(vec![inputs.clone(), inputs.clone()], 1)
-            .reshape_to([rows, batch, seq, input]),
-    );
-    let projected = (both
+    reading_order(
+        Tensor::stack::<5>(vec![inputs.clone(), inputs], 1).reshape_to([
+            2 * members,
+            batch,
+            seq,
+            input,
+        ]),
+    )
+}
+
+/// The input projection of every step, `x W_x + b`, in each row's reading order: `[rows,
+/// batch, seq, gates]`.
+pub(crate) fn projection<B: Backend>(
+    inputs: Tensor<B, 4>,
+    weights: &LstmWeights<B>,
+) -> Tensor<B, 4> {
+    let [_, batch, seq, input] = inputs.dims();
+    let [rows, _, gates] = weights.w_h.dims();
+    (inputs_in_reading_order(inputs)
         .reshape_to([rows, batch * seq, input])
         .matmul(weights.w_x.clone())
         + weights.bias.clone())
-    .reshape_to([rows, batch, seq, gates]);
+    .reshape_to([rows, batch, seq, gates])
+}
+
+/// The tape from every step's gate activations `[rows, batch, seq, gates]`, cells and hidden
+/// states `[rows, batch, seq, hidden]`, all in each row's reading order.
+pub(crate) fn tape_from_steps<B: Backend>(
+    inputs: Tensor<B, 4>,
+    gates: Tensor<B, 4>,
+    cells: Tensor<B, 4>,
+    hiddens: Tensor<B, 4>,
+) -> LstmTape<B> {
+    let [members, batch, seq, _] = inputs.dims();
+    let hidden = cells.dims()[3];
+    LstmTape {
+        inputs,
+        gates: reading_order(gates),
+        cells: reading_order(cells),
+        output: reading_order(hiddens)
+            .reshape_to([members, 2, batch, seq, hidden])
+            .permute([0, 2, 3, 1, 4])
+            .reshape_to([members, batch, seq, 2 * hidden]),
+    }
+}
+
+/// The forward pass as Burn tensor ops: one batched input projection for every step, then per
+/// step one recurrent product and the gate and cell arithmetic over every row at once.
+pub fn composed_forward<B: Backend>(inputs: Tensor<B, 4>, weights: &LstmWeights<B>) -> LstmTape<B> {
+    let [_, batch, seq, _] = inputs.dims();
+    let [rows, hidden, gates] = weights.w_h.dims();
+    let device = inputs.device();
+    let projected = projection(inputs.clone(), weights);
     let mut h = Tensor::<B, 3>::zeros([rows, batch, hidden], &device);
     let mut c = h.clone();
     let (mut all_gates, mut cells, mut hiddens) = (Vec::new(), Vec::new(), Vec::new());
@@ -123,15 +166,83 @@ pub fn composed_forward<B: Backend>(inputs: Tensor<B, 4>, weights: &LstmWeights<
         cells.push(c.clone());
         hiddens.push(h.clone());
     }
-    let hidden_states = reading_order(Tensor::stack(hiddens, 2));
-    LstmTape {
+    tape_from_steps(
         inputs,
-        gates: reading_order(Tensor::stack(all_gates, 2)),
-        cells: reading_order(Tensor::stack(cells, 2)),
-        output: hidden_states
-            .reshape_to([members, 2, batch, seq, hidden])
-            .permute([0, 2, 3, 1, 4])
-            .reshape_to([members, batch, seq, 2 * hidden]),
+        Tensor::stack(all_gates, 2),
+        Tensor::stack(cells, 2),
+        Tensor::stack(hiddens, 2),
+    )
+}
+
+/// Each row's gate activations, cells, hidden states and output gradients in its reading
+/// order, for a backward pass: `[rows, batch, seq, width]` each.
+pub(crate) struct StepsInReadingOrder<B: Backend> {
+    pub(crate) gates: Tensor<B, 4>,
+    pub(crate) cells: Tensor<B, 4>,
+    pub(crate) hiddens: Tensor<B, 4>,
+    pub(crate) d_output: Tensor<B, 4>,
+}
+
+impl<B: Backend> StepsInReadingOrder<B> {
+    /// The tape's steps and the output's gradient `[members, batch, seq, 2 hidden]`.
+    pub(crate) fn new(tape: &LstmTape<B>, d_output: Tensor<B, 4>) -> Self {
+        let [members, batch, seq, _] = tape.inputs.dims();
+        let hidden = tape.cells.dims()[3];
+        let rows = 2 * members;
+        let per_row = |t: Tensor<B, 4>| {
+            reading_order(
+                t.reshape_to([members, batch, seq, 2, hidden])
+                    .permute([0, 3, 1, 2, 4])
+                    .reshape_to([rows, batch, seq, hidden]),
+            )
+        };
+        Self {
+            gates: reading_order(tape.gates.clone()),
+            cells: reading_order(tape.cells.clone()),
+            hiddens: per_row(tape.output.clone()),
+            d_output: per_row(d_output),
+        }
+    }
+}
+
+/// The weight, bias and input gradients from every step's gate gradients `dz` `[rows, batch,
+/// seq, gates]` and hidden states `[rows, batch, seq, hidden]`, both in reading order: products
+/// over every step at once.
+pub(crate) fn gradients_from_steps<B: Backend>(
+    weights: &LstmWeights<B>,
+    inputs: Tensor<B, 4>,
+    hiddens: Tensor<B, 4>,
+    dz: Tensor<B, 4>,
+) -> LstmGradients<B> {
+    let [members, batch, seq, input] = inputs.dims();
+    let [rows, hidden, gates] = weights.w_h.dims();
+    let device = dz.device();
+    let dz = dz.reshape_to([rows, batch * seq, gates]);
+    // The hidden state each step started from, in reading order: zero, then one step behind.
+    let previous = if seq > 1 {
+        let behind = hiddens.slice([0..rows, 0..batch, 0..seq - 1]);
+        Tensor::cat(
+            vec![Tensor::zeros([rows, batch, 1, hidden], &device), behind],
+            2,
+        )
+    } else {
+        Tensor::zeros([rows, batch, 1, hidden], &device)
+    }
+    .reshape_to([rows, batch * seq, hidden]);
+    let both = inputs_in_reading_order(inputs).reshape_to([rows, batch * seq, input]);
+    let d_inputs = reading_order(
+        dz.clone()
+            .matmul(weights.w_x.clone().swap_dims(1, 2))
+            .reshape_to([rows, batch, seq, input]),
+    )
+    .reshape_to([members, 2, batch, seq, input])
+    .sum_along(1)
+    .reshape_to([members, batch, seq, input]);
+    LstmGradients {
+        w_x: both.swap_dims(1, 2).matmul(dz.clone()),
+        w_h: previous.swap_dims(1, 2).matmul(dz.clone()),
+        bias: dz.sum_along(1).reshape_to([rows, 1, gates]),
+        inputs: d_inputs,
     }
 }
 
@@ -143,22 +254,10 @@ pub fn composed_backward<B: Backend>(
     tape: &LstmTape<B>,
     d_output: Tensor<B, 4>,
 ) -> LstmGradients<B> {
-    let [members, batch, seq, input] = tape.inputs.dims();
+    let [_, batch, seq, _] = tape.inputs.dims();
     let [rows, hidden, gates] = weights.w_h.dims();
     let device = d_output.device();
-    // Per row, in reading order: [2 members, batch, seq, width].
-    let per_row = |t: Tensor<B, 4>| {
-        reading_order(
-            t.reshape_to([members, batch, seq, 2, hidden])
-                .permute([0, 3, 1, 2, 4])
-                .reshape_to([rows, batch, seq, hidden]),
-        )
-    };
-    let (a_all, c_all) = (
-        reading_order(tape.gates.clone()),
-        reading_order(tape.cells.clone()),
-    );
-    let (h_all, dy_all) = (per_row(tape.output.clone()), per_row(d_output));
+    let steps = StepsInReadingOrder::new(tape, d_output);
     let at = |t: &Tensor<B, 4>, step: usize| {
         let width = t.dims()[3];
         t.clone()
@@ -171,7 +270,7 @@ pub fn composed_backward<B: Backend>(
     let (mut dh_next, mut dc_next) = (zeros.clone(), zeros.clone());
     let mut dz_steps = Vec::with_capacity(seq);
     for s in (0..seq).rev() {
-        let a = at(&a_all, s);
+        let a = at(&steps.gates, s);
         let part = |k: usize| {
             a.clone()
                 .slice([0..rows, 0..batch, k * hidden..(k + 1) * hidden])
@@ -180,10 +279,10 @@ pub fn composed_backward<B: Backend>(
         let c_prev = if s == 0 {
             zeros.clone()
         } else {
-            at(&c_all, s - 1)
+            at(&steps.cells, s - 1)
         };
-        let tc = at(&c_all, s).tanh();
-        let dh = at(&dy_all, s) + dh_next;
+        let tc = at(&steps.cells, s).tanh();
+        let dh = at(&steps.d_output, s) + dh_next;
         let dc = dc_next + dh.clone() * o.clone() * one_minus(tc.clone() * tc.clone());
         let dz = Tensor::cat(
             vec![
@@ -199,37 +298,12 @@ pub fn composed_backward<B: Backend>(
         dz_steps.push(dz.reshape_to([rows, batch, 1, gates]));
     }
     dz_steps.reverse();
-    let dz = Tensor::cat(dz_steps, 2).reshape_to([rows, batch * seq, gates]);
-    // The hidden state each step started from, in reading order: zero, then one step behind.
-    let previous = if seq > 1 {
-        let behind = h_all.slice([0..rows, 0..batch, 0..seq - 1]);
-        Tensor::cat(
-            vec![Tensor::zeros([rows, batch, 1, hidden], &device), behind],
-            2,
-        )
-    } else {
-        Tensor::zeros([rows, batch, 1, hidden], &device)
-    }
-    .reshape_to([rows, batch * seq, hidden]);
-    let both = reading_order(
-        Tensor::stack::<5>(vec![tape.inputs.clone(), tape.inputs.clone()], 1)
-            .reshape_to([rows, batch, seq, input]),
+    gradients_from_steps(
+        weights,
+        tape.inputs.clone(),
+        steps.hiddens,
+        Tensor::cat(dz_steps, 2),
     )
-    .reshape_to([rows, batch * seq, input]);
-    let d_inputs = reading_order(
-        dz.clone()
-            .matmul(weights.w_x.clone().swap_dims(1, 2))
-            .reshape_to([rows, batch, seq, input]),
-    )
-    .reshape_to([members, 2, batch, seq, input])
-    .sum_along(1)
-    .reshape_to([members, batch, seq, input]);
-    LstmGradients {
-        w_x: both.swap_dims(1, 2).matmul(dz.clone()),
-        w_h: previous.swap_dims(1, 2).matmul(dz.clone()),
-        bias: dz.sum_along(1).reshape_to([rows, 1, gates]),
-        inputs: d_inputs,
-    }
 }
 
 /// The autodiff backend's LSTM: the inner backend's forward pass, recorded as one node whose

@@ -1,0 +1,140 @@
+//! CubeCL kernel of the member Adam update ([`crate::ops::adam`]) for every CubeCL runtime:
+//! one launch per parameter where the composition takes about thirteen element-wise ops.
+//!
+//! Design: one unit per value, one-dimensional cubes sized by CubeCL for the device; each unit
+//! reads the parameter, its gradient, its two moments and its member's coefficients (`[members]`
+//! or one for all, served from cache) and writes the three results: seven floats of traffic per
+//! value, the memory-bound minimum.
+#![allow(clippy::too_many_arguments)]
+
+use burn_cubecl::{BoolElement, CubeRuntime};
+use cubecl::prelude::*;
+
+use super::{AdamConfig, AdamStep, AdamUpdate};
+use crate::ops::cube::{Cube, elementwise, empty_like, from_cube, to_cube};
+
+/// A parameter-shaped tensor of the backend, `[members, rows, cols]`.
+type Values<R, BT> = burn::tensor::Tensor<Cube<R, BT>, 3>;
+
+/// The update of value `ABSOLUTE_POS` of member `position / per_member`. A coefficient
+/// tensor of one value serves every member (`member % len`); `decay` and `active` are read only where
+/// `has_decay` and `has_active` are 1 (a step may have neither; the caller then passes another
+/// coefficient tensor in their place).
+#[cube(launch)]
+fn adam_kernel<F: Float>(
+    param: &Tensor<F>,
+    grad: &Tensor<F>,
+    first: &Tensor<F>,
+    second: &Tensor<F>,
+    step_size: &Tensor<F>,
+    root_correction: &Tensor<F>,
+    decay: &Tensor<F>,
+    active: &Tensor<F>,
+    param_out: &mut Tensor<F>,
+    first_out: &mut Tensor<F>,
+    second_out: &mut Tensor<F>,
+    beta1: f32,
+    beta2: f32,
+    rest1: f32,
+    rest2: f32,
+    eps: f32,
+    coupled: f32,
+    per_member: u32,
+    has_decay: u32,
+    has_active: u32,
+    #[define(F)] _dtype: StorageType,
+) {
+    let position = ABSOLUTE_POS;
+    if position >= param.len() {
+        terminate!();
+    }
+    let member = position / per_member as usize;
+    let p = param[position];
+    let m = first[position];
+    let v = second[position];
+    let mut stepping = true;
+    if has_active == 1 {
+        stepping = active[member % active.len()] > F::new(0.5);
+    }
+    if stepping {
+        let beta1 = F::cast_from(beta1);
+        let beta2 = F::cast_from(beta2);
+        let rest1 = F::cast_from(rest1);
+        let rest2 = F::cast_from(rest2);
+        let eps = F::cast_from(eps);
+        let coupled = F::cast_from(coupled);
+        let g = grad[position] + coupled * p;
+        let m_new = m * beta1 + g * rest1;
+        let v_new = v * beta2 + g * g * rest2;
+        let denominator = F::sqrt(v_new) / root_correction[member % root_correction.len()] + eps;
+        let mut kept = p;
+        if has_decay == 1 {
+            kept = p * decay[member % decay.len()];
+        }
+        param_out[position] = kept - m_new / denominator * step_size[member % step_size.len()];
+        first_out[position] = m_new;
+        second_out[position] = v_new;
+    } else {
+        param_out[position] = p;
+        first_out[position] = m;
+        second_out[position] = v;
+    }
+}
+
+/// [`crate::ops::QuenchOps::adam_step`] on a CubeCL backend: one launch.
+pub(crate) fn adam_step<R: CubeRuntime, BT: BoolElement>(
+    config: AdamConfig,
+    param: Values<R, BT>,
+    grad: Values<R, BT>,
+    [m, v]: [Values<R, BT>; 2],
+    step: &AdamStep<Cube<R, BT>>,
+) -> [Values<R, BT>; 3] {
+    let [members, rows, cols] = param.dims();
+    let per_member = (rows * cols).max(1) as u32;
+    let active = step.active.as_ref().map(|a| a.clone().float());
+    let [param, grad, m, v] = [param, grad, m, v].map(to_cube);
+    let step_size = to_cube(step.step_size.clone());
+    let root = to_cube(step.root_correction.clone());
+    let decay = step.decay.clone().map(to_cube);
+    let active = active.map(to_cube);
+    let outputs = [(); 3].map(|_| empty_like(&param));
+    // The host kernel's constants, folded from f64 once.
+    let [beta1, beta2, rest1, rest2, eps, coupled] =
+        AdamUpdate::with(config, 0.0, 1.0, 1.0).constants();
+    let client = param.client.clone();
+    let (count, dim) = elementwise(&client, members * rows * cols);
+    let dtype = param.dtype;
+    adam_kernel::launch::<R>(
+        &client,
+        count,
+        dim,
+        param.into_tensor_arg(),
+        grad.into_tensor_arg(),
+        m.into_tensor_arg(),
+        v.into_tensor_arg(),
+        step_size.clone().into_tensor_arg(),
+        root.into_tensor_arg(),
+        decay
+            .clone()
+            .unwrap_or_else(|| step_size.clone())
+            .into_tensor_arg(),
+        active
+            .clone()
+            .unwrap_or_else(|| step_size.clone())
+            .into_tensor_arg(),
+        outputs[0].clone().into_tensor_arg(),
+        outputs[1].clone().into_tensor_arg(),
+        outputs[2].clone().into_tensor_arg(),
+        beta1,
+        beta2,
+        rest1,
+        rest2,
+        eps,
+        coupled,
+        per_member,
+        u32::from(decay.is_some()),
+        u32::from(active.is_some()),
+        dtype.into(),
+    );
+    outputs.map(from_cube)
+}

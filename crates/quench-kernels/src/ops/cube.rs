@@ -1,0 +1,61 @@
+//! What the operations' CubeCL kernels share: the backend they serve (every CubeCL runtime in
+//! f32, CUDA and wgpu alike), the conversions between its tensors and CubeCL's, and launch
+//! shapes.
+
+use burn::tensor::{Tensor, TensorPrimitive};
+use burn_cubecl::kernel::into_contiguous;
+use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
+use burn_cubecl::tensor::CubeTensor;
+use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime};
+use cubecl::prelude::*;
+use cubecl::{CubeCount, CubeDim, calculate_cube_count_elemwise};
+
+/// The CubeCL backends Quench runs on: runtime `R` in f32 (Burn's fusion off).
+pub(crate) type Cube<R, BT> = CubeBackend<R, f32, i32, BT>;
+
+/// A tensor's CubeCL primitive, contiguous (the kernels index the flat buffer).
+pub(crate) fn to_cube<R: CubeRuntime, BT: BoolElement, const D: usize>(
+    t: Tensor<Cube<R, BT>, D>,
+) -> CubeTensor<R> {
+    into_contiguous(t.into_primitive().tensor())
+}
+
+/// A kernel's output as a tensor.
+pub(crate) fn from_cube<R: CubeRuntime, BT: BoolElement, const D: usize>(
+    t: CubeTensor<R>,
+) -> Tensor<Cube<R, BT>, D> {
+    Tensor::from_primitive(TensorPrimitive::Float(t))
+}
+
+/// A contiguous tensor of `like`'s shape, type and device, its values not initialised.
+pub(crate) fn empty_like<R: CubeRuntime>(like: &CubeTensor<R>) -> CubeTensor<R> {
+    empty_device_contiguous_dtype(
+        like.client.clone(),
+        like.device.clone(),
+        like.meta.shape().clone(),
+        like.dtype,
+    )
+}
+
+/// A contiguous tensor of `shape` with `like`'s type and device, its values not initialised.
+pub(crate) fn empty_shaped<R: CubeRuntime, const D: usize>(
+    like: &CubeTensor<R>,
+    shape: [usize; D],
+) -> CubeTensor<R> {
+    empty_device_contiguous_dtype(
+        like.client.clone(),
+        like.device.clone(),
+        shape.into(),
+        like.dtype,
+    )
+}
+
+/// One unit per value of `values`: the cube count and one-dimensional cube shape CubeCL
+/// chooses for the device.
+pub(crate) fn elementwise<R: CubeRuntime>(
+    client: &ComputeClient<R>,
+    values: usize,
+) -> (CubeCount, CubeDim) {
+    let dim = CubeDim::new(client, values);
+    (calculate_cube_count_elemwise(client, values, dim), dim)
+}
