@@ -135,6 +135,19 @@ pub fn largest_gap<B: Backend, const D: usize>(a: Tensor<B, D>, b: Tensor<B, D>)
     quench_support::stats::max_abs_difference(&a, &b) as f32
 }
 
+/// `len` deterministic values spread over `[-scale, scale)` (a multiplicative hash of the index
+/// and `salt`): test inputs that differ in every entry without a random generator.
+pub fn spread(len: usize, salt: u32, scale: f32) -> Vec<f32> {
+    (0..len as u32)
+        .map(|i| {
+            let bits = i
+                .wrapping_mul(2_654_435_761)
+                .wrapping_add(salt.wrapping_mul(40_503));
+            ((bits >> 8) as f32 / 8_388_608.0 - 1.0) * scale
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1284,14 +1284,7 @@ mod on_device {
 
     /// Deterministic values in [-1, 1).
     fn values(len: usize, salt: u32) -> Vec<f32> {
-        (0..len as u32)
-            .map(|i| {
-                let bits = i
-                    .wrapping_mul(2_654_435_761)
-                    .wrapping_add(salt.wrapping_mul(40_503));
-                (bits >> 8) as f32 / 8_388_608.0 - 1.0
-            })
-            .collect()
+        crate::testing::spread(len, salt, 1.0)
     }
 
     /// Every layer operation in one loss on backend `X`: the output values of each and the

@@ -647,11 +647,7 @@ mod tests {
         /// the host's libm and the device's).
         fn the_dense_layer_is_the_host_kernels_on_every_device<B>(device) {
             for [members, rows, fan_in, fan_out] in [[1, 1, 5, 7], [3, 4, 6, 3]] {
-                let values = |len: usize, salt: u32| -> Vec<f32> {
-                    (0..len as u32)
-                        .map(|i| (i.wrapping_mul(2_654_435_761).wrapping_add(salt * 40_503) >> 8) as f32 / 8_388_608.0 - 1.0)
-                        .collect()
-                };
+                let values = |len: usize, salt: u32| crate::testing::spread(len, salt, 1.0);
                 let tensors = || {
                     let d = device;
                     (

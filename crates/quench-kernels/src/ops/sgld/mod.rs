@@ -148,15 +148,7 @@ mod tests {
 
     type Host = NdArray<f32>;
 
-    /// Deterministic values in [-scale, scale).
-    fn spread(len: usize, salt: u32, scale: f32) -> Vec<f32> {
-        (0..len as u32)
-            .map(|i| {
-                let bits = i.wrapping_mul(2_654_435_761).wrapping_add(salt * 40_503);
-                ((bits >> 8) as f32 / 8_388_608.0 - 1.0) * scale
-            })
-            .collect()
-    }
+    use crate::testing::spread;
 
     fn tensor(shape: [usize; 3], salt: u32, scale: f32) -> Tensor<Host, 3> {
         let len = shape.iter().product();
