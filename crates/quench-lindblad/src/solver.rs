@@ -238,6 +238,38 @@ impl Solver {
         }
     }
 
+    /// Refuses an exact evolution whose segments the method cannot exponentiate to any
+    /// accuracy: `||M t_segment||_1 <= segment_bound` (from the pulse's length, the segments
+    /// and the clamps' bounds) infinite, or so large that the Taylor plan's squarings (each at
+    /// most doubling the polynomial's rounding error) leave `2^s u >= 1` of the unit roundoff
+    /// `u`, or that no plan within 64 squarings meets the truncation bound. Within the host
+    /// kernel's reach (about 1e4 in f32) the plan takes 14 squarings, far inside.
+    fn check_exponentiable<B: QuenchOps>(
+        &self,
+        segment_bound: f64,
+        t_total: f64,
+        segments: usize,
+        batch: &Batch<B>,
+    ) -> Result<(), LindbladError> {
+        let u = unit_roundoff(batch.amplitudes.dtype());
+        let plan = TaylorPlan::new(segment_bound, u);
+        let amplified = 2f64.powi(plan.squarings as i32) * u;
+        if segment_bound.is_finite() && plan.squarings < 64 && amplified < 1.0 {
+            return Ok(());
+        }
+        Err(LindbladError::input(
+            "t_total",
+            format!(
+                "a pulse of {t_total:e} over {segments} segments, with amplitudes clamped to \
+                 +-{} and rates to [0, {}], bounds ||M t_segment||_1 by {segment_bound:e}: the \
+                 exact method would square its Taylor polynomial {} times, which leaves no \
+                 accurate digit; shorten the pulse, add segments or lower control_bound / \
+                 rate_bound",
+                self.control_bound, self.rate_bound, plan.squarings
+            ),
+        ))
+    }
+
     /// Refuses a non-positive step, a negative or non-finite bound, a zero substep or graph
     /// limit.
     pub fn validate(&self) -> Result<(), LindbladError> {
@@ -319,6 +351,9 @@ impl Solver {
             .norms()
             .bound(self.control_bound, self.rate_bound)
             * t_segment;
+        if self.method == Method::Exact {
+            self.check_exponentiable(segment_bound, batch.t_total, segments, &batch)?;
+        }
         let substeps = self.check_substeps(batch.t_total, segments, tasks)?;
         let want_propagators = output == Output::StatesAndPropagators;
         let differentiated = [
@@ -779,5 +814,35 @@ mod tests {
         assert!(solver.check_substeps(1.0, 1, 1).is_ok());
         let default: Solver = serde_json::from_str("{}").unwrap();
         assert_eq!(default.max_substeps, DEFAULT_MAX_SUBSTEPS);
+    }
+
+    /// An exact evolution that no accuracy survives is refused naming the pulse, not
+    /// returned as NaN: a pulse of 1e300, and clamps of 1e30 (the defaults' segment bound is
+    /// inside).
+    #[test]
+    fn an_exact_evolution_beyond_any_accuracy_is_refused() {
+        let (generators, b) = batch(2, 4, 1e300);
+        let err = Solver::default()
+            .evolve(&generators, b, Output::States)
+            .err()
+            .expect("refused");
+        assert!(err.to_string().contains("t_total"), "{err}");
+        let (generators, b) = batch(2, 4, 1.0);
+        let wide = Solver {
+            control_bound: 1e30,
+            rate_bound: 1e30,
+            ..Solver::default()
+        };
+        let err = wide
+            .evolve(&generators, b, Output::States)
+            .err()
+            .expect("refused");
+        assert!(err.to_string().contains("control_bound"), "{err}");
+        let (generators, b) = batch(2, 4, 1.0);
+        assert!(
+            Solver::default()
+                .evolve(&generators, b, Output::States)
+                .is_ok()
+        );
     }
 }
