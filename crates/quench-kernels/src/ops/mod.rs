@@ -1448,7 +1448,7 @@ mod on_device {
     }
 
     crate::device_test! {
-        fn the_layer_operations_give_the_host_kernels_values_and_gradients<B>(device) {
+        fn the_layer_operations_give_the_cpu_kernel_values_and_gradients<B>(device) {
             let on_device = layers::<B>(device);
             let on_host = layers::<Autodiff<NdArray<f32>>>(&Default::default());
             let names = [
@@ -1465,7 +1465,7 @@ mod on_device {
             }
         }
 
-        fn the_inference_and_optimiser_operations_give_the_host_kernels_values<B>(device) {
+        fn the_inference_and_optimiser_operations_give_the_cpu_kernel_values<B>(device) {
             let on_device = inference_and_optimiser::<B::InnerBackend>(device);
             let on_host = inference_and_optimiser::<NdArray<f32>>(&Default::default());
             let names = [

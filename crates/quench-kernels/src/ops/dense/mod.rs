@@ -645,7 +645,7 @@ mod tests {
         /// member and one row, widths that are no multiple of a vector's lanes. Tolerance as
         /// the other device tests: 1e-4 of the values' scale (GELU's `erf` differs between
         /// the host's libm and the device's).
-        fn the_dense_layer_is_the_host_kernels_on_every_device<B>(device) {
+        fn the_dense_layer_is_the_cpu_kernel_on_every_device<B>(device) {
             for [members, rows, fan_in, fan_out] in [[1, 1, 5, 7], [3, 4, 6, 3]] {
                 let values = |len: usize, salt: u32| crate::testing::spread(len, salt, 1.0);
                 let tensors = || {

@@ -444,7 +444,7 @@ mod tests {
     }
 
     #[test]
-    fn the_host_kernels_are_the_composition_in_every_tape_entry_and_gradient() {
+    fn the_host_kernel_is_the_composition_in_every_tape_entry_and_gradient() {
         // One lane, one per row, uneven lanes; one step; one member; one sequence.
         for (sizes, lanes) in [
             ([2, 7, 5, 3, 6], 1),
