@@ -5,6 +5,9 @@
 //! needs each member's whole gradient first, the gradients come from the dense kernels, then
 //! the penalty, the clip and Adam run in one pass each over host memory.
 
+use std::borrow::Cow;
+
+use burn::tensor::ops::FloatTensor;
 use burn::tensor::{Int, Tensor, TensorPrimitive};
 
 use super::{MlpObjective, MlpStep, MlpStepped, MlpTape};
@@ -25,9 +28,10 @@ fn put(values: Vec<f32>, shape: [usize; 3]) -> Tensor<Host, 3> {
     Tensor::from_primitive(TensorPrimitive::Float(tensor(values, shape)))
 }
 
-/// A tensor's values, read in place where contiguous.
-fn read(t: &Tensor<Host, 3>) -> Vec<f32> {
-    values(&t.clone().into_primitive().tensor()).into_owned()
+/// A tensor's primitive (its buffer shared, not copied), whose values `values` then borrows
+/// in place where contiguous.
+fn primitive(t: Tensor<Host, 3>) -> FloatTensor<Host> {
+    t.into_primitive().tensor()
 }
 
 /// [`crate::ops::QuenchOps::mlp_train_step`] on the CPU backend.
@@ -59,8 +63,9 @@ pub(crate) fn train_step(
     } else {
         let grads = super::backward(&params, step.activation, tape, upstream);
         let mut grads: Vec<Vec<f32>> = grads.into_iter().map(take).collect();
-        let values: Vec<Vec<f32>> = params.iter().map(read).collect();
         if step.l1 != 0.0 {
+            let shared: Vec<FloatTensor<Host>> = params.iter().cloned().map(primitive).collect();
+            let values: Vec<Cow<'_, [f32]>> = shared.iter().map(values).collect();
             let penalty = add_l1(&mut grads, &values, step.l1 as f32, members);
             if let Some(losses) = &mut losses {
                 losses
@@ -107,7 +112,8 @@ fn cross_entropy(
     labels: Tensor<Host, 2, Int>,
 ) -> (Tensor<Host, 3>, Vec<f32>) {
     let [members, rows, classes] = logits.dims();
-    let logits = read(logits);
+    let shared = primitive(logits.clone());
+    let logits = values(&shared);
     let labels: Vec<i64> = labels.into_data().iter::<i64>().collect();
     let mut gradient = vec![0f32; logits.len()];
     let mut losses = vec![0f32; members];
@@ -132,7 +138,7 @@ fn cross_entropy(
 
 /// Adds `l1 sign(p)` to every gradient (0 at 0, the subgradient autodiff takes) and returns
 /// each member's `sum |p|`.
-fn add_l1(grads: &mut [Vec<f32>], values: &[Vec<f32>], l1: f32, members: usize) -> Vec<f32> {
+fn add_l1(grads: &mut [Vec<f32>], values: &[Cow<'_, [f32]>], l1: f32, members: usize) -> Vec<f32> {
     let mut penalty = vec![0f32; members];
     for (grads, values) in grads.iter_mut().zip(values) {
         let per = values.len() / members.max(1);
@@ -262,9 +268,13 @@ fn fused_step(
     let rows = tape.output.dims()[1];
     let mut values: Vec<Vec<f32>> = params.into_iter().map(take).collect();
     let mut moments: Vec<[Vec<f32>; 2]> = moments.into_iter().map(|pair| pair.map(take)).collect();
-    let inputs: Vec<Vec<f32>> = tape.inputs.iter().map(read).collect();
-    let kept: Vec<Vec<f32>> = tape.kept.iter().map(read).collect();
-    let masks: Vec<Vec<f32>> = tape.masks.iter().map(read).collect();
+    let shared: [Vec<FloatTensor<Host>>; 3] =
+        [tape.inputs, tape.kept, tape.masks].map(|ts| ts.into_iter().map(primitive).collect());
+    let [inputs, kept, masks] = shared.each_ref().map(|ts| {
+        ts.iter()
+            .map(crate::host::tensor::values)
+            .collect::<Vec<_>>()
+    });
     let mut delta = upstream;
     for l in (0..values.len() / 2).rev() {
         let [_, fan_in, fan_out] = shapes[2 * l];
@@ -341,7 +351,10 @@ fn fused_step(
             }
         }
         if let Some(mask) = masks.get(l - 1) {
-            below.iter_mut().zip(mask).for_each(|(b, &k)| *b *= k);
+            below
+                .iter_mut()
+                .zip(mask.iter())
+                .for_each(|(b, &k)| *b *= k);
         }
         let mut next = vec![0.0f32; below.len()];
         pre_activation_gradient(&mut next, &kept[l - 1], &below, activation);
