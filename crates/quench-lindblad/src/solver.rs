@@ -244,15 +244,14 @@ impl Solver {
     /// most doubling the polynomial's rounding error) leave `2^s u >= 1` of the unit roundoff
     /// `u`, or that no plan within 64 squarings meets the truncation bound. Within the host
     /// kernel's reach (about 1e4 in f32) the plan takes 14 squarings, far inside.
-    fn check_exponentiable<B: QuenchOps>(
+    fn check_exponentiable(
         &self,
+        plan: TaylorPlan,
+        u: f64,
         segment_bound: f64,
         t_total: f64,
         segments: usize,
-        batch: &Batch<B>,
     ) -> Result<(), LindbladError> {
-        let u = unit_roundoff(batch.amplitudes.dtype());
-        let plan = TaylorPlan::new(segment_bound, u);
         let amplified = 2f64.powi(plan.squarings as i32) * u;
         if segment_bound.is_finite() && plan.squarings < 64 && amplified < 1.0 {
             return Ok(());
@@ -351,8 +350,11 @@ impl Solver {
             .norms()
             .bound(self.control_bound, self.rate_bound)
             * t_segment;
+        // The exact method's plan, made once: its check here, its products in `propagate`.
+        let u = unit_roundoff(batch.amplitudes.dtype());
+        let plan = TaylorPlan::new(segment_bound, u);
         if self.method == Method::Exact {
-            self.check_exponentiable(segment_bound, batch.t_total, segments, &batch)?;
+            self.check_exponentiable(plan, u, segment_bound, batch.t_total, segments)?;
         }
         let substeps = self.check_substeps(batch.t_total, segments, tasks)?;
         let want_propagators = output == Output::StatesAndPropagators;
@@ -382,7 +384,7 @@ impl Solver {
                     rates: input.rates,
                     initial: input.initial,
                 };
-                self.propagate(generators, batch, output, segment_bound, substeps)
+                self.propagate(generators, batch, output, plan, substeps)
                     .states
             });
             return Ok(Evolution {
@@ -390,7 +392,7 @@ impl Solver {
                 propagators: None,
             });
         }
-        let evolution = self.propagate(generators, batch, output, segment_bound, substeps);
+        let evolution = self.propagate(generators, batch, output, plan, substeps);
         Ok(Evolution {
             states: self.renormalized(evolution.states, generators),
             propagators: evolution.propagators,
@@ -404,13 +406,12 @@ impl Solver {
         generators: &Generators<B>,
         batch: Batch<B>,
         output: Output,
-        segment_bound: f64,
+        plan: TaylorPlan,
         substeps: usize,
     ) -> Evolution<B> {
         let n = generators.size();
         let [tasks, segments, _] = batch.amplitudes.dims();
         let t_segment = batch.t_total / segments as f64;
-        let plan = TaylorPlan::new(segment_bound, unit_roundoff(batch.amplitudes.dtype()));
         let want_propagators = output == Output::StatesAndPropagators;
         let step = t_segment / substeps as f64;
         // Each method's per-segment (or per-substep) matrix is a polynomial of the scaled
