@@ -22,7 +22,7 @@ use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use quench_device::diagnostics::DiagnosticsConfig;
 use quench_device::{DeviceError, select_announced};
-use quench_kernels::DeviceSpec;
+use quench_platform::DeviceSpec;
 
 use crate::error_line::one_line;
 use crate::workload::RunPrecision;
@@ -211,7 +211,7 @@ fn main() -> ExitCode {
     }
     let global = &cli.global;
     if let Some(dir) = &global.cache_dir
-        && let Err(err) = quench_kernels::kernel_cache::set_cache_dir(dir)
+        && let Err(err) = quench_platform::kernel_cache::set_cache_dir(dir)
     {
         eprintln!("error: {err}");
         return ExitCode::FAILURE;
@@ -327,7 +327,7 @@ fn run_ranked(
     }
     let selection = select_announced(global.device.for_local_rank(quench_scale::local_rank()))?;
     if args.count_launches && selection.device == quench_kernels::SelectedDevice::Cpu {
-        return Err(quench_kernels::BackendError::LaunchCount(
+        return Err(quench_platform::BackendError::LaunchCount(
             "the CPU backend launches no kernels; count them on --device wgpu or cuda".into(),
         )
         .into());

@@ -21,7 +21,7 @@ static LAUNCH_LOG: OnceLock<PathBuf> = OnceLock::new();
 
 /// Turns on CubeCL's log of every kernel launch, written to `path` (replaced). It must come
 /// before the first CubeCL device is used: CubeCL reads its configuration once. The rest of
-/// the configuration is as [`quench_kernels::kernel_cache`] makes it (the kernel and autotune caches
+/// the configuration is as [`quench_platform::kernel_cache`] makes it (the kernel and autotune caches
 /// stay on).
 ///
 /// # Errors
@@ -30,15 +30,15 @@ static LAUNCH_LOG: OnceLock<PathBuf> = OnceLock::new();
 pub fn log_launches(path: &Path) -> Result<(), DeviceError> {
     #[cfg(any(feature = "wgpu", feature = "cuda"))]
     {
-        quench_kernels::kernel_cache::install(Some(path))?;
+        quench_platform::kernel_cache::install(Some(path))?;
         LAUNCH_LOG.set(path.to_path_buf()).map_err(|_| {
-            quench_kernels::BackendError::LaunchCount("the launch log is already on".into()).into()
+            quench_platform::BackendError::LaunchCount("the launch log is already on".into()).into()
         })
     }
     #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
     {
         let _ = (path, &LAUNCH_LOG);
-        Err(quench_kernels::BackendError::LaunchCount(
+        Err(quench_platform::BackendError::LaunchCount(
             "this binary has no GPU backend to count launches on (build with --features wgpu or cuda)"
                 .into(),
         )

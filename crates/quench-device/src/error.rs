@@ -22,9 +22,9 @@ pub enum DeviceError {
         reason: String,
     },
     /// A device name, a backend this build lacks, the kernel cache or the launch log
-    /// ([`quench_kernels::BackendError`]).
+    /// ([`quench_platform::BackendError`]).
     #[error(transparent)]
-    Backend(#[from] quench_kernels::BackendError),
+    Backend(#[from] quench_platform::BackendError),
     /// The precision string could not be parsed.
     #[error("invalid precision `{given}` (expected {expected})")]
     BadPrecision {

@@ -64,7 +64,7 @@ pub fn peak_memory(device: SelectedDevice) -> Option<MemoryReading> {
 /// earlier run's buffers, or when a program is done with its host kernels. The next step
 /// allocates afresh.
 pub fn release_host_buffers() {
-    quench_kernels::host::buffers::release();
+    quench_host::buffers::release();
 }
 
 /// Resets the process's peak RSS so that the next reading covers only what follows; returns

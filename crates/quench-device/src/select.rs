@@ -2,9 +2,10 @@
 //! the CPU with a reason, and CubeCL's kernel cache made before the first GPU is touched. The
 //! backends and the dispatch onto them are `quench_kernels::backends`.
 
-use quench_kernels::adapters::adapters;
-use quench_kernels::spec::DeviceSpec;
-use quench_kernels::{BackendError, SelectedDevice, WgpuAdapter};
+use quench_kernels::{SelectedDevice, WgpuAdapter};
+use quench_platform::BackendError;
+use quench_platform::adapters::adapters;
+use quench_platform::spec::DeviceSpec;
 
 use crate::error::DeviceError;
 
@@ -27,7 +28,7 @@ pub fn select(spec: DeviceSpec) -> Result<Selection, DeviceError> {
     // Before any GPU is probed: CubeCL reads its configuration, caches included, once.
     #[cfg(any(feature = "wgpu", feature = "cuda"))]
     if spec != DeviceSpec::Cpu {
-        quench_kernels::kernel_cache::install(None)?;
+        quench_platform::kernel_cache::install(None)?;
     }
     match spec {
         DeviceSpec::Cpu => Ok(Selection {
@@ -84,7 +85,7 @@ fn auto_wgpu() -> Result<WgpuAdapter, Option<String>> {
         return Err(None);
     }
     let all = adapters();
-    let Some(best) = quench_kernels::adapters::best_hardware(all) else {
+    let Some(best) = quench_platform::adapters::best_hardware(all) else {
         let software: Vec<&str> = all
             .iter()
             .filter(|a| a.is_software())
@@ -93,7 +94,7 @@ fn auto_wgpu() -> Result<WgpuAdapter, Option<String>> {
         return Err(Some(if all.is_empty() {
             format!(
                 "no wgpu adapter ({})",
-                quench_kernels::adapters::none_found_reason()
+                quench_platform::adapters::none_found_reason()
             )
         } else if software.is_empty() {
             "no discrete or integrated GPU among the wgpu adapters".to_string()
@@ -141,24 +142,24 @@ fn probe_wgpu(spec: DeviceSpec, index: Option<usize>) -> Result<WgpuAdapter, Dev
         reason,
     };
     if all.is_empty() {
-        return Err(unavailable(quench_kernels::adapters::none_found_reason()));
+        return Err(unavailable(quench_platform::adapters::none_found_reason()));
     }
     let adapter = WgpuAdapter::find(index).ok_or_else(|| {
         unavailable(format!(
             "this machine has {} wgpu adapter(s): {}",
             all.len(),
-            quench_kernels::adapters::listing(all)
+            quench_platform::adapters::listing(all)
         ))
     })?;
     let chosen = &all[adapter.index];
     // Burn's wgpu backend opens adapters by kind and position, and of the software ones only
     // the first; an adapter of no stated kind it cannot name at all.
-    use quench_kernels::adapters::AdapterKind;
+    use quench_platform::adapters::AdapterKind;
     if chosen.kind == AdapterKind::Other || (chosen.kind == AdapterKind::Cpu && adapter.nth > 0) {
         return Err(unavailable(format!(
             "{chosen} cannot be opened by Burn's wgpu backend (it names adapters by type, and \
              only the first software adapter); the adapters: {}",
-            quench_kernels::adapters::listing(all)
+            quench_platform::adapters::listing(all)
         )));
     }
     let outcome = silently(|| {

@@ -6,10 +6,9 @@ use std::fmt;
 
 use burn::backend::{Autodiff, NdArray};
 
-use crate::adapters::{AdapterKind, adapters};
-use crate::error::BackendError;
 use crate::ops::{QuenchBackend, QuenchOps};
-use crate::spec::DeviceSpec;
+use quench_platform::adapters::{AdapterKind, adapters};
+use quench_platform::error::BackendError;
 
 /// The CPU backend: `burn_ndarray` in f32, with autodiff.
 pub type CpuBackend = Autodiff<NdArray<f32>>;
@@ -39,7 +38,7 @@ pub enum SelectedDevice {
     Wgpu(WgpuAdapter),
 }
 
-/// A wgpu adapter that was probed: its place in [`crate::adapters::adapters`] and how Burn's
+/// A wgpu adapter that was probed: its place in [`quench_platform::adapters::adapters`] and how Burn's
 /// wgpu backend names it (the `nth` adapter of its `kind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WgpuAdapter {
@@ -58,7 +57,7 @@ impl WgpuAdapter {
     pub fn find(index: Option<usize>) -> Option<Self> {
         let all = adapters();
         let chosen = match index {
-            None => crate::adapters::best_any(all),
+            None => quench_platform::adapters::best_any(all),
             Some(index) => all.get(index),
         }?;
         Some(Self {
@@ -94,7 +93,7 @@ impl SelectedDevice {
     }
 
     /// A wgpu adapter's name, API, kind and driver as its driver gives them
-    /// ([`crate::adapters::AdapterInfo::description`]); `None` for the other devices.
+    /// ([`quench_platform::adapters::AdapterInfo::description`]); `None` for the other devices.
     pub fn adapter_name(&self) -> Option<String> {
         match self {
             Self::Wgpu(adapter) => adapters().get(adapter.index).map(|a| a.description()),
@@ -144,13 +143,13 @@ pub fn run_on<T: OnDevice>(device: SelectedDevice, task: T) -> Result<T::Output,
         }
         #[cfg(not(feature = "cuda"))]
         SelectedDevice::Cuda(index) => Err(BackendError::CudaNotCompiled {
-            spec: DeviceSpec::Cuda(Some(index)).to_string(),
+            spec: quench_platform::DeviceSpec::Cuda(Some(index)).to_string(),
         }),
         #[cfg(feature = "wgpu")]
         SelectedDevice::Wgpu(adapter) => Ok(task.run::<WgpuBackend>(&adapter.burn_device())),
         #[cfg(not(feature = "wgpu"))]
         SelectedDevice::Wgpu(adapter) => Err(BackendError::WgpuNotCompiled {
-            spec: DeviceSpec::Wgpu(Some(adapter.index)).to_string(),
+            spec: quench_platform::DeviceSpec::Wgpu(Some(adapter.index)).to_string(),
         }),
     }
 }
@@ -178,7 +177,7 @@ mod tests {
         use burn::backend::autodiff::checkpoint::strategy::BalancedCheckpointing;
         // A type check named two exact types; any autodiff strategy over the f32 CPU backend
         // runs its ops on the host all the same.
-        let cores = crate::host::lanes::host_cores();
+        let cores = quench_host::lanes::host_cores();
         assert_eq!(
             host_lanes::<Autodiff<NdArray<f32>, BalancedCheckpointing>>(),
             cores
@@ -187,7 +186,7 @@ mod tests {
 
     #[test]
     fn only_the_cpu_backend_gets_host_lanes() {
-        let cores = crate::host::lanes::host_cores();
+        let cores = quench_host::lanes::host_cores();
         assert_eq!(host_lanes::<CpuBackend>(), cores);
         assert_eq!(host_lanes::<NdArray<f32>>(), cores);
         assert_eq!(

@@ -1,27 +1,22 @@
 //! The operations Quench adds to Burn's backends and their kernels: the [`QuenchOps`] seam,
 //! one folder per operation under [`ops`] holding the operation, its default composition of
-//! Burn ops (which the GPU backends run) and its CPU host kernel side by side; the host
-//! kernels' shared support ([`host`]); the counter-based generator ([`threefry`]); reshapes,
-//! reductions and read-backs every backend computes right ([`views`], [`reductions`],
-//! [`readback`]); Burn's seeded generator held by one caller at a time ([`generator`]); the backends themselves and the dispatch of generic work onto them
-//! ([`backends`]), with the names of devices ([`spec`]), wgpu's adapters ([`adapters`]) and
-//! CubeCL's kernel cache ([`kernel_cache`]); and the tests' device ([`testing`],
-//! [`device_test!`]).
+//! Burn ops (which the GPU backends run), its CPU host kernel and, where it has one, its CubeCL
+//! kernel side by side; the counter-based generator ([`threefry`]); reshapes, reductions and
+//! read-backs every backend computes right ([`views`], [`reductions`], [`readback`]); Burn's
+//! seeded generator held by one caller at a time ([`generator`]); the backends themselves and
+//! the dispatch of generic work onto a named device ([`backends`]); and the tests' device
+//! ([`testing`], [`device_test!`]). The host kernels' shared support is `quench_host`; the
+//! names of devices, wgpu's adapters and CubeCL's kernel cache are `quench_platform`.
 //!
 //! Everything above this crate is generic over `B: QuenchBackend`. The trait and every
 //! backend's implementation of it live here (Rust's orphan rule), so this crate carries the
 //! `cuda` and `wgpu` features.
 
-pub mod adapters;
 pub mod backends;
-pub mod error;
 pub mod generator;
-pub mod host;
-pub mod kernel_cache;
 pub mod ops;
 pub mod readback;
 pub mod reductions;
-pub mod spec;
 pub mod testing;
 pub mod threefry;
 pub mod views;
@@ -34,10 +29,8 @@ pub use backends::CudaBackend;
 #[cfg(feature = "wgpu")]
 pub use backends::WgpuBackend;
 pub use backends::{CpuBackend, OnDevice, SelectedDevice, WgpuAdapter, host_lanes, run_on};
-pub use error::BackendError;
 pub use generator::SeededGenerator;
 pub use ops::{QuenchBackend, QuenchOps, precise_matmul};
-pub use spec::DeviceSpec;
 
 #[cfg(test)]
 quench_support::aligned_allocator!();

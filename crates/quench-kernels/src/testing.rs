@@ -12,7 +12,7 @@ use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
 
 use crate::backends::{OnDevice, SelectedDevice, WgpuAdapter, run_on};
-use crate::spec::DeviceSpec;
+use quench_platform::spec::DeviceSpec;
 
 /// The environment variable that names the tests' device.
 pub const TEST_DEVICE_VARIABLE: &str = "QUENCH_TEST_DEVICE";
@@ -33,7 +33,7 @@ pub fn test_device() -> SelectedDevice {
             .map_err(|err| format!("{TEST_DEVICE_VARIABLE}={text}: {err}"))?;
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         if spec != DeviceSpec::Cpu {
-            crate::kernel_cache::install(None)
+            quench_platform::kernel_cache::install(None)
                 .map_err(|err| format!("{TEST_DEVICE_VARIABLE}={text}: {err}"))?;
         }
         match spec {

@@ -16,9 +16,9 @@ use quench_kernels::{OnDevice, QuenchBackend, run_on};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use quench_kernels::spec::{run_example, take_device_flag};
 use quench_lindblad::OperatorCache;
 use quench_meta::{MetaConfig, MetaError, MetaRun, save_policy};
+use quench_platform::spec::{run_example, take_device_flag};
 use quench_scale::{World, local_rank};
 use quench_train::settings::Valid;
 

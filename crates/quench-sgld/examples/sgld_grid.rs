@@ -13,12 +13,13 @@
 quench_support::aligned_allocator!();
 
 use quench_device::select_announced;
-use quench_kernels::{DeviceSpec, OnDevice, QuenchBackend, run_on};
+use quench_kernels::{OnDevice, QuenchBackend, run_on};
+use quench_platform::DeviceSpec;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use quench_kernels::spec::{run_example, take_device_flag};
+use quench_platform::spec::{run_example, take_device_flag};
 use quench_scale::{Shard, World, local_rank};
 use quench_sgld::{
     ChainOutcome, Execution, GridConfig, GridData, GridResult, SgldError, run_grid_shard,

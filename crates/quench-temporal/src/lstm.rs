@@ -18,8 +18,8 @@
 //! composition of Burn ops with one recurrent product per step for every row.
 //! `burn::nn::Lstm` runs eight matmuls per step and direction, member by member.
 
+use quench_host::lanes::{host_cores, in_lanes};
 use quench_kernels::QuenchOps;
-use quench_kernels::host::lanes::{host_cores, in_lanes};
 use quench_kernels::ops::lstm::{LstmTape, LstmWeights};
 use quench_kernels::ops::view::ViewTo;
 use quench_kernels::views::ReshapeTo;

@@ -41,9 +41,9 @@ fn host_gemm(repeats: usize) -> String {
     let mut out = format!(
         "\nhost gemm  shape (the CPU kernels')                1 thread   {cores} threads (GFLOP/s)\n"
     );
-    for shape in quench_kernels::host::gemm::KERNEL_SHAPES {
+    for shape in quench_host::gemm::KERNEL_SHAPES {
         let rate = |lanes: usize| {
-            let times = quench_kernels::host::gemm::time_product(shape, lanes, repeats);
+            let times = quench_host::gemm::time_product(shape, lanes, repeats);
             quench_support::Stats::from_samples(&times)
                 .map_or(f64::NAN, |t| lanes as f64 * shape.flops() / t.median / 1e9)
         };
@@ -80,7 +80,7 @@ fn render(
     if let Some(why) = &selection.fallback {
         let _ = writeln!(out, "fallback   {why}");
     }
-    for line in adapter_lines(quench_kernels::adapters::adapters()) {
+    for line in adapter_lines(quench_platform::adapters::adapters()) {
         let _ = writeln!(out, "{line}");
     }
     match peak_memory(selection.device) {
@@ -143,10 +143,10 @@ fn render(
 
 /// Where compiled kernels and autotune results are kept, and how many entries the folder holds.
 fn kernel_cache_line() -> String {
-    let location = quench_kernels::kernel_cache::location();
+    let location = quench_platform::kernel_cache::location();
     match &location.dir {
         Some(dir) => {
-            let found = quench_kernels::kernel_cache::entries(dir);
+            let found = quench_platform::kernel_cache::entries(dir);
             format!(
                 "kernels    cached in {location}: {} compiled kernels, {} autotuned shapes, {} MiB",
                 found.kernels,
@@ -160,7 +160,7 @@ fn kernel_cache_line() -> String {
 
 /// The wgpu adapters, one line each, as `--device wgpu:N` names them; in a build without wgpu,
 /// how to get them.
-fn adapter_lines(adapters: &[quench_kernels::adapters::AdapterInfo]) -> Vec<String> {
+fn adapter_lines(adapters: &[quench_platform::adapters::AdapterInfo]) -> Vec<String> {
     if !cfg!(feature = "wgpu") {
         return vec![
             "adapters   none listed: this binary was built without wgpu (--features wgpu)".into(),
@@ -169,7 +169,7 @@ fn adapter_lines(adapters: &[quench_kernels::adapters::AdapterInfo]) -> Vec<Stri
     if adapters.is_empty() {
         return vec![format!(
             "adapters   none: {}",
-            quench_kernels::adapters::none_found_reason()
+            quench_platform::adapters::none_found_reason()
         )];
     }
     adapters

@@ -453,7 +453,7 @@ impl QuenchOps for NdArray<f32> {
     }
 
     fn float_view(tensor: FloatTensor<Self>, shape: Shape) -> FloatTensor<Self> {
-        crate::host::tensor::view(tensor, shape)
+        quench_host::tensor::view(tensor, shape)
     }
 
     fn counter_normals(
@@ -784,7 +784,7 @@ impl QuenchOps for NdArray<f32> {
     }
 
     fn host_lanes() -> usize {
-        crate::host::lanes::host_cores()
+        quench_host::lanes::host_cores()
     }
 }
 

@@ -5,10 +5,10 @@
 use burn::tensor::TensorMetadata;
 use burn::tensor::ops::FloatTensor;
 
-use crate::host::lanes::{host_cores, in_lanes};
-use crate::host::tensor::{Host, in_f32, tensor, values};
 use crate::ops::adam::{AdamConfig, AdamStep, AdamUpdate};
 use crate::readback::to_host_f32;
+use quench_host::lanes::{host_cores, in_lanes};
+use quench_host::tensor::{Host, in_f32, tensor, values};
 
 /// Values below which an update runs on the calling thread only.
 const THREADED_FROM: usize = 1 << 16;
@@ -20,7 +20,7 @@ struct Piece<'a> {
     outputs: [&'a mut [f32]; 3],
 }
 
-crate::simd_dispatch! {
+quench_host::simd_dispatch! {
     /// The update of one piece (a copy where its member does not step).
     fn run(piece: Piece<'_>) => run_portable
 }

@@ -1,16 +1,16 @@
 //! The attention's host kernel ([`crate::ops::attention`]) on the CPU backend in f32: per group
-//! (one sequence) and head, the four small products through [`crate::host::gemm`] on strided
+//! (one sequence) and head, the four small products through [`quench_host::gemm`] on strided
 //! views of the `[seq, heads d_k]` rows, so no head is ever copied out or merged back, and the
 //! softmax in one pass per row; groups spread over lanes.
 
 use burn::tensor::TensorMetadata;
 use burn::tensor::ops::FloatTensor;
 
-use crate::host::buffers::{recycle_tensor, take};
-use crate::host::gemm::{MatRef, gemm, gemm_strided};
-use crate::host::lanes::in_lanes;
-use crate::host::math::{REDUCTION_LANES, exp, lane_dot};
-use crate::host::tensor::{Host, in_f32, tensor, values};
+use quench_host::buffers::{recycle_tensor, take};
+use quench_host::gemm::{MatRef, gemm, gemm_strided};
+use quench_host::lanes::in_lanes;
+use quench_host::math::{REDUCTION_LANES, exp, lane_dot};
+use quench_host::tensor::{Host, in_f32, tensor, values};
 
 /// Sizes of one call.
 #[derive(Debug, Clone, Copy)]
@@ -60,7 +60,7 @@ fn lane_sum(values: &[f32]) -> f32 {
     lanes.iter().sum()
 }
 
-crate::simd_dispatch! {
+quench_host::simd_dispatch! {
     /// Each row of `scores` (`seq` wide) scaled by `scale`, times its mask row if any, then
     /// replaced by its softmax.
     fn softmax_rows(scores: &mut [f32], mask: &[f32], seq: usize, scale: f32) => softmax_rows_portable
@@ -85,7 +85,7 @@ fn softmax_rows_portable(scores: &mut [f32], mask: &[f32], seq: usize, scale: f3
     }
 }
 
-crate::simd_dispatch! {
+quench_host::simd_dispatch! {
     /// The scores' gradient from the weights' gradient `dw`, in place: `w (dw - sum(dw w))`
     /// per row, times the mask row if any, times `scale`.
     fn softmax_rows_backward(dw: &mut [f32], weights: &[f32], mask: &[f32], seq: usize, scale: f32) => softmax_rows_backward_portable
@@ -159,7 +159,7 @@ pub(crate) fn forward(
         .zip(weights.chunks_exact_mut(s.scores()))
         .enumerate()
         .collect();
-    let lanes = crate::host::lanes::lanes_for(s.groups * s.scores() * s.d_k * 2);
+    let lanes = quench_host::lanes::lanes_for(s.groups * s.scores() * s.d_k * 2);
     in_lanes(jobs, lanes, |group| {
         for (g, (context, weights)) in group {
             let block = g * s.group()..(g + 1) * s.group();
@@ -214,7 +214,7 @@ pub(crate) fn backward(
         .zip(dv.chunks_exact_mut(s.group()))
         .enumerate()
         .collect();
-    let lanes = crate::host::lanes::lanes_for(s.groups * s.scores() * s.d_k * 4);
+    let lanes = quench_host::lanes::lanes_for(s.groups * s.scores() * s.d_k * 4);
     in_lanes(jobs, lanes, |group| {
         let mut ds = vec![0.0; s.seq * s.seq];
         for (g, ((dq, dk), dv)) in group {

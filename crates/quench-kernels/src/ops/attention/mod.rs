@@ -265,7 +265,7 @@ mod tests {
 
     #[test]
     fn the_host_backward_pass_gives_back_the_buffers_nothing_else_holds() {
-        use crate::host::buffers::{address_of, holds, holds_length};
+        use quench_host::buffers::{address_of, holds, holds_length};
         let _generator = crate::SeededGenerator::acquire::<Host>(&Default::default(), 33);
         // Weights of 40 x 8 x 16 x 16 values: large enough to be kept (`host::buffers`), and a
         // length no other test in this crate uses.

@@ -7,10 +7,10 @@
 use burn::tensor::TensorMetadata;
 use burn::tensor::ops::FloatTensor;
 
-use crate::host::lanes::in_lanes;
-use crate::host::lanes::lanes_for;
-use crate::host::math::relu_if;
-use crate::host::tensor::{Host, in_f32, tensor, values};
+use quench_host::lanes::in_lanes;
+use quench_host::lanes::lanes_for;
+use quench_host::math::relu_if;
+use quench_host::tensor::{Host, in_f32, tensor, values};
 
 /// One member's forward outputs: `[output, normed]` `[rows, channels]`, `[mean, var,
 /// inv_std]` `[channels]`.
@@ -19,7 +19,7 @@ struct Forward<'a> {
     stats: [&'a mut [f32]; 3],
 }
 
-crate::simd_dispatch! {
+quench_host::simd_dispatch! {
     /// One member's forward pass over `x` `[rows, channels]`.
     fn forward_member(x: &[f32], gamma: &[f32], beta: &[f32], eps: f32, rectify: bool, out: Forward<'_>) => forward_portable
 }
@@ -137,7 +137,7 @@ struct Backward<'a> {
     channel: [&'a [f32]; 2],
 }
 
-crate::simd_dispatch! {
+quench_host::simd_dispatch! {
     /// One member's gradients into `[dx]` `[rows, channels]` and `[dgamma, dbeta]`.
     fn backward_member(input: Backward<'_>, dx: &mut [f32], dgamma: &mut [f32], dbeta: &mut [f32]) => backward_portable
 }

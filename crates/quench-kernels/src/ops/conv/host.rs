@@ -2,19 +2,19 @@
 //!
 //! Images are split over lanes; each lane takes its images a few at a time, gathers their
 //! patch rows into one buffer (one copy of `channels` values per window tap, zeros for
-//! padding), multiplies it by the weight through [`crate::host::gemm`], and applies the folded
+//! padding), multiplies it by the weight through [`quench_host::gemm`], and applies the folded
 //! BatchNorm, residual and ReLU in one pass over the product while it is in cache. A 1x1
 //! convolution with stride 1 multiplies the input in place.
 
 use burn::tensor::TensorMetadata;
 use burn::tensor::ops::FloatTensor;
 
-use crate::host::gemm::{MatRef, gemm};
-use crate::host::lanes::in_lanes;
-use crate::host::lanes::lanes_for;
-use crate::host::math::relu_if;
-use crate::host::tensor::{Host, in_f32, tensor, values};
 use crate::ops::conv::PatchRows;
+use quench_host::gemm::{MatRef, gemm};
+use quench_host::lanes::in_lanes;
+use quench_host::lanes::lanes_for;
+use quench_host::math::relu_if;
+use quench_host::tensor::{Host, in_f32, tensor, values};
 
 /// Patch-matrix values gathered per product: about 1 MiB, so that the buffer and the
 /// product's output stay in the core's L2 cache.
@@ -28,7 +28,7 @@ struct Epilogue<'a> {
     rectify: bool,
 }
 
-crate::simd_dispatch! {
+quench_host::simd_dispatch! {
     /// `out = act(out * scale + shift [+ residual])` over rows of `scale.len()` channels.
     fn finish(out: &mut [f32], residual: Option<&[f32]>, epilogue: Epilogue<'_>) => finish_portable
 }

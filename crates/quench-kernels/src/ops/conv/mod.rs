@@ -175,7 +175,7 @@ mod tests {
     use burn::tensor::Distribution;
 
     use super::*;
-    use crate::host::tensor::Host;
+    use quench_host::tensor::Host;
 
     #[test]
     fn patches_leave_out_taps_that_read_only_padding() {

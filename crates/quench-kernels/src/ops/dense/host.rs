@@ -1,7 +1,7 @@
 //! Host kernels of the dense layer and layer normalisation ([`crate::ops::dense`]) on the CPU
 //! backend in f32.
 //!
-//! The dense layer is one product per member through [`crate::host::gemm`], then, per block
+//! The dense layer is one product per member through [`quench_host::gemm`], then, per block
 //! while it is in cache, one pass adding the bias and applying the activation (in place, or
 //! into a buffer of its own where the pre-activation is kept); backward, one pass
 //! for the pre-activation gradient, then `dx = dz W^T`, `dW = x^T dz` and the bias sums. Large
@@ -12,12 +12,12 @@
 use burn::tensor::TensorMetadata;
 use burn::tensor::ops::FloatTensor;
 
-use crate::host::buffers::{recycle, recycle_tensor, take};
-use crate::host::gemm::{MatRef, add_rows, gemm, gemm_strided};
-use crate::host::lanes::{in_lanes, lanes_for};
-use crate::host::math::{gelu, gelu_slope, relu, tanh};
-use crate::host::tensor::{Host, in_f32, tensor, values};
 use crate::ops::dense::Activation;
+use quench_host::buffers::{recycle, recycle_tensor, take};
+use quench_host::gemm::{MatRef, add_rows, gemm, gemm_strided};
+use quench_host::lanes::{in_lanes, lanes_for};
+use quench_host::math::{gelu, gelu_slope, relu, tanh};
+use quench_host::tensor::{Host, in_f32, tensor, values};
 
 /// `0..len` cut into `parts` nearly equal ranges.
 fn ranges(len: usize, parts: usize) -> Vec<std::ops::Range<usize>> {
@@ -63,7 +63,7 @@ fn activated(v: f32, activation: Activation) -> f32 {
     }
 }
 
-crate::simd_dispatch! {
+quench_host::simd_dispatch! {
     /// Adds `bias` to every row of `z` (`bias.len()` wide), then applies `activation` if any:
     /// into `post` where it is not empty (`z` keeps the pre-activation), else in place.
     fn bias_activate(z: &mut [f32], post: &mut [f32], bias: &[f32], activation: Option<Activation>) => bias_activate_portable
@@ -110,7 +110,7 @@ fn bias_activate_portable(
     }
 }
 
-crate::simd_dispatch! {
+quench_host::simd_dispatch! {
     /// `dz = dy f'(z)` from what the layer kept: the pre-activation `z` where the activation
     /// keeps its input, else its output.
     pub(crate) fn pre_activation_gradient(dz: &mut [f32], kept: &[f32], dy: &[f32], activation: Activation) => pre_activation_gradient_portable
@@ -306,7 +306,7 @@ pub(crate) fn dense_backward(
     ]
 }
 
-crate::simd_dispatch! {
+quench_host::simd_dispatch! {
     /// Normalises each row of `x` (`width` wide) into `normed`, writes `y = normed gamma +
     /// beta` and each row's `1 / sqrt(variance + eps)` into `inv_std`.
     fn norm_rows(x: &[f32], gamma: &[f32], beta: &[f32], eps: f32, y: &mut [f32], normed: &mut [f32], inv_std: &mut [f32]) => norm_rows_portable
@@ -347,7 +347,7 @@ fn norm_rows_portable(
     }
 }
 
-crate::simd_dispatch! {
+quench_host::simd_dispatch! {
     /// Each row's input gradient `dx = inv_std (g - mean(g) - normed mean(g normed))`, `g = dy
     /// gamma`; adds `dy normed` and `dy` into the row sums `d_gamma` and `d_beta`.
     fn norm_rows_backward(normed: &[f32], inv_std: &[f32], gamma: &[f32], dy: &[f32], dx: &mut [f32], d_gamma: &mut [f32], d_beta: &mut [f32]) => norm_rows_backward_portable

@@ -46,7 +46,7 @@ impl Activation {
     /// The nonlinearity at one value, on the host (libm's `tanh`).
     pub fn at(self, x: f32) -> f32 {
         match self {
-            Self::Relu => crate::host::math::relu(x),
+            Self::Relu => quench_host::math::relu(x),
             Self::Tanh => x.tanh(),
             Self::LeakyRelu(slope) => {
                 if x >= 0.0 {
@@ -55,7 +55,7 @@ impl Activation {
                     slope as f32 * x
                 }
             }
-            Self::Gelu => crate::host::math::gelu(x),
+            Self::Gelu => quench_host::math::gelu(x),
         }
     }
 
@@ -71,7 +71,7 @@ impl Activation {
                     slope as f32
                 }
             }
-            Self::Gelu => crate::host::math::gelu_slope(pre),
+            Self::Gelu => quench_host::math::gelu_slope(pre),
         }
     }
 
@@ -419,7 +419,7 @@ mod tests {
 
     #[test]
     fn the_host_backward_passes_give_back_the_buffers_nothing_else_holds() {
-        use crate::host::buffers::{address_of, holds, holds_length};
+        use quench_host::buffers::{address_of, holds, holds_length};
         let _generator = crate::SeededGenerator::acquire::<Host>(&Default::default(), 24);
         // Lengths large enough to be kept (`host::buffers`) that no other test in this crate
         // uses: x 2 x 700 x 51, the pre-activation and the norm's rows 2 x 700 x 61.

@@ -11,9 +11,9 @@ use std::sync::OnceLock;
 use burn::tensor::Tensor;
 
 use super::{ExactStates, GeneratorParts, real_norm_one, remainder_bound, unit_roundoff};
-use crate::host::lanes::in_lanes;
 use crate::ops::QuenchOps;
 use crate::readback::{float_tensor, to_host_f64};
+use quench_host::lanes::in_lanes;
 
 /// Highest Taylor degree considered. The most efficient degree (largest reach per product)
 /// is about 10 for f32's roundoff and 20 for f64's, well inside it.

@@ -15,21 +15,21 @@
 //!   layout: the faster order at these shapes), the bias gradient as column
 //!   sums and the input gradient as `dz @ W_x^T`: twice the forward's product flops.
 //!
-//! Products go through [`crate::host::gemm`]; the element passes through [`crate::simd_dispatch`]
-//! with `crate::host::math`'s activations, which vectorise. No buffer is allocated inside a
+//! Products go through [`quench_host::gemm`]; the element passes through [`crate::simd_dispatch`]
+//! with `quench_host::math`'s activations, which vectorise. No buffer is allocated inside a
 //! step: each row's tape is written where the tensors that hold it will live. The large buffers
-//! (tape, output, the backward pass's scratch) come from [`crate::host::buffers`], and the
+//! (tape, output, the backward pass's scratch) come from [`quench_host::buffers`], and the
 //! backward pass gives the tape's back once it is done with them, so that batch after batch
 //! reuses the same memory without clearing it.
 
 use burn::tensor::TensorMetadata;
 use burn::tensor::ops::FloatTensor;
 
-use crate::host::buffers::{recycle, recycle_tensor, take};
-use crate::host::gemm::{MatRef, add_rows, copy_into, gemm, gemm_strided};
-use crate::host::lanes::in_lanes;
-use crate::host::math::{sigmoid, tanh};
-use crate::host::tensor::{Host, in_f32, tensor, values};
+use quench_host::buffers::{recycle, recycle_tensor, take};
+use quench_host::gemm::{MatRef, add_rows, copy_into, gemm, gemm_strided};
+use quench_host::lanes::in_lanes;
+use quench_host::math::{sigmoid, tanh};
+use quench_host::tensor::{Host, in_f32, tensor, values};
 
 /// One row's sizes.
 #[derive(Debug, Clone, Copy)]
@@ -50,7 +50,7 @@ impl RowShape {
     }
 }
 
-crate::simd_dispatch! {
+quench_host::simd_dispatch! {
     /// One step's element pass, forward: `z` `[batch, 4 hidden]` pre-activations less the
     /// `bias` `[4 hidden]` in, the activated gates (i, f, g, o) out in place; `c_prev`
     /// `[batch, hidden]` the cells before, `c` and `h` after.
@@ -99,7 +99,7 @@ fn cells_forward_portable(
     }
 }
 
-crate::simd_dispatch! {
+quench_host::simd_dispatch! {
     /// One step's element pass, backward: from the gates `a` `[batch, 4 hidden]`, the cells
     /// before (`c_prev`) and after (`c`) the step and the hidden state's gradient `dh`
     /// `[batch, hidden]`, the pre-activation gradients `dz` `[batch, 4 hidden]`; `dc` holds
@@ -562,7 +562,7 @@ pub(crate) fn inference(
 /// Backward over every row in up to `lanes` threads: the gradients `[w_x, w_h, bias,
 /// inputs]` from the tape `[inputs, gates, cells, output]`, the weights and `d_output`
 /// `[members, N, S, 2H]`. The tape's buffers that nobody else holds go back to
-/// [`crate::host::buffers`].
+/// [`quench_host::buffers`].
 pub(crate) fn backward(
     tape: [FloatTensor<Host>; 4],
     w_x: FloatTensor<Host>,

@@ -530,19 +530,19 @@ mod tests {
     fn the_host_backward_pass_gives_the_tapes_buffers_to_the_next_forward_one() {
         // Gates of 2 x 64 x 8 x 4 * 48 values: large enough to be kept (`host::buffers`).
         let (weights, x, loss) = case::<Host>([1, 64, 8, 3, 48], 14);
-        use crate::host::buffers::address_of as address;
+        use quench_host::buffers::address_of as address;
         let first = Host::lstm_forward(x.clone(), &weights, 2);
         let gates = address(&first.gates);
-        assert!(!crate::host::buffers::holds(gates));
+        assert!(!quench_host::buffers::holds(gates));
         let _ = Host::lstm_backward(&weights, first, loss.clone(), 2);
-        assert!(crate::host::buffers::holds(gates));
+        assert!(quench_host::buffers::holds(gates));
         let second = Host::lstm_forward(x, &weights, 2);
         assert_eq!(address(&second.gates), gates);
-        assert!(!crate::host::buffers::holds(gates));
+        assert!(!quench_host::buffers::holds(gates));
         // A tape whose gates someone else still holds keeps them.
         let held = second.gates.clone();
         let _ = Host::lstm_backward(&weights, second, loss, 2);
-        assert!(!crate::host::buffers::holds(address(&held)));
+        assert!(!quench_host::buffers::holds(address(&held)));
     }
 
     #[test]

@@ -11,12 +11,12 @@ use burn::tensor::ops::FloatTensor;
 use burn::tensor::{Int, Tensor, TensorPrimitive};
 
 use super::{MlpObjective, MlpStep, MlpStepped, MlpTape};
-use crate::host::lanes::{in_lanes, lanes_for};
-use crate::host::tensor::{Host, owned, tensor, values};
 use crate::ops::adam::AdamUpdate;
 use crate::ops::adam::host::{adam_step, updates};
 use crate::ops::dense::Activation;
 use crate::ops::dense::host::pre_activation_gradient;
+use quench_host::lanes::{in_lanes, lanes_for};
+use quench_host::tensor::{Host, owned, tensor, values};
 
 /// A tensor's values as an owned row-major `Vec` (its own buffer where nothing else holds it).
 fn take(t: Tensor<Host, 3>) -> Vec<f32> {
@@ -272,7 +272,7 @@ fn fused_step(
         [tape.inputs, tape.kept, tape.masks].map(|ts| ts.into_iter().map(primitive).collect());
     let [inputs, kept, masks] = shared.each_ref().map(|ts| {
         ts.iter()
-            .map(crate::host::tensor::values)
+            .map(quench_host::tensor::values)
             .collect::<Vec<_>>()
     });
     let mut delta = upstream;

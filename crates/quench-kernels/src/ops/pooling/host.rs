@@ -6,12 +6,12 @@
 use burn::tensor::TensorMetadata;
 use burn::tensor::ops::FloatTensor;
 
-use crate::host::buffers::take;
-use crate::host::lanes::{in_lanes, lanes_for};
-use crate::host::math::lane_dot;
-use crate::host::tensor::{Host, in_f32, tensor, values};
+use quench_host::buffers::take;
+use quench_host::lanes::{in_lanes, lanes_for};
+use quench_host::math::lane_dot;
+use quench_host::tensor::{Host, in_f32, tensor, values};
 
-crate::simd_dispatch! {
+quench_host::simd_dispatch! {
     /// One row's weighted sum: `pooled += weights[t] values[t, :]` over the `weights.len()`
     /// steps of `values` `[seq, width]` (`pooled` starts at zero).
     fn pool_row(values: &[f32], weights: &[f32], pooled: &mut [f32]) => pool_row_portable
@@ -26,7 +26,7 @@ fn pool_row_portable(values: &[f32], weights: &[f32], pooled: &mut [f32]) {
     }
 }
 
-crate::simd_dispatch! {
+quench_host::simd_dispatch! {
     /// One row's gradients: `d_values[t, :] = weights[t] grad` and `d_weights[t] = <values[t,
     /// :], grad>`, `values` and `d_values` `[seq, width]`, `grad` `[width]`.
     fn pool_row_backward(values: &[f32], weights: &[f32], grad: &[f32], d_values: &mut [f32], d_weights: &mut [f32]) => pool_row_backward_portable

@@ -2,10 +2,10 @@
 //! counter-based streams of [`crate::threefry`] written for the vector unit, `LANES` blocks side
 //! by side, rows split over the host's cores when a draw is large.
 
-use crate::host::lanes::{host_cores, in_lanes};
 use crate::threefry::{
     PARITY, ROTATIONS, StreamKey, cos_sin_turn, ln_unit, threefry2x32, uniforms,
 };
+use quench_host::lanes::{host_cores, in_lanes};
 
 /// Blocks per vector batch of the host kernel (two output values each).
 const LANES: usize = 16;
@@ -44,9 +44,9 @@ fn four_rounds<const A: u32, const B: u32, const C: u32, const D: u32>(
     }
 }
 
-crate::simd_dispatch! {
+quench_host::simd_dispatch! {
     /// Fills `out` with values `first..first + out.len()` of one member's draw. `first` is
-    /// even. AVX-512 or AVX2 where the CPU has them, with the same values ([`crate::host::simd`]).
+    /// even. AVX-512 or AVX2 where the CPU has them, with the same values ([`quench_host::simd`]).
     pub(super) fn fill_member(key: StreamKey, draw: u64, first: usize, out: &mut [f32]) => fill_member_portable
 }
 
@@ -113,7 +113,7 @@ pub(super) struct Keep {
     pub(super) scale: f32,
 }
 
-crate::simd_dispatch! {
+quench_host::simd_dispatch! {
     /// Fills `out` with values `first..` of one draw's mask (`Keep`). Vector code as
     /// [`fill_member`], the same values.
     pub(super) fn fill_mask(key: StreamKey, draw: u64, first: usize, keep: Keep, out: &mut [f32]) => fill_mask_portable
@@ -182,7 +182,7 @@ fn fill_rows(
     fill: impl Fn(StreamKey, usize, &mut [f32]) + Sync,
 ) -> Vec<f32> {
     // Every value of every row is filled below.
-    let mut out = crate::host::buffers::take(keys.len() * len);
+    let mut out = quench_host::buffers::take(keys.len() * len);
     if len == 0 {
         return out;
     }

@@ -6,11 +6,11 @@
 use burn::tensor::TensorMetadata;
 use burn::tensor::ops::FloatTensor;
 
-use crate::host::lanes::{host_cores, in_lanes};
-use crate::host::math::relu;
-use crate::host::tensor::{Host, in_f32, owned, tensor, values};
 use crate::ops::random::fill_normals;
 use crate::threefry::StreamKey;
+use quench_host::lanes::{host_cores, in_lanes};
+use quench_host::math::relu;
+use quench_host::tensor::{Host, in_f32, owned, tensor, values};
 
 /// What every chain's step shares.
 #[derive(Debug, Clone, Copy)]
@@ -115,9 +115,9 @@ pub(crate) fn sgld_step(
     ]
 }
 
-crate::simd_dispatch! {
+quench_host::simd_dispatch! {
     /// Steps `chains`, with one scratch reused; AVX-512 or AVX2 where the CPU has them, with
-    /// the same values ([`crate::host::simd`]).
+    /// the same values ([`quench_host::simd`]).
     fn step_chains(chains: Vec<Chain>, sizes: Sizes, k: Constants) => step_chains_portable
 }
 

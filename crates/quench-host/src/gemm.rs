@@ -252,7 +252,7 @@ pub fn time_product(shape: GemmShape, lanes: usize, repeats: usize) -> Vec<f64> 
     let inner = (2e9 / shape.flops()).ceil().max(1.0) as usize;
     let mut once = || {
         let jobs: Vec<_> = operands.iter_mut().collect();
-        crate::host::lanes::in_lanes(jobs, lanes, |group| {
+        crate::lanes::in_lanes(jobs, lanes, |group| {
             for (a, b, c) in group {
                 for _ in 0..inner {
                     gemm(

@@ -22,14 +22,14 @@ use std::sync::Mutex;
 use burn::tensor::ops::FloatTensor;
 use burn_ndarray::NdArrayTensor;
 
-use crate::host::tensor::Host;
+use crate::tensor::Host;
 
 /// Buffers shorter than this (256 KiB of `f32`) are not kept.
-pub(crate) const POOLED_FROM: usize = 1 << 16;
+pub const POOLED_FROM: usize = 1 << 16;
 
 /// The most the pool holds: 512 MiB, about two batch-512 LSTM training steps of the temporal
 /// workload (tapes, gradients' scratch) at two sizes (the full batches and the last one).
-pub(crate) const KEPT_BYTES: usize = 512 << 20;
+pub const KEPT_BYTES: usize = 512 << 20;
 
 /// Kept buffers, oldest first, with their bytes and the most they may hold.
 struct Pool {
@@ -94,7 +94,7 @@ fn bytes_of(buffer: &Vec<f32>) -> usize {
 /// A buffer of `len` values whose contents are unspecified (a recycled buffer's old values, or
 /// zeros): for a caller that writes every value before reading it. In this crate's tests every
 /// value is NaN, so that a value read before it is written shows.
-pub(crate) fn take(len: usize) -> Vec<f32> {
+pub fn take(len: usize) -> Vec<f32> {
     let recycled = (len >= POOLED_FROM).then(|| pool().take(len)).flatten();
     let buffer = recycled.unwrap_or_else(|| vec![0.0; len]);
     #[cfg(test)]
@@ -108,30 +108,27 @@ pub(crate) fn take(len: usize) -> Vec<f32> {
 
 /// Gives `buffer` back for a later [`take`] of its length (kept only from [`POOLED_FROM`]
 /// values on, and only when it has no spare capacity).
-pub(crate) fn recycle(buffer: Vec<f32>) {
+pub fn recycle(buffer: Vec<f32>) {
     if buffer.len() >= POOLED_FROM && buffer.len() == buffer.capacity() {
         pool().keep(buffer);
     }
 }
 
-/// Whether the pool holds the buffer that starts at `address` (tests of the kernels that
-/// recycle).
-#[cfg(test)]
-pub(crate) fn holds(address: *const f32) -> bool {
+/// Whether the pool holds the buffer that starts at `address` (for the tests of the kernels
+/// that recycle).
+pub fn holds(address: *const f32) -> bool {
     pool().buffers.iter().any(|b| b.as_ptr() == address)
 }
 
 /// Whether the pool holds a buffer of `len` values (tests: that a buffer still held elsewhere
 /// was not given back, not even as a copy).
-#[cfg(test)]
-pub(crate) fn holds_length(len: usize) -> bool {
+pub fn holds_length(len: usize) -> bool {
     pool().buffers.iter().any(|b| b.len() == len)
 }
 
 /// Where the buffer of `t` (a CPU f32 tensor, contiguous) starts, for [`holds`].
-#[cfg(test)]
-pub(crate) fn address_of<const D: usize>(t: &burn::tensor::Tensor<Host, D>) -> *const f32 {
-    crate::host::tensor::values(&t.clone().into_primitive().tensor()).as_ptr()
+pub fn address_of<const D: usize>(t: &burn::tensor::Tensor<Host, D>) -> *const f32 {
+    crate::tensor::values(&t.clone().into_primitive().tensor()).as_ptr()
 }
 
 /// Drops every kept buffer (`quench_device::memory::release_host_buffers`).
@@ -142,7 +139,7 @@ pub fn release() {
 /// Gives `t`'s buffer back where `t` is its only owner, holds `f32` values in row-major order
 /// from the buffer's start and spans all of it; otherwise only drops `t` (whoever else holds
 /// the buffer keeps it).
-pub(crate) fn recycle_tensor(t: FloatTensor<Host>) {
+pub fn recycle_tensor(t: FloatTensor<Host>) {
     // A borrowed storage (a zero-copy load) is never unique.
     let NdArrayTensor::F32(storage) = t else {
         return;
@@ -164,7 +161,7 @@ pub(crate) fn recycle_tensor(t: FloatTensor<Host>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::tensor::tensor;
+    use crate::tensor::tensor;
 
     #[test]
     fn a_buffer_kept_is_the_next_one_taken_of_its_length_and_the_bound_holds() {
@@ -203,7 +200,7 @@ mod tests {
         assert!(pool().take(len).is_none(), "spare capacity: not kept");
 
         let t = tensor(vec![2.0; len], [len]);
-        let address = crate::host::tensor::values(&t).as_ptr();
+        let address = crate::tensor::values(&t).as_ptr();
         let other = t.clone();
         recycle_tensor(t);
         assert!(

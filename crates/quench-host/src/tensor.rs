@@ -8,10 +8,10 @@ use burn::tensor::{FloatDType, Shape, TensorData};
 use burn_ndarray::{NdArray, NdArrayTensor};
 
 /// The backend the host kernels serve.
-pub(crate) type Host = NdArray<f32>;
+pub type Host = NdArray<f32>;
 
 /// `t` as an f32 tensor of the CPU backend (a cast only if it holds another float type).
-pub(crate) fn in_f32(t: FloatTensor<Host>) -> FloatTensor<Host> {
+pub fn in_f32(t: FloatTensor<Host>) -> FloatTensor<Host> {
     match t {
         NdArrayTensor::F32(_) => t,
         other => Host::float_cast(other, FloatDType::F32),
@@ -19,7 +19,7 @@ pub(crate) fn in_f32(t: FloatTensor<Host>) -> FloatTensor<Host> {
 }
 
 /// The values of an f32 tensor, row-major: borrowed when contiguous.
-pub(crate) fn values(t: &FloatTensor<Host>) -> Cow<'_, [f32]> {
+pub fn values(t: &FloatTensor<Host>) -> Cow<'_, [f32]> {
     match t {
         NdArrayTensor::F32(storage) => {
             let view = storage.view();
@@ -33,13 +33,13 @@ pub(crate) fn values(t: &FloatTensor<Host>) -> Cow<'_, [f32]> {
 }
 
 /// A tensor of `values` (row-major, `shape`), the `Vec` moved in.
-pub(crate) fn tensor<const D: usize>(values: Vec<f32>, shape: [usize; D]) -> FloatTensor<Host> {
+pub fn tensor<const D: usize>(values: Vec<f32>, shape: [usize; D]) -> FloatTensor<Host> {
     NdArrayTensor::from_data(TensorData::new(values, shape))
 }
 
 /// The values of an f32 tensor, row-major, as an owned `Vec`: the tensor's own buffer where it
 /// is neither shared nor strided (no copy), else a copy. For kernels that update in place.
-pub(crate) fn owned(t: FloatTensor<Host>) -> Vec<f32> {
+pub fn owned(t: FloatTensor<Host>) -> Vec<f32> {
     match in_f32(t) {
         NdArrayTensor::F32(storage) => {
             let array = storage.into_owned().into_owned();
@@ -61,7 +61,7 @@ pub(crate) fn owned(t: FloatTensor<Host>) -> Vec<f32> {
 
 /// `t` as `shape` without a copy where it is f32 in row-major order (burn-ndarray's reshape
 /// copies every time); otherwise burn-ndarray's reshape.
-pub(crate) fn view(t: FloatTensor<Host>, shape: Shape) -> FloatTensor<Host> {
+pub fn view(t: FloatTensor<Host>, shape: Shape) -> FloatTensor<Host> {
     match t {
         NdArrayTensor::F32(storage) => {
             let array = storage.into_shared();

@@ -2,7 +2,7 @@
 //! ([`tensor`]), a pool of large buffers ([`buffers`]), the matrix product ([`gemm`]), scalar
 //! maths written to vectorise ([`math`]), the run-time choice of vector width ([`simd`]) and the
 //! split of work over the cores ([`lanes`]). Each operation's own kernel lives beside it, in
-//! `ops/<operation>/host.rs`.
+//! `quench_kernels::ops::<operation>::host` (`crates/quench-kernels/src/ops/<operation>/host.rs`).
 
 pub mod buffers;
 pub mod gemm;
@@ -10,3 +10,6 @@ pub mod lanes;
 pub mod math;
 pub mod simd;
 pub mod tensor;
+
+#[cfg(test)]
+quench_support::aligned_allocator!();

@@ -14,13 +14,13 @@ const ROUND: f32 = 12_582_912.0;
 /// ReLU as Burn's (`x <= 0` to 0): a NaN stays NaN, so that a diverged member is seen
 /// downstream (`f32::max` would make it 0).
 #[inline(always)]
-pub(crate) fn relu(x: f32) -> f32 {
+pub fn relu(x: f32) -> f32 {
     if x <= 0.0 { 0.0 } else { x }
 }
 
 /// [`relu`] where `rectify`, else `x`: a layer's optional ReLU epilogue.
 #[inline(always)]
-pub(crate) fn relu_if(x: f32, rectify: bool) -> f32 {
+pub fn relu_if(x: f32, rectify: bool) -> f32 {
     if rectify { relu(x) } else { x }
 }
 
@@ -28,7 +28,7 @@ pub(crate) fn relu_if(x: f32, rectify: bool) -> f32 {
 /// Branch-free and without float-to-int conversions (whose saturation checks keep loops
 /// scalar), so that loops over it vectorise.
 #[inline(always)]
-pub(crate) fn exp(x: f32) -> f32 {
+pub fn exp(x: f32) -> f32 {
     let x = x.clamp(-87.0, 88.0);
     // `shifted` holds round(x / ln 2) in its low mantissa bits, offset by ROUND's.
     let shifted = x * std::f32::consts::LOG2_E + ROUND;
@@ -45,22 +45,23 @@ pub(crate) fn exp(x: f32) -> f32 {
     p * f32::from_bits(n_bits.wrapping_add(127) << 23)
 }
 
+/// The logistic function `1 / (1 + e^{-x})`, on [`exp`]'s approximation.
 #[inline(always)]
-pub(crate) fn sigmoid(x: f32) -> f32 {
+pub fn sigmoid(x: f32) -> f32 {
     1.0 / (1.0 + exp(-x))
 }
 
 /// `tanh x = 1 - 2 / (1 + e^{2x})`: absolute error near f32's epsilon, which is what the cell
 /// update adds it to.
 #[inline(always)]
-pub(crate) fn tanh(x: f32) -> f32 {
+pub fn tanh(x: f32) -> f32 {
     1.0 - 2.0 / (1.0 + exp(2.0 * x))
 }
 
 /// `erf x` by Abramowitz and Stegun's 7.1.26 (absolute error below 1.5e-7) on our
 /// exponential: branch-free, so loops over it vectorise.
 #[inline(always)]
-pub(crate) fn erf(x: f32) -> f32 {
+pub fn erf(x: f32) -> f32 {
     let a = x.abs();
     let t = 1.0 / (1.0 + 0.327_591_1 * a);
     let poly = t
@@ -71,13 +72,13 @@ pub(crate) fn erf(x: f32) -> f32 {
 
 /// The exact GELU, `x Phi(x) = x (1 + erf(x / sqrt 2)) / 2`.
 #[inline(always)]
-pub(crate) fn gelu(x: f32) -> f32 {
+pub fn gelu(x: f32) -> f32 {
     0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2))
 }
 
 /// The GELU's derivative, `Phi(x) + x phi(x)`.
 #[inline(always)]
-pub(crate) fn gelu_slope(x: f32) -> f32 {
+pub fn gelu_slope(x: f32) -> f32 {
     // 1 / sqrt(2 pi).
     const DENSITY: f32 = 0.398_942_3;
     0.5 * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2)) + x * DENSITY * exp(-0.5 * x * x)
@@ -86,13 +87,13 @@ pub(crate) fn gelu_slope(x: f32) -> f32 {
 /// Partial results the host kernels' float reductions (sums, maxima, [`lane_dot`]) keep side
 /// by side: a sum or maximum taken in order is one long dependency chain that cannot be
 /// vectorised; eight chains can.
-pub(crate) const REDUCTION_LANES: usize = 8;
+pub const REDUCTION_LANES: usize = 8;
 
 /// `sum_k a[k] b[k]` over the shorter of the two, in [`REDUCTION_LANES`] partial sums (element
 /// `k` into sum `k % REDUCTION_LANES`), then their sum in order: the same value wherever it
 /// runs.
 #[inline(always)]
-pub(crate) fn lane_dot(a: &[f32], b: &[f32]) -> f32 {
+pub fn lane_dot(a: &[f32], b: &[f32]) -> f32 {
     let mut partial = [0.0f32; REDUCTION_LANES];
     for (k, (x, y)) in a.iter().zip(b).enumerate() {
         partial[k % REDUCTION_LANES] += x * y;
