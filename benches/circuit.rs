@@ -28,8 +28,10 @@ fn circuit(c: &mut Criterion) {
         group.sample_size(10);
         group.warm_up_time(Duration::from_millis(300));
         group.measurement_time(Duration::from_secs(1));
-        let forward = Simulator::<Cpu>::new(guide.clone(), mode, &device);
-        let training = Simulator::<Diff>::new(guide.clone(), mode, &device);
+        let forward =
+            Simulator::<Cpu>::new(guide.clone(), mode, &device).expect("the guide's circuit fits");
+        let training =
+            Simulator::<Diff>::new(guide.clone(), mode, &device).expect("the guide's circuit fits");
         for batch in [1usize, 64, 4096, 65_536] {
             group.throughput(Throughput::Elements(batch as u64));
             let x = Tensor::<Cpu, 2>::random([batch, 4], Distribution::Normal(0.0, 1.0), &device);

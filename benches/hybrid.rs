@@ -57,7 +57,8 @@ fn hybrid(c: &mut Criterion) {
     group.warm_up_time(Duration::from_millis(500));
     group.measurement_time(Duration::from_secs(3));
     for (name, mode) in [("fused", CircuitMode::Fused), ("host", CircuitMode::Host)] {
-        let model = HybridModel::<Diff>::new(circuit.clone(), mode, &device);
+        let model = HybridModel::<Diff>::new(circuit.clone(), mode, &device)
+            .expect("the guide's 4-qubit circuit fits");
         let mut params = seeded_ensemble::<Cpu>(
             Init::TorchDefault,
             Activation::Relu,

@@ -37,7 +37,7 @@ fn normals(c: &mut Criterion) {
     });
     let mut streams = NormalStreams::new(&seeds);
     group.bench_function("threefry_host", |b| {
-        b.iter(|| black_box(streams.next::<Cpu, 2>([MEMBERS, PER_MEMBER], &device)));
+        b.iter(|| black_box(streams.next::<Cpu>(PER_MEMBER, &device)));
     });
     let keys: Vec<StreamKey> = seeds.iter().map(|&s| StreamKey::from_seed(s)).collect();
     group.bench_function("threefry_tensor_ops", |b| {

@@ -79,6 +79,13 @@ pub struct Quality {
     pub higher_is_better: bool,
     /// How close to the baseline's value counts as parity.
     pub tolerance: Tolerance,
+    /// What a model that learned nothing scores on this metric: always predicting the most
+    /// frequent class (its share of the test set for an accuracy, one minus it for an error,
+    /// the macro-F1 of that constant prediction). Where the baseline is not better than this by
+    /// more than the tolerance, two variants "at parity" agree about nothing, and no verdict
+    /// is given ([`Quality::verdict`]). `None` where the metric has no such level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chance: Option<f64>,
     /// What the workload knows about comparing this value with the baseline's at this size,
     /// where it differs for a reason other than the variant's optimisation. The report keeps
     /// the verdict it leads to ([`crate::report::VariantReport::parity_note`]), not this.
@@ -114,6 +121,25 @@ impl QualityCaveat {
     }
 }
 
+/// The mean of the members' last training losses (`None` for a member that took no step),
+/// over the members that have one; a non-finite member's makes the mean non-finite, so a
+/// diverged member is not averaged away. `None` where no member has one.
+pub fn final_training_loss(per_member: impl IntoIterator<Item = Option<f64>>) -> Option<f64> {
+    let losses: Vec<f64> = per_member.into_iter().flatten().collect();
+    (!losses.is_empty()).then(|| losses.iter().sum::<f64>() / losses.len() as f64)
+}
+
+/// The share of `labels` held by the most frequent label: the accuracy of always predicting
+/// it, a classifier's chance level ([`Quality::chance`]). `None` for no labels.
+pub fn majority_share(labels: &[i64]) -> Option<f64> {
+    let mut counts = std::collections::BTreeMap::<i64, usize>::new();
+    for &label in labels {
+        *counts.entry(label).or_default() += 1;
+    }
+    let most = counts.values().max()?;
+    Some(*most as f64 / labels.len() as f64)
+}
+
 /// The parity verdict of a variant, and its reason where it is not plain parity.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Verdict {
@@ -128,7 +154,30 @@ impl Quality {
     /// The verdict against `baseline`: [`Quality::at_parity_with`], with a shortfall
     /// explained by the caveat where the workload gave one, else named as a loss of quality
     /// with the two values and the tolerance.
+    ///
+    /// No verdict where the baseline (or, for the baseline's own row and where the baseline
+    /// failed, this value) is at chance ([`Quality::at_chance`]): a model that learned nothing
+    /// agrees with every other such model, so parity there is no evidence.
     pub fn verdict(&self, baseline: Option<&Quality>) -> Verdict {
+        let reference = baseline.unwrap_or(self);
+        if let Some(chance) = reference.at_chance() {
+            return Verdict {
+                parity: None,
+                note: Some(format!(
+                    "not judged: at chance, {} {}{} is not above the chance level {} (always \
+                     the most frequent class) by more than the tolerance {}",
+                    if baseline.is_some() {
+                        "the baseline's"
+                    } else {
+                        "its"
+                    },
+                    reference.metric,
+                    format_args!(" {}", crate::numbers::significant(reference.value)),
+                    crate::numbers::significant(chance),
+                    reference.tolerance
+                )),
+            };
+        }
         let parity = self.at_parity_with(baseline);
         if parity != Some(false) {
             return Verdict { parity, note: None };
@@ -162,6 +211,24 @@ impl Quality {
                 }
             }
         }
+    }
+
+    /// The chance level where this value does not beat it by more than the tolerance (not
+    /// finite values included); `None` where it does or the metric has no chance level.
+    pub fn at_chance(&self) -> Option<f64> {
+        let chance = self.chance?;
+        let margin = match self.tolerance {
+            Tolerance::Absolute(x) => x,
+            Tolerance::Relative(x) => x * chance.abs(),
+            Tolerance::AtMost(_) => return None,
+        };
+        let gain = if self.higher_is_better {
+            self.value - chance
+        } else {
+            chance - self.value
+        };
+        // A NaN gain compares false: a non-finite value is judged worse, not at chance.
+        (gain <= margin).then_some(chance)
     }
 
     /// Whether this value is at parity with `baseline` under the stated tolerance; a value that
@@ -205,6 +272,10 @@ pub struct VariantOutcome {
     pub throughput_unit: String,
     /// The quality metric, where the workload has one.
     pub quality: Option<Quality>,
+    /// The training loss after the last step of the quality run, the mean over its members
+    /// ([`final_training_loss`]); `None` for a workload that does not train. A non-finite one
+    /// (a diverged run) makes the variant failed, whatever its quality.
+    pub training_loss: Option<f64>,
     /// Anything the reader should know about this measurement.
     pub notes: Vec<String>,
     /// This rank's share, where the workload split its members over the ranks of the run:
@@ -659,6 +730,7 @@ mod tests {
             value,
             higher_is_better: true,
             tolerance,
+            chance: None,
             caveat: None,
         }
     }
@@ -710,6 +782,54 @@ mod tests {
             None
         );
         assert_eq!(QualityCaveat::fewer_steps(8, 8, 2), None);
+    }
+
+    /// Issue 53, item 12: four-class models at 0.25 (chance) "agreed" and were judged `ok`.
+    #[test]
+    fn no_verdict_where_the_baseline_is_at_chance() {
+        let with_chance = |value, chance| Quality {
+            chance: Some(chance),
+            ..quality(value, Tolerance::Absolute(0.02))
+        };
+        assert_eq!(majority_share(&[0, 1, 1, 3]), Some(0.5));
+        assert_eq!(majority_share(&[]), None);
+        // The baseline at chance (and below it): no verdict for the variants, nor for itself.
+        for base in [
+            with_chance(0.25, 0.25),
+            with_chance(0.13, 0.25),
+            with_chance(0.27, 0.25),
+        ] {
+            let verdict = with_chance(0.25, 0.25).verdict(Some(&base));
+            assert_eq!(verdict.parity, None, "{base:?}");
+            let note = verdict.note.unwrap();
+            assert!(
+                note.starts_with("not judged: at chance, the baseline's")
+                    && note.contains("chance level 0.2500"),
+                "{note}"
+            );
+            let own = base.verdict(None);
+            assert_eq!(own.parity, None);
+            assert!(own.note.unwrap().starts_with("not judged: at chance, its"));
+        }
+        // Above chance by more than the tolerance: judged as before, both ways.
+        let learned = with_chance(0.30, 0.25);
+        assert_eq!(
+            with_chance(0.29, 0.25).verdict(Some(&learned)).parity,
+            Some(true)
+        );
+        assert_eq!(
+            with_chance(0.25, 0.25).verdict(Some(&learned)).parity,
+            Some(false)
+        );
+        // An error: below chance is learning.
+        let error = |value| Quality {
+            higher_is_better: false,
+            ..with_chance(value, 0.5)
+        };
+        assert_eq!(error(0.26).at_chance(), None);
+        assert_eq!(error(0.49).at_chance(), Some(0.5));
+        // A non-finite value is worse, not at chance.
+        assert_eq!(with_chance(f64::NAN, 0.25).at_chance(), None);
     }
 
     #[test]

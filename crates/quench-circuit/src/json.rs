@@ -178,7 +178,12 @@ impl Document {
             } else {
                 Mode::GateByGate
             };
-            let simulator = Simulator::<B>::new(batched, mode, device);
+            let simulator = Simulator::<B>::new(batched, mode, device).map_err(|source| {
+                JsonError::Circuit {
+                    circuit: first,
+                    source,
+                }
+            })?;
             let state = simulator
                 .run(members.len(), inputs, None)
                 .map_err(|source| JsonError::Circuit {

@@ -20,7 +20,7 @@
 //! let device = Default::default();
 //! // A Bell pair: H on 0, CNOT 0 -> 1; then <Z_0> = <Z_1> = 0 and <Z_0 Z_1> = 1.
 //! let bell = Circuit::new(2, vec![Gate::new(GateKind::H, &[0]), Gate::new(GateKind::Cnot, &[0, 1])])?;
-//! let simulator = Simulator::<B>::new(bell, Mode::Fused, &device);
+//! let simulator = Simulator::<B>::new(bell, Mode::Fused, &device)?;
 //! let state = simulator.run(1, None, None)?;
 //! let z: Vec<f32> = simulator.z_expectations(&state)?.into_data().to_vec().unwrap();
 //! let zz: Vec<f32> = simulator.zz_expectations(&state, &[(0, 1)])?.into_data().to_vec().unwrap();

@@ -213,7 +213,15 @@ pub struct Simulator<B: QuenchOps> {
 
 impl<B: QuenchOps> Simulator<B> {
     /// Compiles `circuit` for `device` in `mode`.
-    pub fn new(circuit: Circuit, mode: Mode, device: &B::Device) -> Self {
+    ///
+    /// # Errors
+    /// [`CircuitError::TooLarge`] when the simulator's tables and one circuit's state would not
+    /// fit in the host's memory ([`Circuit::check_fits`] for a batch of one): a 30-qubit
+    /// circuit's tables alone take tens of GiB, and are refused here with the estimate rather
+    /// than aborted by a failed allocation.
+    pub fn new(circuit: Circuit, mode: Mode, device: &B::Device) -> Result<Self, CircuitError> {
+        let host_bytes = quench_support::budget::host_limit().map(|limit| u128::from(limit.bytes));
+        circuit.check_fits(1, size_of::<B::FloatElem>(), host_bytes)?;
         let qubits = circuit.qubits();
         let flips: Vec<Tensor<B, 1, Int>> = (0..qubits)
             .map(|wire| {
@@ -235,16 +243,16 @@ impl<B: QuenchOps> Simulator<B> {
         }
         flush_run(&mut plan, &mut run, qubits, &flips, device);
         let z_signs = (qubits <= MAX_FUSED_QUBITS).then(|| z_sign_matrix(qubits, device));
-        Simulator {
+        Ok(Simulator {
             circuit,
             mode,
             plan,
             unfused,
             z_signs,
             flips,
-            host_bytes: quench_support::budget::host_limit().map(|limit| u128::from(limit.bytes)),
+            host_bytes,
             device: device.clone(),
-        }
+        })
     }
 
     /// The circuit simulated.

@@ -2,7 +2,7 @@
 //! tanh), the variational circuit (or the identity, for the ablation), head `4 -> 16 -> 10`.
 
 use burn::tensor::Tensor;
-use quench_circuit::{Circuit, Mode, Simulator, reference};
+use quench_circuit::{Circuit, CircuitError, Mode, Simulator, reference};
 use quench_device::Precision;
 use quench_kernels::QuenchOps;
 use quench_kernels::readback::{float_tensor, to_host_f32};
@@ -47,18 +47,26 @@ pub struct HybridModel<B: QuenchOps> {
 
 impl<B: QuenchOps> HybridModel<B> {
     /// The model with `circuit` run in `mode` on `device`.
-    pub fn new(circuit: Circuit, mode: CircuitMode, device: &B::Device) -> Self {
+    ///
+    /// # Errors
+    /// The simulator's refusal of a circuit too large for the host ([`Simulator::new`]).
+    pub fn new(
+        circuit: Circuit,
+        mode: CircuitMode,
+        device: &B::Device,
+    ) -> Result<Self, CircuitError> {
         let simulator = match mode {
             CircuitMode::GateByGate => Some(Mode::GateByGate),
             CircuitMode::Fused => Some(Mode::Fused),
             CircuitMode::Host | CircuitMode::Identity => None,
         }
-        .map(|m| Simulator::new(circuit.clone(), m, device));
-        Self {
+        .map(|m| Simulator::new(circuit.clone(), m, device))
+        .transpose()?;
+        Ok(Self {
             mode,
             circuit,
             simulator,
-        }
+        })
     }
 
     /// Whether the parameter list holds circuit weights (every mode but `Identity`).
@@ -182,7 +190,8 @@ mod tests {
     fn logits_and_gradients(mode: CircuitMode) -> (Vec<f32>, Vec<Vec<f32>>) {
         let device = Default::default();
         let circuit = Circuit::angle_encoded_ring(4, 3).unwrap();
-        let model = HybridModel::<Train>::new(circuit, mode, &device);
+        let model =
+            HybridModel::<Train>::new(circuit, mode, &device).expect("a 4-qubit circuit fits");
         let members = 2;
         let widths: Vec<[usize; 2]> = vec![[512, 128], [128, 32], [32, 4]];
         let mut params = Vec::new();

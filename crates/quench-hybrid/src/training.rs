@@ -247,7 +247,7 @@ pub fn train_hybrid<B: QuenchBackend>(
         });
     }
     let circuit = Circuit::angle_encoded_ring(ENCODER[3], config.layers)?;
-    let model = HybridModel::<B>::new(circuit, execution.circuit, device);
+    let model = HybridModel::<B>::new(circuit, execution.circuit, device)?;
     let members = config.seeds.len();
     let resident_validation = match execution.features {
         FeatureMode::Precomputed => Some(encode(

@@ -579,7 +579,7 @@ impl NoiseSource {
         match self {
             Self::Device { streams, points } => {
                 let shape = [streams.members(), 1, *points];
-                streams.next(shape, device)
+                streams.next::<B>(*points, device).reshape_to(shape)
             }
             Self::Host { rngs, points } => {
                 let shape = [rngs.len(), 1, *points];

@@ -57,9 +57,8 @@ impl Noise {
     ) -> Vec<Tensor<B, 3>> {
         match self {
             Self::Counter(streams) => {
-                let chains = dims.first().map_or(0, |d| d[0]);
                 let total = dims.iter().map(|d| d[1] * d[2]).sum();
-                let all = streams.next::<B, 2>([chains, total], device);
+                let all = streams.next::<B>(total, device);
                 let mut offset = 0;
                 dims.iter()
                     .map(|&d| {

@@ -152,6 +152,10 @@ pub struct VariantReport {
     pub peak_memory: Option<MemoryReading>,
     /// The quality metric.
     pub quality: Option<Quality>,
+    /// The training loss after the quality run's last step, the mean over its members
+    /// (finite: a diverged run is a failed variant); absent for workloads that do not train.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub training_loss: Option<f64>,
     /// Baseline median time per iteration over this one's; `None` without a baseline.
     pub speedup: Option<f64>,
     /// What the guide claimed for this optimisation.
@@ -293,6 +297,7 @@ pub(crate) mod tests {
                 value: 0.57,
                 higher_is_better: true,
                 tolerance: Tolerance::Absolute(0.015),
+                chance: None,
                 caveat: None,
             }),
             speedup: (!baseline).then_some(4.0),
@@ -302,6 +307,7 @@ pub(crate) mod tests {
             }),
             parity: (!baseline).then_some(true),
             parity_note: None,
+            training_loss: Some(0.7),
             precision: Precision::F32,
             notes: vec![],
             vs_pytorch: Some(0.5 / t),

@@ -223,6 +223,16 @@ fn run_planned(
                                 q.metric, q.value
                             ),
                         });
+                    } else if let Some(loss) = outcome.training_loss.filter(|l| !l.is_finite()) {
+                        // A diverged run can still score a plausible quality (an accuracy of
+                        // one class's share): the loss tells it from a weak run.
+                        entry.failed.push(FailedVariant {
+                            name: variant.name.to_string(),
+                            error: format!(
+                                "the training loss became {loss}: training diverged (a smaller \
+                                 learning rate or initial scale may help)"
+                            ),
+                        });
                     } else {
                         let mut measured =
                             measured(&variant, outcome, precision, &entry.variants, ctx);
@@ -380,6 +390,7 @@ fn measured(
         throughput_unit: outcome.throughput_unit,
         peak_memory: peak_memory(ctx.device),
         quality: outcome.quality,
+        training_loss: outcome.training_loss,
         claim: variant.claim,
         precision,
         notes: outcome.notes,

@@ -170,6 +170,7 @@ mod tests {
 
     fn outcome(median: f64, sharded: Sharded) -> VariantOutcome {
         VariantOutcome {
+            training_loss: None,
             per_iteration: stats(median),
             counts: None,
             iteration_unit: "epoch".into(),
@@ -181,6 +182,7 @@ mod tests {
                 value: sharded.quality_sum / sharded.quality_count as f64,
                 higher_is_better: true,
                 tolerance: Tolerance::Absolute(0.01),
+                chance: None,
                 caveat: None,
             }),
             notes: Vec::new(),

@@ -186,6 +186,7 @@ impl TableWorkload for DeviceFigures {
                         value: fig.max_rel_error,
                         higher_is_better: false,
                         tolerance: Tolerance::AtMost(1e-3),
+                        chance: None,
                         caveat: None,
                     }),
                 ))
@@ -212,6 +213,7 @@ fn outcome(
     quality: Option<Quality>,
 ) -> VariantOutcome {
     VariantOutcome {
+        training_loss: None,
         sharded: None,
         per_iteration,
         // Its figures come from the diagnostics' own loops, not the harness that counts.

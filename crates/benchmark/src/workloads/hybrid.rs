@@ -22,7 +22,7 @@ use serde::Deserialize;
 use crate::peers::Peer;
 use crate::workload::{
     Claim, PerVariant, PrecisionRole, Quality, QualityCaveat, TableWorkload, Tolerance, Variant,
-    VariantContext, VariantOutcome, claimed, time_runs,
+    VariantContext, VariantOutcome, claimed, final_training_loss, majority_share, time_runs,
 };
 
 /// The `hybrid` workload.
@@ -297,6 +297,9 @@ impl TableWorkload for Hybrid {
         }
         let accuracies: Vec<f64> = outcome.seeds.iter().map(|s| s.test_accuracy).collect();
         Ok(VariantOutcome {
+            training_loss: final_training_loss(
+                outcome.seeds.iter().map(|s| s.train_loss.last().copied()),
+            ),
             sharded: ctx.share(seeds, &accuracies),
             per_iteration: seconds.scaled(1.0 / per_run_of_64.max(1.0)),
             counts: Some(counts.per(per_run_of_64.max(1.0))),
@@ -309,6 +312,7 @@ impl TableWorkload for Hybrid {
                 value: accuracy.mean,
                 higher_is_better: true,
                 tolerance: Tolerance::Absolute(0.02),
+                chance: majority_share(data.test.labels()),
                 caveat: VARIANTS
                     .iter()
                     .find(|v| v.baseline && outcome.epochs >= config.epochs)

@@ -330,6 +330,7 @@ impl TableWorkload for LindbladMeta {
         // The quality run is the same on every rank (one process's schedule), so each rank's
         // share carries the same fidelity.
         Ok(VariantOutcome {
+            training_loss: trained.losses.last().copied(),
             sharded: ctx.share(params.tasks_per_batch, &[fidelity]),
             per_iteration: timed.scaled(1.0 / iterations as f64),
             counts: Some(counts.per(iterations as f64)),
@@ -342,6 +343,7 @@ impl TableWorkload for LindbladMeta {
                 value: fidelity,
                 higher_is_better: true,
                 tolerance: Tolerance::Absolute(0.05),
+                chance: None,
                 caveat,
             }),
             notes: if setting.fused() {

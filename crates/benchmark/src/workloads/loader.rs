@@ -21,7 +21,7 @@ use serde::Deserialize;
 use crate::peers::Peer;
 use crate::workload::{
     Claim, PrecisionRole, Quality, TableWorkload, Tolerance, Variant, VariantContext,
-    VariantOutcome, claimed,
+    VariantOutcome, claimed, majority_share,
 };
 
 use quench_train::binary::{accuracy, sgd_epoch};
@@ -227,6 +227,7 @@ impl TableWorkload for LoaderWorkload {
             ));
         }
         Ok(VariantOutcome {
+            training_loss: None,
             sharded: None,
             per_iteration: timed.seconds,
             counts: Some(timed.counts),
@@ -239,6 +240,7 @@ impl TableWorkload for LoaderWorkload {
                 value: timed.output,
                 higher_is_better: true,
                 tolerance: Tolerance::Absolute(0.01),
+                chance: majority_share(data.test.labels()),
                 caveat: None,
             }),
             notes,

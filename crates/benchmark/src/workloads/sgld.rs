@@ -22,7 +22,7 @@ use serde::Deserialize;
 use crate::peers::Peer;
 use crate::workload::{
     Claim, PrecisionRole, Quality, QualityCaveat, Sharded, TableWorkload, Tolerance, Variant,
-    VariantContext, VariantOutcome, claimed, time_runs,
+    VariantContext, VariantOutcome, claimed, final_training_loss, majority_share, time_runs,
 };
 
 /// The `sgld` workload.
@@ -272,6 +272,7 @@ impl TableWorkload for SgldGrid {
             notes.extend(beta_lines(&result));
         }
         Ok(VariantOutcome {
+            training_loss: final_training_loss(result.chains.iter().map(|c| Some(c.train_loss))),
             sharded,
             per_iteration: seconds.scaled(1.0 / epochs),
             counts: Some(counts.per(epochs)),
@@ -285,7 +286,7 @@ impl TableWorkload for SgldGrid {
                     baseline_batch,
                     config.max_epochs(),
                 ),
-                ..quality(&result, config.repetitions)
+                ..quality(&result, data, config.repetitions)
             }),
             notes,
         })
@@ -365,8 +366,9 @@ fn grid(params: &Params) -> anyhow::Result<Valid<GridConfig>> {
 
 /// The quality metric: the mean test 0-1 error over repetitions at the hottest beta, the end
 /// point of the grid. Parity is being within the spread over repetitions (their standard
-/// deviation), but never tighter than one test point.
-fn quality(result: &GridResult, repetitions: usize) -> Quality {
+/// deviation), but never tighter than one test point. Its chance level is the error of always
+/// predicting each repetition's most frequent test label, averaged over the repetitions.
+fn quality(result: &GridResult, data: &GridData, repetitions: usize) -> Quality {
     let hottest = result
         .betas
         .last()
@@ -379,8 +381,20 @@ fn quality(result: &GridResult, repetitions: usize) -> Quality {
         value: hottest.test_error.mean,
         higher_is_better: false,
         tolerance: Tolerance::Absolute(hottest.test_error.std.max(1.0 / result.n_test as f64)),
+        chance: majority_error(data, repetitions),
         caveat: None,
     }
+}
+
+/// One minus the most frequent test label's share, averaged over the test sets of the
+/// `repetitions` (one shared set or one each); `None` without test points.
+fn majority_error(data: &GridData, repetitions: usize) -> Option<f64> {
+    let sets = data.test_sets(&(0..repetitions).collect::<Vec<_>>());
+    let shares = sets
+        .iter()
+        .map(|set| majority_share(set.labels()))
+        .collect::<Option<Vec<f64>>>()?;
+    (!shares.is_empty()).then(|| 1.0 - shares.iter().sum::<f64>() / shares.len() as f64)
 }
 
 /// One note per beta with its statistics, for reading the per-beta parity.

@@ -28,7 +28,7 @@ use crate::npy;
 use crate::peers::Peer;
 use crate::workload::{
     Claim, PerVariant, PrecisionRole, Quality, QualityCaveat, TableWorkload, Tolerance, Variant,
-    VariantContext, VariantOutcome, claimed, time_runs,
+    VariantContext, VariantOutcome, claimed, final_training_loss, time_runs,
 };
 
 /// The temporal workload of model `MODEL` (an index into [`MODELS`]).
@@ -561,6 +561,9 @@ impl<const MODEL: usize> TableWorkload for Temporal<MODEL> {
         }
         let f1s: Vec<f64> = outcome.seeds.iter().map(|s| s.test.macro_f1).collect();
         Ok(VariantOutcome {
+            training_loss: final_training_loss(
+                outcome.seeds.iter().map(|s| s.train_loss.last().copied()),
+            ),
             sharded: ctx.share(seeds, &f1s),
             per_iteration: seconds.scaled(1.0 / epochs),
             counts: Some(counts.per(epochs)),
@@ -573,6 +576,8 @@ impl<const MODEL: usize> TableWorkload for Temporal<MODEL> {
                 value: test_f1.mean,
                 higher_is_better: true,
                 tolerance: Tolerance::Absolute(0.03),
+                // Always the training part's most frequent class, scored on the test part.
+                chance: Some(outcome.baselines.majority_test.macro_f1),
                 caveat: (outcome.epochs >= config.epochs)
                     .then(|| {
                         QualityCaveat::fewer_steps(

@@ -118,7 +118,7 @@ fn states_match_the_reference<P: QuenchOps>(device: &P::Device, tolerance: Toler
         let inputs: Vec<Vec<f64>> = (0..batch).map(|r| angles(circuit.inputs(), r, seed)).collect();
         let weights = angles(circuit.weights(), 9, seed);
         for mode in [Mode::GateByGate, Mode::Fused] {
-            let simulator = Simulator::<P>::new(circuit.clone(), mode, device);
+            let simulator = Simulator::<P>::new(circuit.clone(), mode, device).unwrap();
             let state = simulator
                 .run(
                     batch,
@@ -166,7 +166,7 @@ fn gradients_match<D: QuenchBackend>(device: &D::Device, tolerance: Tolerances, 
             z.iter().zip(&coefficients).map(|(z, c)| z * c).sum()
         };
         for mode in [Mode::GateByGate, Mode::Fused] {
-            let simulator = Simulator::<D>::new(circuit.clone(), mode, device);
+            let simulator = Simulator::<D>::new(circuit.clone(), mode, device).unwrap();
             let x = tensor2::<D>(inputs.concat(), batch, circuit.inputs(), device)
                 .map(Tensor::require_grad);
             let w = tensor2::<D>(weights.clone(), 1, weights.len(), device)

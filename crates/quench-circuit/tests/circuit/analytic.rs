@@ -62,7 +62,7 @@ fn expectations<P: QuenchOps>(
     pairs: &[(usize, usize)],
     device: &P::Device,
 ) -> (Vec<f64>, Vec<f64>) {
-    let simulator = Simulator::<P>::new(circuit, mode, device);
+    let simulator = Simulator::<P>::new(circuit, mode, device).unwrap();
     let state = simulator.run(1, None, None).unwrap();
     let z = to_host_f64(simulator.z_expectations(&state).unwrap());
     let zz = if pairs.is_empty() {
@@ -206,7 +206,8 @@ mod checks {
         // Ry(pi) on the last wire flips it: (|0...01> + |1...10>) / sqrt(2), so the last wire
         // is anti-correlated with every other one.
         gates.push(fixed(GateKind::Ry, n - 1, std::f64::consts::PI));
-        let simulator = Simulator::<P>::new(Circuit::new(n, gates).unwrap(), Mode::Fused, device);
+        let simulator =
+            Simulator::<P>::new(Circuit::new(n, gates).unwrap(), Mode::Fused, device).unwrap();
         let state = simulator.run(1, None, None).unwrap();
         let z = to_host_f64(simulator.z_expectations(&state).unwrap());
         assert_eq!(z.len(), n);
@@ -224,7 +225,7 @@ mod checks {
         let angles: [f64; 8] = [0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5];
         let inputs = float_tensor::<P, _, 2>(angles.to_vec(), [2, 4], device);
         for mode in MODES {
-            let simulator = Simulator::<P>::new(circuit.clone(), mode, device);
+            let simulator = Simulator::<P>::new(circuit.clone(), mode, device).unwrap();
             let state = simulator.run(2, Some(inputs.clone()), None).unwrap();
             let z = to_host_f64(simulator.z_expectations(&state).unwrap());
             let expected: Vec<f64> = angles.iter().map(|a| a.cos()).collect();
@@ -238,7 +239,8 @@ mod checks {
             Circuit::angle_encoded_ring(4, 3).unwrap(),
             Mode::Fused,
             device,
-        );
+        )
+        .unwrap();
         let weights = Some(Tensor::<P, 2>::zeros([1, 12], device));
         let narrow = Tensor::<P, 2>::zeros([8, 3], device);
         let error = simulator.run(8, Some(narrow), weights.clone()).unwrap_err();
@@ -273,7 +275,7 @@ mod checks {
         // refused with its estimate where the host's memory can be read, before allocating.
         if cfg!(target_os = "linux") {
             let wide = Circuit::new(16, vec![gate(GateKind::H, &[0])]).unwrap();
-            let simulator = Simulator::<P>::new(wide, Mode::GateByGate, device);
+            let simulator = Simulator::<P>::new(wide, Mode::GateByGate, device).unwrap();
             let error = simulator.run(100_000_000, None, None).unwrap_err();
             assert!(error.to_string().contains("MiB available"), "{error}");
         }
@@ -287,7 +289,7 @@ mod checks {
         let tensor =
             |values: &[f64], shape| float_tensor::<P, _, 2>(values.to_vec(), shape, device);
         for mode in MODES {
-            let simulator = Simulator::<P>::new(circuit.clone(), mode, device);
+            let simulator = Simulator::<P>::new(circuit.clone(), mode, device).unwrap();
             let state = simulator
                 .run(4, Some(tensor(&x, [4, 4])), Some(tensor(&w, [2, 12])))
                 .unwrap();

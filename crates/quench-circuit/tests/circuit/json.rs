@@ -204,7 +204,7 @@ fn the_library_refuses_an_empty_batch_and_a_state_of_another_simulator() {
     let device = Default::default();
     let simulator = |qubits| {
         let circuit = Circuit::new(qubits, vec![Gate::new(GateKind::H, &[0])]).unwrap();
-        Simulator::<B>::new(circuit, Mode::Fused, &device)
+        Simulator::<B>::new(circuit, Mode::Fused, &device).unwrap()
     };
     let (two, three) = (simulator(2), simulator(3));
     // A batch of none divided by zero inside Burn's matmul.
@@ -231,4 +231,49 @@ fn the_library_refuses_an_empty_batch_and_a_state_of_another_simulator() {
     );
     assert!(two.zz_expectations(&state, &[(0, 1)]).is_err());
     assert!(three.z_expectations(&state).is_ok());
+}
+
+/// Issue 53, item 7: a simulator for 30 qubits (its tables alone take hundreds of GiB) and a
+/// run of 100,000 circuits of 20 qubits (about 3 GiB a copy of the states, four copies) are
+/// refused with the estimate and the limit instead of aborting on a failed allocation. The
+/// limit is this machine's available memory, read from the OS; both estimates exceed any
+/// machine that runs these tests by more than a factor of ten, so the refusals do not depend
+/// on which machine runs them.
+#[test]
+fn the_library_refuses_simulations_beyond_the_host_memory() {
+    use quench_circuit::{Circuit, CircuitError, Gate, GateKind, Mode, Simulator};
+    type B = burn::backend::NdArray<f32>;
+    let device = Default::default();
+    assert!(
+        quench_support::budget::host_limit().is_some(),
+        "the test machine reports its available memory (/proc/meminfo)"
+    );
+    let wide = Circuit::new(30, vec![Gate::new(GateKind::H, &[0])]).unwrap();
+    match Simulator::<B>::new(wide, Mode::GateByGate, &device) {
+        Err(CircuitError::TooLarge {
+            qubits: 30,
+            batch: 1,
+            needed_mib,
+            available_mib,
+        }) => assert!(
+            needed_mib > 10 * available_mib,
+            "{needed_mib} MiB of {available_mib}"
+        ),
+        Err(other) => panic!("expected TooLarge, got {other}"),
+        Ok(_) => panic!("a 30-qubit simulator was built"),
+    }
+    let twenty = Circuit::new(20, vec![Gate::new(GateKind::H, &[0])]).unwrap();
+    let simulator = Simulator::<B>::new(twenty, Mode::GateByGate, &device).unwrap();
+    let err = simulator.run(100_000, None, None).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CircuitError::TooLarge {
+                qubits: 20,
+                batch: 100_000,
+                ..
+            }
+        ),
+        "{err}"
+    );
 }

@@ -40,7 +40,7 @@ pub(super) fn circuit_checks<B: QuenchBackend>(device: &B::Device) -> anyhow::Re
         let weights: Vec<f32> = (0..n_w).map(|i| ((i as f32) * 1.3).cos()).collect();
         let wide = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<_>>();
         for mode in [Mode::GateByGate, Mode::Fused] {
-            let simulator = Simulator::<B>::new(circuit.clone(), mode, device);
+            let simulator = Simulator::<B>::new(circuit.clone(), mode, device)?;
             let x = Tensor::<B, 2>::from_data(
                 burn::tensor::TensorData::new(inputs.clone(), [batch, n_in]),
                 device,

@@ -18,7 +18,7 @@ use super::{DataParams, Recording};
 use crate::peers::Peer;
 use crate::workload::{
     Claim, PerVariant, PrecisionRole, Quality, QualityCaveat, TableWorkload, Tolerance, Variant,
-    VariantContext, VariantOutcome, time_runs,
+    VariantContext, VariantOutcome, final_training_loss, majority_share, time_runs,
 };
 
 /// Guide 000's claim for neural-network training: 6-15x.
@@ -301,6 +301,12 @@ impl TableWorkload for QrngClassifier {
         notes.push(prepared.note.clone());
         let accuracies: Vec<f64> = outcome.seeds.iter().map(|s| s.test_accuracy).collect();
         Ok(VariantOutcome {
+            training_loss: final_training_loss(
+                outcome
+                    .seeds
+                    .iter()
+                    .map(|s| s.history.last().map(|h| h.train_loss)),
+            ),
             sharded: ctx.share(outcome.seeds.len(), &accuracies),
             per_iteration: seconds.scaled(1.0 / iterations.max(1.0)),
             counts: Some(counts.per(iterations.max(1.0))),
@@ -313,6 +319,9 @@ impl TableWorkload for QrngClassifier {
                 value: mean,
                 higher_is_better: true,
                 tolerance: Tolerance::Absolute(0.015),
+                // The test split is a random sample of the lines: their most frequent source's
+                // share is its expected chance level.
+                chance: majority_share(data.labels()),
                 caveat,
             }),
             notes,

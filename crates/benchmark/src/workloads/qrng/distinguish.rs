@@ -91,6 +91,7 @@ impl TableWorkload for QrngDistinguish {
         }
         notes.push(note.clone());
         Ok(VariantOutcome {
+            training_loss: None,
             sharded: None,
             per_iteration: seconds,
             counts: Some(counts),

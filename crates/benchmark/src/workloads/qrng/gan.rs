@@ -197,6 +197,7 @@ impl TableWorkload for QrngGan {
         ));
         notes.push(note.clone());
         Ok(VariantOutcome {
+            training_loss: None,
             sharded: ctx.share(finals.len(), &finals),
             per_iteration: seconds.scaled(1.0 / epochs),
             counts: Some(counts.per(epochs)),
@@ -209,6 +210,7 @@ impl TableWorkload for QrngGan {
                 value: tournament.mean_final_kl(),
                 higher_is_better: false,
                 tolerance: Tolerance::Relative(0.1),
+                chance: None,
                 caveat: None,
             }),
             notes,

@@ -9,7 +9,6 @@ use burn::tensor::{Tensor, TensorPrimitive};
 
 use crate::ops::QuenchOps;
 use crate::threefry::StreamKey;
-use crate::views::ReshapeTo;
 
 pub mod composed;
 pub mod host;
@@ -57,17 +56,12 @@ impl NormalStreams {
         self.draws
     }
 
-    /// The next draw, `dims = [members, ...]` (the first axis must be the member count).
-    pub fn next<B: QuenchOps, const D: usize>(
-        &mut self,
-        dims: [usize; D],
-        device: &B::Device,
-    ) -> Tensor<B, D> {
-        debug_assert_eq!(dims[0], self.keys.len(), "one row per member");
-        let per_member = dims[1..].iter().product();
+    /// The next draw, `[members, per_member]`: one row per member, so that no call can ask
+    /// for another member count than the streams hold (the caller reshapes the row).
+    pub fn next<B: QuenchOps>(&mut self, per_member: usize, device: &B::Device) -> Tensor<B, 2> {
         let values = normals::<B>(&self.keys, self.draws, per_member, device);
         self.draws += 1;
-        values.reshape_to(dims)
+        values
     }
 
     /// The members' keys, in member order.
