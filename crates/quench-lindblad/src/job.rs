@@ -11,19 +11,13 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::error::readable;
+use crate::states;
 use crate::{Basis, Batch, CMatrix, Generators, LindbladError, Method, Output, Solver, System};
-
-/// Tolerance of the checks on `rho0` and `target` (Hermiticity, unit trace, purity).
-const STATE_TOLERANCE: f64 = 1e-9;
 
 /// The largest dimension a document may have: at 32 the Liouvillian has about a million
 /// entries (16 MiB) and is built in about 10^9 multiply-adds, a second; the work grows as
 /// d^6.
 pub const MAX_DIM: usize = 32;
-
-/// How far a final state may stray from a density matrix (trace 1, no negative eigenvalue)
-/// before the run is refused as unphysical: integration error of a sound step stays far below.
-const RESULT_TOLERANCE: f64 = 1e-6;
 
 /// Fields of the document, in the order of the documentation.
 const FIELDS: [&str; 12] = [
@@ -317,49 +311,14 @@ fn matrix(value: &Value, path: &str, dim: usize) -> Result<CMatrix, LindbladErro
 
 fn hermitian(value: &Value, path: &str, dim: usize) -> Result<CMatrix, LindbladError> {
     let m = matrix(value, path, dim)?;
-    m.check_hermitian(STATE_TOLERANCE)
-        .map_err(|deviation| LindbladError::NotHermitian {
-            name: path.to_string(),
-            deviation,
-        })?;
+    states::check_hermitian(&m, path)?;
     Ok(m)
 }
 
 fn density_matrix(value: &Value, path: &str, dim: usize) -> Result<CMatrix, LindbladError> {
-    let rho = hermitian(value, path, dim)?;
-    let trace = rho.trace().re;
-    if (trace - 1.0).abs() > STATE_TOLERANCE {
-        return Err(LindbladError::input(
-            path,
-            format!("trace is {trace}, expected 1"),
-        ));
-    }
-    if let Err((row, pivot)) = rho.check_positive_semidefinite(STATE_TOLERANCE) {
-        return Err(LindbladError::input(
-            path,
-            format!(
-                "not positive semidefinite (a density matrix has no negative eigenvalue): the \
-                 Cholesky pivot of row {row} is {pivot:e}"
-            ),
-        ));
-    }
+    let rho = matrix(value, path, dim)?;
+    states::check_density_matrix(&rho, path)?;
     Ok(rho)
-}
-
-/// Why `rho` is not a density matrix within [`RESULT_TOLERANCE`] (non-finite entries, a trace
-/// other than 1, a negative eigenvalue), if it is not.
-fn physical(rho: &CMatrix) -> Result<(), String> {
-    if rho.first_non_finite().is_some() {
-        return Err("it has entries that are not finite numbers".into());
-    }
-    let trace = rho.trace().re;
-    if (trace - 1.0).abs() > RESULT_TOLERANCE {
-        return Err(format!("its trace is {trace}"));
-    }
-    rho.check_positive_semidefinite(RESULT_TOLERANCE)
-        .map_err(|(row, pivot)| {
-            format!("it has a negative eigenvalue (pivot {pivot:e} at row {row})")
-        })
 }
 
 fn method(object: &Map<String, Value>) -> Result<Method, LindbladError> {
@@ -506,14 +465,8 @@ impl Job {
         let target = match object.get("target") {
             None | Some(Value::Null) => None,
             Some(value) => {
-                let target = density_matrix(value, "target", dim)?;
-                let purity = target.trace_product(&target).re;
-                if (purity - 1.0).abs() > STATE_TOLERANCE {
-                    return Err(LindbladError::input(
-                        "target",
-                        format!("not a pure state (Tr(target^2) = {purity})"),
-                    ));
-                }
+                let target = matrix(value, "target", dim)?;
+                states::check_pure_state(&target, "target")?;
                 Some(target)
             }
         };
@@ -662,19 +615,7 @@ impl Job {
             .enumerate()
             .map(|(task, coordinates)| {
                 let rho = basis.operator(coordinates)?;
-                physical(&rho).map_err(|reason| LindbladError::Unphysical {
-                    task,
-                    reason,
-                    hint: match self.solver.method {
-                        Method::Exact => {
-                            "the numbers overflowed: amplitudes, rates or t_total are too large"
-                        }
-                        _ => {
-                            "the step is too large for these amplitudes and rates, or the \
-                             numbers overflowed: try a smaller dt or the exact method"
-                        }
-                    },
-                })?;
+                states::check_result(&rho, task, self.solver.method)?;
                 Ok(TaskReport {
                     rho: rho
                         .rows()

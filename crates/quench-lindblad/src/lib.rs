@@ -92,6 +92,7 @@ pub mod operators;
 pub mod presets;
 pub mod reference;
 pub mod solver;
+pub mod states;
 pub mod system;
 // The solvers end to end through the public items (closed forms, the f64 reference, finite differences), in the unit-test binary so the generic code is compiled once for both.
 #[cfg(test)]

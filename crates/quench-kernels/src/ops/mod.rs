@@ -821,6 +821,24 @@ impl<R: burn_cubecl::CubeRuntime, BT: burn_cubecl::BoolElement> QuenchOps
         adam::cube::adam_step(config, param, grad, moments, step)
     }
 
+    fn mlp_train_step(
+        step: &MlpStep<'_, Self>,
+        params: Vec<Tensor<Self, 3>>,
+        moments: Vec<[Tensor<Self, 3>; 2]>,
+        tape: MlpTape<Self>,
+        objective: MlpObjective<Self>,
+    ) -> MlpStepped<Self> {
+        mlp::train_step_with(
+            step,
+            params,
+            moments,
+            tape,
+            objective,
+            mlp::cube::cross_entropy,
+            mlp::cube::update,
+        )
+    }
+
     fn dense_forward(
         x: Tensor<Self, 3>,
         weight: &Tensor<Self, 3>,

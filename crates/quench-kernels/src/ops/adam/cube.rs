@@ -4,9 +4,12 @@
 //! Design: one unit per value, one-dimensional cubes sized by CubeCL for the device; each unit
 //! reads the parameter, its gradient, its two moments and its member's coefficients (`[members]`
 //! or one for all, served from cache) and writes the three results: seven floats of traffic per
-//! value, the memory-bound minimum.
+//! value, the memory-bound minimum. A member MLP's step ([`crate::ops::mlp`]) also hands it each
+//! member's clip coefficient, by which the gradient is scaled as it is read (the composition's
+//! separate multiply).
 #![allow(clippy::too_many_arguments)]
 
+use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{BoolElement, CubeRuntime};
 use cubecl::prelude::*;
 
@@ -17,9 +20,9 @@ use crate::ops::cube::{Cube, elementwise, empty_like, from_cube, to_cube};
 type Values<R, BT> = burn::tensor::Tensor<Cube<R, BT>, 3>;
 
 /// The update of value `ABSOLUTE_POS` of member `position / per_member`. A coefficient
-/// tensor of one value serves every member (`member % len`); `decay` and `active` are read only where
-/// `has_decay` and `has_active` are 1 (a step may have neither; the caller then passes another
-/// coefficient tensor in their place).
+/// tensor of one value serves every member (`member % len`); `decay`, `active` and `scale` (the
+/// gradient's factor) are read only where `has_decay`, `has_active` and `has_scale` are 1 (a
+/// step may have none; the caller then passes another coefficient tensor in their place).
 #[cube(launch)]
 fn adam_kernel<F: Float>(
     param: &Tensor<F>,
@@ -30,6 +33,7 @@ fn adam_kernel<F: Float>(
     root_correction: &Tensor<F>,
     decay: &Tensor<F>,
     active: &Tensor<F>,
+    scale: &Tensor<F>,
     param_out: &mut Tensor<F>,
     first_out: &mut Tensor<F>,
     second_out: &mut Tensor<F>,
@@ -42,6 +46,7 @@ fn adam_kernel<F: Float>(
     per_member: u32,
     has_decay: u32,
     has_active: u32,
+    has_scale: u32,
     #[define(F)] _dtype: StorageType,
 ) {
     let position = ABSOLUTE_POS;
@@ -63,7 +68,11 @@ fn adam_kernel<F: Float>(
         let rest2 = F::cast_from(rest2);
         let eps = F::cast_from(eps);
         let coupled = F::cast_from(coupled);
-        let g = grad[position] + coupled * p;
+        let mut g = grad[position];
+        if has_scale == 1 {
+            g *= scale[member % scale.len()];
+        }
+        g += coupled * p;
         let m_new = m * beta1 + g * rest1;
         let v_new = v * beta2 + g * g * rest2;
         let denominator = F::sqrt(v_new) / root_correction[member % root_correction.len()] + eps;
@@ -86,8 +95,21 @@ pub(crate) fn adam_step<R: CubeRuntime, BT: BoolElement>(
     config: AdamConfig,
     param: Values<R, BT>,
     grad: Values<R, BT>,
+    moments: [Values<R, BT>; 2],
+    step: &AdamStep<Cube<R, BT>>,
+) -> [Values<R, BT>; 3] {
+    adam_step_scaled(config, param, grad, moments, step, None)
+}
+
+/// [`adam_step`] of the gradient times its member's `scale` `[members]` (`None`: 1), in the
+/// same launch.
+pub(crate) fn adam_step_scaled<R: CubeRuntime, BT: BoolElement>(
+    config: AdamConfig,
+    param: Values<R, BT>,
+    grad: Values<R, BT>,
     [m, v]: [Values<R, BT>; 2],
     step: &AdamStep<Cube<R, BT>>,
+    scale: Option<&CubeTensor<R>>,
 ) -> [Values<R, BT>; 3] {
     let [members, rows, cols] = param.dims();
     let per_member = (rows * cols).max(1) as u32;
@@ -122,6 +144,10 @@ pub(crate) fn adam_step<R: CubeRuntime, BT: BoolElement>(
             .clone()
             .unwrap_or_else(|| step_size.clone())
             .into_tensor_arg(),
+        scale
+            .cloned()
+            .unwrap_or_else(|| step_size.clone())
+            .into_tensor_arg(),
         outputs[0].clone().into_tensor_arg(),
         outputs[1].clone().into_tensor_arg(),
         outputs[2].clone().into_tensor_arg(),
@@ -134,6 +160,7 @@ pub(crate) fn adam_step<R: CubeRuntime, BT: BoolElement>(
         per_member,
         u32::from(decay.is_some()),
         u32::from(active.is_some()),
+        u32::from(scale.is_some()),
         dtype.into(),
     );
     outputs.map(from_cube)

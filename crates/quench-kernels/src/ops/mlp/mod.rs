@@ -29,6 +29,8 @@ use super::view::ViewTo;
 use crate::reductions::Reduce;
 use crate::views::ReshapeTo;
 
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+pub(crate) mod cube;
 pub(crate) mod host;
 
 /// What a member MLP's forward pass keeps for its backward pass.
@@ -224,32 +226,48 @@ pub fn clip_member_norms<B: QuenchOps>(
     grads.into_iter().map(|g| g * coef.clone()).collect()
 }
 
-/// The default of [`QuenchOps::mlp_train_step`] in the seam's other operations and Burn's
-/// element-wise ops: [`backward`], the penalty and the clip, then
-/// [`QuenchOps::adam_step`] per parameter.
-pub fn composed_train_step<B: QuenchOps>(
+/// A member's loss at the network's output against class labels: each member's loss
+/// `[members]` and its gradient at the logits `[members, rows, classes]` ([`cross_entropy`]
+/// composed; a backend's kernel where it has one).
+pub(crate) type OutputLoss<B> = fn(Tensor<B, 3>, Tensor<B, 2, Int>) -> (Tensor<B, 1>, Tensor<B, 3>);
+
+/// The update of every parameter from its raw gradient: the L1 subgradient, the clip, Adam
+/// ([`composed_update`]; a backend's kernels where it has them).
+pub(crate) type Update<B> = for<'a> fn(
+    &MlpStep<'a, B>,
+    Vec<Tensor<B, 3>>,
+    Vec<Tensor<B, 3>>,
+    Vec<[Tensor<B, 3>; 2]>,
+) -> Updated<B>;
+
+/// What an [`Update`] gives back.
+pub(crate) struct Updated<B: Backend> {
+    /// The updated parameters, in the order given.
+    pub params: Vec<Tensor<B, 3>>,
+    /// Their updated `[first, second]` moments.
+    pub moments: Vec<[Tensor<B, 3>; 2]>,
+    /// Each member's L1 penalty `l1 sum |p|` `[members]` before the step; `None` without L1.
+    pub penalty: Option<Tensor<B, 1>>,
+}
+
+/// The update's default in Burn's element-wise ops and [`QuenchOps::adam_step`] per
+/// parameter: the L1 subgradient `l1 sign(p)` added, each member's gradient clipped
+/// ([`clip_member_norms`]), then Adam.
+pub(crate) fn composed_update<B: QuenchOps>(
     step: &MlpStep<'_, B>,
     params: Vec<Tensor<B, 3>>,
+    mut grads: Vec<Tensor<B, 3>>,
     moments: Vec<[Tensor<B, 3>; 2]>,
-    tape: MlpTape<B>,
-    objective: MlpObjective<B>,
-) -> MlpStepped<B> {
-    let (upstream, mut losses) = match objective {
-        MlpObjective::Upstream(upstream) => (upstream, None),
-        MlpObjective::CrossEntropy(labels) => {
-            let (loss, gradient) = cross_entropy(tape.output.clone(), labels);
-            (gradient, Some(loss))
-        }
-    };
-    let mut grads = backward(&params, step.activation, tape, upstream);
+) -> Updated<B> {
+    let mut penalty = None;
     if step.l1 != 0.0 {
         let members = params[0].dims()[0];
-        let penalty = params
+        let sums = params
             .iter()
             .map(|p| member_sums(p.clone().abs()))
             .reduce(|a, b| a + b)
             .unwrap_or_else(|| unreachable!("a parameter list is never empty"));
-        losses = losses.map(|l| l + penalty.reshape_to([members]).mul_scalar(step.l1));
+        penalty = Some(sums.reshape_to([members]).mul_scalar(step.l1));
         grads = grads
             .into_iter()
             .zip(&params)
@@ -266,9 +284,62 @@ pub fn composed_train_step<B: QuenchOps>(
         stepped.push(p);
         new_moments.push([m, v]);
     }
-    MlpStepped {
+    Updated {
         params: stepped,
         moments: new_moments,
+        penalty,
+    }
+}
+
+/// The default of [`QuenchOps::mlp_train_step`] in the seam's other operations and Burn's
+/// element-wise ops: [`backward`], the penalty and the clip, then
+/// [`QuenchOps::adam_step`] per parameter.
+pub fn composed_train_step<B: QuenchOps>(
+    step: &MlpStep<'_, B>,
+    params: Vec<Tensor<B, 3>>,
+    moments: Vec<[Tensor<B, 3>; 2]>,
+    tape: MlpTape<B>,
+    objective: MlpObjective<B>,
+) -> MlpStepped<B> {
+    train_step_with(
+        step,
+        params,
+        moments,
+        tape,
+        objective,
+        cross_entropy,
+        composed_update,
+    )
+}
+
+/// The training step with the loss at the output and the update computed by `loss` and
+/// `update`, the backward pass between them by [`backward`]: the composition, and a CubeCL
+/// backend's fused form of it ([`composed_train_step`], `mlp::cube`).
+pub(crate) fn train_step_with<B: QuenchOps>(
+    step: &MlpStep<'_, B>,
+    params: Vec<Tensor<B, 3>>,
+    moments: Vec<[Tensor<B, 3>; 2]>,
+    tape: MlpTape<B>,
+    objective: MlpObjective<B>,
+    loss: OutputLoss<B>,
+    update: Update<B>,
+) -> MlpStepped<B> {
+    let (upstream, losses) = match objective {
+        MlpObjective::Upstream(upstream) => (upstream, None),
+        MlpObjective::CrossEntropy(labels) => {
+            let (loss, gradient) = loss(tape.output.clone(), labels);
+            (gradient, Some(loss))
+        }
+    };
+    let grads = backward(&params, step.activation, tape, upstream);
+    let updated = update(step, params, grads, moments);
+    let losses = match (losses, updated.penalty) {
+        (Some(loss), Some(penalty)) => Some(loss + penalty),
+        (losses, _) => losses,
+    };
+    MlpStepped {
+        params: updated.params,
+        moments: updated.moments,
         losses,
     }
 }
@@ -620,6 +691,15 @@ mod tests {
                 for (k, (h, c)) in here.1.iter().zip(&cpu.1).enumerate() {
                     let worst = max_abs_difference(h, c);
                     assert!(worst < 1e-3 * LR, "{:?} parameter {k}: {worst}", case.widths);
+                }
+                // The losses (cross-entropy plus the L1 penalty, the classifier's case): a
+                // row's loss of three classes rounds to a few f32 epsilons of its ~1, and the
+                // penalty `l1 sum |p|` sums ~150 values of ~0.3 in another order, at most
+                // 150 eps 50 l1 = 1e-5 apart; 1e-4 leaves room for the exponentials' few ulps.
+                assert_eq!(here.0.len(), cpu.0.len());
+                for (step, (h, c)) in here.0.iter().zip(&cpu.0).enumerate() {
+                    let worst = max_abs_difference(h, c);
+                    assert!(worst < 1e-4, "{:?} step {step} losses: {worst}", case.widths);
                 }
             }
         }
