@@ -1,0 +1,45 @@
+"""Conversion of the caller's arguments into contiguous numpy arrays, naming the argument.
+
+Integers and floats are accepted where complex numbers are expected (they are converted);
+complex numbers are refused where real ones are expected (the imaginary part would be lost
+silently otherwise); anything that is not numeric is refused.
+"""
+
+import numpy as np
+
+
+def _array(name, value):
+    try:
+        array = np.asarray(value)
+    except Exception as error:  # ragged lists, objects numpy cannot read
+        raise ValueError(f"{name}: cannot be read as an array: {error}") from None
+    if array.dtype.kind not in "iufc":
+        raise ValueError(f"{name}: expected numbers, found an array of dtype {array.dtype}")
+    return array
+
+
+def complex_array(name, value):
+    """``value`` as a contiguous complex128 array (integers and floats converted)."""
+    return np.ascontiguousarray(_array(name, value), dtype=np.complex128)
+
+
+def real_array(name, value):
+    """``value`` as a contiguous float64 array; complex input is refused."""
+    array = _array(name, value)
+    if array.dtype.kind == "c":
+        raise ValueError(f"{name}: expected real numbers, found complex dtype {array.dtype}")
+    return np.ascontiguousarray(array, dtype=np.float64)
+
+
+def real_scalar(name, value):
+    """``value`` as a Python float; anything else is refused naming ``name``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name}: expected a real number, found {type(value).__name__}")
+    return float(value)
+
+
+def text(name, value):
+    """``value`` if it is a string; anything else is refused naming ``name``."""
+    if not isinstance(value, str):
+        raise ValueError(f"{name}: expected a string, found {type(value).__name__}")
+    return value

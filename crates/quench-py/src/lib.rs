@@ -1,0 +1,57 @@
+//! The native half of the Python package `quench`: the extension module `quench._native`.
+//!
+//! The Python half (`python/quench/`) turns the caller's objects into contiguous numpy arrays
+//! of the right dtype, naming the argument when it cannot, and holds the docstrings users
+//! read; this half checks shapes, builds the library's types (whose constructors do the
+//! validation: [`quench_lindblad::System::new`], [`quench_lindblad::Job::from_json`],
+//! [`quench_circuit::json::Document::parse`]), runs the work on the device the caller named
+//! and hands numpy arrays back.
+//!
+//! Every entry point runs its work through [`guarded`]: without the GIL (other Python threads
+//! run meanwhile) and with any Rust panic turned into a `RuntimeError`, so that no panic
+//! crosses into Python as pyo3's `PanicException` (a `BaseException`, which `except
+//! Exception` does not catch).
+
+mod circuit;
+mod device;
+mod errors;
+mod lindblad;
+
+use pyo3::prelude::*;
+
+use crate::errors::{Failure, guarded};
+
+// Buffers of the CPU backend start on a vector boundary, so that results do not depend on
+// where the allocator puts them (see `quench_support::allocator`). This changes only the
+// allocations Rust makes in this module; Python's own allocator is untouched.
+quench_support::aligned_allocator!();
+
+/// The devices this build can use, as the `device` arguments name them: always `"cpu"`;
+/// `"cuda:N"` for each CUDA device that opens, in a build with the `cuda` feature; `"wgpu:N"`
+/// for each wgpu adapter the driver lists, in a build with the `wgpu` feature.
+#[pyfunction]
+fn devices(py: Python<'_>) -> PyResult<Vec<String>> {
+    guarded(py, || Ok(device::available()))
+}
+
+/// A hidden test hook: panics inside the same wrapper every entry point uses, so that the
+/// tests can check that a Rust panic reaches Python as a `RuntimeError` and the interpreter
+/// survives. Not part of the API.
+#[pyfunction]
+fn _panic_for_test(py: Python<'_>) -> PyResult<()> {
+    guarded(py, || -> Result<(), Failure> {
+        panic!("quench._panic_for_test: a deliberate panic inside the Rust wrapper")
+    })
+}
+
+/// The extension module `quench._native`.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(devices, m)?)?;
+    m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
+    m.add_class::<lindblad::NativeSystem>()?;
+    m.add_function(wrap_pyfunction!(lindblad::lindblad_run, m)?)?;
+    m.add_function(wrap_pyfunction!(circuit::circuit_expectations, m)?)?;
+    Ok(())
+}

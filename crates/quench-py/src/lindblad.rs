@@ -1,0 +1,478 @@
+//! `quench.lindblad`: systems, batched evolutions and fidelity gradients.
+//!
+//! The arrays arrive contiguous in the right dtype (the Python side converts them); here their
+//! shapes are checked against the system, the states checked as the pulse documents check
+//! theirs, and one [`Solver::evolve`] runs the whole batch on the chosen device, in the
+//! device's f32, with Burn's autodiff for the gradients.
+
+use burn::tensor::Tensor;
+use num_complex::Complex64;
+use numpy::ndarray::{Array1, Array3};
+use numpy::{IntoPyArray, PyArray1, PyArray3, PyReadonlyArrayDyn, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+use quench_kernels::readback::{float_tensor, to_host_f64};
+use quench_kernels::reductions::Reduce;
+use quench_kernels::{OnDevice, QuenchBackend, run_on};
+use quench_lindblad::{
+    Basis, Batch, CMatrix, Generators, LindbladError, Method, Output, Solver, System, fidelity,
+    states,
+};
+
+use crate::device;
+use crate::errors::{Failure, guarded};
+
+/// An open quantum system (drift, control Hamiltonians, unit-rate jump operators), checked by
+/// [`System::new`]: square matrices of one dimension, finite entries, Hermitian drift and
+/// controls within `1e-10` of their 1-norm. The Python class `quench.lindblad.System` wraps it.
+#[pyclass(module = "quench._native", name = "System", frozen)]
+pub struct NativeSystem {
+    system: System,
+}
+
+#[pymethods]
+impl NativeSystem {
+    /// A system from complex `[d, d]` arrays: `drift`, a list of `controls` and a list of
+    /// `jumps`. Raises `ValueError` naming the operator that is not square, of another
+    /// dimension, not finite, or (drift and controls) not Hermitian.
+    #[new]
+    fn new<'py>(
+        py: Python<'py>,
+        drift: PyReadonlyArrayDyn<'py, Complex64>,
+        controls: Vec<PyReadonlyArrayDyn<'py, Complex64>>,
+        jumps: Vec<PyReadonlyArrayDyn<'py, Complex64>>,
+    ) -> PyResult<Self> {
+        let drift = matrix("drift", &drift)?;
+        let controls = named_matrices("controls", &controls)?;
+        let jumps = named_matrices("jumps", &jumps)?;
+        let system = guarded(py, move || Ok(System::new(drift, controls, jumps)?))?;
+        Ok(Self { system })
+    }
+
+    /// The Hilbert-space dimension `d`.
+    #[getter]
+    fn dim(&self) -> usize {
+        self.system.dim()
+    }
+
+    /// The number of control Hamiltonians.
+    #[getter]
+    fn controls(&self) -> usize {
+        self.system.controls().len()
+    }
+
+    /// The number of jump operators.
+    #[getter]
+    fn jumps(&self) -> usize {
+        self.system.jumps().len()
+    }
+}
+
+/// The entries of a square array named `name`, as a [`CMatrix`]; any other shape is bad
+/// input naming it.
+fn matrix(name: &str, array: &PyReadonlyArrayDyn<'_, Complex64>) -> Result<CMatrix, Failure> {
+    let shape = array.shape();
+    let [rows, cols] = shape else {
+        return Err(Failure::input(
+            name,
+            format!("expected a square [d, d] matrix, found shape {shape:?}"),
+        ));
+    };
+    if rows != cols || *rows == 0 {
+        return Err(Failure::input(
+            name,
+            format!("expected a square [d, d] matrix with d >= 1, found shape {shape:?}"),
+        ));
+    }
+    Ok(from_row_major(
+        *rows,
+        array.as_array().iter().copied().collect(),
+    ))
+}
+
+/// A `dim x dim` matrix of row-major `entries`.
+fn from_row_major(dim: usize, entries: Vec<Complex64>) -> CMatrix {
+    CMatrix::from_fn(dim, |r, c| entries[r * dim + c])
+}
+
+/// Each array of a list argument as a matrix, named `list[i]`.
+fn named_matrices(
+    list: &str,
+    arrays: &[PyReadonlyArrayDyn<'_, Complex64>],
+) -> Result<Vec<CMatrix>, Failure> {
+    arrays
+        .iter()
+        .enumerate()
+        .map(|(i, array)| matrix(&format!("{list}[{i}]"), array))
+        .collect()
+}
+
+/// Checks `rho` as a density matrix (Hermitian, unit trace, positive semidefinite) and
+/// `target`, if any, as a pure state, with the pulse documents' own checks and tolerance
+/// ([`quench_lindblad::states`]), naming `rho` as `name`.
+fn check_states(name: &str, rho: &CMatrix, target: Option<&CMatrix>) -> Result<(), Failure> {
+    // Non-finite entries named as `System::new` names them.
+    for (what, m) in [(name, Some(rho)), ("target", target)] {
+        if let Some((row, col, value)) = m.and_then(CMatrix::first_non_finite) {
+            return Err(Failure::input(
+                what,
+                format!("entry ({row}, {col}) is {value}, not finite"),
+            ));
+        }
+    }
+    states::check_density_matrix(rho, name)?;
+    if let Some(target) = target {
+        states::check_pure_state(target, "target")?;
+    }
+    Ok(())
+}
+
+/// The integration method named `name`, with its step `dt` (required by `rk4` and `euler`,
+/// ignored by `exact`, as in the pulse documents).
+fn parse_method(name: &str, dt: Option<f64>) -> Result<Method, Failure> {
+    let dt = || {
+        dt.ok_or_else(|| {
+            Failure::input(
+                "dt",
+                format!("missing: method \"{name}\" needs a step (in the time units of t_total)"),
+            )
+        })
+    };
+    match name {
+        "exact" => Ok(Method::Exact),
+        "rk4" => Ok(Method::Rk4 { dt: dt()? }),
+        "euler" => Ok(Method::Euler { dt: dt()? }),
+        _ => Err(Failure::input(
+            "method",
+            format!("expected \"exact\", \"rk4\" or \"euler\", found \"{name}\""),
+        )),
+    }
+}
+
+/// One batched evolution (and, with a target, the fidelities and their gradients) on one
+/// backend.
+struct Evolve {
+    system: System,
+    solver: Solver,
+    /// Total pulse time.
+    t_total: f64,
+    /// `[tasks, segments, controls]`.
+    shape: [usize; 3],
+    /// Row-major `shape`.
+    amplitudes: Vec<f64>,
+    /// Row-major `[tasks, jumps]`.
+    rates: Vec<f64>,
+    /// Initial states' Gell-Mann coordinates, row-major `[tasks, d^2]`.
+    initial: Vec<f64>,
+    /// The pure target's coordinates `[d^2]`, when fidelities and gradients are wanted.
+    target: Option<Vec<f64>>,
+}
+
+/// What [`Evolve`] reads back.
+struct Evolved {
+    /// Final states' coordinates, row-major `[tasks, d^2]`.
+    states: Vec<f64>,
+    /// Fidelities `[tasks]` and their gradients `[tasks, segments, controls]` with respect to
+    /// the amplitudes, when a target was given.
+    scored: Option<(Vec<f64>, Vec<f64>)>,
+}
+
+impl OnDevice for Evolve {
+    type Output = Result<Evolved, LindbladError>;
+
+    fn run<B: QuenchBackend>(self, device: &B::Device) -> Self::Output {
+        let generators = Generators::<B>::upload(&self.system, device);
+        let [tasks, _, _] = self.shape;
+        let n = generators.size();
+        let amplitudes: Tensor<B, 3> = float_tensor(self.amplitudes, self.shape, device);
+        let amplitudes = if self.target.is_some() {
+            amplitudes.require_grad()
+        } else {
+            amplitudes
+        };
+        let batch = Batch {
+            t_total: self.t_total,
+            amplitudes: amplitudes.clone(),
+            rates: float_tensor(self.rates, [tasks, generators.jumps()], device),
+            initial: float_tensor(self.initial, [tasks, n], device),
+        };
+        let states = self
+            .solver
+            .evolve(&generators, batch, Output::States)?
+            .states;
+        let Some(target) = self.target else {
+            return Ok(Evolved {
+                states: to_host_f64(states),
+                scored: None,
+            });
+        };
+        let target = float_tensor(target, [1, n], device);
+        let fidelities = fidelity::state_fidelity(states.clone(), target)?;
+        // Each task's fidelity depends on its own amplitudes only, so the gradient of the sum
+        // holds every task's gradient.
+        let grads = fidelities.clone().sum_all().backward();
+        let gradient = amplitudes
+            .grad(&grads)
+            .map(to_host_f64)
+            // No gradient reaches the amplitudes when the pulse cannot move the state (no
+            // controls): zero, as the finite differences would say.
+            .unwrap_or_else(|| vec![0.0; self.shape.iter().product()]);
+        Ok(Evolved {
+            states: to_host_f64(states),
+            scored: Some((to_host_f64(fidelities), gradient)),
+        })
+    }
+}
+
+/// The arrays [`lindblad_run`] returns: final states and, with a target, the fidelities and
+/// their gradients.
+type RunResult<'py> = (
+    Bound<'py, PyArray3<Complex64>>,
+    Option<Bound<'py, PyArray1<f64>>>,
+    Option<Bound<'py, PyArray3<f64>>>,
+);
+
+/// Evolves a batch: `rho0` complex `[d, d]` (every task) or `[tasks, d, d]`, `amplitudes`
+/// `[tasks, segments, controls]`, `rates` `[tasks, jumps]`, over `t_total` with `method`
+/// (`dt` for `rk4` and `euler`) on `device`. Returns the final states `[tasks, d, d]`
+/// complex128 and, when `target` (a pure `[d, d]` density matrix) is given, the fidelities
+/// `Tr(rho target)` `[tasks]` and their gradients `[tasks, segments, controls]`.
+#[pyfunction]
+#[pyo3(signature = (system, rho0, amplitudes, rates, t_total, method, dt, device, target))]
+#[allow(clippy::too_many_arguments)] // Python's keyword arguments, passed through.
+pub fn lindblad_run<'py>(
+    py: Python<'py>,
+    system: PyRef<'py, NativeSystem>,
+    rho0: PyReadonlyArrayDyn<'py, Complex64>,
+    amplitudes: PyReadonlyArrayDyn<'py, f64>,
+    rates: PyReadonlyArrayDyn<'py, f64>,
+    t_total: f64,
+    method: &str,
+    dt: Option<f64>,
+    device: &str,
+    target: Option<PyReadonlyArrayDyn<'py, Complex64>>,
+) -> PyResult<RunResult<'py>> {
+    let system = system.system.clone();
+    let spec = device::parse(device)?;
+    let (dim, controls, jumps) = (system.dim(), system.controls().len(), system.jumps().len());
+    let shape = match amplitudes.shape() {
+        &[tasks, segments, c] if c == controls && tasks >= 1 && segments >= 1 => {
+            [tasks, segments, c]
+        }
+        found => {
+            return Err(Failure::input(
+                "amplitudes",
+                format!(
+                    "expected shape [tasks, segments, {controls}] (one column per control, \
+                     tasks and segments >= 1), found {found:?}"
+                ),
+            )
+            .into());
+        }
+    };
+    let [tasks, segments, _] = shape;
+    if rates.shape() != [tasks, jumps] {
+        return Err(Failure::input(
+            "rates",
+            format!(
+                "expected shape [{tasks}, {jumps}] ([tasks, jumps], tasks as in amplitudes), \
+                 found {:?}",
+                rates.shape()
+            ),
+        )
+        .into());
+    }
+    let amplitudes: Vec<f64> = amplitudes.as_array().iter().copied().collect();
+    let rates: Vec<f64> = rates.as_array().iter().copied().collect();
+    let per_task = match rho0.shape() {
+        [r, c] if *r == dim && *c == dim => false,
+        [t, r, c] if *t == tasks && *r == dim && *c == dim => true,
+        found => {
+            return Err(Failure::input(
+                "rho0",
+                format!(
+                    "expected shape [{dim}, {dim}] or [{tasks}, {dim}, {dim}] ([d, d] or \
+                     [tasks, d, d]), found {found:?}"
+                ),
+            )
+            .into());
+        }
+    };
+    let request = Request {
+        system,
+        shape,
+        amplitudes,
+        rates,
+        rho0: rho0.as_array().iter().copied().collect(),
+        per_task,
+        target: target.map(|t| target_state(dim, &t)).transpose()?,
+        t_total,
+        method: method.to_string(),
+        dt,
+    };
+    let (states, scored) = guarded(py, move || request.run(spec))?;
+    // Shapes are the ones checked above; a mismatch would be a bug, reported as such.
+    let ragged = |error: numpy::ndarray::ShapeError| {
+        Failure::Runtime(format!(
+            "the solver returned a result of the wrong size: {error}"
+        ))
+    };
+    let states = Array3::from_shape_vec((tasks, dim, dim), states)
+        .map_err(ragged)?
+        .into_pyarray(py);
+    let Some((fidelities, gradients)) = scored else {
+        return Ok((states, None, None));
+    };
+    let gradients = Array3::from_shape_vec((tasks, segments, controls), gradients)
+        .map_err(ragged)?
+        .into_pyarray(py);
+    Ok((
+        states,
+        Some(Array1::from_vec(fidelities).into_pyarray(py)),
+        Some(gradients),
+    ))
+}
+
+/// A call of [`lindblad_run`] with its arrays copied out of Python, shapes checked.
+struct Request {
+    system: System,
+    /// `[tasks, segments, controls]`.
+    shape: [usize; 3],
+    /// Row-major `shape`.
+    amplitudes: Vec<f64>,
+    /// Row-major `[tasks, jumps]`.
+    rates: Vec<f64>,
+    /// Row-major `[d, d]`, or `[tasks, d, d]` when `per_task`.
+    rho0: Vec<Complex64>,
+    per_task: bool,
+    target: Option<CMatrix>,
+    t_total: f64,
+    method: String,
+    dt: Option<f64>,
+}
+
+/// Final states row-major `[tasks, d, d]` and, with a target, fidelities `[tasks]` and
+/// gradients `[tasks, segments, controls]`.
+type Outcome = (Vec<Complex64>, Option<(Vec<f64>, Vec<f64>)>);
+
+impl Request {
+    /// Checks the values, evolves on the device `spec` names and turns the coordinates back
+    /// into matrices. Runs inside [`guarded`]: without the GIL, panics caught.
+    fn run(self, spec: quench_platform::DeviceSpec) -> Result<Outcome, Failure> {
+        let [tasks, segments, controls] = self.shape;
+        let (dim, jumps) = (self.system.dim(), self.system.jumps().len());
+        if let Some(at) = self.amplitudes.iter().position(|x| !x.is_finite()) {
+            let (t, s, c) = (
+                at / (segments * controls),
+                at / controls % segments,
+                at % controls,
+            );
+            let x = self.amplitudes[at];
+            return Err(Failure::input(
+                &format!("amplitudes[{t}, {s}, {c}]"),
+                format!("{x} is not finite"),
+            ));
+        }
+        if let Some(at) = self
+            .rates
+            .iter()
+            .position(|x| !(x.is_finite() && *x >= 0.0))
+        {
+            let (t, k) = (at / jumps, at % jumps);
+            let x = self.rates[at];
+            return Err(Failure::input(
+                &format!("rates[{t}, {k}]"),
+                format!("rate {x} must be finite and non-negative"),
+            ));
+        }
+        let initial: Vec<CMatrix> = self
+            .rho0
+            .chunks(dim * dim)
+            .map(|m| from_row_major(dim, m.to_vec()))
+            .collect();
+        for (t, rho) in initial.iter().enumerate() {
+            let name = if self.per_task {
+                format!("rho0[{t}]")
+            } else {
+                "rho0".to_string()
+            };
+            // The target is checked once, with the first state.
+            let target = if t == 0 { self.target.as_ref() } else { None };
+            check_states(&name, rho, target)?;
+        }
+        let method = parse_method(&self.method, self.dt)?;
+        let basis = Basis::gell_mann(dim);
+        let coordinates = initial
+            .iter()
+            .map(|rho| basis.coordinates(rho))
+            .collect::<Result<Vec<_>, _>>()?;
+        let initial: Vec<f64> = if self.per_task {
+            coordinates.concat()
+        } else {
+            coordinates.concat().repeat(tasks)
+        };
+        let target = self.target.map(|t| basis.coordinates(&t)).transpose()?;
+        let solver = Solver {
+            method,
+            // The clamps are bounds the exact method sizes its exponential for, not limits the
+            // caller asked for: they are set so that nothing is clamped. The largest amplitude
+            // is kept strictly inside (twice it), so that the clamp does not cut its gradient;
+            // the rates are not differentiated, and their bound is their largest, as the pulse
+            // documents set it. Neither goes below the library's defaults.
+            control_bound: self
+                .amplitudes
+                .iter()
+                .fold(0.0_f64, |m, x| m.max(2.0 * x.abs()))
+                .max(Solver::default().control_bound),
+            rate_bound: self
+                .rates
+                .iter()
+                .fold(0.0_f64, |m, x| m.max(*x))
+                .max(Solver::default().rate_bound),
+            ..Solver::default()
+        };
+        let work = Evolve {
+            system: self.system,
+            solver,
+            t_total: self.t_total,
+            shape: self.shape,
+            amplitudes: self.amplitudes,
+            rates: self.rates,
+            initial,
+            target,
+        };
+        let method = work.solver.method;
+        let evolved = run_on(device::open(spec)?, work)
+            .map_err(|error| Failure::Runtime(error.to_string()))??;
+        let mut states = Vec::with_capacity(tasks * dim * dim);
+        for (task, coordinates) in evolved.states.chunks(basis.size()).enumerate() {
+            // A state the solver made unphysical (a step too large, an overflow) is refused
+            // as the pulse documents refuse it, not handed back.
+            let rho = basis.operator(coordinates)?;
+            states::check_result(&rho, task, method)?;
+            states.extend_from_slice(rho.as_slice());
+        }
+        Ok((states, evolved.scored))
+    }
+}
+
+/// The pure target state `target`: a state vector `[d]` (as the density matrix
+/// `|psi><psi|`) or a density matrix `[d, d]`; checked with the initial states.
+fn target_state(
+    dim: usize,
+    target: &PyReadonlyArrayDyn<'_, Complex64>,
+) -> Result<CMatrix, Failure> {
+    match target.shape() {
+        [d] if *d == dim => {
+            let psi: Vec<Complex64> = target.as_array().iter().copied().collect();
+            Ok(CMatrix::from_fn(dim, |r, c| psi[r] * psi[c].conj()))
+        }
+        [r, c] if *r == dim && *c == dim => matrix("target", target),
+        found => Err(Failure::input(
+            "target",
+            format!(
+                "expected a state vector [{dim}] or a density matrix [{dim}, {dim}], found \
+                 shape {found:?}"
+            ),
+        )),
+    }
+}
