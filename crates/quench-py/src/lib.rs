@@ -3,7 +3,7 @@
 //! The Python half (`python/quench/`) turns the caller's objects into contiguous numpy arrays
 //! of the right dtype, naming the argument when it cannot, and holds the docstrings users
 //! read; this half checks shapes, builds the library's types (whose constructors do the
-//! validation: [`quench_lindblad::System::new`], [`quench_lindblad::Job::from_json`],
+//! validation: [`quench_lindblad::System::new`], [`quench_lindblad::states`],
 //! [`quench_circuit::json::Document::parse`]), runs the work on the device the caller named
 //! and hands numpy arrays back.
 //!
