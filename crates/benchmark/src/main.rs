@@ -63,6 +63,11 @@ struct GlobalArgs {
     /// $XDG_CACHE_HOME/quench/cubecl or ~/.cache/quench/cubecl).
     #[arg(long, global = true)]
     cache_dir: Option<PathBuf>,
+    /// The longest run one setting may ask for, in hours: a count whose estimate (the count
+    /// times a documented lower bound of one unit's cost) exceeds it is refused before any
+    /// work, naming the setting [default: 24]
+    #[arg(long, global = true, value_name = "HOURS")]
+    max_hours: Option<f64>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -210,6 +215,12 @@ fn main() -> ExitCode {
         return ExitCode::from(EXIT_USAGE);
     }
     let global = &cli.global;
+    if let Some(hours) = global.max_hours
+        && let Err(err) = quench_support::budget::set_max_hours(hours)
+    {
+        eprintln!("error: --max-hours: {err}");
+        return ExitCode::from(EXIT_USAGE);
+    }
     if let Some(dir) = &global.cache_dir
         && let Err(err) = quench_platform::kernel_cache::set_cache_dir(dir)
     {

@@ -258,6 +258,45 @@ fn a_lock_file_naming_a_live_process_that_holds_no_lock_is_taken_over() {
     );
 }
 
+/// Issue 53, item 5: settings that would make a run endless, refused before any work with
+/// the estimate or the limit; an empty SGLD grid file no longer means the full default grid.
+#[test]
+fn work_that_would_not_end_is_refused_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = |text: &str| std::fs::write(dir.path().join("suite.toml"), text).unwrap();
+    suite("[workloads.device]\ntiny_ops = 10000000000\n");
+    refused(
+        &run_suite(dir.path()),
+        &["tiny_ops = 10000000000", "must be 1 to 1000000"],
+    );
+    // 100 meta-iterations of 16 tasks, each adapted 10^8 times: at least 89 hours.
+    suite("[workloads.lindblad-meta]\ninner_steps = 100000000\n");
+    refused(
+        &run_suite(dir.path()),
+        &[
+            "inner_steps",
+            "100000000",
+            "would take at least",
+            "--max-hours",
+        ],
+    );
+    // The limit itself must be a positive number of hours: a usage error otherwise.
+    let out = common::run_suite(dir.path(), &["--max-hours", "0"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(dir.path().join("grid.toml"), "# nothing set\n").unwrap();
+    suite("[workloads.sgld]\nconfig = \"grid.toml\"\n");
+    refused(&run_suite(dir.path()), &["grid.toml", "names no setting"]);
+    assert!(
+        !dir.path().join("out").join("report.json").exists(),
+        "refused before the first workload ran"
+    );
+}
+
 #[test]
 fn sizes_beyond_memory_and_counts_beyond_the_limit_are_refused_before_any_work() {
     let dir = tempfile::tempdir().unwrap();

@@ -6,6 +6,10 @@ use thiserror::Error;
 /// solver settings, tensor shapes and pulse documents. Each variant names what was wrong.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum LindbladError {
+    /// A run whose work, estimated before it starts, exceeds the process's limit
+    /// (`quench_support::budget::max_hours`): a step so small that the run would not end.
+    #[error(transparent)]
+    TooLong(#[from] quench_support::budget::TooLong),
     /// An operator of the wrong dimension, or a matrix that is not square.
     #[error("{name}: expected a {expected} x {expected} matrix, found {found}")]
     Dimension {

@@ -12,12 +12,8 @@ use serde_json::{Map, Value};
 
 use crate::error::readable;
 use crate::states;
+use crate::system::check_dim;
 use crate::{Basis, Batch, CMatrix, Generators, LindbladError, Method, Output, Solver, System};
-
-/// The largest dimension a document may have: at 32 the Liouvillian has about a million
-/// entries (16 MiB) and is built in about 10^9 multiply-adds, a second; the work grows as
-/// d^6.
-pub const MAX_DIM: usize = 32;
 
 /// Fields of the document, in the order of the documentation.
 const FIELDS: [&str; 12] = [
@@ -430,19 +426,8 @@ impl Job {
             Some(d) if d >= 1 => d as usize,
             _ => return Err(LindbladError::input("dim", "expected an integer >= 1")),
         };
-        if dim > MAX_DIM {
-            let d = dim as f64;
-            return Err(LindbladError::input(
-                "dim",
-                format!(
-                    "{dim} is more than {MAX_DIM}: the Liouvillian would have d^4 = {:.3e} entries \
-                     ({:.3e} bytes) and building it about d^6 = {:.3e} multiply-adds",
-                    d.powi(4),
-                    16.0 * d.powi(4),
-                    d.powi(6)
-                ),
-            ));
-        }
+        // Before any matrix is read: a huge `dim` is refused without reading d^2 entries.
+        check_dim(dim, "dim")?;
         let t_total = number(required(object, "", "t_total")?, "t_total")?;
         if t_total <= 0.0 {
             return Err(LindbladError::input(

@@ -45,6 +45,12 @@ pub enum Method {
     Exact,
 }
 
+/// A lower bound of one substep's cost, seconds, for the work budget
+/// (`quench_support::budget::check_work`): an RK4 or Euler substep of a batch is a few
+/// products and sums, each at least one tensor operation, and the cheapest operation measured
+/// on any device (the 2-core VM's CPU backend) takes about 60 ns.
+pub const SUBSTEP_SECONDS: f64 = 1e-7;
+
 /// Default of [`Solver::max_substeps`]: a thousand times the most that a shipped setting
 /// takes (RK4 with `dt` 0.001 over 20 segments of a pulse of length 1: 1,000 substeps), and
 /// a few seconds of CPU for a batch of one-qubit tasks, whereas a mistyped `dt` of `1e-9`
@@ -192,6 +198,18 @@ impl Solver {
         let per_segment = (t_segment / dt).floor().max(1.0);
         let total = per_segment * segments as f64;
         if total <= self.max_substeps as f64 {
+            // `max_substeps` is the caller's to raise (to u64::MAX, even): the work budget
+            // still refuses a run that would not end.
+            quench_support::budget::check_work(
+                || {
+                    format!(
+                        "{name} with dt = {dt} over {segments} segment(s) of {t_segment} \
+                         ({total:.3e} substeps of every task)"
+                    )
+                },
+                total,
+                SUBSTEP_SECONDS,
+            )?;
             Ok(per_segment as usize)
         } else {
             Err(LindbladError::TooManySubsteps {

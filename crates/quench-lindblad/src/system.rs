@@ -4,6 +4,33 @@ use std::hash::{Hash, Hasher};
 
 use crate::{CMatrix, LindbladError};
 
+/// The largest dimension a system may have: at 32 the Liouvillian has about a million
+/// entries (16 MiB) and is built in about 10^9 multiply-adds, a second; the work grows as
+/// d^6.
+pub const MAX_DIM: usize = 32;
+
+/// Refuses a dimension above [`MAX_DIM`], naming `field`, with the Liouvillian's size: the one
+/// check of [`System::new`] and the pulse documents (which make it before reading a matrix).
+///
+/// # Errors
+/// [`LindbladError::Input`] naming `field`.
+pub fn check_dim(dim: usize, field: &str) -> Result<(), LindbladError> {
+    if dim <= MAX_DIM {
+        return Ok(());
+    }
+    let d = dim as f64;
+    Err(LindbladError::input(
+        field,
+        format!(
+            "{dim} is more than {MAX_DIM}: the Liouvillian would have d^4 = {:.3e} entries \
+             ({:.3e} bytes) and building it about d^6 = {:.3e} multiply-adds",
+            d.powi(4),
+            16.0 * d.powi(4),
+            d.powi(6)
+        ),
+    ))
+}
+
 /// Tolerance of the Hermiticity check, relative to the operator's 1-norm.
 const HERMITIAN_TOLERANCE: f64 = 1e-10;
 
@@ -24,7 +51,8 @@ pub struct System {
 
 impl System {
     /// A system from its drift, control Hamiltonians and unit-rate jump operators; refuses
-    /// operators of a dimension other than the drift's and non-Hermitian Hamiltonians.
+    /// a dimension above [`MAX_DIM`], operators of a dimension other than the drift's,
+    /// entries that are not finite and non-Hermitian Hamiltonians.
     pub fn new(
         drift: CMatrix,
         controls: Vec<CMatrix>,
@@ -38,6 +66,7 @@ impl System {
                 found: "an empty matrix".into(),
             });
         }
+        check_dim(dim, "drift")?;
         let named = std::iter::once(("drift".to_string(), &drift, true))
             .chain(
                 controls

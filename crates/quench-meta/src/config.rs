@@ -11,6 +11,12 @@ use super::policy::PolicyShape;
 use super::tasks::{Features, TaskFamily, TaskStream};
 use quench_train::settings::Validate;
 
+/// A lower bound of one task's inner step (or its share of the policy's step), seconds, for
+/// the work budget: a forward and backward pass of the policy's MLP and a simulation of the
+/// pulse's segments. Measured on the 2-core VM: about 200 us (the `all` variant's 17 ms
+/// meta-iteration of 16 tasks and 5 inner steps); a hundredth of that is a safe floor.
+pub const INNER_STEP_SECONDS: f64 = 2e-6;
+
 /// Everything a meta-learning run needs; the defaults are the guide's GPU-optimised setting
 /// with the exact solver.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -119,6 +125,19 @@ impl Validate for MetaConfig {
                 "must be a finite number, 0 or above",
             ));
         }
+        // A meta-iteration adapts every task of its batch `inner_steps` times and then steps
+        // the policy: each a policy pass and a simulation, at least INNER_STEP_SECONDS.
+        quench_support::budget::check_work(
+            || {
+                format!(
+                    "iterations = {}, tasks_per_batch = {}, inner_steps = {}",
+                    self.iterations, self.tasks_per_batch, self.inner_steps
+                )
+            },
+            self.iterations as f64 * self.tasks_per_batch as f64 * (self.inner_steps as f64 + 1.0),
+            INNER_STEP_SECONDS,
+        )
+        .map_err(|too_long| MetaError::config("inner_steps", self.inner_steps, too_long))?;
         quench_support::budget::check_fits(|| "this configuration".into(), self.memory_estimate())
             .map_err(|too_large| {
                 MetaError::config(

@@ -6,8 +6,15 @@
 //! The limit is the smaller of the memory the kernel says is available now (`MemAvailable` in
 //! `/proc/meminfo`) and what is left of the process's address-space limit (`ulimit -v`, less
 //! the process's `VmSize`). Where neither can be read (outside Linux) nothing is refused here.
+//!
+//! Work budgets: a count-driven run (operations, inner steps, substeps) is estimated before it
+//! starts as its count times a documented lower bound of one unit's cost, and refused above
+//! [`max_hours`] ([`check_work`]), so that a setting that would never end is refused with the
+//! estimate rather than run until someone kills it. The limit is a process-wide setting
+//! ([`set_max_hours`]; `benchmark --max-hours`), 24 hours unless raised.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The most bytes a new allocation of this process can take, and what set the limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +88,93 @@ pub fn check_fits(what: impl FnOnce() -> String, estimate: u128) -> Result<(), T
     }
 }
 
+/// The default of [`max_hours`]: a day, beyond any shipped setting (the full suite takes
+/// hours on a 2-core CPU) and far below a setting that would not end.
+pub const DEFAULT_MAX_HOURS: f64 = 24.0;
+
+/// [`max_hours`]'s bits, 0 until [`set_max_hours`] (then the default).
+static MAX_HOURS_BITS: AtomicU64 = AtomicU64::new(0);
+
+/// The longest run a single setting may ask for, in hours ([`check_work`]).
+pub fn max_hours() -> f64 {
+    match MAX_HOURS_BITS.load(Ordering::Relaxed) {
+        0 => DEFAULT_MAX_HOURS,
+        bits => f64::from_bits(bits),
+    }
+}
+
+/// Sets [`max_hours`] for this process (a caller that means a long run, `benchmark
+/// --max-hours`). Refused: a value that is not finite and positive.
+pub fn set_max_hours(hours: f64) -> Result<(), String> {
+    if !(hours.is_finite() && hours > 0.0) {
+        return Err(format!("must be a positive number of hours, found {hours}"));
+    }
+    MAX_HOURS_BITS.store(hours.to_bits(), Ordering::Relaxed);
+    Ok(())
+}
+
+/// An estimate of work beyond [`max_hours`].
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "{what} would take at least {} ({units:.3e} x {}, a lower bound of each), more than the \
+     limit of {} hours: lower it, or raise the limit (`--max-hours`) if the run is meant",
+    duration(*.seconds), duration(*.unit_seconds), .limit_hours
+)]
+pub struct TooLong {
+    /// What was estimated, with the settings that drive it.
+    pub what: String,
+    /// How many units of work.
+    pub units: f64,
+    /// The documented lower bound of one unit's cost, seconds.
+    pub unit_seconds: f64,
+    /// The estimate, seconds.
+    pub seconds: f64,
+    /// The limit it exceeds, hours.
+    pub limit_hours: f64,
+}
+
+/// Refuses `units` units of work for `what`, each of at least `unit_seconds`, when together
+/// they exceed [`max_hours`]. `units` is an `f64` so that callers multiply counts without
+/// overflow (a `u64::MAX` count stays a finite, huge estimate).
+pub fn check_work(
+    what: impl FnOnce() -> String,
+    units: f64,
+    unit_seconds: f64,
+) -> Result<(), TooLong> {
+    let seconds = units * unit_seconds;
+    let limit_hours = max_hours();
+    if seconds > limit_hours * 3600.0 {
+        return Err(TooLong {
+            what: what(),
+            units,
+            unit_seconds,
+            seconds,
+            limit_hours,
+        });
+    }
+    Ok(())
+}
+
+/// `seconds` in the largest unit that keeps a number of at least 1 (ns to years), three
+/// significant digits.
+pub fn duration(seconds: f64) -> String {
+    const UNITS: [(f64, &str); 7] = [
+        (365.25 * 86_400.0, "years"),
+        (86_400.0, "days"),
+        (3_600.0, "hours"),
+        (60.0, "min"),
+        (1.0, "s"),
+        (1e-3, "ms"),
+        (1e-6, "us"),
+    ];
+    for (size, unit) in UNITS {
+        if seconds >= size {
+            return format!("{:.3} {unit}", seconds / size);
+        }
+    }
+    format!("{:.3} ns", seconds * 1e9)
+}
+
 /// `n` bytes in the largest binary unit that keeps a number of at least 1, one decimal.
 pub fn bytes(n: u64) -> String {
     const UNITS: [&str; 6] = ["bytes", "KiB", "MiB", "GiB", "TiB", "PiB"];
@@ -125,6 +219,30 @@ fn kib_field(text: &str, name: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 53, item 5: counts that would never end are refused with the estimate. No test
+    /// here sets the limit (it is process-wide), so it is the default.
+    #[test]
+    fn work_beyond_the_limit_is_refused_with_the_estimate() {
+        assert_eq!(max_hours(), DEFAULT_MAX_HOURS);
+        // A day of work at the limit passes; u64::MAX units of 10 ns each do not.
+        assert!(check_work(|| "a".into(), 24.0 * 3600.0, 1.0).is_ok());
+        let err =
+            check_work(|| "max_substeps = u64::MAX".into(), u64::MAX as f64, 1e-8).unwrap_err();
+        assert!((err.seconds - u64::MAX as f64 * 1e-8).abs() < 1e3);
+        let text = err.to_string();
+        assert!(
+            text.starts_with("max_substeps = u64::MAX would take at least 5845.420 years")
+                && text.contains("limit of 24 hours")
+                && text.contains("--max-hours"),
+            "{text}"
+        );
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert!(set_max_hours(bad).is_err());
+        }
+        assert_eq!(duration(90.0), "1.500 min");
+        assert_eq!(duration(2.5e-8), "25.000 ns");
+    }
 
     #[test]
     fn sizes_read_in_binary_units() {

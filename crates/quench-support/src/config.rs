@@ -25,10 +25,21 @@ pub enum ConfigError {
         /// What the parser said, with the offending key and position.
         message: String,
     },
+    /// The file names no setting at all: read as every default, it would run something the
+    /// user did not write (an empty SGLD grid file meant the full default grid).
+    #[error(
+        "configuration {path} names no setting (empty, or only comments): write the settings to \
+         use, or leave the file out to take the defaults"
+    )]
+    Empty {
+        /// The file.
+        path: PathBuf,
+    },
 }
 
 /// Reads and parses `path` as `T`. Every configuration struct of Quench has defaults for all
-/// fields and refuses unknown ones, so a typo is an error here rather than a silent default.
+/// fields and refuses unknown ones, so a typo is an error here rather than a silent default;
+/// for the same reason a file that names no setting is refused ([`ConfigError::Empty`]).
 pub fn load_toml<T: DeserializeOwned>(path: &Path) -> Result<T, ConfigError> {
     let text =
         crate::files::read_text_bounded(path, crate::files::CONFIG_LIMIT).map_err(|source| {
@@ -38,7 +49,13 @@ pub fn load_toml<T: DeserializeOwned>(path: &Path) -> Result<T, ConfigError> {
             }
         })?;
     // A byte-order mark (editors on Windows write one) is not part of the first key.
-    parse_toml(text.strip_prefix('\u{feff}').unwrap_or(&text), path)
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    if parse_toml::<toml::Table>(text, path)?.is_empty() {
+        return Err(ConfigError::Empty {
+            path: path.to_path_buf(),
+        });
+    }
+    parse_toml(text, path)
 }
 
 /// Parses TOML `text` as `T`; `origin` names where the text came from in errors.
@@ -83,6 +100,26 @@ mod tests {
         );
         let err = parse_toml::<Example>("repeats = \"many\"", Path::new("s.toml")).unwrap_err();
         assert!(err.to_string().contains("repeats"), "{err}");
+    }
+
+    /// Issue 53, item 5: an empty SGLD grid file silently meant the full default grid.
+    #[test]
+    fn a_file_that_names_no_setting_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in [
+            ("empty.toml", ""),
+            ("comments.toml", "# betas = [0, 1]\n\n"),
+            ("bom.toml", "\u{feff}"),
+        ] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            let err = load_toml::<Example>(&path).unwrap_err();
+            assert!(matches!(err, ConfigError::Empty { .. }), "{name}: {err}");
+            assert!(err.to_string().contains(name), "{err}");
+        }
+        let path = dir.path().join("one.toml");
+        std::fs::write(&path, "repeats = 2\n").unwrap();
+        assert_eq!(load_toml::<Example>(&path).unwrap().repeats, 2);
     }
 
     #[test]

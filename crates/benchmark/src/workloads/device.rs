@@ -39,6 +39,9 @@ impl Default for Params {
     }
 }
 
+/// The most tiny operations one timed call may queue (`tiny_ops`).
+const MAX_TINY_OPS: usize = 1_000_000;
+
 /// The sizes `n` of the matmul variants' `n x n` products, in `matmul_batches`' order.
 const MATMUL_SIZES: [usize; 4] = [4, 32, 256, 1_024];
 
@@ -134,6 +137,14 @@ impl TableWorkload for DeviceFigures {
     /// Nothing to load: the figures measure the device alone. Refuses sizes whose buffers
     /// cannot fit in host memory (every buffer starts on the host), naming the setting.
     fn prepare(&self, params: Params) -> anyhow::Result<Params> {
+        if !(1..=MAX_TINY_OPS).contains(&params.tiny_ops) {
+            anyhow::bail!(
+                "[workloads.device] tiny_ops = {}: must be 1 to {MAX_TINY_OPS} (the latency's \
+                 median is steady from a few hundred operations; a million take about 10 s a \
+                 repeat at a GPU's launch latency, and more only make the run longer)",
+                params.tiny_ops
+            );
+        }
         // The copies hold about five buffers of the size at once: the host values, the copy
         // sent, the device's tensor, the values read back and the device-to-device product.
         check_fits(
