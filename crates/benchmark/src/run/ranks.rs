@@ -21,6 +21,11 @@ pub enum RankRun {
         items_per_iteration: f64,
         /// Its members and quality sums; `None`: the workload ran whole on this rank.
         sharded: Option<Sharded>,
+        /// Its members' final training loss where finite (JSON has no NaN: `diverged` says
+        /// a member's loss was not finite).
+        training_loss: Option<f64>,
+        /// Whether its training loss was not finite.
+        diverged: bool,
     },
     /// The device could not run the variant.
     Unsupported(String),
@@ -44,6 +49,8 @@ impl RankRun {
                 per_iteration: outcome.per_iteration,
                 items_per_iteration: outcome.items_per_iteration,
                 sharded: outcome.sharded,
+                training_loss: outcome.training_loss.filter(|l| l.is_finite()),
+                diverged: outcome.training_loss.is_some_and(|l| !l.is_finite()),
             },
         }
     }
@@ -92,13 +99,23 @@ pub fn join(
     let mut timings = Vec::new();
     let mut slowest = outcome.per_iteration;
     let (mut items, mut members, mut sum, mut sq_sum, mut count) = (0.0, 0, 0.0, 0.0, 0);
+    // The members' training loss: each rank's mean weighted by its members; any rank's
+    // non-finite loss makes the joined one NaN (a failed variant).
+    let (mut loss_sum, mut loss_members, mut diverged_anywhere) = (0.0, 0, false);
     for (rank, part) in parts.iter().enumerate() {
         match part {
             RankRun::Measured {
                 per_iteration,
                 items_per_iteration,
                 sharded: Some(share),
+                training_loss,
+                diverged,
             } => {
+                diverged_anywhere |= *diverged;
+                if let Some(loss) = training_loss {
+                    loss_sum += loss * share.members as f64;
+                    loss_members += share.members;
+                }
                 if per_iteration.median > slowest.median {
                     slowest = *per_iteration;
                 }
@@ -128,6 +145,11 @@ pub fn join(
     }
     outcome.per_iteration = slowest;
     outcome.items_per_iteration = items;
+    outcome.training_loss = if diverged_anywhere {
+        Some(f64::NAN)
+    } else {
+        (loss_members > 0).then(|| loss_sum / loss_members as f64)
+    };
     let n = count as f64;
     let mean = if count == 0 { f64::NAN } else { sum / n };
     let spread_floor = outcome.sharded.and_then(|s| s.spread_floor);
@@ -201,6 +223,8 @@ mod tests {
                 per_iteration: stats(3.0),
                 items_per_iteration: 5.0,
                 sharded: Some(theirs),
+                training_loss: None,
+                diverged: false,
             },
         ];
         let (run, timings) = join(Ok(VariantRun::Measured(own, Precision::F32)), &parts);
@@ -218,6 +242,44 @@ mod tests {
         assert!((t - (0.08_f64 / 3.0).sqrt()).abs() < 1e-9, "{t}");
         assert_eq!(timings.len(), 2);
         assert_eq!((timings[1].rank, timings[1].members), (1, 1));
+    }
+
+    /// A member's training loss that diverged on another rank fails the variant on rank 0
+    /// (it reached rank 0 as JSON, which has no NaN); finite losses join weighted by members.
+    #[test]
+    fn the_training_loss_joins_every_ranks_members() {
+        let own = VariantOutcome {
+            training_loss: Some(0.4),
+            ..outcome(1.0, Sharded::of(2, &[0.7, 0.9], None))
+        };
+        let theirs = |loss: f64| VariantOutcome {
+            training_loss: Some(loss),
+            ..outcome(1.0, Sharded::of(1, &[0.5], None))
+        };
+        for (loss, joined_loss) in [(0.7, Some(0.5)), (f64::NAN, None)] {
+            let message = serde_json::to_vec(&RankRun::of(Some(&Ok(VariantRun::Measured(
+                theirs(loss),
+                Precision::F32,
+            )))))
+            .unwrap();
+            let parts = [
+                RankRun::of(Some(&Ok(VariantRun::Measured(own.clone(), Precision::F32)))),
+                serde_json::from_slice(&message).unwrap(),
+            ];
+            let (run, _) = join(
+                Ok(VariantRun::Measured(own.clone(), Precision::F32)),
+                &parts,
+            );
+            let Ok(VariantRun::Measured(joined, _)) = run else {
+                panic!("{run:?}")
+            };
+            let loss = joined.training_loss.unwrap();
+            match joined_loss {
+                // (2 x 0.4 + 1 x 0.7) / 3.
+                Some(expected) => assert!((loss - expected).abs() < 1e-12, "{loss}"),
+                None => assert!(loss.is_nan(), "{loss}"),
+            }
+        }
     }
 
     #[test]
