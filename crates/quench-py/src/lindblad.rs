@@ -360,6 +360,22 @@ impl Request {
     fn run(self, spec: quench_platform::DeviceSpec) -> Result<Outcome, Failure> {
         let [tasks, segments, controls] = self.shape;
         let (dim, jumps) = (self.system.dim(), self.system.jumps().len());
+        // Sizes before any allocation (a failed one aborts the interpreter, which no panic
+        // guard can catch): per task the initial and final coordinates (f64), the device's
+        // states and their autodiff record (f32, a few copies), the complex output; per system
+        // the generator stack, `(1 + controls + jumps)` real `d^2 x d^2` matrices, on the host
+        // and the device. Arrays with a zero-sized axis cost nothing in numpy, so `tasks` is
+        // not bounded by what the caller could allocate.
+        let n = (dim * dim) as u128;
+        let per_task = n * (2 * 8 + 4 * 4 + 16) + (segments * controls) as u128 * 16;
+        let generators = (1 + controls + jumps) as u128 * n * n * (8 + 4);
+        quench_support::budget::check_fits(
+            || format!("{tasks} tasks of dimension {dim} with {segments} segments"),
+            (tasks as u128)
+                .saturating_mul(per_task)
+                .saturating_add(generators),
+        )
+        .map_err(|too_large| Failure::input("amplitudes", too_large))?;
         if let Some(at) = self.amplitudes.iter().position(|x| !x.is_finite()) {
             let (t, s, c) = (
                 at / (segments * controls),
@@ -418,11 +434,14 @@ impl Request {
             // is kept strictly inside (twice it), so that the clamp does not cut its gradient;
             // the rates are not differentiated, and their bound is their largest, as the pulse
             // documents set it. Neither goes below the library's defaults.
+            // Capped at the largest finite number: twice an amplitude near f64's limit is
+            // infinite, and the solver's own check then names the pulse, not a bound the
+            // caller never set.
             control_bound: self
                 .amplitudes
                 .iter()
                 .fold(0.0_f64, |m, x| m.max(2.0 * x.abs()))
-                .max(Solver::default().control_bound),
+                .clamp(Solver::default().control_bound, f64::MAX),
             rate_bound: self
                 .rates
                 .iter()

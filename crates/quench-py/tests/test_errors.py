@@ -112,6 +112,32 @@ def test_an_unphysical_result_is_refused(system):
     assert "try a smaller dt or the exact method" in message
 
 
+def test_sizes_are_refused_before_any_allocation():
+    # A failed allocation aborts the interpreter: sizes are estimated first.
+    raises("drift: 33 is more than 32", lindblad.System, np.eye(33), [], [])
+    free = lindblad.System(Z, [], [])
+    # No controls and no jumps: numpy holds 10^12 tasks in zero bytes.
+    message = raises(
+        "amplitudes: 1000000000000 tasks of dimension 2",
+        lindblad.evolve,
+        free,
+        RHO,
+        np.zeros((10**12, 1, 0)),
+        np.zeros((10**12, 0)),
+        1.0,
+    )
+    assert "host memory" in message
+
+
+def test_extreme_numbers_are_named(system):
+    raises("t_total: an integer of 401 digits", run, system, t_total=10**400)
+    # Twice 1e308 overflows: the pulse is refused by the exact solver's accuracy check (no
+    # digit would survive its squarings), not as a `control_bound = inf` the caller never set.
+    message = raises("t_total: a pulse of 1e0 over 3 segments", run, system,
+                     amplitudes=np.full((2, 3, 1), 1e308))
+    assert "no accurate digit" in message and "control_bound = inf" not in message, message
+
+
 def test_devices_are_parsed_and_opened(system):
     raises("device: invalid device `gpu9`", run, system, device="gpu9")
     raises("device: invalid device `cuda:x`", run, system, device="cuda:x")

@@ -35,7 +35,12 @@ def real_scalar(name, value):
     """``value`` as a Python float; anything else is refused naming ``name``."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise ValueError(f"{name}: expected a real number, found {type(value).__name__}")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:
+        # An int beyond float's range (10**400): not a number the solvers can take.
+        digits = len(str(abs(int(value))))
+        raise ValueError(f"{name}: an integer of {digits} digits is beyond a 64-bit float") from None
 
 
 def text(name, value):
