@@ -125,19 +125,7 @@ impl Validate for MetaConfig {
                 "must be a finite number, 0 or above",
             ));
         }
-        // A meta-iteration adapts every task of its batch `inner_steps` times and then steps
-        // the policy: each a policy pass and a simulation, at least INNER_STEP_SECONDS.
-        quench_support::budget::check_work(
-            || {
-                format!(
-                    "iterations = {}, tasks_per_batch = {}, inner_steps = {}",
-                    self.iterations, self.tasks_per_batch, self.inner_steps
-                )
-            },
-            self.iterations as f64 * self.tasks_per_batch as f64 * (self.inner_steps as f64 + 1.0),
-            INNER_STEP_SECONDS,
-        )
-        .map_err(|too_long| MetaError::config("inner_steps", self.inner_steps, too_long))?;
+        // Memory first: a size beyond the host is refused as such, before its work is.
         quench_support::budget::check_fits(|| "this configuration".into(), self.memory_estimate())
             .map_err(|too_large| {
                 MetaError::config(
@@ -151,7 +139,20 @@ impl Validate for MetaConfig {
                     ),
                     too_large,
                 )
-            })
+            })?;
+        // A meta-iteration adapts every task of its batch `inner_steps` times and then steps
+        // the policy: each a policy pass and a simulation, at least INNER_STEP_SECONDS.
+        quench_support::budget::check_work(
+            || {
+                format!(
+                    "iterations = {}, tasks_per_batch = {}, inner_steps = {}",
+                    self.iterations, self.tasks_per_batch, self.inner_steps
+                )
+            },
+            self.iterations as f64 * self.tasks_per_batch as f64 * (self.inner_steps as f64 + 1.0),
+            INNER_STEP_SECONDS,
+        )
+        .map_err(|too_long| MetaError::config("inner_steps", self.inner_steps, too_long))
     }
 }
 
