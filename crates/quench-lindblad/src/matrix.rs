@@ -184,6 +184,22 @@ impl CMatrix {
         Some((at / self.dim, at % self.dim, self.data[at]))
     }
 
+    /// Refuses this matrix, naming it `name`, when an entry is not a finite number: the one
+    /// check of a system's operators ([`crate::System::new`]) and of a given state
+    /// ([`crate::states::check_density_matrix`]).
+    ///
+    /// # Errors
+    /// [`LindbladError::Input`] with the first such entry.
+    pub fn check_finite(&self, name: &str) -> Result<(), LindbladError> {
+        match self.first_non_finite() {
+            Some((row, col, value)) => Err(LindbladError::input(
+                name,
+                format!("entry ({row}, {col}) is {value}, not finite"),
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// Checks that this Hermitian matrix is positive semidefinite within `tolerance`: the
     /// Cholesky factorisation of `self + tolerance I` must succeed (every pivot positive), so
     /// an eigenvalue below `-tolerance` fails it. On failure: the row whose pivot was not

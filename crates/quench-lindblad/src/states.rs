@@ -14,13 +14,14 @@ pub const STATE_TOLERANCE: f64 = 1e-9;
 /// before it is refused as unphysical: a sound step's integration error stays far below.
 pub const RESULT_TOLERANCE: f64 = 1e-6;
 
-/// Refuses `rho`, naming it `name`, unless it is Hermitian, of unit trace and positive
-/// semidefinite within [`STATE_TOLERANCE`].
+/// Refuses `rho`, naming it `name`, unless its entries are finite and it is Hermitian, of unit
+/// trace and positive semidefinite within [`STATE_TOLERANCE`].
 ///
 /// # Errors
-/// [`LindbladError::NotHermitian`] or [`LindbladError::Input`] with the trace or the failing
-/// Cholesky pivot.
+/// [`LindbladError::Input`] with the first entry that is not finite, the trace or the failing
+/// Cholesky pivot, or [`LindbladError::NotHermitian`].
 pub fn check_density_matrix(rho: &CMatrix, name: &str) -> Result<(), LindbladError> {
+    rho.check_finite(name)?;
     check_hermitian(rho, name)?;
     let trace = rho.trace().re;
     if (trace - 1.0).abs() > STATE_TOLERANCE {

@@ -88,12 +88,7 @@ impl System {
                     found: format!("a {0} x {0} matrix", operator.dim()),
                 });
             }
-            if let Some((row, col, value)) = operator.first_non_finite() {
-                return Err(LindbladError::input(
-                    name,
-                    format!("entry ({row}, {col}) is {value}, not finite"),
-                ));
-            }
+            operator.check_finite(&name)?;
             if hermitian && let Err(deviation) = operator.check_hermitian(HERMITIAN_TOLERANCE) {
                 return Err(LindbladError::NotHermitian { name, deviation });
             }
