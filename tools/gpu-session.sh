@@ -18,8 +18,8 @@
 # on their stand-in data). Each step's log goes to $OUT/log.txt as it is written; the reports
 # (report.json, report.md, kernel-launches.log) are packed into $OUT/results.tgz.
 # Steps run at once when joined by '+' (see the loop at the end).
-# Steps: doctor verify-f32 verify-bf16 verify-f16 devices quick-a quick-b quick-c quick-d
-# meta1024 sgldfull (default: verify-f32 verify-bf16 verify-f16 quick-a).
+# Steps: doctor verify-f32 verify-f32-warm (the same again, to time a warm start) verify-bf16
+# verify-f16 devices quick-a quick-b quick-c quick-d meta1024 sgldfull (default: verify-f32 verify-bf16 verify-f16 quick-a).
 set -u
 OUT=${OUT:-/tmp/gpu-out}
 LIMIT=${LIMIT:-120}
@@ -47,18 +47,32 @@ for lib in libnvrtc.so libcuda.so; do
 done
 [ -d .gpu/fashion-mnist ] && export QUENCH_MNIST_DIR=$REPO/.gpu/fashion-mnist
 export QUENCH_PYTHON=${QUENCH_PYTHON:-python3}
-# Quench keeps CubeCL's compiled kernels and autotune results in one folder (quench-kernels
-# kernel_cache); the carried parts of the last call's folder go there first.
+# Quench keeps CubeCL's compiled kernels and autotune results in one folder (quench-platform
+# kernel_cache); the carried parts of the last call's folder go there first, with the driver's
+# machine code for them (below).
 CACHE=/tmp/quench/cubecl-cache
-mkdir -p "$CACHE"
-# The last lent session's cache, committed (tools/gpu-cache/, newest last), then a carried one.
-for cache in tools/gpu-cache/*.tar.xz; do
-    [ -f "$cache" ] && tar xJf "$cache" -C /tmp/quench
-done
-if ls .gpu/cubecl-cache.tar.xz.* > /dev/null 2>&1; then
-    cat .gpu/cubecl-cache.tar.xz.* | tar xJf - -C /tmp/quench
+# The last lent session's cache, committed (tools/gpu-cache/, newest last), then a carried one;
+# only on a fresh machine: CubeCL keeps each cache in a few files that it appends to, and
+# unpacking an older copy over them on a machine still warm from the last call would drop what
+# that call compiled.
+if [ -z "$(ls -A "$CACHE" 2>/dev/null)" ]; then
+    mkdir -p "$CACHE"
+    for cache in tools/gpu-cache/*.tar.xz; do
+        [ -f "$cache" ] && tar xJf "$cache" -C /tmp/quench
+    done
+    if ls .gpu/cubecl-cache.tar.xz.* > /dev/null 2>&1; then
+        cat .gpu/cubecl-cache.tar.xz.* | tar xJf - -C /tmp/quench
+    fi
 fi
 export QUENCH_CACHE_DIR=$CACHE
+# CubeCL's CUDA cache holds PTX, which the driver still compiles to machine code (ptxas) when a
+# process loads it; the driver keeps that code in its own JIT cache, by default in ~/.nv and at
+# most 256 MiB, too little for the ~2,700 kernels of verify's three precisions (396 MiB on the
+# H200, 2026-11-28). Room for every kernel keeps the steps of one lease warm for both. It is
+# not packed: 43 MB compressed, it would not travel back beside the binary and the CubeCL
+# cache within the carried folder's 64 MiB.
+export CUDA_CACHE_PATH=/tmp/quench/cuda-jit-cache CUDA_CACHE_MAXSIZE=4294967296
+mkdir -p "$CUDA_CACHE_PATH"
 rm -f cubecl.toml
 
 stamp "machine"
@@ -85,7 +99,7 @@ smi=$!
 run_step() { # run_step NAME: one step of the list below
     case $1 in
     doctor) step doctor "$B" doctor --device cuda ;;
-    verify-f32) step "$1" "$B" verify --device cuda --precision f32 ;;
+    verify-f32 | verify-f32-warm) step "$1" "$B" verify --device cuda --precision f32 ;;
     verify-bf16) step "$1" "$B" verify --device cuda --precision bf16 ;;
     verify-f16) step "$1" "$B" verify --device cuda --precision f16 ;;
     devices) step devices "$B" run --suite configs/devices.toml --device cuda --count-launches --out /tmp/quench/out/devices ;;
@@ -125,6 +139,7 @@ done
 kill "$smi" 2>/dev/null
 stamp "steps done"
 cat "$LOGS/nvidia-smi.log"
+du -sh /tmp/quench/cubecl-cache /tmp/quench/cuda-jit-cache
 tar czf "$OUT/results.tgz" -C /tmp/quench out 2>/dev/null
 tar cf - -C /tmp/quench cubecl-cache | xz -T0 -6 | split -b 15M -d - "$OUT/cubecl-cache.tar.xz."
 ls -la "$OUT"

@@ -406,10 +406,12 @@ fn verify(global: &GlobalArgs) -> anyhow::Result<()> {
         selection.device,
         precision.asked()
     );
-    let checks = checks::verify::verify(selection.device, &precision)?;
-    for check in &checks {
-        println!("{check}");
-    }
+    // Each check is printed as it ends, with the seconds since the start: on a cold GPU most
+    // of them are compiling kernels, and a run stopped at a time limit still says how far it got.
+    let start = std::time::Instant::now();
+    let checks = checks::verify::verify(selection.device, &precision, &mut |check| {
+        println!("{check}  [{:.1} s]", start.elapsed().as_secs_f64())
+    })?;
     let failed = checks.iter().filter(|c| c.failed()).count();
     if failed > 0 {
         anyhow::bail!("{failed} of {} checks failed", checks.len());

@@ -76,7 +76,13 @@ impl Output {
             // Exiting skips `Drop`: give the folder back here (the OS lock goes with the
             // process).
             let _ = std::fs::remove_file(&lock);
-            std::process::exit(128 + signal.number);
+            // Not `exit`: it runs the C library's exit handlers, among them the CUDA driver's
+            // teardown, while CubeCL's server thread still works in its context, and that
+            // thread then panics on a driver already gone (seen on an H200 under `timeout`).
+            // What is left to flush is stdout's last line.
+            let _ = std::io::Write::flush(&mut std::io::stdout());
+            // SAFETY: `_exit` ends the process at once; nothing runs after it.
+            unsafe { libc::_exit(128 + signal.number) }
         })
     }
 

@@ -72,35 +72,70 @@ impl fmt::Display for Check {
     }
 }
 
-/// Runs every check on `device` with the run's `precision`.
-pub fn verify(device: SelectedDevice, precision: &CheckedPrecision) -> anyhow::Result<Vec<Check>> {
-    run_on(device, Checks { precision })?
+/// Runs every check on `device` with the run's `precision`, handing each to `on_check` as it
+/// ends: a cold GPU process spends minutes compiling kernels, and a run stopped at a time limit
+/// still shows which checks finished and when.
+pub fn verify(
+    device: SelectedDevice,
+    precision: &CheckedPrecision,
+    on_check: &mut dyn FnMut(&Check),
+) -> anyhow::Result<Vec<Check>> {
+    run_on(
+        device,
+        Checks {
+            precision,
+            found: Found {
+                checks: Vec::new(),
+                on_check,
+            },
+        },
+    )?
 }
 
 struct Checks<'a> {
     precision: &'a CheckedPrecision,
+    found: Found<'a>,
+}
+
+/// The checks so far, each shown to `on_check` when it is added.
+struct Found<'a> {
+    checks: Vec<Check>,
+    on_check: &'a mut dyn FnMut(&Check),
+}
+
+impl Found<'_> {
+    fn add(&mut self, check: Check) {
+        (self.on_check)(&check);
+        self.checks.push(check);
+    }
+
+    fn extend(&mut self, checks: Vec<Check>) {
+        checks.into_iter().for_each(|check| self.add(check));
+    }
 }
 
 impl OnDevice for Checks<'_> {
     type Output = anyhow::Result<Vec<Check>>;
 
     fn run<B: QuenchBackend>(self, device: &B::Device) -> Self::Output {
-        let mut checks = vec![seam::matmul_precision::<B>(device)];
-        checks.extend(lindblad::solver_accuracy::<B>(device)?);
-        checks.push(meta::meta_step::<B>(device)?);
-        checks.push(sgld::sgld_chains::<B>(device)?);
-        checks.push(sgld::sgld_fused::<B>(device)?);
-        checks.push(seam::counter_noise::<B>(device));
-        checks.push(qrng::classifier_seeds::<B>(device)?);
-        checks.push(data::loader_determinism::<B>(device)?);
-        checks.extend(circuit::circuit_checks::<B>(device)?);
-        checks.push(temporal::fused_lstm::<B>(device));
-        checks.push(precision::loss_scaler::<B>(device));
-        checks.push(precision::low_precision_forward::<B>(
+        let mut found = self.found;
+        let matmul = seam::matmul_precision::<B>(device);
+        found.add(matmul.check);
+        found.extend(lindblad::solver_accuracy::<B>(device)?);
+        found.add(meta::meta_step::<B>(device, matmul.backend_error)?);
+        found.add(sgld::sgld_chains::<B>(device)?);
+        found.add(sgld::sgld_fused::<B>(device)?);
+        found.add(seam::counter_noise::<B>(device));
+        found.add(qrng::classifier_seeds::<B>(device)?);
+        found.add(data::loader_determinism::<B>(device)?);
+        found.extend(circuit::circuit_checks::<B>(device)?);
+        found.add(temporal::fused_lstm::<B>(device));
+        found.add(precision::loss_scaler::<B>(device));
+        found.add(precision::low_precision_forward::<B>(
             self.precision,
             device,
         ));
-        Ok(checks)
+        Ok(found.checks)
     }
 }
 #[cfg(test)]
@@ -111,7 +146,12 @@ mod tests {
     #[test]
     fn every_check_passes_on_the_cpu_and_mixed_precision_is_skipped_there() {
         let auto = RunPrecision::Auto.check_on(SelectedDevice::Cpu).unwrap();
-        let checks = verify(SelectedDevice::Cpu, &auto).unwrap();
+        let mut shown = Vec::new();
+        let checks = verify(SelectedDevice::Cpu, &auto, &mut |c| shown.push(c.clone())).unwrap();
+        assert_eq!(
+            shown, checks,
+            "each check is shown once, in order, as it ends"
+        );
         assert_eq!(checks.len(), 15);
         assert_eq!(
             checks

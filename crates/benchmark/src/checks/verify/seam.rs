@@ -9,11 +9,20 @@ use quench_kernels::threefry::StreamKey;
 use quench_kernels::{QuenchBackend, precise_matmul};
 use quench_support::stats::max_or_nan;
 
+/// What [`matmul_precision`] found.
+pub(super) struct MatmulPrecision {
+    /// `precise_matmul`'s check.
+    pub check: Check,
+    /// The backend's own matmul's largest error, relative as in the check: the bound of each
+    /// product that a composition of Burn ops (autodiff's, say) makes on this device.
+    pub backend_error: f64,
+}
+
 /// The seam's `precise_matmul` against an f64 product on the host, `[8, 64, 64] @ [8, 64, 64]`
 /// of standard normals: each entry's error relative to `sum_k |a_ik b_kj|`, whose bound in f32
 /// is `k 2^-24`. The backend's own matmul is measured beside it and named, where a GPU staging
 /// f32 operands as tf32 shows near 1e-3.
-pub(super) fn matmul_precision<B: QuenchBackend>(device: &B::Device) -> Check {
+pub(super) fn matmul_precision<B: QuenchBackend>(device: &B::Device) -> MatmulPrecision {
     const BATCH: usize = 8;
     const N: usize = 64;
     let a = normals_host(&[StreamKey::from_seed(1)], 0, BATCH * N * N);
@@ -42,14 +51,17 @@ pub(super) fn matmul_precision<B: QuenchBackend>(device: &B::Device) -> Check {
                 .map(|(&g, &(sum, scale))| (f64::from(g) - sum).abs() / scale),
         )
     };
-    Check::measured(
-        &format!(
-            "matmul: precise_matmul in f32 vs f64 (the backend's own matmul: {:.1e})",
-            error(&plain)
+    let backend_error = error(&plain);
+    MatmulPrecision {
+        check: Check::measured(
+            &format!(
+                "matmul: precise_matmul in f32 vs f64 (the backend's own matmul: {backend_error:.1e})"
+            ),
+            error(&precise),
+            N as f64 * 2f64.powi(-24),
         ),
-        error(&precise),
-        N as f64 * 2f64.powi(-24),
-    )
+        backend_error,
+    }
 }
 
 /// Counter-based normals as the device's integer tensor ops against the host kernel: the same
