@@ -38,6 +38,12 @@ pub enum LindbladError {
         /// What it must be instead.
         reason: &'static str,
     },
+    /// An input tensor holding a NaN or an infinity.
+    #[error("{name}: holds values that are not finite numbers (NaN or infinite)")]
+    NotFinite {
+        /// The input, e.g. `amplitudes`.
+        name: &'static str,
+    },
     /// A run's final state is not a density matrix: the step was too large for the pulse, or
     /// the numbers overflowed.
     #[error("task {task}: the final state is not physical ({reason}); {hint}")]

@@ -19,6 +19,7 @@
 
 use burn::tensor::{Int, Tensor, TensorData};
 use quench_kernels::ops::expmv::{ExactStates, exact_states, unit_roundoff};
+use quench_kernels::readback::to_host_f32;
 use quench_kernels::views::ReshapeTo;
 use quench_kernels::{QuenchOps, precise_matmul};
 use serde::{Deserialize, Serialize};
@@ -43,6 +44,38 @@ pub enum Method {
     },
     /// The exact propagator of each piecewise-constant segment (to rounding).
     Exact,
+}
+
+impl Method {
+    /// The method called `name` (`exact`, `rk4` or `euler`), the steppers with the step `dt`
+    /// (in the time units of the pulse; ignored by `exact`): the one reading of a method's name
+    /// for the pulse documents and the Python package.
+    ///
+    /// # Errors
+    /// [`LindbladError::Input`] naming `method` for another name, and `dt` when a stepper has
+    /// none.
+    pub fn named(name: &str, dt: Option<f64>) -> Result<Self, LindbladError> {
+        // The step's value is checked with the other settings ([`Solver::validate`]).
+        let dt = || {
+            dt.ok_or_else(|| {
+                LindbladError::input(
+                    "dt",
+                    format!(
+                        "missing: method \"{name}\" needs a step (in the time units of t_total)"
+                    ),
+                )
+            })
+        };
+        match name {
+            "exact" => Ok(Self::Exact),
+            "rk4" => Ok(Self::Rk4 { dt: dt()? }),
+            "euler" => Ok(Self::Euler { dt: dt()? }),
+            _ => Err(LindbladError::input(
+                "method",
+                format!("expected \"exact\", \"rk4\" or \"euler\", found \"{name}\""),
+            )),
+        }
+    }
 }
 
 /// A lower bound of one substep's cost, seconds, for the work budget
@@ -322,13 +355,65 @@ impl Solver {
         Ok(())
     }
 
-    /// Evolves every task of `batch` under the system of `generators`.
+    /// Evolves every task of `batch` under the system of `generators`, refusing inputs or
+    /// final states that are not finite.
     ///
     /// Shapes: amplitudes `[tasks, segments, C]`, rates `[tasks, K]`, initial `[tasks, d^2]`;
     /// the result holds states `[tasks, d^2]` and, for
-    /// [`Output::StatesAndPropagators`], propagators `[tasks, d^2, d^2]`. Nothing is read
-    /// back from the device.
+    /// [`Output::StatesAndPropagators`], propagators `[tasks, d^2, d^2]`. The two finiteness
+    /// checks read back 3 numbers before the work and one per task after it; a training loop
+    /// that watches its loss instead calls [`Self::evolve_without_finite_checks`].
+    ///
+    /// # Errors
+    /// Every error of [`Self::evolve_without_finite_checks`];
+    /// [`LindbladError::NotFinite`] naming `amplitudes`, `rates` or `initial` when one holds a
+    /// NaN or an infinity; [`LindbladError::Unphysical`] naming the first task whose final
+    /// state is not finite (a step too large for a stepper, or overflow).
     pub fn evolve<B: QuenchOps>(
+        &self,
+        generators: &Generators<B>,
+        batch: Batch<B>,
+        output: Output,
+    ) -> Result<Evolution<B>, LindbladError> {
+        // `x - x` is NaN exactly where `x` is not finite, and a sum holding a NaN is NaN.
+        let not_finite = |x: Tensor<B, 1>| (x.clone() - x).sum();
+        let sums = Tensor::cat(
+            vec![
+                not_finite(batch.amplitudes.clone().detach().flatten(0, 2)),
+                not_finite(batch.rates.clone().detach().flatten(0, 1)),
+                not_finite(batch.initial.clone().detach().flatten(0, 1)),
+            ],
+            0,
+        );
+        let inputs = ["amplitudes", "rates", "initial"];
+        if let Some(name) = inputs
+            .iter()
+            .zip(to_host_f32(sums))
+            .find_map(|(&name, sum)| sum.is_nan().then_some(name))
+        {
+            return Err(LindbladError::NotFinite { name });
+        }
+        let evolution = self.evolve_without_finite_checks(generators, batch, output)?;
+        let per_task = (evolution.states.clone().detach() * 0.0).sum_dim(1);
+        if let Some(task) = to_host_f32(per_task).iter().position(|v| v.is_nan()) {
+            return Err(LindbladError::Unphysical {
+                task,
+                reason: "it has entries that are not finite numbers".into(),
+                hint: crate::states::unphysical_hint(self.method),
+            });
+        }
+        Ok(evolution)
+    }
+
+    /// [`Self::evolve`] without its finiteness checks, so without a read-back: for a training
+    /// loop, which must not stall a GPU's queue twice per call and which fails its run on a
+    /// loss that is not finite.
+    ///
+    /// # Errors
+    /// [`LindbladError`] for wrong shapes, invalid settings, a `t_total` that is not positive
+    /// and finite, an exponential the exact method cannot make accurately, more substeps or
+    /// graph bytes than the solver's limits allow.
+    pub fn evolve_without_finite_checks<B: QuenchOps>(
         &self,
         generators: &Generators<B>,
         batch: Batch<B>,
@@ -642,7 +727,7 @@ mod tests {
             initial: float(initial, [tasks, n, 1]).reshape_to([tasks, n]),
         };
         let states = solver
-            .evolve(&generators, batch, Output::States)
+            .evolve_without_finite_checks(&generators, batch, Output::States)
             .unwrap()
             .states;
         quench_kernels::readback::to_host_f64(states)
@@ -863,5 +948,67 @@ mod tests {
                 .evolve(&generators, b, Output::States)
                 .is_ok()
         );
+    }
+
+    #[test]
+    fn inputs_or_final_states_that_are_not_finite_are_refused() {
+        let device = Default::default();
+        let with = |b: &Batch<B>, which: &str, value: f32| {
+            let spoil = |d: TensorData| {
+                let shape = d.shape.clone();
+                let mut values = d.convert::<f32>().to_vec::<f32>().unwrap();
+                let middle = values.len() / 2;
+                values[middle] = value;
+                TensorData::new(values, shape)
+            };
+            let mut b = b.clone();
+            match which {
+                "amplitudes" => {
+                    b.amplitudes = Tensor::from_data(spoil(b.amplitudes.to_data()), &device);
+                }
+                "rates" => b.rates = Tensor::from_data(spoil(b.rates.to_data()), &device),
+                _ => b.initial = Tensor::from_data(spoil(b.initial.to_data()), &device),
+            }
+            b
+        };
+        let (generators, clean) = batch(3, 4, 1.0);
+        // An infinite rate is clamped to `rate_bound` unchecked, a NaN is not.
+        for (which, value, spoils) in [
+            ("amplitudes", f32::NAN, true),
+            ("rates", f32::INFINITY, false),
+            ("initial", f32::NEG_INFINITY, true),
+        ] {
+            let spoiled = with(&clean, which, value);
+            match Solver::default().evolve(&generators, spoiled.clone(), Output::States) {
+                Err(LindbladError::NotFinite { name }) => assert_eq!(name, which),
+                other => panic!("{which} = {value}: {:?}", other.map(|_| ())),
+            }
+            // Unchecked, a bad value the clamps let through spoils a state: why the check is.
+            let states = Solver::default()
+                .evolve_without_finite_checks(&generators, spoiled, Output::States)
+                .unwrap()
+                .states;
+            let states = quench_kernels::readback::to_host_f32(states);
+            assert_eq!(states.iter().any(|x| !x.is_finite()), spoils, "{which}");
+        }
+        // Finite inputs whose Euler steps overflow: task 1's amplitudes of 1e30 (within a
+        // bound raised to 1e30) grow its state by about 1e30 / 12 per step, past f64's range
+        // (and f32's) in 12 steps; tasks 0 and 2 stay physical.
+        let (generators, clean) = batch(3, 12, 1.0);
+        let mut amplitudes = vec![0.0f32; 3 * 12 * 2];
+        amplitudes[24..48].fill(1e30);
+        let loud = Batch {
+            amplitudes: Tensor::from_data(TensorData::new(amplitudes, [3, 12, 2]), &device),
+            ..clean.clone()
+        };
+        let euler = Solver {
+            control_bound: 1e30,
+            ..stepper(Method::Euler { dt: 1.0 })
+        };
+        match euler.evolve(&generators, loud, Output::States) {
+            Err(LindbladError::Unphysical { task, .. }) => assert_eq!(task, 1),
+            other => panic!("overflow: {:?}", other.map(|_| ())),
+        }
+        assert!(euler.evolve(&generators, clean, Output::States).is_ok());
     }
 }

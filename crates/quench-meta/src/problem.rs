@@ -222,7 +222,9 @@ impl<B: QuenchOps> ControlProblem<B> {
         })
     }
 
-    /// Evolves the batch under `amplitudes` `[tasks, segments, controls]`.
+    /// Evolves the batch under `amplitudes` `[tasks, segments, controls]`, without the
+    /// solver's finiteness checks (read-backs that would stall a GPU's queue every call): the
+    /// meta loop fails its run on a loss that is not finite instead.
     pub fn evolve(
         &self,
         amplitudes: Tensor<B, 3>,
@@ -239,7 +241,9 @@ impl<B: QuenchOps> ControlProblem<B> {
             rates: batch.rates.clone(),
             initial: batch.initial.clone(),
         };
-        Ok(self.solver.evolve(&generators, run, output)?)
+        Ok(self
+            .solver
+            .evolve_without_finite_checks(&generators, run, output)?)
     }
 
     /// The loss `1 - F` of every task, `[tasks]`, differentiable on an autodiff backend.

@@ -117,28 +117,6 @@ fn check_states(name: &str, rho: &CMatrix, target: Option<&CMatrix>) -> Result<(
     Ok(())
 }
 
-/// The integration method named `name`, with its step `dt` (required by `rk4` and `euler`,
-/// ignored by `exact`, as in the pulse documents).
-fn parse_method(name: &str, dt: Option<f64>) -> Result<Method, Failure> {
-    let dt = || {
-        dt.ok_or_else(|| {
-            Failure::input(
-                "dt",
-                format!("missing: method \"{name}\" needs a step (in the time units of t_total)"),
-            )
-        })
-    };
-    match name {
-        "exact" => Ok(Method::Exact),
-        "rk4" => Ok(Method::Rk4 { dt: dt()? }),
-        "euler" => Ok(Method::Euler { dt: dt()? }),
-        _ => Err(Failure::input(
-            "method",
-            format!("expected \"exact\", \"rk4\" or \"euler\", found \"{name}\""),
-        )),
-    }
-}
-
 /// One batched evolution (and, with a target, the fidelities and their gradients) on one
 /// backend.
 struct Evolve {
@@ -406,7 +384,7 @@ impl Request {
             let target = if t == 0 { self.target.as_ref() } else { None };
             check_states(&name, rho, target)?;
         }
-        let method = parse_method(&self.method, self.dt)?;
+        let method = Method::named(&self.method, self.dt)?;
         let basis = Basis::gell_mann(dim);
         let coordinates = initial
             .iter()

@@ -233,17 +233,12 @@ pub(crate) fn update<R: CubeRuntime, BT: BoolElement>(
     } else {
         (grads, None, None)
     };
-    let mut stepped = Vec::with_capacity(params.len());
-    let mut new_moments = Vec::with_capacity(params.len());
-    for ((p, g), moments) in params.into_iter().zip(grads).zip(moments) {
-        let [p, m, v] =
-            adam_step_scaled(step.adam, p, g, moments, step.coefficients, scale.as_ref());
-        stepped.push(p);
-        new_moments.push([m, v]);
-    }
+    let (params, moments) = super::step_each(params, grads, moments, |p, g, moments| {
+        adam_step_scaled(step.adam, p, g, moments, step.coefficients, scale.as_ref())
+    });
     Updated {
-        params: stepped,
-        moments: new_moments,
+        params,
+        moments,
         penalty: penalty.map(from_cube),
     }
 }

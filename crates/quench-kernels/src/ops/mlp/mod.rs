@@ -277,18 +277,33 @@ pub(crate) fn composed_update<B: QuenchOps>(
     if let Some(max_norm) = step.clip_norm {
         grads = clip_member_norms(grads, max_norm);
     }
-    let mut stepped = Vec::with_capacity(params.len());
-    let mut new_moments = Vec::with_capacity(params.len());
-    for ((p, g), moments) in params.into_iter().zip(grads).zip(moments) {
-        let [p, m, v] = B::adam_step(step.adam, p, g, moments, step.coefficients);
-        stepped.push(p);
-        new_moments.push([m, v]);
-    }
+    let (params, moments) = step_each(params, grads, moments, |p, g, moments| {
+        B::adam_step(step.adam, p, g, moments, step.coefficients)
+    });
     Updated {
-        params: stepped,
-        moments: new_moments,
+        params,
+        moments,
         penalty,
     }
+}
+
+/// Each parameter stepped by `adam` (parameter, gradient, moments -> parameter and moments),
+/// one call per parameter in order, with the new moments beside.
+pub(crate) fn step_each<T>(
+    params: Vec<T>,
+    grads: Vec<T>,
+    moments: Vec<[T; 2]>,
+    mut adam: impl FnMut(T, T, [T; 2]) -> [T; 3],
+) -> (Vec<T>, Vec<[T; 2]>) {
+    params
+        .into_iter()
+        .zip(grads)
+        .zip(moments)
+        .map(|((p, g), moments)| {
+            let [p, m, v] = adam(p, g, moments);
+            (p, [m, v])
+        })
+        .unzip()
 }
 
 /// The default of [`QuenchOps::mlp_train_step`] in the seam's other operations and Burn's
