@@ -400,8 +400,13 @@ fn a_fifo_for_a_suite_is_refused_at_once() {
 
 #[cfg(unix)]
 #[test]
-fn sigterm_and_sighup_keep_the_report_interrupted_and_give_the_folder_back() {
-    for (signal, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGHUP, "SIGHUP")] {
+fn every_stopping_signal_keeps_the_report_interrupted_and_gives_the_folder_back() {
+    for (signal, name) in [
+        (libc::SIGTERM, "SIGTERM"),
+        (libc::SIGHUP, "SIGHUP"),
+        (libc::SIGQUIT, "SIGQUIT"),
+        (libc::SIGUSR1, "SIGUSR1"),
+    ] {
         let dir = tempfile::tempdir().unwrap();
         // A GAN tournament of many epochs: still running when the signal comes.
         std::fs::write(

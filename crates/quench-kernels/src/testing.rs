@@ -170,6 +170,62 @@ mod tests {
         }
     }
 
+    /// Set in the processes that [`a_second_process_autotunes_no_shape_again`] starts.
+    const CHILD: &str = "QUENCH_AUTOTUNE_CHILD";
+
+    /// A batched product, read back, so that CubeCL tunes its matmul (one shape: on lavapipe
+    /// each takes tens of seconds to tune).
+    struct Products;
+
+    impl OnDevice for Products {
+        type Output = ();
+
+        fn run<B: crate::QuenchBackend>(self, device: &B::Device) {
+            use burn::tensor::Tensor;
+            let (m, k, n) = (24, 33, 17);
+            let a = Tensor::<B::InnerBackend, 3>::ones([2, m, k], device);
+            let b = Tensor::<B::InnerBackend, 3>::ones([2, k, n], device);
+            let product = crate::readback::to_host_f32(a.matmul(b));
+            assert!(product.iter().all(|&x| x == k as f32), "{m}x{k}x{n}");
+        }
+    }
+
+    /// The same product in two processes, one after the other, with the default cache folder
+    /// under a temporary `XDG_CACHE_HOME` (and no `QUENCH_CACHE_DIR`, no `cubecl.toml`): the
+    /// first tunes its shape and keeps the result, the second finds it and tunes nothing
+    /// again. On the CPU nothing is tuned.
+    #[test]
+    fn a_second_process_autotunes_no_shape_again() {
+        if std::env::var_os(CHILD).is_some() {
+            run_test(Products);
+            return;
+        }
+        if on_cpu() {
+            return;
+        }
+        let home = tempfile::tempdir().unwrap_or_else(|err| panic!("temporary folder: {err}"));
+        let test = std::env::current_exe().unwrap_or_else(|err| panic!("this test: {err}"));
+        let run = || {
+            let status = std::process::Command::new(&test)
+                .args([
+                    "testing::tests::a_second_process_autotunes_no_shape_again",
+                    "--exact",
+                    "--test-threads=1",
+                ])
+                .env(CHILD, "1")
+                .env("XDG_CACHE_HOME", home.path())
+                .env_remove(quench_platform::kernel_cache::CACHE_DIR_ENV)
+                .current_dir(home.path())
+                .status()
+                .unwrap_or_else(|err| panic!("starting {}: {err}", test.display()));
+            assert!(status.success(), "the products failed: {status}");
+            quench_platform::kernel_cache::entries(&home.path().join("quench").join("cubecl")).tuned
+        };
+        let first = run();
+        assert!(first > 0, "the first process kept no tuned shape");
+        assert_eq!(run(), first, "the second process tuned shapes again");
+    }
+
     #[test]
     fn the_cpu_is_the_default_test_device() {
         if std::env::var_os(TEST_DEVICE_VARIABLE).is_none() {

@@ -38,8 +38,12 @@ pub enum LindbladError {
         /// What it must be instead.
         reason: &'static str,
     },
-    /// An input tensor holding a NaN or an infinity.
-    #[error("{name}: holds values that are not finite numbers (NaN or infinite)")]
+    /// An input tensor holding a NaN or an infinity (in the tensor's precision: an f64 value
+    /// beyond 3.4e38 becomes infinite in f32).
+    #[error(
+        "{name}: holds values that are not finite numbers in the tensor's precision (NaN, \
+         infinite, or beyond its range: 3.4e38 in f32)"
+    )]
     NotFinite {
         /// The input, e.g. `amplitudes`.
         name: &'static str,

@@ -20,6 +20,7 @@
 use burn::tensor::{Int, Tensor, TensorData};
 use quench_kernels::ops::expmv::{ExactStates, exact_states, unit_roundoff};
 use quench_kernels::readback::to_host_f32;
+use quench_kernels::reductions::Reduce;
 use quench_kernels::views::ReshapeTo;
 use quench_kernels::{QuenchOps, precise_matmul};
 use serde::{Deserialize, Serialize};
@@ -376,7 +377,7 @@ impl Solver {
         output: Output,
     ) -> Result<Evolution<B>, LindbladError> {
         // `x - x` is NaN exactly where `x` is not finite, and a sum holding a NaN is NaN.
-        let not_finite = |x: Tensor<B, 1>| (x.clone() - x).sum();
+        let not_finite = |x: Tensor<B, 1>| (x.clone() - x).sum_all();
         let sums = Tensor::cat(
             vec![
                 not_finite(batch.amplitudes.clone().detach().flatten(0, 2)),
@@ -394,7 +395,7 @@ impl Solver {
             return Err(LindbladError::NotFinite { name });
         }
         let evolution = self.evolve_without_finite_checks(generators, batch, output)?;
-        let per_task = (evolution.states.clone().detach() * 0.0).sum_dim(1);
+        let per_task = (evolution.states.clone().detach() * 0.0).sum_along(1);
         if let Some(task) = to_host_f32(per_task).iter().position(|v| v.is_nan()) {
             return Err(LindbladError::Unphysical {
                 task,

@@ -19,7 +19,9 @@ impl OnDevice for Expectations {
     type Output = Result<Vec<Vec<f64>>, JsonError>;
 
     fn run<B: QuenchBackend>(self, device: &B::Device) -> Self::Output {
-        self.document.expectations::<B>(device, self.limit)
+        // Nothing is differentiated: the backend without autodiff's bookkeeping.
+        self.document
+            .expectations::<B::InnerBackend>(device, self.limit)
     }
 }
 

@@ -131,11 +131,15 @@ def test_sizes_are_refused_before_any_allocation():
 
 def test_extreme_numbers_are_named(system):
     raises("t_total: an integer of 401 digits", run, system, t_total=10**400)
-    # Twice 1e308 overflows: the pulse is refused by the exact solver's accuracy check (no
-    # digit would survive its squarings), not as a `control_bound = inf` the caller never set.
-    message = raises("t_total: a pulse of 1e0 over 3 segments", run, system,
+    # 1e308 is infinite in the solver's f32: the amplitudes are named, not a
+    # `control_bound = inf` the caller never set.
+    message = raises("amplitudes: holds values that are not finite numbers", run, system,
                      amplitudes=np.full((2, 3, 1), 1e308))
-    assert "no accurate digit" in message and "control_bound = inf" not in message, message
+    assert "beyond its range" in message and "control_bound" not in message, message
+    # Finite in f32 but too large for any accurate exponential: the exact solver's check.
+    message = raises("t_total: a pulse of 1e0 over 3 segments", run, system,
+                     amplitudes=np.full((2, 3, 1), 1e30))
+    assert "no accurate digit" in message, message
 
 
 def test_devices_are_parsed_and_opened(system):

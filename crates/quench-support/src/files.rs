@@ -7,8 +7,26 @@ use std::path::{Path, PathBuf};
 /// Replaces `path` with `contents` at once: they are written to a fresh temporary file beside
 /// it (a name of its own, so two processes writing the same file cannot mix their bytes) and
 /// renamed over it. A reader sees the old file or the new one, never a half-written one, and
-/// an interrupted write leaves the old file.
+/// an interrupted write leaves the old file. A link is followed, as a plain write follows it:
+/// the file it names is replaced. Anything else that is not a regular file (a device such as
+/// `/dev/full`, a FIFO, a folder) is refused: the rename would replace the node itself.
 pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
+    let followed;
+    let path = match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => {
+            followed = std::fs::canonicalize(path)?;
+            followed.as_path()
+        }
+        _ => path,
+    };
+    if let Ok(meta) = std::fs::metadata(path)
+        && !meta.is_file()
+    {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file: only a file is replaced",
+        ));
+    }
     let dir = match path.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent,
         _ => Path::new("."),
@@ -310,5 +328,40 @@ mod tests {
         assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
         let err = read_bounded(&fifo, CONFIG_LIMIT).unwrap_err();
         assert!(err.to_string().contains("not a regular file"), "{err}");
+    }
+
+    #[test]
+    fn only_files_are_replaced_and_links_are_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let name = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo(3) with a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        for refused in [fifo.as_path(), dir.path()] {
+            let err = write_atomically(refused, b"x").unwrap_err();
+            assert!(err.to_string().contains("not a regular file"), "{err}");
+        }
+        use std::os::unix::fs::FileTypeExt;
+        assert!(
+            std::fs::symlink_metadata(&fifo)
+                .unwrap()
+                .file_type()
+                .is_fifo()
+        );
+        #[cfg(unix)]
+        {
+            let target = dir.path().join("target.json");
+            let link = dir.path().join("link.json");
+            std::fs::write(&target, b"old").unwrap();
+            std::os::unix::fs::symlink(&target, &link).unwrap();
+            write_atomically(&link, b"new").unwrap();
+            assert!(
+                std::fs::symlink_metadata(&link)
+                    .unwrap()
+                    .file_type()
+                    .is_symlink()
+            );
+            assert_eq!(std::fs::read(&target).unwrap(), b"new");
+        }
     }
 }

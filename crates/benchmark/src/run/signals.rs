@@ -1,6 +1,9 @@
 //! The signals that stop a run: Ctrl-C's SIGINT, and SIGTERM and SIGHUP, which `timeout`,
-//! Slurm, `docker stop`, systemd and a closed terminal send. Each is handled as Ctrl-C always
-//! was: the report kept, marked interrupted, the folder given back, exit 128 + the signal.
+//! Slurm, `docker stop`, systemd and a closed terminal send, and the others whose default is
+//! to end the process (SIGQUIT, which Ctrl-\\ sends; SIGUSR1, SIGUSR2, SIGALRM; not SIGKILL,
+//! which no process can catch). Each is handled as Ctrl-C always was: the report kept, marked
+//! interrupted, the folder given back, exit 128 + the signal. (SIGQUIT ends without its core
+//! dump: the report is what a run leaves.)
 
 /// A stopping signal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,18 +23,26 @@ pub fn on_stop(handler: impl FnOnce(Signal) + Send + 'static) -> anyhow::Result<
     #[cfg(unix)]
     {
         use anyhow::Context as _;
-        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
-            .context("cannot install the handler of SIGINT, SIGTERM and SIGHUP")?;
+        use signal_hook::consts::{SIGALRM, SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2};
+        const STOPPING: [(i32, &str); 7] = [
+            (SIGINT, "SIGINT"),
+            (SIGTERM, "SIGTERM"),
+            (SIGHUP, "SIGHUP"),
+            (SIGQUIT, "SIGQUIT"),
+            (SIGUSR1, "SIGUSR1"),
+            (SIGUSR2, "SIGUSR2"),
+            (SIGALRM, "SIGALRM"),
+        ];
+        let mut signals = signal_hook::iterator::Signals::new(STOPPING.map(|(number, _)| number))
+            .context("cannot install the handler of the stopping signals")?;
         std::thread::Builder::new()
             .name("signals".into())
             .spawn(move || {
                 if let Some(number) = signals.forever().next() {
-                    let name = match number {
-                        SIGINT => "SIGINT",
-                        SIGTERM => "SIGTERM",
-                        _ => "SIGHUP",
-                    };
+                    let name = STOPPING
+                        .iter()
+                        .find_map(|&(n, name)| (n == number).then_some(name))
+                        .unwrap_or("a stopping signal");
                     handler(Signal { name, number });
                 }
             })
