@@ -81,6 +81,19 @@ pub fn synthetic_qrng(
     for source in sources {
         source.validate()?;
     }
+    // Each line's bits as bytes, the vector and label that hold them, and the copy that
+    // `BitStrings::from_lines` makes: refused here rather than as an aborting allocation.
+    let lines = (sources.len() as u128).saturating_mul(lines_per_source as u128);
+    quench_support::budget::check_fits(
+        || {
+            format!(
+                "{lines_per_source} synthetic bit strings per source ({} sources of \
+                 {bits_per_line} bits)",
+                sources.len()
+            )
+        },
+        lines.saturating_mul(2 * bits_per_line as u128 + 32),
+    )?;
     let mut rng = StdRng::seed_from_u64(seed);
     let mut lines = Vec::with_capacity(sources.len() * lines_per_source);
     for (label, source) in (1..).zip(sources) {
@@ -105,6 +118,19 @@ pub fn synthetic_qrng(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_recording_beyond_memory_is_refused_before_it_is_made() {
+        if quench_support::budget::host_limit().is_none() {
+            return;
+        }
+        let err = synthetic_qrng(&[FAIR], 1 << 60, 100, 1).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("1152921504606846976 synthetic bit strings per source"),
+            "{err}"
+        );
+    }
 
     const FAIR: SourceModel = SourceModel {
         bias: 0.0,

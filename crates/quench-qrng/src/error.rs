@@ -14,6 +14,12 @@ pub enum QrngError {
     /// The device cannot run the requested precision.
     #[error(transparent)]
     Device(#[from] DeviceError),
+    /// A run whose memory, estimated before it starts, exceeds the host's.
+    #[error(transparent)]
+    TooLarge(#[from] quench_support::budget::TooLarge),
+    /// A run whose work, estimated before it starts, exceeds the process's limit.
+    #[error(transparent)]
+    TooLong(#[from] quench_support::budget::TooLong),
     /// A declared source has no line in the recording.
     #[error("source {label}: no line carries this label")]
     NoLines {

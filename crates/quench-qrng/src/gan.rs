@@ -129,6 +129,46 @@ impl Validate for GanConfig {
     }
 }
 
+/// A lower bound of one match's epoch, seconds, for the work budget: a generator and a
+/// discriminator step, each a forward and a backward pass of a few launches or host kernels;
+/// the fastest measured, the H200's batched epoch of 3 matches, took 10 ms (3 ms a match).
+pub const MATCH_EPOCH_SECONDS: f64 = 1e-4;
+
+/// Refuses a tournament of `members` matches whose work or parameters cannot fit: `epochs x
+/// members` match-epochs at [`MATCH_EPOCH_SECONDS`] against the work budget, and each
+/// member's generator (`bits^2 -> 128 -> 256 -> bits^2`) with its gradient and Adam's two
+/// moments, f32, against the host's memory.
+fn check_budget(config: &GanConfig, members: usize) -> Result<(), QrngError> {
+    let epochs = config.epochs as f64 * members as f64;
+    quench_support::budget::check_work(
+        || {
+            format!(
+                "epochs = {} x {members} matches (pairs x seeds)",
+                config.epochs
+            )
+        },
+        epochs,
+        MATCH_EPOCH_SECONDS,
+    )?;
+    let points = (config.bits as u128).saturating_mul(config.bits as u128);
+    let [first, second] = GENERATOR_HIDDEN.map(|w| w as u128);
+    let generator = points
+        .saturating_mul(first + second)
+        .saturating_add(first * second);
+    quench_support::budget::check_fits(
+        || {
+            format!(
+                "{members} matches (pairs x seeds) of bits = {}",
+                config.bits
+            )
+        },
+        generator
+            .saturating_mul(4 * 4)
+            .saturating_mul(members as u128),
+    )?;
+    Ok(())
+}
+
 /// One member of the tournament: a pair of sources (indices into the recording's classes)
 /// and a seed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -287,6 +327,7 @@ pub fn gan_tournament_shard<B: QuenchBackend>(
         .into_iter()
         .map(|i| members[i])
         .collect();
+    check_budget(config, members.len())?;
     let targets = members
         .iter()
         .map(|m| {

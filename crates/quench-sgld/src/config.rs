@@ -37,6 +37,12 @@ pub struct SynthConfig {
 /// Pixels of an MNIST image, the inputs of an MNIST grid's networks.
 const MNIST_PIXELS: usize = 28 * 28;
 
+/// A lower bound of one batched SGLD step, seconds, for the work budget: a forward and a
+/// backward pass of the one-hidden-layer network, the noise and the update, some 15 tensor
+/// operations or one fused host kernel over every chain, each at least the cheapest operation
+/// measured (about 60 ns, the 2-core VM's CPU backend).
+pub const STEP_SECONDS: f64 = 1e-6;
+
 impl Default for SynthConfig {
     fn default() -> Self {
         Self {
@@ -251,13 +257,31 @@ impl GridConfig {
                 &too_large.to_string(),
             );
         }
+        // The batched program advances every chain at once, so its steps are the longest
+        // chain's epochs times the batches of an epoch, each at least STEP_SECONDS.
+        let train = match self.dataset {
+            DatasetKind::Synth => self.synth.train as f64,
+            DatasetKind::Mnist => self.mnist.per_class as f64 * 10.0,
+        };
+        let steps = self.max_epochs() as f64 * (train / self.batch_size as f64).ceil();
+        if let Err(too_long) = quench_support::budget::check_work(
+            || format!("this grid ({steps:.3e} batched steps)"),
+            steps,
+            STEP_SECONDS,
+        ) {
+            return bad(
+                "epochs",
+                format!("{:?}", self.epochs),
+                &too_long.to_string(),
+            );
+        }
         Ok(())
     }
 
     /// About the most bytes the grid holds at once, in f32: every chain's network
     /// (`inputs x hidden + 2 hidden + 1` values) four times over (its parameters, their
-    /// gradient, the step's noise and the update), and the synthetic data set's features on
-    /// the host and on the device. MNIST's samples are bounded by its files, read with a
+    /// gradient, the step's noise and the update), and the synthetic data set's features, some
+    /// eight copies at the peak. MNIST's samples are bounded by its files, read with a
     /// limit of their own. Saturates rather than overflowing.
     pub fn memory_estimate(&self) -> u128 {
         let inputs = match self.dataset {
@@ -271,10 +295,13 @@ impl GridConfig {
             .saturating_add(1);
         let chains = (self.betas.len() as u128).saturating_mul(self.repetitions as u128);
         let data = match self.dataset {
+            // Generated in f64, kept in f32 on the host and on the device, and shuffled: about
+            // eight f32 copies of each value at the peak (two copies were too few: 1e8
+            // training points aborted on an 800 MB allocation under a 4 GB limit).
             DatasetKind::Synth => (self.synth.train as u128)
                 .saturating_add(self.synth.test as u128)
                 .saturating_mul(inputs + 1)
-                .saturating_mul(2),
+                .saturating_mul(8),
             DatasetKind::Mnist => 0,
         };
         chains
@@ -388,5 +415,15 @@ mod tests {
             assert!(err.contains("repetitions, hidden, synth.train"), "{err}");
             assert!(err.contains("in host memory"), "{err}");
         }
+    }
+
+    #[test]
+    fn grids_that_would_not_end_are_refused_before_any_work() {
+        let mut grid = GridConfig::default();
+        // The longest chain's 1e12 epochs, each at least one batched step of 1 us.
+        *grid.epochs.last_mut().unwrap() = 1_000_000_000_000;
+        assert_eq!(field_of(&grid), "epochs");
+        let err = grid.check("grid.toml").unwrap_err().to_string();
+        assert!(err.contains("batched steps"), "{err}");
     }
 }

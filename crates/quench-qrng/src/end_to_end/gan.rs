@@ -36,6 +36,40 @@ fn target_is_the_shifted_normalised_difference_grid() {
 }
 
 #[test]
+fn a_tournament_that_would_not_end_or_fit_is_refused_before_any_work() {
+    let strings = synthetic_recording(40, 5).unwrap();
+    let device = Default::default();
+    // 1e9 epochs of 3 matches: 3e9 match-epochs, at least 3e5 s, past the day allowed.
+    let config = Valid::new(small(1_000_000_000, vec![1], Noise::Device)).unwrap();
+    let err = gan_tournament::<Train>(&strings, &config, Batching::Members, &device)
+        .map(|_| ())
+        .unwrap_err();
+    assert!(matches!(err, QrngError::TooLong(_)), "{err}");
+    assert!(
+        err.to_string().contains("epochs = 1000000000 x 3 matches"),
+        "{err}"
+    );
+    // Generators that outgrow any host: 3 pairs x 1e6 seeds of 1.6M parameters (4,096 points).
+    if quench_support::budget::host_limit().is_some() {
+        let seeds = Valid::new(small(1, vec![1], Noise::Device)).unwrap();
+        let many = GanConfig {
+            seeds: (0..1_000_000).collect(),
+            bits: 64,
+            ..seeds.clone().into_inner()
+        };
+        let err = gan_tournament::<Train>(
+            &strings,
+            &Valid::new(many).unwrap(),
+            Batching::Members,
+            &device,
+        )
+        .map(|_| ())
+        .unwrap_err();
+        assert!(matches!(err, QrngError::TooLarge(_)), "{err}");
+    }
+}
+
+#[test]
 fn batched_members_train_exactly_as_they_do_alone() {
     let strings = synthetic_recording(200, 5).unwrap();
     let device = Default::default();
