@@ -48,6 +48,17 @@ pub enum Method {
 }
 
 impl Method {
+    /// What to change when a run with this method ends in a state that is not physical.
+    pub(crate) fn unphysical_hint(self) -> &'static str {
+        match self {
+            Self::Exact => "the numbers overflowed: amplitudes, rates or t_total are too large",
+            Self::Euler { .. } | Self::Rk4 { .. } => {
+                "the step is too large for these amplitudes and rates, or the numbers \
+                 overflowed: try a smaller dt or the exact method"
+            }
+        }
+    }
+
     /// The method called `name` (`exact`, `rk4` or `euler`), the steppers with the step `dt`
     /// (in the time units of the pulse; ignored by `exact`): the one reading of a method's name
     /// for the pulse documents and the Python package.
@@ -400,7 +411,7 @@ impl Solver {
             return Err(LindbladError::Unphysical {
                 task,
                 reason: "it has entries that are not finite numbers".into(),
-                hint: crate::states::unphysical_hint(self.method),
+                hint: self.method.unphysical_hint(),
             });
         }
         Ok(evolution)

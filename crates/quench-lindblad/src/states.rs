@@ -100,17 +100,6 @@ pub fn check_result(rho: &CMatrix, task: usize, method: Method) -> Result<(), Li
     check_physical(rho).map_err(|reason| LindbladError::Unphysical {
         task,
         reason,
-        hint: unphysical_hint(method),
+        hint: method.unphysical_hint(),
     })
-}
-
-/// What to change when a run with `method` ends in a state that is not physical.
-pub(crate) fn unphysical_hint(method: Method) -> &'static str {
-    match method {
-        Method::Exact => "the numbers overflowed: amplitudes, rates or t_total are too large",
-        _ => {
-            "the step is too large for these amplitudes and rates, or the numbers overflowed: \
-             try a smaller dt or the exact method"
-        }
-    }
 }
