@@ -387,9 +387,10 @@ impl Solver {
         batch: Batch<B>,
         output: Output,
     ) -> Result<Evolution<B>, LindbladError> {
-        // `x - x` is NaN exactly where `x` is not finite, and a sum holding a NaN is NaN.
-        let not_finite = |x: Tensor<B, 1>| (x.clone() - x).sum_all();
-        let sums = Tensor::cat(
+        // A count of the entries that are not finite. Burn's own test, not arithmetic such as
+        // `x - x`: a Vulkan driver need not keep NaN and infinity through arithmetic.
+        let not_finite = |x: Tensor<B, 1>| x.is_finite().bool_not().float().sum_all();
+        let counts = Tensor::cat(
             vec![
                 not_finite(batch.amplitudes.clone().detach().flatten(0, 2)),
                 not_finite(batch.rates.clone().detach().flatten(0, 1)),
@@ -400,14 +401,21 @@ impl Solver {
         let inputs = ["amplitudes", "rates", "initial"];
         if let Some(name) = inputs
             .iter()
-            .zip(to_host_f32(sums))
-            .find_map(|(&name, sum)| sum.is_nan().then_some(name))
+            .zip(to_host_f32(counts))
+            .find_map(|(&name, count)| (count > 0.0).then_some(name))
         {
             return Err(LindbladError::NotFinite { name });
         }
         let evolution = self.evolve_without_finite_checks(generators, batch, output)?;
-        let per_task = (evolution.states.clone().detach() * 0.0).sum_along(1);
-        if let Some(task) = to_host_f32(per_task).iter().position(|v| v.is_nan()) {
+        let per_task = evolution
+            .states
+            .clone()
+            .detach()
+            .is_finite()
+            .bool_not()
+            .float()
+            .sum_along(1);
+        if let Some(task) = to_host_f32(per_task).iter().position(|&count| count > 0.0) {
             return Err(LindbladError::Unphysical {
                 task,
                 reason: "it has entries that are not finite numbers".into(),
