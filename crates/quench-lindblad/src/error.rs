@@ -169,6 +169,10 @@ pub(crate) fn readable(value: f64) -> String {
     }
 }
 
+/// [`LindbladError::Unphysical`]'s reason for a state with a NaN or infinite entry, whether
+/// the host's check or the solver's on the device finds it.
+pub(crate) const NOT_FINITE_STATE: &str = "it has entries that are not finite numbers";
+
 impl LindbladError {
     /// Shorthand for [`LindbladError::InvalidValue`].
     pub(crate) fn invalid(name: impl Into<String>, value: f64, reason: &'static str) -> Self {

@@ -418,7 +418,7 @@ impl Solver {
         if let Some(task) = to_host_f32(per_task).iter().position(|&count| count > 0.0) {
             return Err(LindbladError::Unphysical {
                 task,
-                reason: "it has entries that are not finite numbers".into(),
+                reason: crate::error::NOT_FINITE_STATE.into(),
                 hint: self.method.unphysical_hint(),
             });
         }

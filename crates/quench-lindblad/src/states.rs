@@ -79,7 +79,7 @@ pub fn check_hermitian(m: &CMatrix, name: &str) -> Result<(), LindbladError> {
 /// The reason, as a phrase: "its trace is 1.3".
 pub fn check_physical(rho: &CMatrix) -> Result<(), String> {
     if rho.first_non_finite().is_some() {
-        return Err("it has entries that are not finite numbers".into());
+        return Err(crate::error::NOT_FINITE_STATE.into());
     }
     let trace = rho.trace().re;
     if (trace - 1.0).abs() > RESULT_TOLERANCE {
