@@ -50,6 +50,19 @@ pub(crate) fn empty_shaped<R: CubeRuntime, const D: usize>(
     )
 }
 
+/// A contiguous f32 tensor of `shape` on `device`, its values not initialised.
+pub(crate) fn empty_on<R: CubeRuntime, const D: usize>(
+    device: &R::Device,
+    shape: [usize; D],
+) -> CubeTensor<R> {
+    empty_device_contiguous_dtype(
+        R::client(device),
+        device.clone(),
+        shape.into(),
+        burn::tensor::DType::F32,
+    )
+}
+
 /// One unit per value of `values`: the cube count and one-dimensional cube shape CubeCL
 /// chooses for the device.
 pub(crate) fn elementwise<R: CubeRuntime>(

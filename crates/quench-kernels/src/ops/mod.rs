@@ -811,6 +811,24 @@ impl QuenchOps for NdArray<f64> {
 impl<R: burn_cubecl::CubeRuntime, BT: burn_cubecl::BoolElement> QuenchOps
     for burn_cubecl::CubeBackend<R, f32, i32, BT>
 {
+    fn counter_normals(
+        keys: &[StreamKey],
+        draw: u64,
+        len: usize,
+        device: &Self::Device,
+    ) -> FloatTensor<Self> {
+        random::cube::counter_normals::<R, BT>(keys, draw, len, device)
+    }
+
+    fn sgld_step(
+        params: [Tensor<Self, 3>; 4],
+        features: Tensor<Self, 3>,
+        labels: Tensor<Self, 3>,
+        step: &SgldStep<'_, Self>,
+    ) -> [Tensor<Self, 3>; 4] {
+        sgld::cube::sgld_step(params, features, labels, step)
+    }
+
     fn adam_step(
         config: AdamConfig,
         param: Tensor<Self, 3>,

@@ -107,7 +107,7 @@ const CLASSIFIER_VARIANTS: [Variant<Setting>; 7] = [
     },
     Variant {
         name: "fused-step",
-        description: "seeds batched at batch 8 with the hand-derived step in host memory on the CPU (autodiff elsewhere), otherwise the baseline",
+        description: "seeds batched at batch 8 with the hand-derived step (the seam's member-MLP step: a host kernel on the CPU, CubeCL kernels on a GPU), otherwise the baseline",
         baseline: false,
         claim: None,
         precision: PrecisionRole::F32,
@@ -146,7 +146,7 @@ const CLASSIFIER_VARIANTS: [Variant<Setting>; 7] = [
     },
     Variant {
         name: "all",
-        description: "batch 128, seeds batched, device-resident data, mixed precision where the run has it, else the hand-derived step on the CPU",
+        description: "batch 128, seeds batched, device-resident data, mixed precision where the run has it, else the hand-derived step",
         baseline: false,
         claim: Some(NN_CLAIM),
         precision: PrecisionRole::MixedWhereAvailable,

@@ -84,7 +84,8 @@ const GAN_VARIANTS: [Variant<GanSetting>; 3] = [
     Variant {
         name: "all",
         description: "batched, with hand-derived gradients and each player's backward fused \
-                      with its Adam step on the CPU (autodiff elsewhere)",
+                      with its Adam step (the seam's member-MLP step: a host kernel on the CPU, \
+                      CubeCL kernels on a GPU)",
         baseline: false,
         claim: Some(GAN_CLAIM),
         precision: PrecisionRole::F32,

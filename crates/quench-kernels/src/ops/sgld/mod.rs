@@ -27,6 +27,8 @@ use crate::reductions::Reduce;
 use crate::threefry::StreamKey;
 use crate::views::ReshapeTo;
 
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+pub(crate) mod cube;
 pub(crate) mod host;
 
 /// The loss, prior and noise of one step; the per-chain coefficients are tensors so that a
@@ -205,40 +207,49 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_diverged_chain_stays_nan_as_in_the_composition() {
-        let mut params = [
-            tensor([2, 3, 8], 1, 0.9),
-            tensor([2, 1, 8], 2, 0.3),
-            tensor([2, 8, 1], 3, 0.5),
-            tensor([2, 1, 1], 4, 0.2),
-        ];
-        params[1] = params[1].clone().slice_assign(
-            [0..1, 0..1, 0..1],
-            Tensor::full([1, 1, 1], f32::NAN, &Default::default()),
-        );
-        let x = tensor([2, 4, 3], 5, 1.0);
-        let y = tensor([2, 4, 1], 6, 1.0).greater_elem(0.0).float();
-        let keys = [StreamKey::from_seed(1), StreamKey::from_seed(2)];
-        let scale = |v: f32| float_tensor(vec![v; 2], [2, 1, 1], &Default::default());
-        let step = SgldStep {
-            drift: scale(0.05),
-            noise: scale(0.01),
-            floor: 0.02,
-            factor: 1.0,
-            inv_var: 0.0,
-            keys: &keys,
-            draw: 0,
-        };
-        let host = Host::sgld_step(params.clone(), x.clone(), y.clone(), &step);
-        let composed = composed_step(params, x, y, &step);
-        for (h, c) in host.into_iter().zip(composed) {
-            let (h, c) = (to_host_f32(h), to_host_f32(c));
-            let half = h.len() / 2;
-            assert!(h[..half].iter().any(|v| v.is_nan()), "chain 0 diverged");
-            assert!(h[half..].iter().all(|v| v.is_finite()), "chain 1 did not");
-            for (a, b) in h.iter().zip(&c) {
-                assert!(a.is_nan() == b.is_nan(), "NaN where the composition has it");
+    crate::device_test! {
+        /// The operation on the tests' device (the host kernel on the CPU, the CubeCL kernels
+        /// on lavapipe) keeps a diverged chain NaN where the composition does, and the other
+        /// chain finite.
+        fn a_diverged_chain_stays_nan_as_in_the_composition<B>(device) {
+            type D<B> = <B as burn::tensor::backend::AutodiffBackend>::InnerBackend;
+            let on = |shape: [usize; 3], salt: u32, scale: f32| -> Tensor<D<B>, 3> {
+                let len = shape.iter().product();
+                float_tensor(spread(len, salt, scale), shape, device)
+            };
+            let mut params = [
+                on([2, 3, 8], 1, 0.9),
+                on([2, 1, 8], 2, 0.3),
+                on([2, 8, 1], 3, 0.5),
+                on([2, 1, 1], 4, 0.2),
+            ];
+            params[1] = params[1].clone().slice_assign(
+                [0..1, 0..1, 0..1],
+                Tensor::full([1, 1, 1], f32::NAN, device),
+            );
+            let x = on([2, 4, 3], 5, 1.0);
+            let y = on([2, 4, 1], 6, 1.0).greater_elem(0.0).float();
+            let keys = [StreamKey::from_seed(1), StreamKey::from_seed(2)];
+            let scale = |v: f32| float_tensor(vec![v; 2], [2, 1, 1], device);
+            let step = SgldStep {
+                drift: scale(0.05),
+                noise: scale(0.01),
+                floor: 0.02,
+                factor: 1.0,
+                inv_var: 0.0,
+                keys: &keys,
+                draw: 0,
+            };
+            let fused = D::<B>::sgld_step(params.clone(), x.clone(), y.clone(), &step);
+            let composed = composed_step(params, x, y, &step);
+            for (h, c) in fused.into_iter().zip(composed) {
+                let (h, c) = (to_host_f32(h), to_host_f32(c));
+                let half = h.len() / 2;
+                assert!(h[..half].iter().any(|v| v.is_nan()), "chain 0 diverged");
+                assert!(h[half..].iter().all(|v| v.is_finite()), "chain 1 did not");
+                for (a, b) in h.iter().zip(&c) {
+                    assert!(a.is_nan() == b.is_nan(), "NaN where the composition has it");
+                }
             }
         }
     }
