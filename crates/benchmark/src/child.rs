@@ -29,11 +29,16 @@ pub struct Finished {
 static RUNNING: Mutex<Option<u32>> = Mutex::new(None);
 
 /// Runs `command` with no standard input, waits at most `limit` for it, and keeps the last
-/// [`KEPT_BYTES`] of each output stream. `what` names it in errors (`peer peers/gan.py`).
+/// [`KEPT_BYTES`] of each output stream. `what` names it in errors (`peer peers/gan.py`). The
+/// child leads a process group of its own, and whatever it started that is still in the group
+/// when it ends or is stopped is killed with it: a grandchild holding the output pipes open
+/// would otherwise hang the run after the child exited.
 ///
 /// # Errors
 /// When it cannot be started, and when it runs past `limit` (it is killed then).
 pub fn run(command: &mut Command, limit: Duration, what: &str) -> anyhow::Result<Finished> {
+    #[cfg(unix)]
+    std::os::unix::process::CommandExt::process_group(command, 0);
     let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -52,16 +57,24 @@ pub fn stop_running() {
     if let Ok(running) = RUNNING.try_lock()
         && let Some(pid) = *running
     {
-        #[cfg(unix)]
-        if let Ok(pid) = libc::pid_t::try_from(pid) {
-            // SAFETY: kill(2) with a pid this process spawned and has not yet reaped.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-            }
-        }
-        #[cfg(not(unix))]
-        let _ = pid;
+        kill_group(pid);
     }
+}
+
+/// Kills the process group led by the child `pid` ([`run`] makes each child a group leader):
+/// the child and whatever it started that stayed in its group. A no-op where the group is
+/// gone, and off Unix.
+fn kill_group(pid: u32) {
+    #[cfg(unix)]
+    if let Ok(pid) = libc::pid_t::try_from(pid) {
+        // SAFETY: kill(2) of the group a child of this process leads; nothing is read or
+        // written through pointers. A group id is not reused while any member lives.
+        unsafe {
+            libc::kill(-pid, libc::SIGKILL);
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = pid;
 }
 
 fn lock_running() -> std::sync::MutexGuard<'static, Option<u32>> {
@@ -82,6 +95,7 @@ fn wait_bounded(child: &mut Child, limit: Duration, what: &str) -> anyhow::Resul
         match child.try_wait() {
             Ok(Some(status)) => break status,
             Ok(None) if Instant::now() >= deadline => {
+                kill_group(child.id());
                 let _ = child.kill();
                 let _ = child.wait();
                 anyhow::bail!(
@@ -93,6 +107,8 @@ fn wait_bounded(child: &mut Child, limit: Duration, what: &str) -> anyhow::Resul
             Err(err) => return Err(err).with_context(|| format!("waiting for {what}")),
         }
     };
+    // What the child left running would keep the pipes open, and the readers waiting.
+    kill_group(child.id());
     let [stdout, stderr] =
         readers.map(|r| r.map_or_else(Vec::new, |h| h.join().unwrap_or_default()));
     Ok(Finished {
@@ -147,6 +163,26 @@ mod tests {
             "{err:#}"
         );
         assert!(start.elapsed() < Duration::from_secs(10));
+    }
+
+    #[test]
+    fn what_a_child_leaves_running_ends_with_it_and_cannot_hold_the_run() {
+        // The child exits at once; its background sleeper keeps both pipes open for 30 s.
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("pid");
+        let script = format!("sleep 30 & echo $! > '{}'; echo done", pid_file.display());
+        let start = Instant::now();
+        let out = run(&mut shell(&script), Duration::from_secs(60), "the parent").unwrap();
+        assert!(start.elapsed() < Duration::from_secs(10));
+        assert!(out.status.success());
+        assert!(out.stdout.ends_with(b"done\n"));
+        let pid = std::fs::read_to_string(&pid_file).unwrap();
+        // Killed: gone, or a zombie where nothing reaps orphans (PID 1 of some containers).
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()));
+        assert!(
+            stat.as_ref().map_or(true, |s| s.contains(") Z ")),
+            "the sleeper still runs: {stat:?}"
+        );
     }
 
     #[test]

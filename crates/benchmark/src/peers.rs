@@ -78,8 +78,8 @@ pub const INSTALL_HINT: &str = "install PyTorch into a Python (`python3 -m venv 
 
 /// The first of `explicit`, `$QUENCH_PYTHON`, `python3` and `python` that imports torch and
 /// prints a version of it (a program that exits 0 without one, such as `/bin/true`, is not a
-/// Python with torch); each probe is stopped after two minutes. The error says what was tried
-/// and why each failed.
+/// Python with torch); each probe is stopped after two minutes, or `peer_timeout` if that is
+/// shorter. The error says what was tried and why each failed.
 pub fn find_python(explicit: Option<&Path>, peer_timeout: Duration) -> Result<Python, String> {
     let candidates: Vec<PathBuf> = match explicit {
         Some(path) => vec![path.to_path_buf()],
@@ -94,7 +94,7 @@ pub fn find_python(explicit: Option<&Path>, peer_timeout: Duration) -> Result<Py
         let what = format!("{} -c 'import torch'", path.display());
         let probe = crate::child::run(
             Command::new(&path).args(["-c", "import torch; print(torch.__version__)"]),
-            PROBE_TIMEOUT,
+            PROBE_TIMEOUT.min(peer_timeout),
             &what,
         );
         match probe {

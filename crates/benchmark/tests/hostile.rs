@@ -280,6 +280,36 @@ fn work_that_would_not_end_is_refused_before_any_work() {
             "--max-hours",
         ],
     );
+    // A billion quality meta-iterations of the devices suite's four tasks: at least 37 hours,
+    // named by the suite's own setting.
+    suite(
+        "[workloads.lindblad-meta]\ntasks_per_batch = 4\ninner_steps = 3\nquality_iterations = 1000000000\n",
+    );
+    refused(
+        &run_suite(dir.path()),
+        &["quality_iterations = 1000000000", "would take at least"],
+    );
+    // Epoch limits whose early stopping never fires: a billion epochs, at least 1 ms each.
+    for (workload, training) in [
+        (
+            "qrng-classifier",
+            "{ max_epochs = 1000000000, seeds = [1] }",
+        ),
+        (
+            "hybrid",
+            "{ epochs = 1000000000, patience = 1000000000, seeds = [1] }",
+        ),
+        (
+            "temporal-lstm",
+            "{ epochs = 1000000000, patience = 1000000000, seeds = [1] }",
+        ),
+    ] {
+        suite(&format!("[workloads.{workload}]\ntraining = {training}\n"));
+        refused(
+            &run_suite(dir.path()),
+            &["epochs = 1000000000", "would take at least"],
+        );
+    }
     // The limit itself must be a positive number of hours: a usage error otherwise.
     let out = common::run_suite(dir.path(), &["--max-hours", "0"]);
     assert_eq!(
@@ -334,6 +364,22 @@ fn sizes_beyond_memory_and_counts_beyond_the_limit_are_refused_before_any_work()
             "host memory",
         ],
     );
+    // Zero sizes timed nothing and printed infinite rates; a million loader threads failed
+    // with an error naming no setting.
+    for (table, words) in [
+        ("[workloads.device]\ncopy_mib = 0\n", "copy_mib = 0"),
+        (
+            "[workloads.device]\nmatmul_batches = [16, 0, 1, 1]\n",
+            "matmul_batches[1] = 0",
+        ),
+        (
+            "[workloads.loader]\nworkers = 1000000\n",
+            "workers = 1000000",
+        ),
+    ] {
+        suite(&format!("{first}{table}"));
+        refused(&run_suite(dir.path()), &[words, "must be"]);
+    }
     suite(&format!(
         "{first}[workloads.lindblad-meta]\ntasks_per_batch = 100000000\n"
     ));

@@ -10,10 +10,15 @@ use std::process::ExitCode;
 use burn::backend::NdArray;
 use quench_circuit::json::{Document, render};
 
+const USAGE: &str = "usage: expectations FILE.json";
+
 fn main() -> ExitCode {
-    let mut args = std::env::args().skip(1);
-    let (Some(path), None) = (args.next(), args.next()) else {
-        eprintln!("usage: expectations FILE.json");
+    let args = match quench_support::cli::example_flags(std::env::args().skip(1).collect(), USAGE) {
+        Ok(args) => args,
+        Err(code) => return code,
+    };
+    let [path] = &args[..] else {
+        eprintln!("{USAGE}");
         return ExitCode::from(2);
     };
     // A regular file of bounded size: a FIFO or /dev/urandom is refused, not read forever.

@@ -42,7 +42,7 @@ mod test_files;
 pub use dataset::Dataset;
 pub use error::DataError;
 pub use idx::{IdxArray, read_idx};
-pub use loader::{Batch, Epoch, Loader, LoaderConfig, Mode};
+pub use loader::{Batch, Epoch, Loader, LoaderConfig, MAX_WORKERS, Mode};
 pub use loads::LOAD_TARGET;
 pub use market::{MARKET_START, MarketConfig, synthetic_market};
 pub use market_features::{FEATURES, FeatureTable, bar_features};

@@ -8,6 +8,8 @@
 mod pipeline;
 mod plan;
 
+pub use pipeline::MAX_WORKERS;
+
 use quench_kernels::views::ReshapeTo;
 use std::sync::Arc;
 

@@ -2,7 +2,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -37,7 +36,8 @@ impl Format {
             source,
         };
         let mut head = Vec::with_capacity(64);
-        File::open(path)
+        // A FIFO or device is refused, not read until it ends.
+        quench_support::files::open_regular(path)
             .map_err(io)?
             .take(64)
             .read_to_end(&mut head)

@@ -25,7 +25,6 @@ use quench_kernels::ops::conv::{ConvAffine, PatchRows, conv_patches};
 use quench_kernels::ops::view::ViewTo;
 use quench_kernels::reductions::Reduce;
 use quench_kernels::views::ReshapeTo;
-use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -831,7 +830,8 @@ fn read_snapshots(path: &Path) -> Result<Vec<TensorSnapshot>, ResNetError> {
         source,
     };
     let mut head = Vec::with_capacity(9);
-    File::open(path)
+    // A FIFO or device is refused, not waited on or read until it ends.
+    quench_support::files::open_regular(path)
         .map_err(io)?
         .take(9)
         .read_to_end(&mut head)

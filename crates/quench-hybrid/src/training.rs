@@ -115,6 +115,7 @@ impl Validate for HybridConfig {
             ("weight_std", self.weight_std),
         ])?;
         settings::rate(&[("dropout", self.dropout)])?;
+        settings::epochs("epochs", self.epochs)?;
         self.check_memory()
     }
 }

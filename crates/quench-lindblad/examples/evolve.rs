@@ -1,12 +1,13 @@
 //! Evolves the tasks of a pulse document and prints the final states as JSON.
 //!
-//! `cargo run --release -p quench-lindblad --example evolve -- INPUT.json`
+//! `cargo run --release -p quench-lindblad --example evolve -- INPUT.json [--max-hours H]`
 //!
 //! The document format is described in the crate documentation; an example is
 //! `configs/lindblad/evolve-example.json`. Runs in f64 on the CPU. Any error (unreadable
 //! file, malformed document, a `dt` needing more than `max_substeps` substeps) is printed to
 //! stderr, naming the field, with exit status 1. Amplitudes beyond `control_bound` are
-//! clamped, each with a warning line on stderr (the first 20, then a count).
+//! clamped, each with a warning line on stderr (the first 20, then a count). `--max-hours` raises
+//! the work limit a long document is refused beyond (24 hours).
 
 quench_support::aligned_allocator!();
 
@@ -42,11 +43,16 @@ fn run(path: &str) -> Result<String, String> {
     serde_json::to_string_pretty(&report).map_err(|e| format!("writing the report: {e}"))
 }
 
+const USAGE: &str = "usage: evolve INPUT.json [--max-hours H]";
+
 fn main() -> ExitCode {
-    let mut args = std::env::args().skip(1);
-    let (Some(path), None) = (args.next(), args.next()) else {
-        eprintln!("usage: evolve INPUT.json");
-        return ExitCode::FAILURE;
+    let args = match quench_support::cli::example_flags(std::env::args().skip(1).collect(), USAGE) {
+        Ok(args) => args,
+        Err(code) => return code,
+    };
+    let [path] = &args[..] else {
+        eprintln!("{USAGE}");
+        return ExitCode::from(2);
     };
     match run(&path) {
         Ok(json) => {

@@ -10,6 +10,9 @@ pub enum LindbladError {
     /// (`quench_support::budget::max_hours`): a step so small that the run would not end.
     #[error(transparent)]
     TooLong(#[from] quench_support::budget::TooLong),
+    /// The evolution would need more memory than the host has.
+    #[error(transparent)]
+    TooLarge(#[from] quench_support::budget::TooLarge),
     /// An operator of the wrong dimension, or a matrix that is not square.
     #[error("{name}: expected a {expected} x {expected} matrix, found {found}")]
     Dimension {

@@ -484,7 +484,18 @@ impl Job {
         };
         // Refused here, before anything is uploaded, rather than at the start of `run`.
         solver.validate()?;
-        solver.check_substeps(t_total, tasks[0].amplitudes.len(), tasks.len())?;
+        let segments = tasks[0].amplitudes.len();
+        solver.check_substeps(t_total, segments, tasks.len())?;
+        // Before anything is allocated from the sizes (a failed allocation aborts): the
+        // solver's tensors in f64 (the widest a caller runs) and the host's flat copies of
+        // the amplitudes, rates and states.
+        let n = system.dim() * system.dim();
+        let per_task = segments * system.controls().len() + system.jumps().len() + 2 * n;
+        quench_support::budget::check_fits(
+            || format!("{} tasks of {segments} segments", tasks.len()),
+            Solver::memory_estimate(tasks.len(), segments, n, 8)
+                .saturating_add((tasks.len() as u128).saturating_mul(per_task as u128 * 8)),
+        )?;
         Ok(Self {
             system,
             t_total,

@@ -301,6 +301,23 @@ impl Solver {
         }
     }
 
+    /// About the most bytes an evolution of `tasks` tasks of `segments` segments holds at once
+    /// on its device, in floats of `float_bytes` bytes, `n = d^2`: the generators of every
+    /// task and segment (`[tasks, segments, n, n]`) and up to five more tensors of that shape
+    /// (the exact method's Taylor terms, squarings and product tree, or a stepper's step
+    /// matrix and its polynomial), and per task its states (initial, current, final). A
+    /// caller that allocates from sizes it was given checks this against the host
+    /// ([`quench_support::budget::check_fits`]) first; it saturates rather than overflowing.
+    pub fn memory_estimate(tasks: usize, segments: usize, n: usize, float_bytes: usize) -> u128 {
+        let n = n as u128;
+        let per_task = (segments as u128)
+            .saturating_mul(n.saturating_mul(n).saturating_mul(6))
+            .saturating_add(n.saturating_mul(3));
+        (tasks as u128)
+            .saturating_mul(per_task)
+            .saturating_mul(float_bytes as u128)
+    }
+
     /// Refuses an exact evolution whose segments the method cannot exponentiate to any
     /// accuracy: `||M t_segment||_1 <= segment_bound` (from the pulse's length, the segments
     /// and the clamps' bounds) infinite, or so large that the Taylor plan's squarings (each at
@@ -678,6 +695,22 @@ mod tests {
     use quench_support::stats::max_abs_difference;
 
     type B = NdArray<f32>;
+
+    #[test]
+    fn the_memory_estimate_counts_every_segments_matrices_and_saturates() {
+        // A qubit (n = 4): six 4 x 4 matrices per segment and three states per task, f32.
+        assert_eq!(
+            Solver::memory_estimate(10, 20, 4, 4),
+            10 * (20 * 6 * 16 + 3 * 4) * 4
+        );
+        // The 600,000 tasks of 20 segments in f64: about 7.4 GB, refused on a host
+        // with less; absurd sizes saturate instead of wrapping to a small estimate.
+        assert!(Solver::memory_estimate(600_000, 20, 4, 8) > 7_000_000_000);
+        assert_eq!(
+            Solver::memory_estimate(usize::MAX, usize::MAX, usize::MAX, 8),
+            u128::MAX
+        );
+    }
 
     fn stepper(method: Method) -> Solver {
         Solver {

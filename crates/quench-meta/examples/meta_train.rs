@@ -1,6 +1,6 @@
 //! Trains a meta-policy from a configuration and writes its history and policy.
 //!
-//! `cargo run --release -p quench-meta --example meta_train -- configs/lindblad/exact.toml [OUT_DIR] [--device D]`
+//! `cargo run --release -p quench-meta --example meta_train -- configs/lindblad/exact.toml [OUT_DIR] [--device D] [--max-hours H]`
 //! prints one line per validation, and writes `OUT_DIR/history.json` and `OUT_DIR/policy.mpk`
 //! (default `OUT_DIR`: `meta-out`).
 //!
@@ -82,15 +82,21 @@ impl OnDevice for Train<'_> {
 fn main() -> ExitCode {
     // Training steps free and reallocate megabytes each step: keep that memory mapped.
     quench_support::allocator::keep_freed_memory();
-    let (spec, positional) = match take_device_flag(std::env::args().skip(1).collect()) {
+    const USAGE: &str =
+        "usage: meta_train CONFIG.toml [OUT_DIR] [--device auto|cpu|cuda:N] [--max-hours H]";
+    let args = match quench_support::cli::example_flags(std::env::args().skip(1).collect(), USAGE) {
+        Ok(args) => args,
+        Err(code) => return code,
+    };
+    let (spec, positional) = match take_device_flag(args) {
         Ok(taken) => taken,
         Err(err) => {
             eprintln!("error: {err}");
             return ExitCode::from(2);
         }
     };
-    let Some(config_path) = positional.first() else {
-        eprintln!("usage: meta_train CONFIG.toml [OUT_DIR] [--device auto|cpu|cuda:N]");
+    let (Some(config_path), None) = (positional.first(), positional.get(2)) else {
+        eprintln!("{USAGE}");
         return ExitCode::from(2);
     };
     let out = PathBuf::from(positional.get(1).map_or("meta-out", |s| s.as_str()));
@@ -109,15 +115,25 @@ fn main() -> ExitCode {
             // Checked before the device is chosen: a bad setting costs no start-up.
             let config = Valid::new(config)?;
             let selection = select_announced(spec.for_local_rank(local_rank()))?;
+            // Made before training, so that an unwritable place is refused before the work;
+            // taken away again if the run ends without writing into it.
+            let created = shard.is_root() && !out.exists();
             if shard.is_root() {
-                std::fs::create_dir_all(&out)?;
+                std::fs::create_dir_all(&out).map_err(|e| {
+                    format!("{}: cannot make the output folder: {e}", out.display())
+                })?;
             }
             let train = Train {
                 config,
                 out: out.clone(),
                 world: &world,
             };
-            run_on(selection.device, train)??;
+            let trained = run_on(selection.device, train);
+            if created && !matches!(trained, Ok(Ok(()))) {
+                // Only an empty folder goes (remove_dir refuses any other).
+                let _ = std::fs::remove_dir(&out);
+            }
+            trained??;
             Ok(())
         })();
         match trained {

@@ -13,9 +13,16 @@ use quench_train::settings::Validate;
 
 /// A lower bound of one task's inner step (or its share of the policy's step), seconds, for
 /// the work budget: a forward and backward pass of the policy's MLP and a simulation of the
-/// pulse's segments. Measured on the 2-core VM: about 200 us (the `all` variant's 17 ms
-/// meta-iteration of 16 tasks and 5 inner steps); a hundredth of that is a safe floor.
+/// pulse's segments. Measured: about 200 us on the 2-core VM (the `all` variant's 17 ms
+/// meta-iteration of 16 tasks and 5 inner steps) and about 10 us on an H200 batching 1,024
+/// tasks (18.5x the VM's tasks per second); 2 us is a fifth of the fastest.
 pub const INNER_STEP_SECONDS: f64 = 2e-6;
+
+/// A lower bound of what a meta-iteration costs beyond its tasks' steps, seconds: a batch of
+/// tasks drawn, the meta-gradient joined and the policy's Adam step; on a GPU several hundred
+/// kernel launches of at least 5 us each (the device-agreement suite counts about 1,500 a
+/// meta-iteration). 100 us is below either.
+pub const ITERATION_SECONDS: f64 = 1e-4;
 
 /// Everything a meta-learning run needs; the defaults are the guide's GPU-optimised setting
 /// with the exact solver.
@@ -141,7 +148,11 @@ impl Validate for MetaConfig {
                 )
             })?;
         // A meta-iteration adapts every task of its batch `inner_steps` times and then steps
-        // the policy: each a policy pass and a simulation, at least INNER_STEP_SECONDS.
+        // the policy: each a policy pass and a simulation, at least INNER_STEP_SECONDS, and
+        // the iteration's own ITERATION_SECONDS.
+        let per_iteration =
+            self.tasks_per_batch as f64 * (self.inner_steps as f64 + 1.0) * INNER_STEP_SECONDS
+                + ITERATION_SECONDS;
         quench_support::budget::check_work(
             || {
                 format!(
@@ -149,10 +160,19 @@ impl Validate for MetaConfig {
                     self.iterations, self.tasks_per_batch, self.inner_steps
                 )
             },
-            self.iterations as f64 * self.tasks_per_batch as f64 * (self.inner_steps as f64 + 1.0),
-            INNER_STEP_SECONDS,
+            self.iterations as f64,
+            per_iteration,
         )
-        .map_err(|too_long| MetaError::config("inner_steps", self.inner_steps, too_long))
+        .map_err(|too_long| {
+            MetaError::config(
+                "iterations, tasks_per_batch, inner_steps",
+                format!(
+                    "{}, {}, {}",
+                    self.iterations, self.tasks_per_batch, self.inner_steps
+                ),
+                too_long,
+            )
+        })
     }
 }
 
@@ -352,6 +372,28 @@ mod tests {
             );
             assert!(err.contains("in host memory"), "{err}");
         }
+    }
+
+    #[test]
+    fn meta_iterations_that_would_not_end_are_refused_whatever_the_batch() {
+        // A billion meta-iterations of one task and no inner step: at least 1e9 x (2 x 2 us +
+        // 100 us), 29 hours, over the default limit of 24.
+        let config = MetaConfig {
+            iterations: 1_000_000_000,
+            tasks_per_batch: 1,
+            inner_steps: 0,
+            ..MetaConfig::default()
+        };
+        let err = config.validate().unwrap_err().to_string();
+        for part in ["iterations", "1000000000", "would take at least"] {
+            assert!(err.contains(part), "{part}: {err}");
+        }
+        // A hundred times fewer is accepted: the floor is not a guess of the real cost.
+        let config = MetaConfig {
+            iterations: 10_000_000,
+            ..config
+        };
+        assert!(config.validate().is_ok());
     }
 
     #[test]

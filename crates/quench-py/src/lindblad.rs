@@ -345,19 +345,22 @@ impl Request {
         let [tasks, segments, controls] = self.shape;
         let (dim, jumps) = (self.system.dim(), self.system.jumps().len());
         // Sizes before any allocation (a failed one aborts the interpreter, which no panic
-        // guard can catch): per task the initial and final coordinates (f64), the device's
-        // states and their autodiff record (f32, a few copies), the complex output; per system
-        // the generator stack, `(1 + controls + jumps)` real `d^2 x d^2` matrices, on the host
-        // and the device. Arrays with a zero-sized axis cost nothing in numpy, so `tasks` is
-        // not bounded by what the caller could allocate.
+        // guard can catch): the solver's tensors (f32; twice, for the autodiff record of a
+        // gradient) and per task on the host the initial and final coordinates (f64), the
+        // complex output and the amplitudes' copies; per system the generator stack, `(1 +
+        // controls + jumps)` real `d^2 x d^2` matrices, on the host and the device. Arrays
+        // with a zero-sized axis cost nothing in numpy, so `tasks` is not bounded by what the
+        // caller could allocate.
         let n = (dim * dim) as u128;
-        let per_task = n * (2 * 8 + 4 * 4 + 16) + (segments * controls) as u128 * 16;
+        let per_task = n * (2 * 8 + 16) + (segments * controls) as u128 * 16;
         let generators = (1 + controls + jumps) as u128 * n * n * (8 + 4);
+        let solver = quench_lindblad::Solver::memory_estimate(tasks, segments, dim * dim, 4);
         quench_support::budget::check_fits(
             || format!("{tasks} tasks of dimension {dim} with {segments} segments"),
             (tasks as u128)
                 .saturating_mul(per_task)
-                .saturating_add(generators),
+                .saturating_add(generators)
+                .saturating_add(solver.saturating_mul(2)),
         )
         .map_err(|too_large| Failure::input("amplitudes", too_large))?;
         if let Some(at) = self.amplitudes.iter().position(|x| !x.is_finite()) {

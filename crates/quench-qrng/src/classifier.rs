@@ -144,6 +144,7 @@ impl Validate for ClassifierConfig {
         if self.max_epochs == 0 {
             return Err(QrngError::config("max_epochs", 0, "must be at least 1"));
         }
+        quench_train::settings::epochs("max_epochs", self.max_epochs)?;
         Ok(())
     }
 }

@@ -1,6 +1,6 @@
 //! Runs an SGLD grid from a configuration and prints its per-beta table and wall time.
 //!
-//! `cargo run --release -p quench-sgld --example sgld_grid -- configs/sgld/synth-full.toml [--device D] [--original] [--chains OUT.json]`
+//! `cargo run --release -p quench-sgld --example sgld_grid -- configs/sgld/synth-full.toml [--device D] [--original] [--chains OUT.json] [--max-hours H]`
 //! runs every chain of the grid as one batched program (Quench's way: counter-based noise,
 //! the fused step, finished chains dropped), or with `--original` one chain after another as
 //! the original did. `--chains` writes every chain's final scores as JSON.
@@ -57,9 +57,12 @@ struct Args {
     chains_out: Option<PathBuf>,
 }
 
-fn parse_args() -> Result<Args, String> {
-    let (device, args) =
-        take_device_flag(std::env::args().skip(1).collect()).map_err(|e| e.to_string())?;
+const USAGE: &str = "usage: sgld_grid CONFIG.toml [--device auto|cpu|cuda:N] [--original] \
+                     [--chains OUT.json] [--max-hours H]";
+
+/// The example's arguments once the shared flags are taken (`--help`, `--max-hours`).
+fn parse_args(args: Vec<String>) -> Result<Args, String> {
+    let (device, args) = take_device_flag(args).map_err(|e| e.to_string())?;
     let mut original = false;
     let mut chains_out = None;
     let mut positional = Vec::new();
@@ -76,11 +79,7 @@ fn parse_args() -> Result<Args, String> {
         }
     }
     let [config] = &positional[..] else {
-        return Err(
-            "usage: sgld_grid CONFIG.toml [--device auto|cpu|cuda:N] [--original] \
-             [--chains OUT.json]"
-                .into(),
-        );
+        return Err(USAGE.into());
     };
     Ok(Args {
         config: config.into(),
@@ -93,12 +92,15 @@ fn parse_args() -> Result<Args, String> {
 fn main() -> ExitCode {
     // Training steps free and reallocate megabytes each step: keep that memory mapped.
     quench_support::allocator::keep_freed_memory();
-    let args = match parse_args() {
-        Ok(args) => args,
-        Err(usage) => {
+    let args = match quench_support::cli::example_flags(std::env::args().skip(1).collect(), USAGE)
+        .map(parse_args)
+    {
+        Ok(Ok(args)) => args,
+        Ok(Err(usage)) => {
             eprintln!("{usage}");
             return ExitCode::from(2);
         }
+        Err(code) => return code,
     };
     let world = match World::init() {
         Ok(world) => world,

@@ -55,12 +55,11 @@ pub const CONFIG_LIMIT: u64 = 16 << 20;
 /// The largest data file (IDX, qRNG bit strings, OHLCV bars) the readers take: 4 GiB.
 pub const DATA_LIMIT: u64 = 4 << 30;
 
-/// Reads the regular file `path`, refusing anything else (a FIFO, a device such as
-/// `/dev/urandom`, a folder) before reading a byte, and any file longer than `limit` bytes.
-/// The file is opened without blocking, so a FIFO with no writer is refused rather than waited
-/// on.
-pub fn read_bounded(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
-    use std::io::Read;
+/// Opens the regular file `path` for reading, refusing anything else (a FIFO, a device such
+/// as `/dev/urandom`, a folder) before reading a byte. The file is opened without blocking, so
+/// a FIFO with no writer is refused rather than waited on (on a regular file the flag changes
+/// nothing).
+pub fn open_regular(path: &Path) -> io::Result<std::fs::File> {
     let mut options = std::fs::OpenOptions::new();
     options.read(true);
     #[cfg(unix)]
@@ -69,13 +68,21 @@ pub fn read_bounded(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
         options.custom_flags(libc::O_NONBLOCK);
     }
     let file = options.open(path)?;
-    let meta = file.metadata()?;
-    if !meta.is_file() {
+    if !file.metadata()?.is_file() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "not a regular file (a folder, FIFO, socket or device)",
         ));
     }
+    Ok(file)
+}
+
+/// Reads the regular file `path` ([`open_regular`]), refusing any file longer than `limit`
+/// bytes.
+pub fn read_bounded(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let file = open_regular(path)?;
+    let meta = file.metadata()?;
     if meta.len() > limit {
         return Err(too_long(meta.len(), limit));
     }

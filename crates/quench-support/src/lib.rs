@@ -1,10 +1,11 @@
 //! What every Quench crate and program shares that has nothing to do with Burn: TOML
 //! configuration loading ([`config`]), JSON documents that refuse a key given twice
-//! ([`json`]), bounded reads, atomic writes and folder locks ([`files`]), memory budgets ([`budget`]), sample statistics ([`stats`]) and the aligned
+//! ([`json`]), bounded reads, atomic writes and folder locks ([`files`]), memory and work budgets ([`budget`]), the examples' shared flags ([`cli`]), sample statistics ([`stats`]) and the aligned
 //! allocator each program chooses ([`allocator`], [`aligned_allocator!`]).
 
 pub mod allocator;
 pub mod budget;
+pub mod cli;
 pub mod config;
 pub mod files;
 pub mod json;

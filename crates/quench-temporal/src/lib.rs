@@ -50,6 +50,9 @@ pub enum TemporalError {
     /// The settings need more memory than the host has.
     #[error(transparent)]
     TooLarge(#[from] quench_support::budget::TooLarge),
+    /// The settings would run longer than the work limit allows.
+    #[error(transparent)]
+    TooLong(#[from] quench_support::budget::TooLong),
 }
 
 impl From<quench_train::settings::Refusal> for TemporalError {

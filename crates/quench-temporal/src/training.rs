@@ -177,6 +177,7 @@ impl Validate for TemporalConfig {
             ("dropout", self.dropout),
         ])?;
         self.widths.check()?;
+        settings::epochs("epochs", self.epochs)?;
         Ok(())
     }
 }

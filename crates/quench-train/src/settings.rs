@@ -75,6 +75,24 @@ pub fn rate(settings: &[(&'static str, f64)]) -> Result<(), Refusal> {
     first(settings, |v| (0.0..1.0).contains(&v), "must be in [0, 1)")
 }
 
+/// A lower bound of one training epoch, seconds, for the work budget ([`epochs`]): an epoch
+/// takes at least one training step and one validation pass of its network and reads the
+/// validation metric back for early stopping; on a GPU that is hundreds of kernel launches of
+/// at least 5 us each (the device-agreement suite counts 700 to 1,250 per batch or epoch for
+/// the hybrid and temporal models) and a 40 us round trip, on the CPU more.
+pub const EPOCH_SECONDS: f64 = 1e-3;
+
+/// Refuses a limit of `epochs` epochs (the setting `name`) whose lower bound of work exceeds
+/// [`quench_support::budget::max_hours`]: early stopping may end a run sooner, but a run
+/// whose stopping never fires must end too.
+pub fn epochs(name: &'static str, epochs: usize) -> Result<(), quench_support::budget::TooLong> {
+    quench_support::budget::check_work(
+        || format!("{name} = {epochs}"),
+        epochs as f64,
+        EPOCH_SECONDS,
+    )
+}
+
 /// A configuration that checks its own settings.
 pub trait Validate {
     /// The error that names the first setting refused.
@@ -162,6 +180,15 @@ mod tests {
         assert!(rate(&[("dropout", 0.0)]).is_ok());
         assert!(rate(&[("dropout", 1.0)]).is_err());
         assert_eq!(seeds(&[]).unwrap_err().value, "[]");
+    }
+
+    #[test]
+    fn an_epoch_limit_that_would_not_end_is_refused_naming_the_setting() {
+        // 1e9 epochs of at least 1 ms: 11.6 days, beyond the default 24 hours.
+        let err = epochs("max_epochs", 1_000_000_000).unwrap_err().to_string();
+        assert!(err.contains("max_epochs = 1000000000"), "{err}");
+        assert!(err.contains("would take at least"), "{err}");
+        assert!(epochs("epochs", 10_000).is_ok());
     }
 
     #[derive(Debug, Clone, PartialEq)]

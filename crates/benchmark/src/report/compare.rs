@@ -102,6 +102,23 @@ pub fn disagreements(a: &Report, b: &Report, within: f64) -> Vec<String> {
             ));
         }
     }
+    // A name listed twice (a hand-edited or concatenated report) would be compared by its
+    // first entry alone.
+    for (label, report) in [("A", a), ("B", b)] {
+        let mut seen = std::collections::BTreeSet::new();
+        for w in &report.workloads {
+            if !seen.insert(w.name.clone()) {
+                out.push(format!("{label} lists the workload {} twice", w.name));
+            }
+            let names = w.variants.iter().map(|v| &v.name);
+            let mut variants = std::collections::BTreeSet::new();
+            for name in names.chain(w.failed.iter().map(|f| &f.name)) {
+                if !variants.insert(name) {
+                    out.push(format!("{label} lists {}/{name} twice", w.name));
+                }
+            }
+        }
+    }
     if a.schema != b.schema {
         out.push(format!(
             "the reports have different schemas: A {}, B {}",
@@ -248,5 +265,19 @@ mod tests {
         });
         let found = disagreements(&a, &b, 0.05);
         assert!(found[0].contains("failed in B: out of memory"), "{found:?}");
+        // A variant or workload listed twice is refused, whichever report lists it.
+        let mut b = clean();
+        let copy = b.workloads[0].variants[1].clone();
+        b.workloads[0].variants.push(copy);
+        let found = disagreements(&a, &b, 0.05);
+        assert_eq!(found, ["B lists qrng-classifier/batched twice"]);
+        let mut twice = clean();
+        let copy = twice.workloads[0].clone();
+        twice.workloads.push(copy);
+        let found = disagreements(&twice, &a, 0.05);
+        assert!(
+            found.contains(&"A lists the workload qrng-classifier twice".to_string()),
+            "{found:?}"
+        );
     }
 }

@@ -51,14 +51,18 @@ impl Output {
 
     /// On a stopping signal (Ctrl-C's SIGINT, and SIGTERM and SIGHUP, which `timeout`, Slurm,
     /// `docker stop` and systemd send), waits for a write in progress, marks the last report
-    /// interrupted by that signal, writes it, gives the folder back, ends the PyTorch peer
-    /// running, if any, and exits with status 128 + the signal's number.
+    /// interrupted by that signal, writes it, gives the folder back (removing it when this run
+    /// made it and wrote nothing there yet), ends the PyTorch peer running, if any, and exits
+    /// with status 128 + the signal's number.
     pub fn keep_on_interrupt(&self) -> anyhow::Result<()> {
         let (dir, latest) = (self.dir.clone(), Arc::clone(&self.latest));
         let lock = self.lock.path().to_path_buf();
+        let created = self.created;
         crate::run::signals::on_stop(move |signal| {
             crate::child::stop_running();
-            if let Some(report) = lock_report(&latest).as_mut() {
+            let mut latest = lock_report(&latest);
+            let unused = latest.is_none();
+            if let Some(report) = latest.as_mut() {
                 report.status = RunStatus::Interrupted;
                 report.stopped_by = Some(signal.name.to_string());
                 match write_report(report, &dir) {
@@ -76,6 +80,11 @@ impl Output {
             // Exiting skips `Drop`: give the folder back here (the OS lock goes with the
             // process).
             let _ = std::fs::remove_file(&lock);
+            // Stopped before its first report (in the torch probe, say): a folder this run
+            // made is left empty, and goes (remove_dir refuses any other).
+            if created && unused {
+                let _ = std::fs::remove_dir(&dir);
+            }
             // Not `exit`: it runs the C library's exit handlers, among them the CUDA driver's
             // teardown, while CubeCL's server thread still works in its context, and that
             // thread then panics on a driver already gone (seen on an H200 under `timeout`).

@@ -145,6 +145,17 @@ impl TableWorkload for DeviceFigures {
                 params.tiny_ops
             );
         }
+        // A zero size would time nothing and print an infinite rate (matmul_batches was
+        // silently 1).
+        if params.copy_mib == 0 {
+            anyhow::bail!("[workloads.device] copy_mib = 0: must be at least 1 (MiB per copy)");
+        }
+        if let Some(index) = params.matmul_batches.iter().position(|&b| b == 0) {
+            anyhow::bail!(
+                "[workloads.device] matmul_batches[{index}] = 0: must be at least 1 (products \
+                 per timed call)"
+            );
+        }
         // The copies hold about five buffers of the size at once: the host values, the copy
         // sent, the device's tensor, the values read back and the device-to-device product.
         check_fits(
@@ -183,7 +194,7 @@ impl TableWorkload for DeviceFigures {
             Measure::Matmul { index } => {
                 let n = MATMUL_SIZES[index];
                 let shape = MatmulShape {
-                    batch: params.matmul_batches[index].max(1),
+                    batch: params.matmul_batches[index],
                     n,
                 };
                 let fig = matmul_throughput::<Inner<B>>(device, timing, shape)?;

@@ -194,15 +194,21 @@ impl TableWorkload for LindbladMeta {
     /// variant's timed run and quality run.
     fn prepare(&self, params: Params) -> anyhow::Result<PreparedMeta> {
         let timed = PerVariant::new(&VARIANTS, |variant| {
-            Ok(Valid::new(meta_config(&params, variant.setting.method))?)
+            let iterations = params.timed_iterations.max(1);
+            Valid::new(MetaConfig {
+                iterations,
+                ..meta_config(&params, variant.setting.method)
+            })
+            .with_context(|| format!("the timed runs (`timed_iterations = {iterations}`)"))
         })?;
         let quality_runs = PerVariant::new(&VARIANTS, |variant| {
             let iterations = params.quality_iterations.max(1);
-            Ok(Valid::new(MetaConfig {
+            Valid::new(MetaConfig {
                 iterations,
                 val_interval: iterations,
                 ..meta_config(&params, variant.setting.method)
-            })?)
+            })
+            .with_context(|| format!("the quality run (`quality_iterations = {iterations}`)"))
         })?;
         Ok(PreparedMeta {
             params,

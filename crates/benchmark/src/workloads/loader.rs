@@ -154,6 +154,12 @@ impl TableWorkload for LoaderWorkload {
             "learning_rate = {}: must be a finite number above 0",
             params.learning_rate
         );
+        anyhow::ensure!(
+            params.workers <= quench_data::MAX_WORKERS,
+            "[workloads.loader] workers = {}: must be at most {} (loader threads)",
+            params.workers,
+            quench_data::MAX_WORKERS
+        );
         let data = BinaryData::load(
             MnistSource::or_stand_in(MnistSource::locate(None))?,
             params.train_samples,

@@ -226,8 +226,13 @@ pub(crate) struct Pipeline<B: Backend> {
     _threads: Threads,
 }
 
+/// The most loader workers: beyond a few per core they only contend, and a thread each past
+/// the system's limit fails to start with an error that names no setting.
+pub const MAX_WORKERS: usize = 256;
+
 impl<B: Backend> Pipeline<B> {
-    /// Starts `num_workers` workers and, with `staging`, the staging thread.
+    /// Starts `num_workers` workers (at most [`MAX_WORKERS`]) and, with `staging`, the
+    /// staging thread.
     pub fn spawn(
         plan: &Arc<Plan>,
         device: &B::Device,
@@ -235,6 +240,13 @@ impl<B: Backend> Pipeline<B> {
         prefetch: usize,
         staging: bool,
     ) -> Result<Self, DataError> {
+        if num_workers > MAX_WORKERS {
+            return Err(DataError::invalid(
+                "num_workers",
+                num_workers,
+                "must be at most 256 (MAX_WORKERS; a few per core is where loading stops gaining)",
+            ));
+        }
         let mut threads = Threads::default();
         let cancel = Arc::new(AtomicBool::new(false));
         let feed = Feed::spawn(plan, num_workers, prefetch, &cancel, &mut threads)?;
