@@ -5,11 +5,13 @@
 use serde_json::Value;
 
 /// `text` as a JSON value, refusing an object that gives a key twice (the error names it, at
-/// its line and column, as serde_json's errors do).
+/// its line and column, as serde_json's errors do). A byte-order mark at the start, which
+/// Windows editors write and RFC 8259 lets a parser ignore, is skipped.
 ///
 /// # Errors
 /// serde_json's syntax errors, and `key "k" given twice`.
 pub fn parse_strict(text: &str) -> Result<Value, serde_json::Error> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     serde_json::from_str::<Strict>(text).map(|Strict(value)| value)
 }
 
@@ -97,6 +99,15 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(nested.contains(r#"key "b" given twice"#), "{nested}");
+    }
+
+    #[test]
+    fn a_leading_byte_order_mark_is_skipped_and_nowhere_else() {
+        assert_eq!(
+            parse_strict("\u{feff}{\"dim\": 2}").unwrap(),
+            serde_json::json!({"dim": 2})
+        );
+        assert!(parse_strict("{\"dim\": 2}\u{feff}").is_err());
     }
 
     #[test]

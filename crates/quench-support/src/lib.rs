@@ -1,6 +1,6 @@
 //! What every Quench crate and program shares that has nothing to do with Burn: TOML
 //! configuration loading ([`config`]), JSON documents that refuse a key given twice
-//! ([`json`]), bounded reads, atomic writes and folder locks ([`files`]), memory and work budgets ([`budget`]), the examples' shared flags ([`cli`]), sample statistics ([`stats`]) and the aligned
+//! ([`json`]), bounded reads, atomic writes and folder locks ([`files`]), memory and work budgets ([`budget`]), the examples' shared flags ([`cli`]), numbers as messages print them ([`numbers`]), sample statistics ([`stats`]) and the aligned
 //! allocator each program chooses ([`allocator`], [`aligned_allocator!`]).
 
 pub mod allocator;
@@ -9,6 +9,7 @@ pub mod cli;
 pub mod config;
 pub mod files;
 pub mod json;
+pub mod numbers;
 pub mod stats;
 
 pub use config::{ConfigError, load_toml};

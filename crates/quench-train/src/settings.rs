@@ -5,6 +5,9 @@
 
 use std::ops::Deref;
 
+// A real setting's refused value is shown short (`1e300`, not 300 digits).
+use quench_support::numbers::short;
+
 /// A setting refused by a check.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
@@ -27,14 +30,16 @@ impl Refusal {
     }
 }
 
-/// The first setting for which `ok` fails, refused with `reason`.
-fn first<T: Copy + ToString>(
+/// The first setting for which `ok` fails, refused with `reason`, its value as `show`
+/// writes it.
+fn first<T: Copy>(
     settings: &[(&'static str, T)],
     ok: impl Fn(T) -> bool,
+    show: impl Fn(T) -> String,
     reason: &'static str,
 ) -> Result<(), Refusal> {
     match settings.iter().find(|(_, value)| !ok(*value)) {
-        Some(&(name, value)) => Err(Refusal::new(name, value, reason)),
+        Some(&(name, value)) => Err(Refusal::new(name, show(value), reason)),
         None => Ok(()),
     }
 }
@@ -49,7 +54,12 @@ pub fn seeds(seeds: &[u64]) -> Result<(), Refusal> {
 
 /// Counts that must be at least 1.
 pub fn at_least_one(settings: &[(&'static str, usize)]) -> Result<(), Refusal> {
-    first(settings, |v| v >= 1, "must be at least 1")
+    first(
+        settings,
+        |v| v >= 1,
+        |v| v.to_string(),
+        "must be at least 1",
+    )
 }
 
 /// Values that must be positive and finite.
@@ -57,6 +67,7 @@ pub fn positive(settings: &[(&'static str, f64)]) -> Result<(), Refusal> {
     first(
         settings,
         |v| v.is_finite() && v > 0.0,
+        short,
         "must be positive and finite",
     )
 }
@@ -66,13 +77,19 @@ pub fn non_negative(settings: &[(&'static str, f64)]) -> Result<(), Refusal> {
     first(
         settings,
         |v| v.is_finite() && v >= 0.0,
+        short,
         "must be non-negative and finite",
     )
 }
 
 /// Rates that must lie in `[0, 1)` (dropout, label smoothing).
 pub fn rate(settings: &[(&'static str, f64)]) -> Result<(), Refusal> {
-    first(settings, |v| (0.0..1.0).contains(&v), "must be in [0, 1)")
+    first(
+        settings,
+        |v| (0.0..1.0).contains(&v),
+        short,
+        "must be in [0, 1)",
+    )
 }
 
 /// A lower bound of one training epoch, seconds, for the work budget ([`epochs`]): an epoch
@@ -177,6 +194,7 @@ mod tests {
         assert!(positive(&[("clip_norm", 0.0)]).is_err());
         assert!(non_negative(&[("weight_decay", 0.0)]).is_ok());
         assert!(non_negative(&[("weight_decay", f64::INFINITY)]).is_err());
+        assert_eq!(rate(&[("dropout", 1e300)]).unwrap_err().value, "1e300");
         assert!(rate(&[("dropout", 0.0)]).is_ok());
         assert!(rate(&[("dropout", 1.0)]).is_err());
         assert_eq!(seeds(&[]).unwrap_err().value, "[]");

@@ -829,6 +829,18 @@ impl<R: burn_cubecl::CubeRuntime, BT: burn_cubecl::BoolElement> QuenchOps
         sgld::cube::sgld_step(params, features, labels, step)
     }
 
+    fn attention_forward(inputs: &AttentionInputs<Self>) -> AttentionOutput<Self> {
+        attention::cube::attention_forward(inputs)
+    }
+
+    fn attention_backward(
+        inputs: AttentionInputs<Self>,
+        weights: Tensor<Self, 4>,
+        d_context: Tensor<Self, 3>,
+    ) -> AttentionGradients<Self> {
+        attention::cube::attention_backward(inputs, weights, d_context)
+    }
+
     fn adam_step(
         config: AdamConfig,
         param: Tensor<Self, 3>,
@@ -1393,9 +1405,30 @@ mod on_device {
             [members * batch, 2 * hidden],
             device,
         );
+        // Attention with dropped-out scores (kept ones scaled by 2), from other projections.
+        let groups = members * batch;
+        let kept: Vec<f32> = values(groups * heads * seq * seq, 12)
+            .into_iter()
+            .map(|v| if v > 0.0 { 2.0 } else { 0.0 })
+            .collect();
+        let mask = float_tensor::<X, f32, 4>(kept, [groups, heads, seq, seq], device);
+        let qkv = activated.clone().reshape_to([groups, seq, 2 * hidden]);
+        let masked = attention(&AttentionInputs {
+            q: qkv.clone().mul_scalar(-0.7),
+            k: qkv.clone(),
+            v: qkv.mul_scalar(1.3),
+            mask: Some(mask),
+            heads,
+        });
+        let masked_weights = float_tensor::<X, f32, 3>(
+            values(groups * seq * 2 * hidden, 13),
+            [groups, seq, 2 * hidden],
+            device,
+        );
         let loss = (context.clone() * loss_weights).sum_all()
             + (batch_normed.clone() * bn_weights).sum_all()
-            + (pooled.clone() * pool_weights).sum_all();
+            + (pooled.clone() * pool_weights).sum_all()
+            + (masked.clone() * masked_weights).sum_all();
         let grads = loss.backward();
         let mut out: Vec<Vec<f32>> = [h, normed, activated]
             .into_iter()
@@ -1404,6 +1437,7 @@ mod on_device {
         out.push(to_host_f32(context));
         out.push(to_host_f32(batch_normed));
         out.push(to_host_f32(pooled));
+        out.push(to_host_f32(masked));
         for p in [&x, &w_x, &w_h, &bias, &gamma, &beta, &w, &b] {
             out.push(p.grad(&grads).map(to_host_f32).unwrap_or_default());
         }
@@ -1488,7 +1522,8 @@ mod on_device {
             let on_device = layers::<B>(device);
             let on_host = layers::<Autodiff<NdArray<f32>>>(&Default::default());
             let names = [
-                "lstm", "layer norm", "dense", "attention", "batch norm", "weighted sum", "dx",
+                "lstm", "layer norm", "dense", "attention", "batch norm", "weighted sum",
+                "masked attention", "dx",
                 "dw_x", "dw_h", "dbias", "dgamma", "dbeta", "dw", "db",
             ];
             assert_eq!(on_device.len(), names.len());

@@ -20,6 +20,8 @@ use super::QuenchOps;
 use crate::reductions::Reduce;
 use crate::views::ReshapeTo;
 
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+pub(crate) mod cube;
 pub(crate) mod host;
 
 /// Queries, keys and values `[groups, seq, heads d_k]`, and the dropout mask of the scores

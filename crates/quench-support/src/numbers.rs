@@ -1,0 +1,30 @@
+//! Numbers as messages print them: a value a user typed is shown as they would write it,
+//! never as the 300 digits Rust's `Display` gives `1e300`.
+
+/// `x` as `Display` writes it where that is short (at most 16 characters: `0.1`, `-3`,
+/// `12345.678`), else in exponent form (`1e300`, `1.5e-12`); NaN and infinities as `Display`
+/// writes them.
+pub fn short(x: f64) -> String {
+    let plain = x.to_string();
+    if plain.len() <= 16 || !x.is_finite() {
+        plain
+    } else {
+        format!("{x:e}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_values_stay_as_written_and_long_ones_take_an_exponent() {
+        assert_eq!(short(-0.1), "-0.1");
+        assert_eq!(short(3.0), "3");
+        assert_eq!(short(f64::NAN), "NaN");
+        assert_eq!(short(f64::NEG_INFINITY), "-inf");
+        assert_eq!(short(1e300), "1e300");
+        assert_eq!(short(-1.5e-12), "-1.5e-12");
+        assert_eq!(short(f64::MAX), "1.7976931348623157e308");
+    }
+}
