@@ -69,8 +69,7 @@ pub struct Document {
 impl Document {
     /// Parses and checks `text`.
     pub fn parse(text: &str) -> Result<Self, JsonError> {
-        // Editors on Windows write UTF-8 with a byte-order mark; JSON has none.
-        let text = text.strip_prefix('\u{FEFF}').unwrap_or(text);
+        // A byte-order mark is skipped by the strict parser.
         let value = quench_support::json::parse_strict(text)
             .map_err(|e| JsonError::Syntax(e.to_string()))?;
         let Some(fields) = value.as_object() else {
@@ -227,8 +226,76 @@ impl Document {
     }
 }
 
+/// One circuit whose angles may come from per-sample inputs or shared weights: the template a
+/// caller runs on arrays (the Python package's `quench.circuit.run`). Its text is
+/// `{"qubits": n, "gates": [..]}`, each gate as in a document, with `"angle"` a number, or
+/// `{"input": k}` (column `k` of the inputs `[batch, inputs]`) or `{"weight": k}` (entry `k`
+/// of the weights `[weights]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Template {
+    /// The circuit, checked.
+    pub circuit: Circuit,
+}
+
+impl Template {
+    /// Parses and checks `text`; errors name the gate as a document's do (as circuit 0).
+    pub fn parse(text: &str) -> Result<Self, JsonError> {
+        let value = quench_support::json::parse_strict(text)
+            .map_err(|e| JsonError::Syntax(e.to_string()))?;
+        let Some(fields) = value.as_object() else {
+            return Err(JsonError::Document {
+                field: "document",
+                reason: "not an object {\"qubits\": n, \"gates\": [...]}".into(),
+            });
+        };
+        if let Some(unknown) = fields
+            .keys()
+            .find(|k| !["qubits", "gates"].contains(&k.as_str()))
+        {
+            return Err(JsonError::Document {
+                field: "document",
+                reason: format!("unknown key {unknown:?} (the keys are qubits and gates)"),
+            });
+        }
+        let qubits =
+            value
+                .get("qubits")
+                .and_then(Value::as_u64)
+                .ok_or_else(|| JsonError::Document {
+                    field: "qubits",
+                    reason: "missing or not a non-negative integer".into(),
+                })?;
+        let gates = value.get("gates").ok_or_else(|| JsonError::Document {
+            field: "gates",
+            reason: "missing: a list of gate dicts".into(),
+        })?;
+        let qubits = usize::try_from(qubits).unwrap_or(usize::MAX);
+        let circuit = circuit_of(0, gates, qubits, Angles::Sourced)?;
+        Ok(Template { circuit })
+    }
+}
+
+/// Which angles a gate entry may give.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Angles {
+    /// Numbers only (a document's circuits).
+    Fixed,
+    /// Numbers, `{"input": k}` or `{"weight": k}` (a [`Template`]).
+    Sourced,
+}
+
 /// The circuit at `index` of the document.
 fn parse_circuit(index: usize, value: &Value, qubits: usize) -> Result<Circuit, JsonError> {
+    circuit_of(index, value, qubits, Angles::Fixed)
+}
+
+/// The circuit `value` (a list of gate entries) at `index`, its angles as `angles` allows.
+fn circuit_of(
+    index: usize,
+    value: &Value,
+    qubits: usize,
+    angles: Angles,
+) -> Result<Circuit, JsonError> {
     let entries = value.as_array().ok_or_else(|| JsonError::Document {
         field: "circuits",
         reason: format!("circuit {index} is not an array of gates"),
@@ -237,7 +304,7 @@ fn parse_circuit(index: usize, value: &Value, qubits: usize) -> Result<Circuit, 
         .iter()
         .enumerate()
         .map(|(gate, entry)| {
-            parse_gate(entry).map_err(|reason| JsonError::Entry {
+            parse_gate(entry, angles).map_err(|reason| JsonError::Entry {
                 circuit: index,
                 gate,
                 reason,
@@ -251,7 +318,7 @@ fn parse_circuit(index: usize, value: &Value, qubits: usize) -> Result<Circuit, 
 }
 
 /// One gate entry, or why it is malformed.
-fn parse_gate(entry: &Value) -> Result<Gate, String> {
+fn parse_gate(entry: &Value, angles: Angles) -> Result<Gate, String> {
     let object = entry
         .as_object()
         .ok_or("not an object {\"gate\": .., \"wires\": [..]}")?;
@@ -283,16 +350,84 @@ fn parse_gate(entry: &Value) -> Result<Gate, String> {
         .collect::<Result<Vec<_>, _>>()?;
     let angle = match object.get("angle") {
         None | Some(Value::Null) => None,
-        Some(value) => Some(Angle::Fixed(
-            value
-                .as_f64()
-                .ok_or_else(|| format!("angle {value} is not a number"))?,
-        )),
+        Some(value) => Some(match (value.as_f64(), value.as_object(), angles) {
+            (Some(fixed), _, _) => Angle::Fixed(fixed),
+            (None, Some(source), Angles::Sourced) => sourced_angle(value, source)?,
+            (None, _, Angles::Fixed) => return Err(format!("angle {value} is not a number")),
+            (None, None, Angles::Sourced) => {
+                return Err(format!(
+                    "angle {value} is not a number, {{\"input\": k}} or {{\"weight\": k}}"
+                ));
+            }
+        }),
     };
     Ok(Gate { kind, wires, angle })
+}
+
+/// `{"input": k}` or `{"weight": k}` as the angle it names.
+fn sourced_angle(value: &Value, source: &serde_json::Map<String, Value>) -> Result<Angle, String> {
+    let index = |v: &Value| v.as_u64().and_then(|k| usize::try_from(k).ok());
+    match (source.len(), source.get("input"), source.get("weight")) {
+        (1, Some(k), None) => index(k).map(Angle::Input),
+        (1, None, Some(k)) => index(k).map(Angle::Weight),
+        _ => None,
+    }
+    .ok_or_else(|| {
+        format!("angle {value} is not {{\"input\": k}} or {{\"weight\": k}} with an index k >= 0")
+    })
 }
 
 /// `{"expectations": [[...], ...]}` of `rows`.
 pub fn render(rows: &[Vec<f64>]) -> String {
     serde_json::json!({ "expectations": rows }).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_template_takes_fixed_input_and_weight_angles_and_names_a_bad_one() {
+        let template = Template::parse(
+            r#"{"qubits": 2, "gates": [
+                {"gate": "ry", "wires": [0], "angle": {"input": 1}},
+                {"gate": "rx", "wires": [1], "angle": {"weight": 0}},
+                {"gate": "rz", "wires": [1], "angle": 0.5},
+                {"gate": "cnot", "wires": [0, 1]}]}"#,
+        )
+        .unwrap();
+        let angles: Vec<_> = template.circuit.gates().iter().map(|g| g.angle).collect();
+        assert_eq!(
+            angles,
+            [
+                Some(Angle::Input(1)),
+                Some(Angle::Weight(0)),
+                Some(Angle::Fixed(0.5)),
+                None
+            ]
+        );
+        assert_eq!(
+            (template.circuit.inputs(), template.circuit.weights()),
+            (2, 1)
+        );
+        for (bad, words) in [
+            (r#"{"input": -1}"#, "index k >= 0"),
+            (r#"{"input": 0, "weight": 1}"#, "index k >= 0"),
+            (r#""0.3""#, "is not a number"),
+        ] {
+            let text = format!(
+                r#"{{"qubits": 1, "gates": [{{"gate": "ry", "wires": [0], "angle": {bad}}}]}}"#
+            );
+            let err = Template::parse(&text).unwrap_err().to_string();
+            assert!(err.starts_with("circuit 0, gate 0: angle"), "{err}");
+            assert!(err.contains(words), "{err}");
+        }
+        // A document's circuits keep fixed angles only.
+        let err = Document::parse(
+            r#"{"qubits": 1, "circuits": [[{"gate": "ry", "wires": [0], "angle": {"input": 0}}]]}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("is not a number"), "{err}");
+    }
 }

@@ -53,5 +53,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<lindblad::NativeSystem>()?;
     m.add_function(wrap_pyfunction!(lindblad::lindblad_run, m)?)?;
     m.add_function(wrap_pyfunction!(circuit::circuit_expectations, m)?)?;
+    m.add_function(wrap_pyfunction!(circuit::circuit_run, m)?)?;
     Ok(())
 }

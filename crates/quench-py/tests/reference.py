@@ -96,8 +96,8 @@ def _one_qubit(name, angle):
     raise ValueError(name)
 
 
-def circuit_z(qubits, gates):
-    """<Z_i> [qubits] of one circuit of gate dicts."""
+def circuit_probabilities(qubits, gates):
+    """The basis-state probabilities, shape (2,) * qubits, of one circuit of gate dicts."""
     psi = np.zeros((2,) * qubits, dtype=complex)
     psi[(0,) * qubits] = 1
     for gate in gates:
@@ -115,7 +115,19 @@ def circuit_z(qubits, gates):
         else:
             u = _one_qubit(name, gate.get("angle", 0.0))
             psi = np.moveaxis(np.tensordot(u, psi, axes=([1], [wires[0]])), 0, wires[0])
-    prob = np.abs(psi) ** 2
+    return np.abs(psi) ** 2
+
+
+def circuit_z(qubits, gates):
+    """<Z_i> [qubits] of one circuit of gate dicts."""
+    prob = circuit_probabilities(qubits, gates)
     return np.array(
         [prob.take(0, axis=i).sum() - prob.take(1, axis=i).sum() for i in range(qubits)]
     )
+
+
+def circuit_zz(qubits, gates, pairs):
+    """<Z_i Z_j> [pairs] of one circuit of gate dicts."""
+    prob = circuit_probabilities(qubits, gates)
+    signs = lambda i: np.where(np.indices(prob.shape)[i] == 0, 1.0, -1.0)
+    return np.array([(prob * signs(i) * signs(j)).sum() for i, j in pairs])

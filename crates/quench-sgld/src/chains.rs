@@ -13,7 +13,7 @@ use quench_kernels::ops::sgld::{SgldStep, gradients};
 use super::loss::zero_one_error;
 use super::{BoundedLoss, ChainSchedule, LossScale, Noise, Sgld, StepScales};
 use quench_train::amp::MixedPrecision;
-use quench_train::ensemble::{Activation, EnsembleLinear, EnsembleMlp};
+use quench_train::ensemble::{Activation, EnsembleLinear, EnsembleMlp, seeded_ensemble};
 use quench_train::init::Init;
 use quench_train::params::require_grad;
 
@@ -66,23 +66,14 @@ impl<B: QuenchBackend> ChainBatch<B> {
         options: StepOptions,
         device: &B::Device,
     ) -> Self {
-        let per_chain: Vec<Vec<Tensor<B::InnerBackend, 3>>> = init_seeds
-            .iter()
-            .map(|&seed| {
-                EnsembleMlp::<B::InnerBackend>::new(
-                    Init::TorchDefault,
-                    Activation::Relu,
-                    1,
-                    widths,
-                    seed,
-                    device,
-                )
-                .params()
-            })
-            .collect();
-        let params: Vec<_> = (0..per_chain[0].len())
-            .map(|i| Tensor::cat(per_chain.iter().map(|p| p[i].clone()).collect(), 0))
-            .collect();
+        let params = seeded_ensemble::<B::InnerBackend>(
+            Init::TorchDefault,
+            Activation::Relu,
+            widths,
+            init_seeds,
+            device,
+        )
+        .params();
         Self {
             params,
             schedule,

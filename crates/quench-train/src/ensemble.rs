@@ -202,7 +202,10 @@ impl<B: QuenchOps> EnsembleMlp<B> {
 
 /// An ensemble whose member `m` is the single network drawn from `seeds[m]` alone, so that a
 /// member's initial weights do not depend on which other members share its program.
-/// `seeds` must not be empty (callers validate their configuration first).
+/// `seeds` must not be empty (callers validate their configuration first). The members are
+/// drawn and joined on the host and each parameter uploaded once: joining them on the device
+/// took a copy kernel per member and parameter (on a GPU, more launches than a short run's
+/// training epochs).
 pub fn seeded_ensemble<B: QuenchOps>(
     init: Init,
     activation: Activation,
@@ -210,15 +213,28 @@ pub fn seeded_ensemble<B: QuenchOps>(
     seeds: &[u64],
     device: &B::Device,
 ) -> EnsembleMlp<B> {
-    let nets: Vec<EnsembleMlp<B>> = seeds
+    let drawn: Vec<Vec<LayerValues>> = seeds
         .iter()
-        .map(|&seed| EnsembleMlp::new(init, activation, 1, widths, seed, device))
+        .map(|&seed| draw_mlp(init, 1, widths, seed))
         .collect();
-    let params: Vec<Vec<Tensor<B, 3>>> = nets.iter().map(EnsembleMlp::params).collect();
-    let stacked = (0..params[0].len())
-        .map(|k| Tensor::cat(params.iter().map(|p| p[k].clone()).collect(), 0))
+    let layers = widths
+        .windows(2)
+        .enumerate()
+        .map(|(l, w)| {
+            let joined = LayerValues {
+                weight: drawn
+                    .iter()
+                    .flat_map(|m| m[l].weight.iter().copied())
+                    .collect(),
+                bias: drawn
+                    .iter()
+                    .flat_map(|m| m[l].bias.iter().copied())
+                    .collect(),
+            };
+            EnsembleLinear::from_values(joined, [seeds.len(), w[0], w[1]], device)
+        })
         .collect();
-    nets[0].with_params(stacked)
+    EnsembleMlp { layers, activation }
 }
 
 #[cfg(test)]

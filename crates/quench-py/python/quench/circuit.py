@@ -6,16 +6,22 @@ A circuit is a list of gate dicts, the JSON interface's format:
 ``RX(t) = exp(-i t X / 2)``, ``Phase(t) = diag(1, e^{i t})``); ``cnot`` and ``cz`` (wires
 ``[control, target]``); ``swap``. Every circuit starts from ``|0...0>``; wire 0 is the most
 significant bit of a basis index.
+
+:func:`run` takes one circuit whose angles may also be ``{"input": k}`` (column ``k`` of
+per-sample inputs, an encoding) or ``{"weight": k}`` (entry ``k`` of shared weights), and gives
+``<Z_i>``, ``<Z_i Z_j>`` and their vector-Jacobian products with respect to both.
 """
+
+from typing import NamedTuple
 
 import json
 
 import numpy as np
 
 from . import _native
-from ._convert import text
+from ._convert import real_array, text
 
-__all__ = ["expectations"]
+__all__ = ["expectations", "run", "CircuitRun"]
 
 
 def _plain(value):
@@ -51,3 +57,85 @@ def expectations(qubits, circuits, device="auto"):
     except (TypeError, ValueError) as error:
         raise ValueError(f"circuits: cannot be written as gate dicts: {error}") from None
     return _native.circuit_expectations(document, device)
+
+
+class CircuitRun(NamedTuple):
+    """What :func:`run` returns."""
+
+    #: ``<Z_i>``, float64 ``[batch, qubits]``.
+    z: np.ndarray
+    #: ``<Z_i Z_j>`` of each pair, float64 ``[batch, pairs]``.
+    zz: np.ndarray
+    #: With cotangents: the gradient with respect to the inputs, ``[batch, inputs]``.
+    inputs_grad: "np.ndarray | None"
+    #: With cotangents: the gradient with respect to the weights, ``[weights]``.
+    weights_grad: "np.ndarray | None"
+
+
+def _wires(pairs):
+    try:
+        return [(int(i), int(j)) for i, j in pairs]
+    except (TypeError, ValueError):
+        raise ValueError("pairs: expected a list of (i, j) wire pairs") from None
+
+
+def run(
+    qubits,
+    gates,
+    inputs=None,
+    weights=None,
+    pairs=(),
+    z_cotangent=None,
+    zz_cotangent=None,
+    device="auto",
+):
+    """One circuit run on a batch of per-sample inputs with shared weights.
+
+    Arguments:
+
+    * ``qubits`` -- the number of qubits ``n`` (1 to 30).
+    * ``gates`` -- the circuit, a list of gate dicts as for :func:`expectations`, where a
+      rotation's ``"angle"`` is a number, ``{"input": k}`` (column ``k`` of ``inputs``) or
+      ``{"weight": k}`` (entry ``k`` of ``weights``).
+    * ``inputs`` -- float ``[batch, inputs]``, one row per sample (needed when a gate reads an
+      input; without, the batch is one row).
+    * ``weights`` -- float ``[weights]``, the same for every row.
+    * ``pairs`` -- the wire pairs ``(i, j)`` whose ``<Z_i Z_j>`` are wanted.
+    * ``z_cotangent`` -- float ``[batch, n]``: with it, the gradients of ``sum(z *
+      z_cotangent) + sum(zz * zz_cotangent)`` are returned (a vector-Jacobian product, what
+      an autograd bridge or an optimiser needs); ``zz_cotangent`` ``[batch, pairs]`` is 0
+      when not given.
+    * ``device`` -- as for :func:`quench.lindblad.evolve`.
+
+    Returns a :class:`CircuitRun` ``(z, zz, inputs_grad, weights_grad)``; the gradients are
+    ``None`` without cotangents. The batch runs as one tensor program in 32-bit floats.
+
+    Raises ``ValueError`` naming the argument, gate or value; ``RuntimeError`` when the device
+    fails.
+    """
+    device = text("device", device)
+    try:
+        template = json.dumps({"qubits": qubits, "gates": gates}, default=_plain, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"gates: cannot be written as gate dicts: {error}") from None
+
+    def matrix(name, value):
+        if value is None:
+            return None
+        array = real_array(name, value)
+        if array.ndim != 2:
+            raise ValueError(f"{name}: expected a 2-D array, found shape {list(array.shape)}")
+        return array
+
+    weights = None if weights is None else real_array("weights", weights).reshape(-1)
+    z, zz, grads = _native.circuit_run(
+        template,
+        matrix("inputs", inputs),
+        weights,
+        _wires(pairs),
+        matrix("z_cotangent", z_cotangent),
+        matrix("zz_cotangent", zz_cotangent),
+        device,
+    )
+    inputs_grad, weights_grad = grads if grads is not None else (None, None)
+    return CircuitRun(z, zz, inputs_grad, weights_grad)

@@ -1,5 +1,6 @@
-//! CubeCL kernel of the member Adam update ([`crate::ops::adam`]) for every CubeCL runtime:
-//! one launch per parameter where the composition takes about thirteen element-wise ops.
+//! CubeCL kernels of the member Adam update ([`crate::ops::adam`]) for every CubeCL runtime:
+//! one launch per parameter where the composition takes about thirteen element-wise ops, and
+//! one for the step's per-member coefficients (a unit per member) where it takes about sixty.
 //!
 //! Design: one unit per value, one-dimensional cubes sized by CubeCL for the device; each unit
 //! reads the parameter, its gradient, its two moments and its member's coefficients (`[members]`
@@ -88,6 +89,81 @@ fn adam_kernel<F: Float>(
         first_out[position] = m;
         second_out[position] = v;
     }
+}
+
+/// `1 - beta^t = -expm1(x)`, `x = t ln beta`, as the composition takes it: the series to `x^7`
+/// where `|x| < 0.35` (where `exp(x) - 1` would lose the leading digits), else `1 - exp(x)`;
+/// at least 1e-12.
+#[cube]
+fn one_minus_power<F: Float>(t: F, ln_beta: f32) -> F {
+    let x = t * F::cast_from(ln_beta);
+    let mut series = F::new(1.0);
+    series = series * x / F::new(7.0) + F::new(1.0);
+    series = series * x / F::new(6.0) + F::new(1.0);
+    series = series * x / F::new(5.0) + F::new(1.0);
+    series = series * x / F::new(4.0) + F::new(1.0);
+    series = series * x / F::new(3.0) + F::new(1.0);
+    series = series * x / F::new(2.0) + F::new(1.0);
+    let mut value = -(series * x);
+    if F::abs(x) >= F::new(0.35) {
+        value = F::new(1.0) - F::exp(x);
+    }
+    F::max(value, F::new(1e-12))
+}
+
+/// Member `ABSOLUTE_POS`'s coefficients from its step count and rate (a rate tensor of one
+/// value serves every member): `lr / (1 - beta1^t)`, `sqrt(1 - beta2^t)`, `1 - lr wd`.
+#[cube(launch)]
+fn coefficients_kernel<F: Float>(
+    steps: &Tensor<F>,
+    lr: &Tensor<F>,
+    step_size: &mut Tensor<F>,
+    root_correction: &mut Tensor<F>,
+    decay: &mut Tensor<F>,
+    ln_beta1: f32,
+    ln_beta2: f32,
+    weight_decay: f32,
+    #[define(F)] _dtype: StorageType,
+) {
+    let member = ABSOLUTE_POS;
+    if member >= step_size.len() {
+        terminate!();
+    }
+    let t = steps[member % steps.len()];
+    let rate = lr[member % lr.len()];
+    step_size[member] = rate / one_minus_power::<F>(t, ln_beta1);
+    root_correction[member] = F::sqrt(one_minus_power::<F>(t, ln_beta2));
+    decay[member] = F::new(1.0) - rate * F::cast_from(weight_decay);
+}
+
+/// [`crate::ops::QuenchOps::adam_coefficients`] on a CubeCL backend: one launch where the
+/// composition takes about sixty.
+pub(crate) fn coefficients<R: CubeRuntime, BT: BoolElement>(
+    config: AdamConfig,
+    steps: Values<R, BT>,
+    lr: Values<R, BT>,
+) -> [Values<R, BT>; 3] {
+    let members = steps.dims()[0].max(lr.dims()[0]);
+    let [steps, lr] = [steps, lr].map(to_cube);
+    let outputs = [(); 3].map(|_| crate::ops::cube::empty_shaped(&steps, [members, 1, 1]));
+    let client = steps.client.clone();
+    let (count, dim) = elementwise(&client, members);
+    let dtype = steps.dtype;
+    coefficients_kernel::launch::<R>(
+        &client,
+        count,
+        dim,
+        steps.into_tensor_arg(),
+        lr.into_tensor_arg(),
+        outputs[0].clone().into_tensor_arg(),
+        outputs[1].clone().into_tensor_arg(),
+        outputs[2].clone().into_tensor_arg(),
+        config.beta1.ln() as f32,
+        config.beta2.ln() as f32,
+        config.weight_decay as f32,
+        dtype.into(),
+    );
+    outputs.map(from_cube)
 }
 
 /// [`crate::ops::QuenchOps::adam_step`] on a CubeCL backend: one launch.

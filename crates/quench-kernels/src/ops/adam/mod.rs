@@ -63,23 +63,45 @@ pub struct AdamStep<B: QuenchOps> {
 impl<B: QuenchOps> AdamStep<B> {
     /// The coefficients of the step after `steps` `[members, 1, 1]` (counted from 1; a member
     /// at 0 gets a guarded correction, for a member that has not stepped yet and is masked
-    /// out) at learning rates `lr` (`[members, 1, 1]` or `[1, 1, 1]`).
+    /// out) at learning rates `lr` (`[members, 1, 1]` or `[1, 1, 1]`), by the backend's
+    /// [`QuenchOps::adam_coefficients`].
     pub fn new(
         config: AdamConfig,
         steps: Tensor<B, 3>,
         lr: Tensor<B, 3>,
         active: Option<Tensor<B, 3, Bool>>,
     ) -> Self {
-        let correction = |beta: f64| one_minus_power(steps.clone(), beta).clamp_min(1e-12);
-        let decay = (config.decoupled && config.weight_decay != 0.0)
-            .then(|| (lr.clone() * config.weight_decay).neg().add_scalar(1.0));
+        let [step_size, root_correction, decay] = B::adam_coefficients(config, steps, lr);
         Self {
-            step_size: lr / correction(config.beta1),
-            root_correction: correction(config.beta2).sqrt(),
-            decay,
+            step_size,
+            root_correction,
+            decay: config.decays().then_some(decay),
             active,
         }
     }
+}
+
+impl AdamConfig {
+    /// Whether the step decays the parameter itself (AdamW with a weight decay).
+    pub fn decays(&self) -> bool {
+        self.decoupled && self.weight_decay != 0.0
+    }
+}
+
+/// The default of [`QuenchOps::adam_coefficients`] in Burn's element-wise ops on `[members,
+/// 1, 1]` tensors (about sixty): `[lr / (1 - beta1^t), sqrt(1 - beta2^t), 1 - lr wd]`.
+pub fn composed_coefficients<B: QuenchOps>(
+    config: AdamConfig,
+    steps: Tensor<B, 3>,
+    lr: Tensor<B, 3>,
+) -> [Tensor<B, 3>; 3] {
+    let correction = |beta: f64| one_minus_power(steps.clone(), beta).clamp_min(1e-12);
+    let decay = (lr.clone() * config.weight_decay).neg().add_scalar(1.0);
+    [
+        lr / correction(config.beta1),
+        correction(config.beta2).sqrt(),
+        decay,
+    ]
 }
 
 /// `1 - beta^t` for the step counts `t` `[members, 1, 1]`, accurate to a few f32 roundings
@@ -261,6 +283,42 @@ mod tests {
             });
             let worst = quench_support::stats::max_or_nan(worst);
             assert!(worst < 5e-7, "beta {beta}: relative error {worst:e}");
+        }
+    }
+
+    crate::device_test! {
+        /// The operation on the tests' device (the host's f64 on the CPU, one CubeCL launch on
+        /// lavapipe) against f64, per member with its own step count and rate, and the
+        /// guarded count 0. A device's `exp` is accurate to `3 + 2|x|` ulp (WGSL's bound),
+        /// which where `1 - e^x` is taken (`|x| >= 0.35`, a value of at least 0.3) stays
+        /// under 2e-6 of it; the series and the host are at f32 rounding.
+        fn the_coefficients_are_f64s_to_f32_rounding_on_every_backend<B>(device) {
+            type D<B> = <B as burn::tensor::backend::AutodiffBackend>::InnerBackend;
+            let config = AdamConfig {
+                weight_decay: 0.01,
+                decoupled: true,
+                ..AdamConfig::default()
+            };
+            let counts: Vec<f32> = (0..2_000).chain([5_000, 20_000, 1_000_000]).map(|t| t as f32).collect();
+            let members = counts.len();
+            let rates: Vec<f32> = (0..members).map(|m| 1e-3 * (1 + m % 7) as f32).collect();
+            let steps = float_tensor::<D<B>, f32, 3>(counts.clone(), [members, 1, 1], device);
+            let lr = float_tensor::<D<B>, f32, 3>(rates.clone(), [members, 1, 1], device);
+            let [size, root, decay] = D::<B>::adam_coefficients(config, steps, lr)
+                .map(to_host_f32);
+            let correction = |t: f64, beta: f64| (1.0 - beta.powf(t)).max(1e-12);
+            for m in 0..members {
+                let (t, rate) = (f64::from(counts[m]), f64::from(rates[m]));
+                let want = [
+                    rate / correction(t, config.beta1),
+                    correction(t, config.beta2).sqrt(),
+                    1.0 - rate * config.weight_decay,
+                ];
+                for (name, got, want) in [("step size", size[m], want[0]), ("root", root[m], want[1]), ("decay", decay[m], want[2])] {
+                    let error = (f64::from(got) - want).abs() / want.abs();
+                    assert!(error < 2e-6, "{name} at t = {t}: {got} vs {want} ({error:e})");
+                }
+            }
         }
     }
 }
