@@ -5,11 +5,14 @@
 use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
 use numpy::ndarray::{Array1, Array2};
-use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
+use numpy::{
+    IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods,
+};
 use pyo3::prelude::*;
 use quench_circuit::json::{Document, JsonError, Template};
 use quench_circuit::{Mode, Simulator, fusion_pays};
 use quench_kernels::readback::float_tensor;
+use quench_kernels::reductions::Reduce;
 use quench_kernels::{OnDevice, QuenchBackend, QuenchOps, SelectedDevice, run_on};
 
 use crate::device;
@@ -129,9 +132,10 @@ impl Run {
         let tracked = |values: &[f64], shape: [usize; 2]| {
             float_tensor::<E, f64, 2>(values.to_vec(), shape, device).require_grad()
         };
-        let inputs = (circuit.inputs() > 0)
-            .then(|| tracked(&self.inputs, [self.batch, circuit.inputs()]));
-        let weights = (circuit.weights() > 0).then(|| tracked(&self.weights, [1, circuit.weights()]));
+        let inputs =
+            (circuit.inputs() > 0).then(|| tracked(&self.inputs, [self.batch, circuit.inputs()]));
+        let weights =
+            (circuit.weights() > 0).then(|| tracked(&self.weights, [1, circuit.weights()]));
         let mode = if fusion_pays(circuit.qubits(), self.batch) {
             Mode::Fused
         } else {
@@ -145,7 +149,11 @@ impl Run {
         let zz = if self.pairs.is_empty() {
             None
         } else {
-            Some(simulator.zz_expectations(&state, &self.pairs).map_err(input)?)
+            Some(
+                simulator
+                    .zz_expectations(&state, &self.pairs)
+                    .map_err(input)?,
+            )
         };
         Ok(Forward {
             z,
@@ -162,18 +170,19 @@ impl Run {
         let (dz, dzz) = self.cotangents.clone().unwrap_or_default();
         let qubits = self.template.circuit.qubits();
         let dz = float_tensor::<B, f64, 2>(dz, [self.batch, qubits], device);
-        let mut objective = (pass.z.clone() * dz).sum();
+        let mut objective = (pass.z.clone() * dz).sum_all();
         if let Some(zz) = &pass.zz {
             let dzz = float_tensor::<B, f64, 2>(dzz, [self.batch, self.pairs.len()], device);
-            objective = objective + (zz.clone() * dzz).sum();
+            objective = objective + (zz.clone() * dzz).sum_all();
         }
         let grads = objective.backward();
         let circuit = &self.template.circuit;
         // An input or weight no gate reads has no gradient: zeros, as it is.
-        let gradient = |t: &Option<Tensor<B, 2>>, len: usize| match t.as_ref().and_then(|t| t.grad(&grads)) {
-            Some(g) => values(g),
-            None => Ok(vec![0.0; len]),
-        };
+        let gradient =
+            |t: &Option<Tensor<B, 2>>, len: usize| match t.as_ref().and_then(|t| t.grad(&grads)) {
+                Some(g) => values(g),
+                None => Ok(vec![0.0; len]),
+            };
         let d_inputs = gradient(&pass.inputs, self.batch * circuit.inputs())?;
         let d_weights = gradient(&pass.weights, circuit.weights())?;
         let zz = pass.zz.map_or(Ok(Vec::new()), |t| values(t.inner()))?;
@@ -207,7 +216,10 @@ fn matrix(
         let (r, c) = (at / columns.max(1), at % columns.max(1));
         return Err(Failure::input(
             &format!("{name}[{r}, {c}]"),
-            format!("{} is not finite", quench_support::numbers::short(values[at])),
+            format!(
+                "{} is not finite",
+                quench_support::numbers::short(values[at])
+            ),
         ));
     }
     Ok(values)
@@ -269,7 +281,10 @@ pub fn circuit_run<'py>(
     if let Some(at) = weights.iter().position(|x| !x.is_finite()) {
         return Err(Failure::input(
             &format!("weights[{at}]"),
-            format!("{} is not finite", quench_support::numbers::short(weights[at])),
+            format!(
+                "{} is not finite",
+                quench_support::numbers::short(weights[at])
+            ),
         )
         .into());
     }
@@ -311,10 +326,16 @@ pub fn circuit_run<'py>(
         run_on(device::open(spec)?, run).map_err(|error| Failure::Runtime(error.to_string()))?
     })?;
     let ragged = |error: numpy::ndarray::ShapeError| {
-        Failure::Runtime(format!("the simulator returned a result of the wrong size: {error}"))
+        Failure::Runtime(format!(
+            "the simulator returned a result of the wrong size: {error}"
+        ))
     };
-    let z = Array2::from_shape_vec((batch, qubits), z).map_err(ragged)?.into_pyarray(py);
-    let zz = Array2::from_shape_vec((batch, n_pairs), zz).map_err(ragged)?.into_pyarray(py);
+    let z = Array2::from_shape_vec((batch, qubits), z)
+        .map_err(ragged)?
+        .into_pyarray(py);
+    let zz = Array2::from_shape_vec((batch, n_pairs), zz)
+        .map_err(ragged)?
+        .into_pyarray(py);
     let grads = match grads {
         Some((d_inputs, d_weights)) => Some((
             Array2::from_shape_vec((batch, n_inputs), d_inputs)

@@ -383,11 +383,7 @@ impl Request {
                 ),
             ));
         }
-        if let Some(at) = self
-            .rates
-            .iter()
-            .position(|&x| !(fits_f32(x) && x >= 0.0))
-        {
+        if let Some(at) = self.rates.iter().position(|&x| !(fits_f32(x) && x >= 0.0)) {
             let (t, k) = (at / jumps, at % jumps);
             let x = self.rates[at];
             return Err(Failure::input(

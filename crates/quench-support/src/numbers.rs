@@ -1,13 +1,13 @@
 //! Numbers as messages print them: a value a user typed is shown as they would write it,
 //! never as the 300 digits Rust's `Display` gives `1e300`.
 
-/// `x` as `Display` writes it where that is short (at most 16 characters: `0.1`, `-3`,
-/// `12345.678`), else in exponent form (`1e300`, `1.5e-12`); NaN and infinities as `Display`
-/// writes them.
+/// `x` as `Display` writes it for magnitudes from 1e-4 to below 1e15 and for 0 (`0.1`, `-3`,
+/// `12345.678`), else in exponent form (`1e300`, `1.5e-12`), where `Display` would write
+/// hundreds of digits or a run of zeros; NaN and infinities as `Display` writes them.
 pub fn short(x: f64) -> String {
-    let plain = x.to_string();
-    if plain.len() <= 16 || !x.is_finite() {
-        plain
+    let magnitude = x.abs();
+    if x == 0.0 || !x.is_finite() || (1e-4..1e15).contains(&magnitude) {
+        x.to_string()
     } else {
         format!("{x:e}")
     }
@@ -26,5 +26,7 @@ mod tests {
         assert_eq!(short(1e300), "1e300");
         assert_eq!(short(-1.5e-12), "-1.5e-12");
         assert_eq!(short(f64::MAX), "1.7976931348623157e308");
+        assert_eq!(short(0.0), "0");
+        assert_eq!(short(0.001), "0.001");
     }
 }
