@@ -69,33 +69,7 @@ pub struct Document {
 impl Document {
     /// Parses and checks `text`.
     pub fn parse(text: &str) -> Result<Self, JsonError> {
-        // A byte-order mark is skipped by the strict parser.
-        let value = quench_support::json::parse_strict(text)
-            .map_err(|e| JsonError::Syntax(e.to_string()))?;
-        let Some(fields) = value.as_object() else {
-            return Err(JsonError::Document {
-                field: "document",
-                reason: "not an object {\"qubits\": n, \"circuits\": [...]}".into(),
-            });
-        };
-        if let Some(unknown) = fields
-            .keys()
-            .find(|k| !["qubits", "circuits"].contains(&k.as_str()))
-        {
-            return Err(JsonError::Document {
-                field: "document",
-                reason: format!("unknown key {unknown:?} (the keys are qubits and circuits)"),
-            });
-        }
-        let qubits =
-            value
-                .get("qubits")
-                .and_then(Value::as_u64)
-                .ok_or_else(|| JsonError::Document {
-                    field: "qubits",
-                    reason: "missing or not a non-negative integer".into(),
-                })?;
-        let qubits = usize::try_from(qubits).unwrap_or(usize::MAX);
+        let (value, qubits) = parse_object(text, "circuits")?;
         let circuits = value
             .get("circuits")
             .and_then(Value::as_array)
@@ -240,39 +214,45 @@ pub struct Template {
 impl Template {
     /// Parses and checks `text`; errors name the gate as a document's do (as circuit 0).
     pub fn parse(text: &str) -> Result<Self, JsonError> {
-        let value = quench_support::json::parse_strict(text)
-            .map_err(|e| JsonError::Syntax(e.to_string()))?;
-        let Some(fields) = value.as_object() else {
-            return Err(JsonError::Document {
-                field: "document",
-                reason: "not an object {\"qubits\": n, \"gates\": [...]}".into(),
-            });
-        };
-        if let Some(unknown) = fields
-            .keys()
-            .find(|k| !["qubits", "gates"].contains(&k.as_str()))
-        {
-            return Err(JsonError::Document {
-                field: "document",
-                reason: format!("unknown key {unknown:?} (the keys are qubits and gates)"),
-            });
-        }
-        let qubits =
-            value
-                .get("qubits")
-                .and_then(Value::as_u64)
-                .ok_or_else(|| JsonError::Document {
-                    field: "qubits",
-                    reason: "missing or not a non-negative integer".into(),
-                })?;
+        let (value, qubits) = parse_object(text, "gates")?;
         let gates = value.get("gates").ok_or_else(|| JsonError::Document {
             field: "gates",
             reason: "missing: a list of gate dicts".into(),
         })?;
-        let qubits = usize::try_from(qubits).unwrap_or(usize::MAX);
         let circuit = circuit_of(0, gates, qubits, Angles::Sourced)?;
         Ok(Template { circuit })
     }
+}
+
+/// `text` as an object `{"qubits": n, "<body>": [...]}` with no other key: the value and `n`
+/// (saturated at `usize::MAX`, for the circuit's own bound to refuse).
+fn parse_object(text: &str, body: &str) -> Result<(Value, usize), JsonError> {
+    let value =
+        quench_support::json::parse_strict(text).map_err(|e| JsonError::Syntax(e.to_string()))?;
+    let Some(fields) = value.as_object() else {
+        return Err(JsonError::Document {
+            field: "document",
+            reason: format!("not an object {{\"qubits\": n, \"{body}\": [...]}}"),
+        });
+    };
+    if let Some(unknown) = fields
+        .keys()
+        .find(|k| !["qubits", body].contains(&k.as_str()))
+    {
+        return Err(JsonError::Document {
+            field: "document",
+            reason: format!("unknown key {unknown:?} (the keys are qubits and {body})"),
+        });
+    }
+    let qubits =
+        value
+            .get("qubits")
+            .and_then(Value::as_u64)
+            .ok_or_else(|| JsonError::Document {
+                field: "qubits",
+                reason: "missing or not a non-negative integer".into(),
+            })?;
+    Ok((value, usize::try_from(qubits).unwrap_or(usize::MAX)))
 }
 
 /// Which angles a gate entry may give.

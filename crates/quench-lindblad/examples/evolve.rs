@@ -54,7 +54,7 @@ fn main() -> ExitCode {
         eprintln!("{USAGE}");
         return ExitCode::from(2);
     };
-    match run(&path) {
+    match run(path) {
         Ok(json) => {
             println!("{json}");
             ExitCode::SUCCESS

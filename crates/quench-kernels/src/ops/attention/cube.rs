@@ -21,6 +21,35 @@ use cubecl::prelude::*;
 use super::{AttentionGradients, AttentionInputs, AttentionOutput, scale};
 use crate::ops::cube::{Cube, elementwise, empty_like, empty_shaped, from_cube, to_cube};
 
+/// Where a unit's row sits: unit `((group heads + head) seq + row)` of a `[groups, seq, heads
+/// d_k]` layout.
+#[derive(CubeType, Clone, Copy)]
+struct Place {
+    /// The row within its sequence.
+    row: usize,
+    /// `heads d_k`: the stride from one row to the next.
+    width: usize,
+    /// The flat index of the row's first value of its head.
+    row_start: usize,
+    /// The flat index of the head's first value in the sequence's first row.
+    first_row: usize,
+}
+
+#[cube]
+fn place_of(unit: usize, seq: usize, heads: usize, d_k: usize) -> Place {
+    let width = heads * d_k;
+    let row = unit % seq;
+    let head = (unit / seq) % heads;
+    let group = unit / (seq * heads);
+    let first_row = group * seq * width + head * d_k;
+    Place {
+        row,
+        width,
+        row_start: first_row + row * width,
+        first_row,
+    }
+}
+
 /// Unit `ABSOLUTE_POS` = ((group heads + head) seq + row): the row's scores `q k^T scale`
 /// (times the mask where `masked` is 1), their softmax into `weights` and the context row.
 #[cube(launch)]
@@ -42,14 +71,9 @@ fn forward_kernel<F: Float>(
     if unit >= weights.len() / seq as usize {
         terminate!();
     }
-    let (seq, heads, d_k) = (seq as usize, heads as usize, d_k as usize);
-    let width = heads * d_k;
-    let row = unit % seq;
-    let head = (unit / seq) % heads;
-    let group = unit / (seq * heads);
-    let query = (group * seq + row) * width + head * d_k;
-    let first_key = group * seq * width + head * d_k;
-    let at = unit * seq;
+    let (seq, d_k) = (seq as usize, d_k as usize);
+    let place = place_of(unit, seq, heads as usize, d_k);
+    let (width, query, first_key, at) = (place.width, place.row_start, place.first_row, unit * seq);
     let scale = F::cast_from(scale);
     for j in 0..seq {
         let key = first_key + j * width;
@@ -108,14 +132,9 @@ fn scores_backward_kernel<F: Float>(
     if unit >= weights.len() / seq as usize {
         terminate!();
     }
-    let (seq, heads, d_k) = (seq as usize, heads as usize, d_k as usize);
-    let width = heads * d_k;
-    let row = unit % seq;
-    let head = (unit / seq) % heads;
-    let group = unit / (seq * heads);
-    let query = (group * seq + row) * width + head * d_k;
-    let first_key = group * seq * width + head * d_k;
-    let at = unit * seq;
+    let (seq, d_k) = (seq as usize, d_k as usize);
+    let place = place_of(unit, seq, heads as usize, d_k);
+    let (width, query, first_key, at) = (place.width, place.row_start, place.first_row, unit * seq);
     let mut weighted = F::new(0.0);
     for j in 0..seq {
         let value = first_key + j * width;
@@ -162,14 +181,11 @@ fn keys_backward_kernel<F: Float>(
     if unit >= weights.len() / seq as usize {
         terminate!();
     }
-    let (seq, heads, d_k) = (seq as usize, heads as usize, d_k as usize);
-    let width = heads * d_k;
-    let key_row = unit % seq;
-    let head = (unit / seq) % heads;
-    let group = unit / (seq * heads);
-    let first_query = group * seq * width + head * d_k;
-    let first_weight = (unit - key_row) * seq + key_row;
-    let key = first_query + key_row * width;
+    let (seq, d_k) = (seq as usize, d_k as usize);
+    let place = place_of(unit, seq, heads as usize, d_k);
+    let (width, key, first_query) = (place.width, place.row_start, place.first_row);
+    // Column `row` of the unit's (group, head) block of weights, one row of `seq` apart.
+    let first_weight = (unit - place.row) * seq + place.row;
     for c in 0..d_k {
         let mut dk_c = F::new(0.0);
         let mut dv_c = F::new(0.0);
