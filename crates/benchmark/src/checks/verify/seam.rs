@@ -3,7 +3,7 @@
 
 use super::Check;
 use burn::tensor::{Tensor, TensorData};
-use quench_kernels::ops::random::{normals_host, normals_tensor};
+use quench_kernels::ops::random::{normals, normals_host, normals_tensor};
 use quench_kernels::readback::to_host_f32;
 use quench_kernels::threefry::StreamKey;
 use quench_kernels::{QuenchBackend, precise_matmul};
@@ -64,27 +64,32 @@ pub(super) fn matmul_precision<B: QuenchBackend>(device: &B::Device) -> MatmulPr
     }
 }
 
-/// Counter-based normals as the device's integer tensor ops against the host kernel: the same
-/// Threefry words, so the same noise to the float transform's rounding (4 streams x 10,001
-/// values, two draws).
+/// Counter-based normals on the device, by its operation (a CubeCL kernel on a GPU) and as
+/// its integer tensor ops, against the host kernel: the same Threefry words, so the same
+/// noise to the float transform's rounding (4 streams x 10,001 values, two draws).
 pub(super) fn counter_noise<B: QuenchBackend>(device: &B::Device) -> Check {
     let keys: Vec<StreamKey> = [0u64, 7, u64::MAX, 0x5EED]
         .iter()
         .map(|&s| StreamKey::from_seed(s))
         .collect();
-    let error = max_or_nan([0u64, (1 << 32) + 5].iter().map(|&draw| {
+    let error = max_or_nan([0u64, (1 << 32) + 5].iter().flat_map(|&draw| {
         let host = normals_host(&keys, draw, 10_001);
-        let tensor = to_host_f32(normals_tensor::<B::InnerBackend>(
-            &keys, draw, 10_001, device,
-        ));
-        max_or_nan(
-            host.iter()
-                .zip(&tensor)
-                .map(|(h, t)| f64::from((h - t).abs())),
-        )
+        let forms = [
+            to_host_f32(normals::<B::InnerBackend>(&keys, draw, 10_001, device)),
+            to_host_f32(normals_tensor::<B::InnerBackend>(
+                &keys, draw, 10_001, device,
+            )),
+        ];
+        forms.map(|values| {
+            max_or_nan(
+                host.iter()
+                    .zip(&values)
+                    .map(|(h, t)| f64::from((h - t).abs())),
+            )
+        })
     }));
     Check::measured(
-        "noise: counter-based normals as device tensor ops = host kernel",
+        "noise: counter-based normals on the device (its operation, its tensor ops) = host kernel",
         error,
         1e-4,
     )
