@@ -50,6 +50,36 @@ fn place_of(unit: usize, seq: usize, heads: usize, d_k: usize) -> Place {
     }
 }
 
+/// `sum_c a[a_at + c] b[b_at + c]` over one head's `d_k` values.
+#[cube]
+fn dot<F: Float>(a: &Tensor<F>, a_at: usize, b: &Tensor<F>, b_at: usize, d_k: usize) -> F {
+    let mut sum = F::new(0.0);
+    for c in 0..d_k {
+        sum += a[a_at + c] * b[b_at + c];
+    }
+    sum
+}
+
+/// `sum_j coefficients[at + j] rows[first + j width + c]` over a sequence's `seq` rows: value
+/// `c` of the rows' mix (the context from the weights and values, a query's gradient from the
+/// score gradients and keys).
+#[cube]
+fn mix<F: Float>(
+    coefficients: &Tensor<F>,
+    at: usize,
+    rows: &Tensor<F>,
+    first: usize,
+    width: usize,
+    seq: usize,
+    c: usize,
+) -> F {
+    let mut sum = F::new(0.0);
+    for j in 0..seq {
+        sum += coefficients[at + j] * rows[first + j * width + c];
+    }
+    sum
+}
+
 /// Unit `ABSOLUTE_POS` = ((group heads + head) seq + row): the row's scores `q k^T scale`
 /// (times the mask where `masked` is 1), their softmax into `weights` and the context row.
 #[cube(launch)]
@@ -76,12 +106,7 @@ fn forward_kernel<F: Float>(
     let (width, query, first_key, at) = (place.width, place.row_start, place.first_row, unit * seq);
     let scale = F::cast_from(scale);
     for j in 0..seq {
-        let key = first_key + j * width;
-        let mut s = F::new(0.0);
-        for c in 0..d_k {
-            s += q[query + c] * k[key + c];
-        }
-        s *= scale;
+        let mut s = dot(q, query, k, first_key + j * width, d_k) * scale;
         if masked == 1 {
             s *= mask[at + j];
         }
@@ -101,11 +126,7 @@ fn forward_kernel<F: Float>(
         weights[at + j] /= sum;
     }
     for c in 0..d_k {
-        let mut acc = F::new(0.0);
-        for j in 0..seq {
-            acc += weights[at + j] * v[first_key + j * width + c];
-        }
-        context[query + c] = acc;
+        context[query + c] = mix(weights, at, v, first_key, width, seq, c);
     }
 }
 
@@ -137,11 +158,7 @@ fn scores_backward_kernel<F: Float>(
     let (width, query, first_key, at) = (place.width, place.row_start, place.first_row, unit * seq);
     let mut weighted = F::new(0.0);
     for j in 0..seq {
-        let value = first_key + j * width;
-        let mut dw = F::new(0.0);
-        for c in 0..d_k {
-            dw += d_context[query + c] * v[value + c];
-        }
+        let dw = dot(d_context, query, v, first_key + j * width, d_k);
         ds[at + j] = dw;
         weighted += dw * weights[at + j];
     }
@@ -154,11 +171,7 @@ fn scores_backward_kernel<F: Float>(
         ds[at + j] = g * scale;
     }
     for c in 0..d_k {
-        let mut acc = F::new(0.0);
-        for j in 0..seq {
-            acc += ds[at + j] * k[first_key + j * width + c];
-        }
-        dq[query + c] = acc;
+        dq[query + c] = mix(ds, at, k, first_key, width, seq, c);
     }
 }
 
