@@ -20,6 +20,9 @@ use std::f32::consts::FRAC_PI_2;
 pub(crate) const ROTATIONS: [u32; 8] = [13, 15, 26, 6, 17, 29, 16, 24];
 /// The key-schedule parity constant of Threefish.
 pub(crate) const PARITY: u32 = 0x1BD1_1BDA;
+/// The bits of `1 / sqrt 2` in f32: where [`ln_unit`] moves the mantissa's range to (the
+/// tensor form and the CubeCL kernel split `ln u` at it too).
+pub(crate) const SQRT_HALF_BITS: u32 = 0x3F35_04F3;
 /// Rounds: 20 is Random123's default and passes BigCrush with margin.
 pub(crate) const ROUNDS: usize = 20;
 
@@ -76,12 +79,11 @@ pub(crate) fn uniforms(w0: u32, w1: u32) -> (f32, f32) {
 /// `ln m = 2 atanh(s)`, `s = (m - 1) / (m + 1)`, `|s| <= 0.172`, by its series to `s^9`
 /// (truncation 2e-9 relative). Branch-free, so that a loop of it vectorises.
 pub(crate) fn ln_unit(u: f32) -> f32 {
-    const SQRT_HALF: u32 = 0x3F35_04F3;
     // Shift the mantissa's range from [1, 2) to [0.707, 1.414) by adding the distance from
     // 1/sqrt 2 to 1 before splitting exponent and mantissa.
-    let shifted = u.to_bits().wrapping_add(0x3F80_0000 - SQRT_HALF);
+    let shifted = u.to_bits().wrapping_add(0x3F80_0000 - SQRT_HALF_BITS);
     let exponent = (shifted >> 23) as i32 - 127;
-    let m = f32::from_bits((shifted & 0x007F_FFFF) + SQRT_HALF);
+    let m = f32::from_bits((shifted & 0x007F_FFFF) + SQRT_HALF_BITS);
     let s = (m - 1.0) / (m + 1.0);
     let s2 = s * s;
     let series = 1.0 + s2 * (1.0 / 3.0 + s2 * (1.0 / 5.0 + s2 * (1.0 / 7.0 + s2 * (1.0 / 9.0))));

@@ -132,7 +132,20 @@ impl<B: QuenchOps> EnsembleMlp<B> {
         seed: u64,
         device: &B::Device,
     ) -> Self {
-        let layers = draw_mlp(init, members, widths, seed)
+        let drawn = draw_mlp(init, members, widths, seed);
+        Self::from_drawn(drawn, activation, members, widths, device)
+    }
+
+    /// The MLP of `members` members whose layers' values (`widths`, input first) were drawn
+    /// on the host, one upload per parameter.
+    fn from_drawn(
+        drawn: Vec<LayerValues>,
+        activation: Activation,
+        members: usize,
+        widths: &[usize],
+        device: &B::Device,
+    ) -> Self {
+        let layers = drawn
             .into_iter()
             .zip(widths.windows(2))
             .map(|(values, w)| EnsembleLinear::from_values(values, [members, w[0], w[1]], device))
@@ -217,24 +230,19 @@ pub fn seeded_ensemble<B: QuenchOps>(
         .iter()
         .map(|&seed| draw_mlp(init, 1, widths, seed))
         .collect();
-    let layers = widths
-        .windows(2)
-        .enumerate()
-        .map(|(l, w)| {
-            let joined = LayerValues {
-                weight: drawn
-                    .iter()
-                    .flat_map(|m| m[l].weight.iter().copied())
-                    .collect(),
-                bias: drawn
-                    .iter()
-                    .flat_map(|m| m[l].bias.iter().copied())
-                    .collect(),
-            };
-            EnsembleLinear::from_values(joined, [seeds.len(), w[0], w[1]], device)
+    let joined = (0..widths.len().saturating_sub(1))
+        .map(|l| LayerValues {
+            weight: drawn
+                .iter()
+                .flat_map(|m| m[l].weight.iter().copied())
+                .collect(),
+            bias: drawn
+                .iter()
+                .flat_map(|m| m[l].bias.iter().copied())
+                .collect(),
         })
         .collect();
-    EnsembleMlp { layers, activation }
+    EnsembleMlp::from_drawn(joined, activation, seeds.len(), widths, device)
 }
 
 #[cfg(test)]

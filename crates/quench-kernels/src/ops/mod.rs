@@ -175,15 +175,16 @@ pub trait QuenchOps: Backend {
     }
 
     /// The per-member coefficients of an Adam step after `steps` `[members, 1, 1]` at learning
-    /// rates `lr` (`[members, 1, 1]` or `[1, 1, 1]`): `[lr / (1 - beta1^t), sqrt(1 -
-    /// beta2^t), 1 - lr wd]`, each `[members, 1, 1]` (the bias corrections to a few f32
-    /// roundings for every `t`, as PyTorch's f64 ones; guarded at 1e-12 for `t = 0`). The
-    /// default composes about sixty element-wise ops ([`adam::composed_coefficients`]).
+    /// rates `lr` (`[members, 1, 1]` or `[1, 1, 1]`), each `[members, 1, 1]`: `lr / (1 -
+    /// beta1^t)`, `sqrt(1 - beta2^t)` (the bias corrections to a few f32 roundings for every
+    /// `t`, as PyTorch's f64 ones; guarded at 1e-12 for `t = 0`) and, where the step decays
+    /// ([`AdamConfig::decays`]), `1 - lr wd`; no `active` mask. The default composes about
+    /// sixty element-wise ops ([`adam::composed_coefficients`]).
     fn adam_coefficients(
         config: AdamConfig,
         steps: Tensor<Self, 3>,
         lr: Tensor<Self, 3>,
-    ) -> [Tensor<Self, 3>; 3] {
+    ) -> AdamStep<Self> {
         adam::composed_coefficients(config, steps, lr)
     }
 
@@ -550,27 +551,25 @@ impl QuenchOps for NdArray<f32> {
         .map(from_host)
     }
 
-    /// In f64 on the host from the counts and rates read back (free there): `-expm1(t ln
-    /// beta)` exactly where the composition takes its series.
+    /// In f64 on the host from the counts and rates read back (free there)
+    /// ([`adam::host::coefficients`]).
     fn adam_coefficients(
         config: AdamConfig,
         steps: Tensor<Self, 3>,
         lr: Tensor<Self, 3>,
-    ) -> [Tensor<Self, 3>; 3] {
+    ) -> AdamStep<Self> {
         let device = steps.device();
         let [steps, lr] = [steps, lr].map(crate::readback::to_host_f32);
         let members = steps.len().max(lr.len());
-        let at =
-            |values: &[f32], m: usize| f64::from(values[if values.len() == 1 { 0 } else { m }]);
-        let correction = |t: f64, beta: f64| (-(t * beta.ln()).exp_m1()).max(1e-12);
-        let mut columns = [(); 3].map(|_| Vec::with_capacity(members));
-        for m in 0..members {
-            let (t, rate) = (at(&steps, m), at(&lr, m));
-            columns[0].push((rate / correction(t, config.beta1)) as f32);
-            columns[1].push(correction(t, config.beta2).sqrt() as f32);
-            columns[2].push((1.0 - rate * config.weight_decay) as f32);
+        let column = |values| float_tensor::<Self, f32, 3>(values, [members, 1, 1], &device);
+        let (step_size, root_correction, decay) =
+            crate::ops::adam::host::coefficients(config, &steps, &lr);
+        AdamStep {
+            step_size: column(step_size),
+            root_correction: column(root_correction),
+            decay: decay.map(column),
+            active: None,
         }
-        columns.map(|values| float_tensor::<Self, f32, 3>(values, [members, 1, 1], &device))
     }
 
     /// The coefficients read back (free on the host), then one pass per value.
@@ -881,7 +880,7 @@ impl<R: burn_cubecl::CubeRuntime, BT: burn_cubecl::BoolElement> QuenchOps
         config: AdamConfig,
         steps: Tensor<Self, 3>,
         lr: Tensor<Self, 3>,
-    ) -> [Tensor<Self, 3>; 3] {
+    ) -> AdamStep<Self> {
         adam::cube::coefficients(config, steps, lr)
     }
 

@@ -137,12 +137,13 @@ fn coefficients_kernel<F: Float>(
 }
 
 /// [`crate::ops::QuenchOps::adam_coefficients`] on a CubeCL backend: one launch where the
-/// composition takes about sixty.
+/// composition takes about sixty (the decay, written in the same launch, kept where the step
+/// decays).
 pub(crate) fn coefficients<R: CubeRuntime, BT: BoolElement>(
     config: AdamConfig,
     steps: Values<R, BT>,
     lr: Values<R, BT>,
-) -> [Values<R, BT>; 3] {
+) -> AdamStep<Cube<R, BT>> {
     let members = steps.dims()[0].max(lr.dims()[0]);
     let [steps, lr] = [steps, lr].map(to_cube);
     let outputs = [(); 3].map(|_| crate::ops::cube::empty_shaped(&steps, [members, 1, 1]));
@@ -163,7 +164,13 @@ pub(crate) fn coefficients<R: CubeRuntime, BT: BoolElement>(
         config.weight_decay as f32,
         dtype.into(),
     );
-    outputs.map(from_cube)
+    let [step_size, root_correction, decay] = outputs.map(from_cube);
+    AdamStep {
+        step_size,
+        root_correction,
+        decay: config.decays().then_some(decay),
+        active: None,
+    }
 }
 
 /// [`crate::ops::QuenchOps::adam_step`] on a CubeCL backend: one launch.

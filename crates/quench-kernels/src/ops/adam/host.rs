@@ -103,18 +103,51 @@ pub(crate) fn updates(
         .active
         .as_ref()
         .map(|a| a.clone().into_data().iter::<bool>().collect());
-    let at = |values: &[f32], m: usize| values[if values.len() == 1 { 0 } else { m }];
     (0..members)
         .map(|m| {
-            let steps = active
-                .as_ref()
-                .is_none_or(|a| a[if a.len() == 1 { 0 } else { m }]);
+            let steps = active.as_ref().is_none_or(|a| member_value(a, m));
             steps.then(|| {
-                let decay = decay.as_ref().map_or(1.0, |d| at(d, m));
-                AdamUpdate::with(config, at(&step_size, m), at(&root, m), decay)
+                let decay = decay.as_ref().map_or(1.0, |d| member_value(d, m));
+                AdamUpdate::with(
+                    config,
+                    member_value(&step_size, m),
+                    member_value(&root, m),
+                    decay,
+                )
             })
         })
         .collect()
+}
+
+/// Member `m`'s value of a per-member coefficient; one value stands for every member.
+fn member_value<T: Copy>(values: &[T], m: usize) -> T {
+    values[if values.len() == 1 { 0 } else { m }]
+}
+
+/// The coefficients of [`crate::ops::QuenchOps::adam_coefficients`] in f64 from each member's
+/// step count `steps` and rate `lr` (one value of either stands for every member): `lr / (1 -
+/// beta1^t)`, `sqrt(1 - beta2^t)` and, where the step decays, `1 - lr wd`, each rounded to f32
+/// once; the corrections `-expm1(t ln beta)` exactly, where the composition takes its series.
+pub(crate) fn coefficients(
+    config: AdamConfig,
+    steps: &[f32],
+    lr: &[f32],
+) -> (Vec<f32>, Vec<f32>, Option<Vec<f32>>) {
+    let members = steps.len().max(lr.len());
+    let correction = |t: f64, beta: f64| (-(t * beta.ln()).exp_m1()).max(1e-12);
+    let at = |values: &[f32], m: usize| f64::from(member_value(values, m));
+    let (mut step_size, mut root) = (Vec::with_capacity(members), Vec::with_capacity(members));
+    for m in 0..members {
+        let (t, rate) = (at(steps, m), at(lr, m));
+        step_size.push((rate / correction(t, config.beta1)) as f32);
+        root.push(correction(t, config.beta2).sqrt() as f32);
+    }
+    let decay = config.decays().then(|| {
+        (0..members)
+            .map(|m| (1.0 - at(lr, m) * config.weight_decay) as f32)
+            .collect()
+    });
+    (step_size, root, decay)
 }
 
 /// Three equal slices cut into pieces of at most `piece` values, side by side.

@@ -71,12 +71,9 @@ impl<B: QuenchOps> AdamStep<B> {
         lr: Tensor<B, 3>,
         active: Option<Tensor<B, 3, Bool>>,
     ) -> Self {
-        let [step_size, root_correction, decay] = B::adam_coefficients(config, steps, lr);
         Self {
-            step_size,
-            root_correction,
-            decay: config.decays().then_some(decay),
             active,
+            ..B::adam_coefficients(config, steps, lr)
         }
     }
 }
@@ -89,19 +86,21 @@ impl AdamConfig {
 }
 
 /// The default of [`QuenchOps::adam_coefficients`] in Burn's element-wise ops on `[members,
-/// 1, 1]` tensors (about sixty): `[lr / (1 - beta1^t), sqrt(1 - beta2^t), 1 - lr wd]`.
+/// 1, 1]` tensors (about sixty; the decay's three only where the step decays).
 pub fn composed_coefficients<B: QuenchOps>(
     config: AdamConfig,
     steps: Tensor<B, 3>,
     lr: Tensor<B, 3>,
-) -> [Tensor<B, 3>; 3] {
+) -> AdamStep<B> {
     let correction = |beta: f64| one_minus_power(steps.clone(), beta).clamp_min(1e-12);
-    let decay = (lr.clone() * config.weight_decay).neg().add_scalar(1.0);
-    [
-        lr / correction(config.beta1),
-        correction(config.beta2).sqrt(),
-        decay,
-    ]
+    AdamStep {
+        decay: config
+            .decays()
+            .then(|| (lr.clone() * config.weight_decay).neg().add_scalar(1.0)),
+        step_size: lr / correction(config.beta1),
+        root_correction: correction(config.beta2).sqrt(),
+        active: None,
+    }
 }
 
 /// `1 - beta^t` for the step counts `t` `[members, 1, 1]`, accurate to a few f32 roundings
@@ -304,8 +303,9 @@ mod tests {
             let rates: Vec<f32> = (0..members).map(|m| 1e-3 * (1 + m % 7) as f32).collect();
             let steps = float_tensor::<D<B>, f32, 3>(counts.clone(), [members, 1, 1], device);
             let lr = float_tensor::<D<B>, f32, 3>(rates.clone(), [members, 1, 1], device);
-            let [size, root, decay] = D::<B>::adam_coefficients(config, steps, lr)
-                .map(to_host_f32);
+            let step = D::<B>::adam_coefficients(config, steps, lr);
+            let decay = step.decay.map(to_host_f32).expect("AdamW with a weight decay decays");
+            let [size, root] = [step.step_size, step.root_correction].map(to_host_f32);
             let correction = |t: f64, beta: f64| (1.0 - beta.powf(t)).max(1e-12);
             for m in 0..members {
                 let (t, rate) = (f64::from(counts[m]), f64::from(rates[m]));

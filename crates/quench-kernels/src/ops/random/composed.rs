@@ -8,7 +8,7 @@ use std::f32::consts::FRAC_PI_2;
 use burn::tensor::backend::Backend;
 use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
 
-use crate::threefry::{PARITY, ROTATIONS, ROUNDS, StreamKey};
+use crate::threefry::{PARITY, ROTATIONS, ROUNDS, SQRT_HALF_BITS, StreamKey};
 use crate::views::ReshapeTo;
 
 /// 1]` for keys): every intermediate stays below 2^31, so the words are the same on a backend
@@ -100,7 +100,7 @@ fn horner<B: Backend>(y: Tensor<B, 2>, coefficients: &[f64]) -> Tensor<B, 2> {
 /// with exponent 0 (so the same value to f32 rounding where `ln u` is small), below it the
 /// device's `log`, whose absolute error is there a relative one under 2e-6.
 fn ln_unit_tensor<B: Backend>(u: Tensor<B, 2>) -> Tensor<B, 2> {
-    let near_one = u.clone().greater_equal_elem(f32::from_bits(0x3F35_04F3));
+    let near_one = u.clone().greater_equal_elem(f32::from_bits(SQRT_HALF_BITS));
     let s = (u.clone() - 1.0) / (u.clone() + 1.0);
     let series = horner(
         s.clone() * s.clone(),

@@ -23,7 +23,7 @@ use burn_cubecl::{BoolElement, CubeRuntime};
 use cubecl::prelude::*;
 
 use crate::ops::cube::{Cube, elementwise, empty_on};
-use crate::threefry::{PARITY, StreamKey};
+use crate::threefry::{PARITY, SQRT_HALF_BITS, StreamKey};
 
 /// `ln 2`, for the exponent's part of `ln u`.
 const LN_2: f32 = core::f32::consts::LN_2;
@@ -78,9 +78,9 @@ fn four_rounds(
 #[cube]
 fn ln_unit(w0: u32) -> f32 {
     let u = f32::cast_from((w0 >> 8u32) + 1u32) * (1.0 / 16_777_216.0);
-    let shifted = u32::reinterpret(u) + (0x3F80_0000u32 - 0x3F35_04F3u32);
+    let shifted = u32::reinterpret(u) + (0x3F80_0000u32 - SQRT_HALF_BITS);
     let exponent = i32::cast_from(shifted >> 23u32) - 127i32;
-    let m = f32::reinterpret((shifted & 0x007F_FFFFu32) + 0x3F35_04F3u32);
+    let m = f32::reinterpret((shifted & 0x007F_FFFFu32) + SQRT_HALF_BITS);
     let s = (m - 1.0) / (m + 1.0);
     let s2 = s * s;
     let series = 1.0 + s2 * (1.0 / 3.0 + s2 * (1.0 / 5.0 + s2 * (1.0 / 7.0 + s2 * (1.0 / 9.0))));
