@@ -178,11 +178,18 @@ mod tests {
         assert!(out.stdout.ends_with(b"done\n"));
         let pid = std::fs::read_to_string(&pid_file).unwrap();
         // Killed: gone, or a zombie where nothing reaps orphans (PID 1 of some containers).
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()));
-        assert!(
-            stat.as_ref().map_or(true, |s| s.contains(") Z ")),
-            "the sleeper still runs: {stat:?}"
-        );
+        // SIGKILL is delivered asynchronously: kill(2) returns while the target may still be
+        // scheduled (state R), so the test waits a bounded while for it to die; a sleeper
+        // that was never signalled would still sleep (state S) for 30 s.
+        let dead =
+            |stat: &std::io::Result<String>| stat.as_ref().map_or(true, |s| s.contains(") Z "));
+        let waited = Instant::now();
+        let mut stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()));
+        while !dead(&stat) && waited.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(10));
+            stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()));
+        }
+        assert!(dead(&stat), "the sleeper still runs: {stat:?}");
     }
 
     #[test]
