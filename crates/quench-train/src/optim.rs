@@ -1,11 +1,11 @@
 //! Adam with a member axis: per-member learning rate, per-member step count, and a mask of
-//! the members that take a step (early-stopped members stay frozen). Each parameter's update
-//! is one [`QuenchOps::adam_step`]: one fused pass over host memory on the CPU backend,
-//! element-wise tensor ops elsewhere, which the device's compiler fuses.
+//! the members that take a step (early-stopped members stay frozen). A step of the parameter
+//! list is one [`QuenchOps::adam_step`]: one fused pass per parameter over host memory on the
+//! CPU backend, one launch for the list on a CubeCL backend.
 
 use burn::tensor::{Bool, Tensor};
 use quench_kernels::QuenchOps;
-use quench_kernels::ops::adam::{AdamStep, adam_step, composed_step};
+use quench_kernels::ops::adam::{AdamStep, adam_step, composed_steps};
 use quench_kernels::ops::dense::Activation;
 use quench_kernels::ops::mlp::{MlpObjective, MlpStep, MlpTape, composed_train_step, train_step};
 
@@ -17,8 +17,8 @@ pub struct MemberAdam<B: QuenchOps> {
     config: AdamConfig,
     /// Through the backend's operation (false: its default composition on every backend).
     fused: bool,
-    /// First and second moments per parameter, created at the first step.
-    moments: Vec<(Tensor<B, 3>, Tensor<B, 3>)>,
+    /// `[first, second]` moments per parameter, created at the first step.
+    moments: Vec<[Tensor<B, 3>; 2]>,
     /// Steps taken per member, `[members, 1, 1]`.
     steps: Tensor<B, 3>,
 }
@@ -53,17 +53,13 @@ impl<B: QuenchOps> MemberAdam<B> {
         active: Option<Tensor<B, 3, Bool>>,
     ) -> Vec<Tensor<B, 3>> {
         let step = self.advance(&params, lr, active);
-        let mut updated = Vec::with_capacity(params.len());
-        for ((p, g), (m, v)) in params.into_iter().zip(grads).zip(self.moments.iter_mut()) {
-            let moments = [m.clone(), v.clone()];
-            let [p, m_new, v_new] = if self.fused {
-                adam_step(self.config, p, g, moments, &step)
-            } else {
-                composed_step(self.config, p, g, moments, &step)
-            };
-            (*m, *v) = (m_new, v_new);
-            updated.push(p);
-        }
+        let moments = std::mem::take(&mut self.moments);
+        let (updated, moments) = if self.fused {
+            adam_step(self.config, params, grads, moments, &step)
+        } else {
+            composed_steps(self.config, params, grads, moments, &step)
+        };
+        self.moments = moments;
         updated
     }
 
@@ -93,13 +89,13 @@ impl<B: QuenchOps> MemberAdam<B> {
             l1: regularisation.l1,
             clip_norm: regularisation.clip_norm,
         };
-        let moments = self.moments.drain(..).map(|(m, v)| [m, v]).collect();
+        let moments = std::mem::take(&mut self.moments);
         let stepped = if self.fused {
             train_step(&step, params, moments, tape, objective)
         } else {
             composed_train_step(&step, params, moments, tape, objective)
         };
-        self.moments = stepped.moments.into_iter().map(|[m, v]| (m, v)).collect();
+        self.moments = stepped.moments;
         (stepped.params, stepped.losses)
     }
 
@@ -115,7 +111,7 @@ impl<B: QuenchOps> MemberAdam<B> {
         if self.moments.len() != params.len() {
             self.moments = params
                 .iter()
-                .map(|p| (p.zeros_like(), p.zeros_like()))
+                .map(|p| [p.zeros_like(), p.zeros_like()])
                 .collect();
         }
         let advance = match &active {

@@ -72,3 +72,26 @@ pub(crate) fn elementwise<R: CubeRuntime>(
     let dim = CubeDim::new(client, values);
     (calculate_cube_count_elemwise(client, values, dim), dim)
 }
+
+/// `tensors` as one kernel argument, a sequence (each tensor still its own binding; a kernel
+/// is compiled per sequence length).
+pub(crate) fn sequence<'a, R, T>(
+    tensors: impl Iterator<Item = &'a CubeTensor<R>>,
+) -> SequenceArg<R, T>
+where
+    R: CubeRuntime,
+    T: LaunchArg<RuntimeArg<R> = TensorArg<R>>,
+{
+    tensors.map(|t| t.clone().into_tensor_arg()).collect()
+}
+
+/// The tensors one launch may bind on `client`'s device (in a test, at most what
+/// `testing::with_binding_limit` set).
+pub(crate) fn max_bindings<R: CubeRuntime>(client: &ComputeClient<R>) -> u32 {
+    let device = client.properties().hardware.max_bindings;
+    #[cfg(test)]
+    if let Some(limit) = crate::testing::binding_limit() {
+        return limit.min(device);
+    }
+    device
+}

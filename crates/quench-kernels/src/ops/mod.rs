@@ -20,8 +20,9 @@
 //! - [`QuenchOps::batch_norm_forward`] / [`QuenchOps::batch_norm_backward`]: batch
 //!   normalisation in training mode with an optional ReLU ([`batch_norm`]); host kernels on the
 //!   CPU backend, Burn ops elsewhere, one autodiff node.
-//! - [`QuenchOps::adam_step`]: the Adam / AdamW update over members, one parameter with its
-//!   moments ([`adam`]); one pass per value on the CPU backend, element-wise ops elsewhere.
+//! - [`QuenchOps::adam_step`]: the Adam / AdamW update over members of a parameter list with
+//!   its moments ([`adam`]); one pass per value on the CPU backend, one launch for the list on
+//!   a CubeCL backend, element-wise ops elsewhere.
 //! - [`QuenchOps::sgld_step`]: one SGLD step of a batch of one-hidden-layer ReLU networks
 //!   on the bounded logistic loss, hand-derived gradients, counter-based noise and update
 //!   ([`sgld`]); each chain in one pass on the CPU backend, Burn's ops elsewhere.
@@ -188,17 +189,19 @@ pub trait QuenchOps: Backend {
         adam::composed_coefficients(config, steps, lr)
     }
 
-    /// One Adam or AdamW step over members ([`adam`]): `param`, `grad` and the moments `[m,
-    /// v]` (each `[members, rows, cols]`) to the updated `[param, m, v]`, with the step's
-    /// per-member coefficients (members outside `step.active` unchanged).
+    /// One Adam or AdamW step over members ([`adam`]) of every parameter of `params` with its
+    /// gradient in `grads` and its moments `[m, v]` in `moments` (each `[members, rows,
+    /// cols]`, in the same order), with the step's per-member coefficients (members outside
+    /// `step.active` unchanged): the updated parameters and moments. The default composes
+    /// about thirteen element-wise ops per parameter ([`adam::composed_steps`]).
     fn adam_step(
         config: AdamConfig,
-        param: Tensor<Self, 3>,
-        grad: Tensor<Self, 3>,
-        moments: [Tensor<Self, 3>; 2],
+        params: Vec<Tensor<Self, 3>>,
+        grads: Vec<Tensor<Self, 3>>,
+        moments: Vec<[Tensor<Self, 3>; 2]>,
         step: &AdamStep<Self>,
-    ) -> [Tensor<Self, 3>; 3] {
-        adam::composed_step(config, param, grad, moments, step)
+    ) -> adam::Stepped<Self> {
+        adam::composed_steps(config, params, grads, moments, step)
     }
 
     /// One SGLD step of a batch of `inputs -> hidden -> 1` ReLU networks on the bounded
@@ -572,22 +575,25 @@ impl QuenchOps for NdArray<f32> {
         }
     }
 
-    /// The coefficients read back (free on the host), then one pass per value.
+    /// The coefficients read back once (free on the host), then one pass per value.
     fn adam_step(
         config: AdamConfig,
-        param: Tensor<Self, 3>,
-        grad: Tensor<Self, 3>,
-        moments: [Tensor<Self, 3>; 2],
+        params: Vec<Tensor<Self, 3>>,
+        grads: Vec<Tensor<Self, 3>>,
+        moments: Vec<[Tensor<Self, 3>; 2]>,
         step: &AdamStep<Self>,
-    ) -> [Tensor<Self, 3>; 3] {
-        let updates = crate::ops::adam::host::updates(config, step, param.dims()[0]);
-        crate::ops::adam::host::adam_step(
-            param.into_primitive().tensor(),
-            grad.into_primitive().tensor(),
-            moments.map(|t| t.into_primitive().tensor()),
-            &updates,
-        )
-        .map(from_host)
+    ) -> adam::Stepped<Self> {
+        let members = params.first().map_or(0, |p| p.dims()[0]);
+        let updates = crate::ops::adam::host::updates(config, step, members);
+        adam::step_each(params, grads, moments, |p, g, moments| {
+            crate::ops::adam::host::adam_step(
+                p.into_primitive().tensor(),
+                g.into_primitive().tensor(),
+                moments.map(|t| t.into_primitive().tensor()),
+                &updates,
+            )
+            .map(from_host)
+        })
     }
 
     fn mlp_train_step(
@@ -886,12 +892,12 @@ impl<R: burn_cubecl::CubeRuntime, BT: burn_cubecl::BoolElement> QuenchOps
 
     fn adam_step(
         config: AdamConfig,
-        param: Tensor<Self, 3>,
-        grad: Tensor<Self, 3>,
-        moments: [Tensor<Self, 3>; 2],
+        params: Vec<Tensor<Self, 3>>,
+        grads: Vec<Tensor<Self, 3>>,
+        moments: Vec<[Tensor<Self, 3>; 2]>,
         step: &AdamStep<Self>,
-    ) -> [Tensor<Self, 3>; 3] {
-        adam::cube::adam_step(config, param, grad, moments, step)
+    ) -> adam::Stepped<Self> {
+        adam::cube::adam_step(config, params, grads, moments, step, None)
     }
 
     fn mlp_train_step(
@@ -1521,18 +1527,26 @@ mod on_device {
             decoupled: true,
             ..AdamConfig::default()
         };
-        let dims = [2, 3, 5];
-        let (mut p, mut m, mut v) = (tensor(dims, 16), tensor(dims, 17), tensor(dims, 18).abs());
+        // Two parameters of different sizes: a CubeCL backend updates the list in one launch.
+        let shapes = [[2, 3, 5], [2, 1, 5]];
+        let mut params: Vec<_> = shapes.iter().map(|&d| tensor(d, 16)).collect();
+        let mut moments: Vec<_> = shapes
+            .iter()
+            .map(|&d| [tensor(d, 17), tensor(d, 18).abs()])
+            .collect();
         let lr = float_tensor::<X, f32, 3>(vec![0.01, 0.1], [2, 1, 1], device);
-        for (t, only_first) in [(1.0, false), (2.0, true)] {
-            let steps = float_tensor::<X, f32, 3>(vec![t, t], [2, 1, 1], device);
+        for (t, only_first) in [(1u32, false), (2, true)] {
+            let steps = float_tensor::<X, f32, 3>(vec![t as f32; 2], [2, 1, 1], device);
             let active = only_first.then(|| {
                 float_tensor::<X, f32, 3>(vec![1.0, 0.0], [2, 1, 1], device).greater_elem(0.5)
             });
             let step = AdamStep::new(config, steps, lr.clone(), active);
-            [p, m, v] = adam_step(config, p, tensor(dims, 19 + t as u32), [m, v], &step);
+            let grads = shapes.iter().map(|&d| tensor(d, 19 + t)).collect();
+            (params, moments) = adam_step(config, params, grads, moments, &step);
         }
-        out.extend([p, m, v].map(to_host_f32));
+        for (p, [m, v]) in params.into_iter().zip(moments) {
+            out.extend([p, m, v].map(to_host_f32));
+        }
         // Two SGLD steps of three chains, the middle one finished.
         let keys: Vec<_> = (7..10).map(crate::threefry::StreamKey::from_seed).collect();
         let column = |values: Vec<f32>| float_tensor::<X, f32, 3>(values, [3, 1, 1], device);
@@ -1583,8 +1597,9 @@ mod on_device {
             let on_device = inference_and_optimiser::<B::InnerBackend>(device);
             let on_host = inference_and_optimiser::<NdArray<f32>>(&Default::default());
             let names = [
-                "stem conv", "strided conv", "adam param", "adam m", "adam v", "sgld w1",
-                "sgld b1", "sgld w2", "sgld b2",
+                "stem conv", "strided conv", "adam weight", "adam weight m", "adam weight v",
+                "adam bias", "adam bias m", "adam bias v", "sgld w1", "sgld b1", "sgld w2",
+                "sgld b2",
             ];
             assert_eq!(on_device.len(), names.len());
             for ((name, got), want) in names.iter().zip(&on_device).zip(&on_host) {

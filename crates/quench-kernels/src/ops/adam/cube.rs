@@ -1,93 +1,106 @@
 //! CubeCL kernels of the member Adam update ([`crate::ops::adam`]) for every CubeCL runtime:
-//! one launch per parameter where the composition takes about thirteen element-wise ops, and
-//! one for the step's per-member coefficients (a unit per member) where it takes about sixty.
+//! one launch for a whole parameter list where the composition takes about thirteen
+//! element-wise ops per parameter, and one for the step's per-member coefficients (a unit per
+//! member) where it takes about sixty.
 //!
-//! Design: one unit per value, one-dimensional cubes sized by CubeCL for the device; each unit
-//! reads the parameter, its gradient, its two moments and its member's coefficients (`[members]`
-//! or one for all, served from cache) and writes the three results: seven floats of traffic per
-//! value, the memory-bound minimum. A member MLP's step ([`crate::ops::mlp`]) also hands it each
-//! member's clip coefficient, by which the gradient is scaled as it is read (the composition's
-//! separate multiply).
+//! Design: one unit per value of the list, one-dimensional cubes sized by CubeCL for the
+//! device. The list's tensors are bound as sequences (one binding each); a unit finds its
+//! parameter by walking the lengths (unrolled at compile time: one kernel per list length),
+//! then reads the parameter, its gradient, its two moments and its member's coefficients
+//! (`[members]` or one for all, served from cache) and writes the three results: seven floats
+//! of traffic per value, the memory-bound minimum. A list longer than the device binds at
+//! once (Metal's 31 buffers) goes in as many launches as it needs. A member MLP's step
+//! ([`crate::ops::mlp`]) also hands it each member's clip coefficient, by which the gradient is
+//! scaled as it is read (the composition's separate multiply).
 #![allow(clippy::too_many_arguments)]
 
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{BoolElement, CubeRuntime};
 use cubecl::prelude::*;
 
-use super::{AdamConfig, AdamStep, AdamUpdate};
-use crate::ops::cube::{Cube, elementwise, empty_like, from_cube, to_cube};
+use super::{AdamConfig, AdamStep, AdamUpdate, Stepped};
+use crate::ops::cube::{Cube, elementwise, empty_like, from_cube, max_bindings, sequence, to_cube};
 
 /// A parameter-shaped tensor of the backend, `[members, rows, cols]`.
 type Values<R, BT> = burn::tensor::Tensor<Cube<R, BT>, 3>;
 
-/// The update of value `ABSOLUTE_POS` of member `position / per_member`. A coefficient
-/// tensor of one value serves every member (`member % len`); `decay`, `active` and `scale` (the
-/// gradient's factor) are read only where `has_decay`, `has_active` and `has_scale` are 1 (a
-/// step may have none; the caller then passes another coefficient tensor in their place).
+/// Bindings of a launch besides the list's: the five coefficient tensors and a spare for the
+/// runtime's own metadata buffer.
+const FIXED_BINDINGS: u32 = 6;
+/// Bindings per parameter: parameter, gradient, two moments and the three results.
+const BINDINGS_PER_PARAMETER: u32 = 7;
+
+/// The update of value `ABSOLUTE_POS` of the list `params` (the values of its parameters one
+/// after another), member `i / (len / members)` of its parameter. A coefficient tensor of one
+/// value serves every member (`member % len`); `decay`, `active` and `scale` (the gradient's
+/// factor) are read only where `has_decay`, `has_active` and `has_scale` are 1 (a step may
+/// have none; the caller then passes another coefficient tensor in their place).
 #[cube(launch)]
 fn adam_kernel<F: Float>(
-    param: &Tensor<F>,
-    grad: &Tensor<F>,
-    first: &Tensor<F>,
-    second: &Tensor<F>,
+    params: &Sequence<Tensor<F>>,
+    grads: &Sequence<Tensor<F>>,
+    firsts: &Sequence<Tensor<F>>,
+    seconds: &Sequence<Tensor<F>>,
     step_size: &Tensor<F>,
     root_correction: &Tensor<F>,
     decay: &Tensor<F>,
     active: &Tensor<F>,
     scale: &Tensor<F>,
-    param_out: &mut Tensor<F>,
-    first_out: &mut Tensor<F>,
-    second_out: &mut Tensor<F>,
+    params_out: &mut Sequence<Tensor<F>>,
+    firsts_out: &mut Sequence<Tensor<F>>,
+    seconds_out: &mut Sequence<Tensor<F>>,
     beta1: f32,
     beta2: f32,
     rest1: f32,
     rest2: f32,
     eps: f32,
     coupled: f32,
-    per_member: u32,
+    members: u32,
     has_decay: u32,
     has_active: u32,
     has_scale: u32,
     #[define(F)] _dtype: StorageType,
 ) {
     let position = ABSOLUTE_POS;
-    if position >= param.len() {
-        terminate!();
-    }
-    let member = position / per_member as usize;
-    let p = param[position];
-    let m = first[position];
-    let v = second[position];
-    let mut stepping = true;
-    if has_active == 1 {
-        stepping = active[member % active.len()] > F::new(0.5);
-    }
-    if stepping {
-        let beta1 = F::cast_from(beta1);
-        let beta2 = F::cast_from(beta2);
-        let rest1 = F::cast_from(rest1);
-        let rest2 = F::cast_from(rest2);
-        let eps = F::cast_from(eps);
-        let coupled = F::cast_from(coupled);
-        let mut g = grad[position];
-        if has_scale == 1 {
-            g *= scale[member % scale.len()];
+    let mut start = 0usize;
+    #[unroll]
+    for t in 0..params.len() {
+        let param = params.index(t);
+        let end = start + param.len();
+        if position >= start && position < end {
+            let i = position - start;
+            let member = i / (param.len() / members as usize);
+            let p = param[i];
+            let m = firsts.index(t)[i];
+            let v = seconds.index(t)[i];
+            let mut stepping = true;
+            if has_active == 1 {
+                stepping = active[member % active.len()] > F::new(0.5);
+            }
+            let mut p_new = p;
+            let mut m_new = m;
+            let mut v_new = v;
+            if stepping {
+                let mut g = grads.index(t)[i];
+                if has_scale == 1 {
+                    g *= scale[member % scale.len()];
+                }
+                g += F::cast_from(coupled) * p;
+                m_new = m * F::cast_from(beta1) + g * F::cast_from(rest1);
+                v_new = v * F::cast_from(beta2) + g * g * F::cast_from(rest2);
+                let denominator = F::sqrt(v_new) / root_correction[member % root_correction.len()]
+                    + F::cast_from(eps);
+                let mut kept = p;
+                if has_decay == 1 {
+                    kept = p * decay[member % decay.len()];
+                }
+                p_new = kept - m_new / denominator * step_size[member % step_size.len()];
+            }
+            params_out.index_mut(t)[i] = p_new;
+            firsts_out.index_mut(t)[i] = m_new;
+            seconds_out.index_mut(t)[i] = v_new;
         }
-        g += coupled * p;
-        let m_new = m * beta1 + g * rest1;
-        let v_new = v * beta2 + g * g * rest2;
-        let denominator = F::sqrt(v_new) / root_correction[member % root_correction.len()] + eps;
-        let mut kept = p;
-        if has_decay == 1 {
-            kept = p * decay[member % decay.len()];
-        }
-        param_out[position] = kept - m_new / denominator * step_size[member % step_size.len()];
-        first_out[position] = m_new;
-        second_out[position] = v_new;
-    } else {
-        param_out[position] = p;
-        first_out[position] = m;
-        second_out[position] = v;
+        start = end;
     }
 }
 
@@ -173,78 +186,84 @@ pub(crate) fn coefficients<R: CubeRuntime, BT: BoolElement>(
     }
 }
 
-/// [`crate::ops::QuenchOps::adam_step`] on a CubeCL backend: one launch.
+/// [`crate::ops::QuenchOps::adam_step`] on a CubeCL backend, with each gradient times its
+/// member's `scale` `[members]` (`None`: 1): one launch for the list (more only where it has
+/// more tensors than the device binds at once).
 pub(crate) fn adam_step<R: CubeRuntime, BT: BoolElement>(
     config: AdamConfig,
-    param: Values<R, BT>,
-    grad: Values<R, BT>,
-    moments: [Values<R, BT>; 2],
-    step: &AdamStep<Cube<R, BT>>,
-) -> [Values<R, BT>; 3] {
-    adam_step_scaled(config, param, grad, moments, step, None)
-}
-
-/// [`adam_step`] of the gradient times its member's `scale` `[members]` (`None`: 1), in the
-/// same launch.
-pub(crate) fn adam_step_scaled<R: CubeRuntime, BT: BoolElement>(
-    config: AdamConfig,
-    param: Values<R, BT>,
-    grad: Values<R, BT>,
-    [m, v]: [Values<R, BT>; 2],
+    params: Vec<Values<R, BT>>,
+    grads: Vec<Values<R, BT>>,
+    moments: Vec<[Values<R, BT>; 2]>,
     step: &AdamStep<Cube<R, BT>>,
     scale: Option<&CubeTensor<R>>,
-) -> [Values<R, BT>; 3] {
-    let [members, rows, cols] = param.dims();
-    let per_member = (rows * cols).max(1) as u32;
-    let active = step.active.as_ref().map(|a| a.clone().float());
-    let [param, grad, m, v] = [param, grad, m, v].map(to_cube);
+) -> Stepped<Cube<R, BT>> {
+    let Some(first) = params.first() else {
+        return (Vec::new(), Vec::new());
+    };
+    let members = first.dims()[0];
+    let active = step.active.as_ref().map(|a| to_cube(a.clone().float()));
     let step_size = to_cube(step.step_size.clone());
     let root = to_cube(step.root_correction.clone());
     let decay = step.decay.clone().map(to_cube);
-    let active = active.map(to_cube);
-    let outputs = [(); 3].map(|_| empty_like(&param));
     // The host kernel's constants, folded from f64 once.
     let [beta1, beta2, rest1, rest2, eps, coupled] =
         AdamUpdate::with(config, 0.0, 1.0, 1.0).constants();
-    let client = param.client.clone();
-    let (count, dim) = elementwise(&client, members * rows * cols);
-    let dtype = param.dtype;
-    adam_kernel::launch::<R>(
-        &client,
-        count,
-        dim,
-        param.into_tensor_arg(),
-        grad.into_tensor_arg(),
-        m.into_tensor_arg(),
-        v.into_tensor_arg(),
-        step_size.clone().into_tensor_arg(),
-        root.into_tensor_arg(),
-        decay
-            .clone()
-            .unwrap_or_else(|| step_size.clone())
-            .into_tensor_arg(),
-        active
-            .clone()
-            .unwrap_or_else(|| step_size.clone())
-            .into_tensor_arg(),
-        scale
-            .cloned()
-            .unwrap_or_else(|| step_size.clone())
-            .into_tensor_arg(),
-        outputs[0].clone().into_tensor_arg(),
-        outputs[1].clone().into_tensor_arg(),
-        outputs[2].clone().into_tensor_arg(),
-        beta1,
-        beta2,
-        rest1,
-        rest2,
-        eps,
-        coupled,
-        per_member,
-        u32::from(decay.is_some()),
-        u32::from(active.is_some()),
-        u32::from(scale.is_some()),
-        dtype.into(),
+    let client = step_size.client.clone();
+    let bindings = max_bindings(&client);
+    let per_launch = (bindings.saturating_sub(FIXED_BINDINGS) / BINDINGS_PER_PARAMETER).max(1);
+    let lists: Vec<[CubeTensor<R>; 4]> = params
+        .into_iter()
+        .zip(grads)
+        .zip(moments)
+        .map(|((p, g), [m, v])| [p, g, m, v].map(to_cube))
+        .collect();
+    let mut stepped = (
+        Vec::with_capacity(lists.len()),
+        Vec::with_capacity(lists.len()),
     );
-    outputs.map(from_cube)
+    for chunk in lists.chunks(per_launch as usize) {
+        let outputs: Vec<[CubeTensor<R>; 3]> = chunk
+            .iter()
+            .map(|[p, ..]| [(); 3].map(|_| empty_like(p)))
+            .collect();
+        let values = chunk.iter().map(|[p, ..]| p.meta.num_elements()).sum();
+        let (count, dim) = elementwise(&client, values);
+        let dtype = chunk[0][0].dtype;
+        let input = |k: usize| sequence(chunk.iter().map(|tensors| &tensors[k]));
+        let output = |k: usize| sequence(outputs.iter().map(|tensors| &tensors[k]));
+        let or_step_size = |t: Option<&CubeTensor<R>>| t.unwrap_or(&step_size).clone();
+        adam_kernel::launch::<R>(
+            &client,
+            count,
+            dim,
+            input(0),
+            input(1),
+            input(2),
+            input(3),
+            step_size.clone().into_tensor_arg(),
+            root.clone().into_tensor_arg(),
+            or_step_size(decay.as_ref()).into_tensor_arg(),
+            or_step_size(active.as_ref()).into_tensor_arg(),
+            or_step_size(scale).into_tensor_arg(),
+            output(0),
+            output(1),
+            output(2),
+            beta1,
+            beta2,
+            rest1,
+            rest2,
+            eps,
+            coupled,
+            members as u32,
+            u32::from(decay.is_some()),
+            u32::from(active.is_some()),
+            u32::from(scale.is_some()),
+            dtype.into(),
+        );
+        for [p, m, v] in outputs {
+            stepped.0.push(from_cube(p));
+            stepped.1.push([m, v].map(from_cube));
+        }
+    }
+    stepped
 }

@@ -1,12 +1,13 @@
 //! The Adam and AdamW update over a member axis as an operation ([`QuenchOps::adam_step`]):
-//! one parameter, its gradient and its two moments in, the three updated out, each member with
-//! its own step size, bias correction and decay, members outside the `active` mask left as
-//! they were.
+//! a parameter list, its gradients and their two moments in, the updated parameters and
+//! moments out, each member with its own step size, bias correction and decay, members outside
+//! the `active` mask left as they were.
 //!
 //! The coefficients are per-member tensors computed on the device from the step counts (no
-//! read-back where a device queues work); the default composes Burn's element-wise ops (about
-//! thirteen passes, which a GPU's compiler fuses), the CPU backend's host kernel does one pass
-//! per value ([`AdamUpdate`]).
+//! read-back where a device queues work); the default composes Burn's element-wise ops per
+//! parameter (about thirteen passes each, [`composed_step`]), the CPU backend's host kernel
+//! does one pass per value ([`AdamUpdate`]), a CubeCL backend one launch for the whole list
+//! (`adam::cube`).
 
 use burn::tensor::{Bool, Tensor};
 use serde::{Deserialize, Serialize};
@@ -249,16 +250,53 @@ impl AdamUpdate {
     }
 }
 
-/// One Adam step of `param` with `grad` and moments `[m, v]` (all `[members, rows, cols]`)
-/// ([`QuenchOps::adam_step`]): the updated parameter and moments.
+/// A parameter list after an Adam step: the parameters and their `[first, second]` moments,
+/// in the order given.
+pub type Stepped<B> = (Vec<Tensor<B, 3>>, Vec<[Tensor<B, 3>; 2]>);
+
+/// One Adam step of every parameter of `params` with its gradient in `grads` and its moments
+/// `[m, v]` in `moments` (all `[members, rows, cols]`, in the same order)
+/// ([`QuenchOps::adam_step`]): the updated parameters and moments.
 pub fn adam_step<B: QuenchOps>(
     config: AdamConfig,
-    param: Tensor<B, 3>,
-    grad: Tensor<B, 3>,
-    moments: [Tensor<B, 3>; 2],
+    params: Vec<Tensor<B, 3>>,
+    grads: Vec<Tensor<B, 3>>,
+    moments: Vec<[Tensor<B, 3>; 2]>,
     step: &AdamStep<B>,
-) -> [Tensor<B, 3>; 3] {
-    B::adam_step(config, param, grad, moments, step)
+) -> Stepped<B> {
+    B::adam_step(config, params, grads, moments, step)
+}
+
+/// The default of [`QuenchOps::adam_step`]: [`composed_step`] per parameter.
+pub fn composed_steps<B: QuenchOps>(
+    config: AdamConfig,
+    params: Vec<Tensor<B, 3>>,
+    grads: Vec<Tensor<B, 3>>,
+    moments: Vec<[Tensor<B, 3>; 2]>,
+    step: &AdamStep<B>,
+) -> Stepped<B> {
+    step_each(params, grads, moments, |p, g, moments| {
+        composed_step(config, p, g, moments, step)
+    })
+}
+
+/// Each parameter stepped by `adam` (parameter, gradient, moments -> parameter and moments),
+/// one call per parameter in order, with the new moments beside.
+pub(crate) fn step_each<T>(
+    params: Vec<T>,
+    grads: Vec<T>,
+    moments: Vec<[T; 2]>,
+    mut adam: impl FnMut(T, T, [T; 2]) -> [T; 3],
+) -> (Vec<T>, Vec<[T; 2]>) {
+    params
+        .into_iter()
+        .zip(grads)
+        .zip(moments)
+        .map(|((p, g), moments)| {
+            let [p, m, v] = adam(p, g, moments);
+            (p, [m, v])
+        })
+        .unzip()
 }
 
 #[cfg(test)]

@@ -1,20 +1,20 @@
 //! CubeCL kernels of the member MLP's training step ([`crate::ops::mlp`]) for every CubeCL
 //! runtime. The backward pass is the dense operation's (its own kernels); what this adds is
 //! the step around it. The softmax cross-entropy at the output takes two launches where the
-//! composition takes about twenty; the L1 penalty and the per-member clip take one launch per
-//! parameter and one for all, and the clip's factor is applied inside Adam's launch: for a
-//! three-layer network the composition's seventy-odd element-wise ops and reductions around
-//! Adam become seven launches.
+//! composition takes about twenty; the L1 penalty and the per-member clip take one launch for
+//! the whole parameter list, and the clip's factor is applied inside Adam's (one launch for
+//! the list too): for a three-layer network the composition's seventy-odd element-wise ops and
+//! reductions around the backward pass become four launches.
 //!
 //! Design. Cross-entropy: one unit per row (its `classes` logits: the maximum, the sum of the
 //! shifted exponentials, the row's loss and gradient), then one unit per member averaging its
-//! rows in order. Penalty: one cube of [`LANES`] units per member and parameter; unit `u`
-//! walks the member's values `u, u + LANES, ...`, writes the penalised gradient
-//! `g + l1 sign(p)` and its partial sums of `g^2` and `|p|` into a slot of its own (no shared
-//! memory and no atomics, which f32 lacks on wgpu); then one unit per member adds every
-//! parameter's partials in a fixed order into the norm, the clip's factor
-//! `min(1, max / (norm + 1e-6))` and the penalty `l1 sum |p|`. Each value is read twice (the
-//! penalty, Adam) and the gradient written once more than by Adam alone.
+//! rows in order. Penalty: one cube of [`LANES`] units per member; unit `u` walks each
+//! parameter's member values `u, u + LANES, ...` (the parameters bound as a sequence), writes
+//! the penalised gradient `g + l1 sign(p)` and sums `g^2` and `|p|`; the cube's first unit adds
+//! its units' sums from shared memory in a fixed order (no atomics, which f32 lacks on wgpu)
+//! into the norm, the clip's factor `min(1, max / (norm + 1e-6))` and the penalty
+//! `l1 sum |p|`. Each value is read twice (the penalty, Adam) and the gradient written once
+//! more than by Adam alone.
 #![allow(clippy::too_many_arguments)]
 
 use burn::tensor::Int;
@@ -24,14 +24,16 @@ use burn_cubecl::{BoolElement, CubeRuntime};
 use cubecl::prelude::*;
 
 use super::{MlpStep, Updated};
-use crate::ops::adam::cube::adam_step_scaled;
-use crate::ops::cube::{Cube, elementwise, empty_like, empty_shaped, from_cube, to_cube};
+use crate::ops::adam::cube::adam_step;
+use crate::ops::cube::{
+    Cube, elementwise, empty_like, empty_shaped, from_cube, max_bindings, sequence, to_cube,
+};
 
 /// A tensor of the backend.
 type Values<R, BT, const D: usize> = burn::tensor::Tensor<Cube<R, BT>, D>;
 
-/// Units per member and parameter in the penalty's pass: enough to keep a member's values
-/// streaming on a GPU, few enough that the per-member sum of their partials stays short.
+/// Units per member in the penalty's pass: enough to keep a member's values streaming on a
+/// GPU, few enough that the first unit's sum of their partials stays short.
 const LANES: u32 = 64;
 
 /// Row `ABSOLUTE_POS` of `logits` (`classes` wide): its loss `log sum exp - logit[label]` and
@@ -92,86 +94,87 @@ fn member_mean_kernel<F: Float>(
     loss[member] = sum / F::cast_from(rows as u32);
 }
 
-/// Member `CUBE_POS_X`'s values of one parameter, unit `UNIT_POS_X` every `CUBE_DIM_X`-th:
-/// the penalised gradient `g + l1 sign(p)` and the unit's partial sums of its square and of
-/// `|p|`, at `partials[((slot * members + member) * lanes + unit) * 2 ..]`.
+/// Member `CUBE_POS_X`'s values of the list `params`, unit `UNIT_POS_X` every `lanes`-th of
+/// each parameter: the penalised gradient `g + l1 sign(p)` and the unit's sums of its square
+/// and of `|p|`. The cube's first unit adds its units' sums in order into this launch's
+/// partials `partials[(launch * members + member) * 2 ..]`; in the last launch of a list
+/// (`last` 1) it adds every launch's, in order, into the member's clip factor (1 where `clip`
+/// is 0) and L1 penalty.
 #[cube(launch)]
-fn penalty_kernel<F: Float>(
-    param: &Tensor<F>,
-    grad: &Tensor<F>,
-    grad_out: &mut Tensor<F>,
+fn regularise_kernel<F: Float>(
+    params: &Sequence<Tensor<F>>,
+    grads: &Sequence<Tensor<F>>,
+    grads_out: &mut Sequence<Tensor<F>>,
     partials: &mut Tensor<F>,
-    per_member: u32,
+    scale: &mut Tensor<F>,
+    penalty: &mut Tensor<F>,
     l1: f32,
-    slot: u32,
+    max_norm: f32,
+    clip: u32,
+    launch: u32,
+    last: u32,
+    #[comptime] lanes: usize,
     #[define(F)] _dtype: StorageType,
 ) {
     let member = CUBE_POS_X as usize;
     let members = CUBE_COUNT_X as usize;
     let unit = UNIT_POS_X as usize;
-    let lanes = CUBE_DIM_X as usize;
-    let per_member = per_member as usize;
-    let start = member * per_member;
     let l1 = F::cast_from(l1);
     let zero = F::new(0.0);
     let mut squares = F::new(0.0);
     let mut magnitudes = F::new(0.0);
-    let mut i = unit;
-    while i < per_member {
-        let p = param[start + i];
-        let mut g = grad[start + i];
-        // `sign(0) = 0`, as the composition's `sign` and autodiff's subgradient.
-        if p > zero {
-            g += l1;
-        } else if p < zero {
-            g -= l1;
-        }
-        grad_out[start + i] = g;
-        squares += g * g;
-        magnitudes += F::abs(p);
-        i += lanes;
-    }
-    let at = ((slot as usize * members + member) * lanes + unit) * 2;
-    partials[at] = squares;
-    partials[at + 1] = magnitudes;
-}
-
-/// Member `ABSOLUTE_POS`'s clip factor (1 where `clip` is 0) and L1 penalty from the partial
-/// sums of every parameter, added in slot then unit order.
-#[cube(launch)]
-fn clip_kernel<F: Float>(
-    partials: &Tensor<F>,
-    scale: &mut Tensor<F>,
-    penalty: &mut Tensor<F>,
-    slots: u32,
-    lanes: u32,
-    max_norm: f32,
-    clip: u32,
-    l1: f32,
-    #[define(F)] _dtype: StorageType,
-) {
-    let member = ABSOLUTE_POS;
-    if member >= scale.len() {
-        terminate!();
-    }
-    let members = scale.len();
-    let lanes = lanes as usize;
-    let mut squares = F::new(0.0);
-    let mut magnitudes = F::new(0.0);
-    for slot in 0..slots as usize {
-        for unit in 0..lanes {
-            let at = ((slot * members + member) * lanes + unit) * 2;
-            squares += partials[at];
-            magnitudes += partials[at + 1];
+    #[unroll]
+    for t in 0..params.len() {
+        let param = params.index(t);
+        let grad = grads.index(t);
+        let per_member = param.len() / members;
+        let start = member * per_member;
+        let mut i = unit;
+        while i < per_member {
+            let p = param[start + i];
+            let mut g = grad[start + i];
+            // `sign(0) = 0`, as the composition's `sign` and autodiff's subgradient.
+            if p > zero {
+                g += l1;
+            } else if p < zero {
+                g -= l1;
+            }
+            grads_out.index_mut(t)[start + i] = g;
+            squares += g * g;
+            magnitudes += F::abs(p);
+            i += lanes;
         }
     }
-    let mut factor = F::new(1.0);
-    if clip == 1 {
-        let bound = F::cast_from(max_norm) / (F::sqrt(squares) + F::new(1e-6));
-        factor = F::min(bound, F::new(1.0));
+    let mut sums = SharedMemory::<F>::new(lanes * 2);
+    sums[unit * 2] = squares;
+    sums[unit * 2 + 1] = magnitudes;
+    sync_cube();
+    if unit == 0 {
+        let mut launch_squares = F::new(0.0);
+        let mut launch_magnitudes = F::new(0.0);
+        for u in 0..lanes {
+            launch_squares += sums[u * 2];
+            launch_magnitudes += sums[u * 2 + 1];
+        }
+        let at = (launch as usize * members + member) * 2;
+        partials[at] = launch_squares;
+        partials[at + 1] = launch_magnitudes;
+        if last == 1 {
+            let mut all_squares = F::new(0.0);
+            let mut all_magnitudes = F::new(0.0);
+            for l in 0..=launch as usize {
+                all_squares += partials[(l * members + member) * 2];
+                all_magnitudes += partials[(l * members + member) * 2 + 1];
+            }
+            let mut factor = F::new(1.0);
+            if clip == 1 {
+                let bound = F::cast_from(max_norm) / (F::sqrt(all_squares) + F::new(1e-6));
+                factor = F::min(bound, F::new(1.0));
+            }
+            scale[member] = factor;
+            penalty[member] = all_magnitudes * l1;
+        }
     }
-    scale[member] = factor;
-    penalty[member] = magnitudes * F::cast_from(l1);
 }
 
 /// [`super::cross_entropy`] in two launches: each member's loss `[members]` and the gradient
@@ -214,8 +217,9 @@ pub(crate) fn cross_entropy<R: CubeRuntime, BT: BoolElement>(
     (from_cube(loss), from_cube(gradient))
 }
 
-/// [`super::composed_update`] in one launch per parameter for the penalty, one for the clip
-/// factors and the penalties, and Adam's launch per parameter with the factor folded in.
+/// [`super::composed_update`] in two launches: the penalty with the clip factors and the
+/// penalties, then Adam's with the factor folded in (more only where the list has more tensors
+/// than the device binds at once).
 pub(crate) fn update<R: CubeRuntime, BT: BoolElement>(
     step: &MlpStep<'_, Cube<R, BT>>,
     params: Vec<Values<R, BT, 3>>,
@@ -233,9 +237,14 @@ pub(crate) fn update<R: CubeRuntime, BT: BoolElement>(
     } else {
         (grads, None, None)
     };
-    let (params, moments) = super::step_each(params, grads, moments, |p, g, moments| {
-        adam_step_scaled(step.adam, p, g, moments, step.coefficients, scale.as_ref())
-    });
+    let (params, moments) = adam_step(
+        step.adam,
+        params,
+        grads,
+        moments,
+        step.coefficients,
+        scale.as_ref(),
+    );
     Updated {
         params,
         moments,
@@ -251,52 +260,44 @@ fn regularise<R: CubeRuntime, BT: BoolElement>(
     grads: Vec<Values<R, BT, 3>>,
 ) -> (Vec<Values<R, BT, 3>>, CubeTensor<R>, CubeTensor<R>) {
     let members = params[0].dims()[0];
-    let first = to_cube(params[0].clone());
+    let pairs: Vec<[CubeTensor<R>; 2]> = params
+        .iter()
+        .zip(grads)
+        .map(|(p, g)| [to_cube(p.clone()), to_cube(g)])
+        .collect();
+    let first = &pairs[0][0];
     let client = first.client.clone();
     let dtype = first.dtype;
     let lanes = LANES.min(client.properties().hardware.max_cube_dim.0);
-    let partials = empty_shaped(&first, [params.len(), members, lanes as usize, 2]);
-    let l1 = step.l1 as f32;
-    let penalised = params
-        .iter()
-        .zip(grads)
-        .enumerate()
-        .map(|(slot, (param, grad))| {
-            let [_, rows, cols] = param.dims();
-            let (param, grad) = (to_cube(param.clone()), to_cube(grad));
-            let out = empty_like(&grad);
-            penalty_kernel::launch::<R>(
-                &client,
-                CubeCount::Static(members as u32, 1, 1),
-                CubeDim::new_1d(lanes),
-                param.into_tensor_arg(),
-                grad.into_tensor_arg(),
-                out.clone().into_tensor_arg(),
-                partials.clone().into_tensor_arg(),
-                (rows * cols) as u32,
-                l1,
-                slot as u32,
-                dtype.into(),
-            );
-            from_cube(out)
-        })
-        .collect();
-    let scale = empty_shaped(&first, [members]);
-    let penalty = empty_shaped(&first, [members]);
-    let (count, dim) = elementwise(&client, members);
-    clip_kernel::launch::<R>(
-        &client,
-        count,
-        dim,
-        partials.into_tensor_arg(),
-        scale.clone().into_tensor_arg(),
-        penalty.clone().into_tensor_arg(),
-        params.len() as u32,
-        lanes,
-        step.clip_norm.unwrap_or(0.0) as f32,
-        u32::from(step.clip_norm.is_some()),
-        l1,
-        dtype.into(),
-    );
+    // Three bindings a parameter; the partials, factors, penalties and the runtime's metadata.
+    let bindings = max_bindings(&client);
+    let per_launch = (bindings.saturating_sub(4) / 3).max(1) as usize;
+    let launches = pairs.len().div_ceil(per_launch);
+    let partials = empty_shaped(first, [launches, members, 2]);
+    let scale = empty_shaped(first, [members]);
+    let penalty = empty_shaped(first, [members]);
+    let mut penalised = Vec::with_capacity(pairs.len());
+    for (launch, chunk) in pairs.chunks(per_launch).enumerate() {
+        let outputs: Vec<CubeTensor<R>> = chunk.iter().map(|[_, g]| empty_like(g)).collect();
+        regularise_kernel::launch::<R>(
+            &client,
+            CubeCount::Static(members as u32, 1, 1),
+            CubeDim::new_1d(lanes),
+            sequence(chunk.iter().map(|[p, _]| p)),
+            sequence(chunk.iter().map(|[_, g]| g)),
+            sequence(outputs.iter()),
+            partials.clone().into_tensor_arg(),
+            scale.clone().into_tensor_arg(),
+            penalty.clone().into_tensor_arg(),
+            step.l1 as f32,
+            step.clip_norm.unwrap_or(0.0) as f32,
+            u32::from(step.clip_norm.is_some()),
+            launch as u32,
+            u32::from(launch + 1 == launches),
+            lanes as usize,
+            dtype.into(),
+        );
+        penalised.extend(outputs.into_iter().map(from_cube));
+    }
     (penalised, scale, penalty)
 }
