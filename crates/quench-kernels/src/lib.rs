@@ -18,8 +18,10 @@ pub mod ops;
 pub mod readback;
 pub mod reductions;
 pub mod testing;
-pub mod threefry;
 pub mod views;
+
+/// The counter-based generator, shared with the host kernels (`quench_host::threefry`).
+pub use quench_host::threefry;
 
 /// The Burn this crate is built on, for [`device_test!`]'s expansion in other crates.
 pub use burn;

@@ -3,8 +3,8 @@
 //!
 //! Value `i` of a member's draw is a pure function of the member's key, the draw's number and
 //! `i`: no state is carried from value to value, so a draw is one data-parallel program. On
-//! the CPU backend it runs as host code written for the vector unit ([`normals_host`]); on
-//! other backends as integer tensor ops that Burn fuses ([`normals_tensor`]). Both compute the
+//! the CPU backend it runs as host code written for the vector unit, on a CubeCL backend as a
+//! kernel, elsewhere as integer tensor ops (`quench_kernels::ops::random`). All compute the
 //! same 32-bit words; the float transform agrees to f32 rounding (the device's `ln`, `sin`,
 //! `cos` against the host's polynomials), so a seed gives the same noise on every backend.
 //!
@@ -17,14 +17,14 @@
 use std::f32::consts::FRAC_PI_2;
 
 /// Rotation distances of Threefry-2x32, one per round modulo 8.
-pub(crate) const ROTATIONS: [u32; 8] = [13, 15, 26, 6, 17, 29, 16, 24];
+pub const ROTATIONS: [u32; 8] = [13, 15, 26, 6, 17, 29, 16, 24];
 /// The key-schedule parity constant of Threefish.
-pub(crate) const PARITY: u32 = 0x1BD1_1BDA;
+pub const PARITY: u32 = 0x1BD1_1BDA;
 /// The bits of `1 / sqrt 2` in f32: where [`ln_unit`] moves the mantissa's range to (the
 /// tensor form and the CubeCL kernel split `ln u` at it too).
-pub(crate) const SQRT_HALF_BITS: u32 = 0x3F35_04F3;
+pub const SQRT_HALF_BITS: u32 = 0x3F35_04F3;
 /// Rounds: 20 is Random123's default and passes BigCrush with margin.
-pub(crate) const ROUNDS: usize = 20;
+pub const ROUNDS: usize = 20;
 
 /// The 64-bit key of one member's stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -38,7 +38,7 @@ impl StreamKey {
 
     /// The key and second counter word of draw `draw`: the draw's high half is folded into the
     /// key, so that 2^64 draws never repeat a block.
-    pub(crate) fn for_draw(self, draw: u64) -> ([u32; 2], u32) {
+    pub fn for_draw(self, draw: u64) -> ([u32; 2], u32) {
         ([self.0[0], self.0[1] ^ (draw >> 32) as u32], draw as u32)
     }
 }
@@ -66,7 +66,7 @@ pub fn threefry2x32(key: [u32; 2], counter: [u32; 2]) -> [u32; 2] {
 }
 
 /// `(u1, u2)` of a block's two words: `u1` in `(0, 1]` (its log is finite), `u2` in `[0, 1)`.
-pub(crate) fn uniforms(w0: u32, w1: u32) -> (f32, f32) {
+pub fn uniforms(w0: u32, w1: u32) -> (f32, f32) {
     const STEP: f32 = 1.0 / (1u32 << 24) as f32;
     // Through i32: the values fit, and signed conversion is one vector instruction.
     (
@@ -78,7 +78,7 @@ pub(crate) fn uniforms(w0: u32, w1: u32) -> (f32, f32) {
 /// `ln u` for `u` in `(0, 1]`: `u = m 2^e` with `m` in `[1/sqrt 2, sqrt 2)`, then
 /// `ln m = 2 atanh(s)`, `s = (m - 1) / (m + 1)`, `|s| <= 0.172`, by its series to `s^9`
 /// (truncation 2e-9 relative). Branch-free, so that a loop of it vectorises.
-pub(crate) fn ln_unit(u: f32) -> f32 {
+pub fn ln_unit(u: f32) -> f32 {
     // Shift the mantissa's range from [1, 2) to [0.707, 1.414) by adding the distance from
     // 1/sqrt 2 to 1 before splitting exponent and mantissa.
     let shifted = u.to_bits().wrapping_add(0x3F80_0000 - SQRT_HALF_BITS);
@@ -93,7 +93,7 @@ pub(crate) fn ln_unit(u: f32) -> f32 {
 /// `(cos 2 pi u, sin 2 pi u)` for `u` in `[0, 1)`: the nearest quarter turn `q` is taken out
 /// exactly, the rest `x` (at most an eighth of a turn) goes through Taylor series to `x^9` and
 /// `x^10` (truncation below 2e-9). Branch-free.
-pub(crate) fn cos_sin_turn(u: f32) -> (f32, f32) {
+pub fn cos_sin_turn(u: f32) -> (f32, f32) {
     // Adding 1.5 2^23 rounds to an integer (the spacing there is 1), whose low bits are q.
     const ROUNDER: f32 = 12_582_912.0;
     let quarters = u * 4.0;
