@@ -185,6 +185,31 @@ struct RunArgs {
     wide: bool,
 }
 
+/// A command line clap could not read: `--help` and `--version` as clap prints them, anything
+/// else as one line (clap's first, which names the argument) with where help is, exit
+/// [`EXIT_USAGE`]. Clap's own report adds the usage and a tip on lines of their own, which a
+/// log or a batch system's error file cuts from the line that says what was wrong.
+fn usage_error(err: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        err.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        // Printing to a closed stream is the only failure; there is nothing left to say then.
+        let _ = err.print();
+        return ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(EXIT_USAGE));
+    }
+    let rendered = err.render().to_string();
+    let first = rendered
+        .lines()
+        .next()
+        .unwrap_or("error: cannot read the command line");
+    eprintln!("{first} (see `benchmark --help`)");
+    ExitCode::from(EXIT_USAGE)
+}
+
 fn main() -> ExitCode {
     // Training steps free and reallocate megabytes each step: keep that memory mapped.
     quench_support::allocator::keep_freed_memory();
@@ -202,7 +227,10 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return usage_error(&err),
+    };
     if let Some(command) = &cli.command
         && cli.run != RunArgs::default()
     {

@@ -318,6 +318,18 @@ fn work_that_would_not_end_is_refused_before_any_work() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // A command line clap cannot read: one line naming the argument, exit 2 as clap's own.
+    for (args, named) in [
+        (&["run", "--repeats", "many"][..], "--repeats"),
+        (&["compare", "a.json", "b.json", "--agree", "-1"][..], "-1"),
+        (&["run", "--no-such-flag"][..], "--no-such-flag"),
+    ] {
+        let out = benchmark(args, dir.path());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains(named), "{args:?}: {stderr}");
+    }
     std::fs::write(dir.path().join("grid.toml"), "# nothing set\n").unwrap();
     suite("[workloads.sgld]\nconfig = \"grid.toml\"\n");
     refused(&run_suite(dir.path()), &["grid.toml", "names no setting"]);

@@ -240,7 +240,11 @@ pub enum DataError {
     /// A bar of an OHLCV file is impossible: high below low, open or close outside
     /// `[low, high]`, a price that is not positive and finite, a negative or non-finite volume
     /// or spread.
-    #[error("{}: line {line}, column {column} ({field}): {value} {reason}", path.display())]
+    #[error(
+        "{}: line {line}, column {column} ({field}): {} {reason}",
+        path.display(),
+        quench_support::numbers::short(*.value)
+    )]
     OhlcvValue {
         /// The file.
         path: PathBuf,

@@ -1,5 +1,6 @@
 //! The error type of the crate.
 
+use quench_support::numbers::short;
 use thiserror::Error;
 
 /// Everything that can be wrong with the input of this crate: operators, noise parameters,
@@ -32,7 +33,7 @@ pub enum LindbladError {
         deviation: f64,
     },
     /// A scalar setting or parameter outside its valid range.
-    #[error("{name} = {value}: {reason}")]
+    #[error("{name} = {}: {reason}", short(*.value))]
     InvalidValue {
         /// The setting, e.g. `dt` or `tasks[2].rates[0]`.
         name: String,
@@ -69,11 +70,11 @@ pub enum LindbladError {
          (t_seg = t_total / segments = {}) x {segments} segments = {} substeps \
          (x {tasks} tasks = {} task-substeps), more than max_substeps = {limit}; \
          use a larger dt or the exact method, or raise max_substeps",
-        readable(*.dt),
-        readable(*.per_segment),
-        readable(*.t_segment),
-        readable(*.total),
-        readable(*.total * *.tasks as f64)
+        short(*.dt),
+        short(*.per_segment),
+        short(*.t_segment),
+        short(*.total),
+        short(*.total * *.tasks as f64)
     )]
     TooManySubsteps {
         /// `euler` or `rk4`.
@@ -101,7 +102,7 @@ pub enum LindbladError {
          substeps x {tasks} tasks (2.8 kB a substep plus the states), more than \
          max_graph_bytes = {limit}; use a larger dt or the exact method, or raise \
          max_graph_bytes",
-        readable(*.dt),
+        short(*.dt),
         gigabytes(*.bytes)
     )]
     GraphTooLarge {
@@ -156,20 +157,9 @@ pub enum LindbladError {
     },
 }
 
-/// `value` as `Display` writes it while that is short, else in exponent notation: Rust
-/// writes `1e300` and `5e-324` with all their hundreds of digits (and an infinite count, from a
-/// `dt` of 5e-324, as `inf`).
 /// `bytes` in gigabytes (10^9), to three decimals.
 fn gigabytes(bytes: f64) -> String {
     format!("{:.3} GB", bytes / 1e9)
-}
-
-pub(crate) fn readable(value: f64) -> String {
-    if value == 0.0 || (1e-4..1e15).contains(&value.abs()) {
-        format!("{value}")
-    } else {
-        format!("{value:e}")
-    }
 }
 
 /// [`LindbladError::Unphysical`]'s reason for a state with a NaN or infinite entry, whether

@@ -10,10 +10,10 @@ use num_complex::Complex64;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::error::readable;
 use crate::states;
 use crate::system::check_dim;
 use crate::{Basis, Batch, CMatrix, Generators, LindbladError, Method, Output, Solver, System};
+use quench_support::numbers::short;
 
 /// Fields of the document, in the order of the documentation.
 const FIELDS: [&str; 12] = [
@@ -90,9 +90,9 @@ impl fmt::Display for ClampedAmplitude {
             f,
             "task {task}, segment {segment}: amplitude {} of control {control} is beyond \
              control_bound = {} and is clamped to {} (tasks[{task}].amplitudes[{segment}][{control}])",
-            readable(value),
-            readable(bound),
-            readable(bound.copysign(value)),
+            short(value),
+            short(bound),
+            short(bound.copysign(value)),
         )
     }
 }

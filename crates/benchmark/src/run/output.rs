@@ -1,6 +1,8 @@
 //! The output folder of a run: checked before the first workload, the report rewritten after
 //! every variant, and kept, marked interrupted, when a signal stops the run (Ctrl-C, SIGTERM,
-//! SIGHUP).
+//! SIGHUP). A file of [`RESERVE_BYTES`] held there while the run lasts is given up when the
+//! disk fills, so that the report's last word (failed, interrupted, complete) can still be
+//! written and no report is left `running`.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -10,6 +12,12 @@ use quench_support::files::{FolderLock, write_atomically};
 
 use crate::report::{Report, RunStatus};
 
+/// The space held for the report's last write: a report and its Markdown beside the one they
+/// replace (the quick suite's are about 50 kB).
+pub const RESERVE_BYTES: usize = 1 << 20;
+/// The reserve's file name in the output folder.
+const RESERVE_FILE: &str = ".quench-reserve";
+
 /// Where a run's reports go, and the last report written there. The folder is the run's
 /// alone while it lasts ([`FolderLock`]).
 pub struct Output {
@@ -18,6 +26,8 @@ pub struct Output {
     lock: FolderLock,
     /// Whether this run made the folder (it did not exist before).
     created: bool,
+    /// The space held for the last report ([`RESERVE_BYTES`]).
+    reserve: PathBuf,
 }
 
 impl Output {
@@ -29,12 +39,25 @@ impl Output {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("--out {}: cannot create the output folder", dir.display()))?;
         let lock = FolderLock::take(dir).with_context(|| format!("--out {}", dir.display()))?;
-        Ok(Self {
+        let reserve = dir.join(RESERVE_FILE);
+        let output = Self {
             dir: dir.to_path_buf(),
             latest: Arc::new(Mutex::new(None)),
             lock,
             created,
-        })
+            reserve,
+        };
+        if let Err(err) = hold_reserve(&output.reserve) {
+            output.remove_if_unused();
+            return Err(err).with_context(|| {
+                format!(
+                    "--out {}: cannot hold {} kB for the final report",
+                    dir.display(),
+                    RESERVE_BYTES / 1024
+                )
+            });
+        }
+        Ok(output)
     }
 
     /// Gives the folder back and, when this run made it and wrote nothing there, removes it:
@@ -57,7 +80,7 @@ impl Output {
     pub fn keep_on_interrupt(&self) -> anyhow::Result<()> {
         let (dir, latest) = (self.dir.clone(), Arc::clone(&self.latest));
         let lock = self.lock.path().to_path_buf();
-        let created = self.created;
+        let (created, reserve) = (self.created, self.reserve.clone());
         crate::run::signals::on_stop(move |signal| {
             crate::child::stop_running();
             let mut latest = lock_report(&latest);
@@ -65,7 +88,7 @@ impl Output {
             if let Some(report) = latest.as_mut() {
                 report.status = RunStatus::Interrupted;
                 report.stopped_by = Some(signal.name.to_string());
-                match write_report(report, &dir) {
+                match write_last(report, &dir, &reserve, write_report) {
                     Ok(()) => eprintln!(
                         "\ninterrupted by {}: {} keeps the variants that finished",
                         signal.name,
@@ -79,6 +102,7 @@ impl Output {
             }
             // Exiting skips `Drop`: give the folder back here (the OS lock goes with the
             // process).
+            let _ = std::fs::remove_file(&reserve);
             let _ = std::fs::remove_file(&lock);
             // Stopped before its first report (in the torch probe, say): a folder this run
             // made is left empty, and goes (remove_dir refuses any other).
@@ -95,13 +119,61 @@ impl Output {
         })
     }
 
-    /// Writes `report` (atomically) and remembers it for an interruption.
+    /// Writes `report` (atomically) and remembers it for an interruption; a report with its
+    /// last word that does not fit on the disk gets the reserve's space.
     pub fn keep(&self, report: &Report) -> anyhow::Result<()> {
         let mut latest = lock_report(&self.latest);
-        write_report(report, &self.dir)?;
+        write_last(report, &self.dir, &self.reserve, write_report)?;
         *latest = Some(report.clone());
         Ok(())
     }
+}
+
+impl Drop for Output {
+    fn drop(&mut self) {
+        // Nothing is lost if it stays: a later run in the folder holds it again.
+        let _ = std::fs::remove_file(&self.reserve);
+    }
+}
+
+/// Fills `path` with [`RESERVE_BYTES`] that no file system stores in less (not zeros, which a
+/// compressing or sparse one would not keep).
+fn hold_reserve(path: &Path) -> std::io::Result<()> {
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let bytes: Vec<u8> = (0..RESERVE_BYTES / 8)
+        .flat_map(|_| {
+            // xorshift64: cheap bytes no compressor shrinks.
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state.to_le_bytes()
+        })
+        .collect();
+    std::fs::write(path, bytes)?;
+    std::fs::File::open(path)?.sync_all()
+}
+
+/// `write`s `report` into `dir`; where that fails on a full disk and the report has its last
+/// word (not `running`), gives up the reserve at `reserve` and writes it again.
+fn write_last(
+    report: &Report,
+    dir: &Path,
+    reserve: &Path,
+    write: impl Fn(&Report, &Path) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let err = match write(report, dir) {
+        Ok(()) => return Ok(()),
+        Err(err) => err,
+    };
+    let full = err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::StorageFull)
+    });
+    if !full || report.status == RunStatus::Running || std::fs::remove_file(reserve).is_err() {
+        return Err(err);
+    }
+    write(report, dir).context("even with the space held for it given up")
 }
 
 /// Writes `report.json`, `report.md` and the SVG plots of `report` into `dir`, creating it;
@@ -168,6 +240,46 @@ mod tests {
         taken.keep(&sample_report()).unwrap();
         drop(taken);
         assert!(!dir.path().join(FOLDER_LOCK).exists());
+    }
+
+    #[test]
+    fn a_full_disk_gives_the_last_report_the_reserve_and_only_the_last() {
+        let dir = tempfile::tempdir().unwrap();
+        let output = Output::new(dir.path()).unwrap();
+        let reserve = dir.path().join(RESERVE_FILE);
+        assert_eq!(
+            std::fs::metadata(&reserve).unwrap().len(),
+            RESERVE_BYTES as u64
+        );
+        // A disk that is full while the reserve is there.
+        let full_disk = |_: &Report, _: &Path| -> anyhow::Result<()> {
+            if reserve.exists() {
+                Err(std::io::Error::from(std::io::ErrorKind::StorageFull))
+                    .context("cannot write report.json")
+            } else {
+                Ok(())
+            }
+        };
+        let mut report = sample_report();
+        report.status = RunStatus::Running;
+        let err = write_last(&report, dir.path(), &reserve, full_disk).unwrap_err();
+        assert!(format!("{err:#}").contains("report.json"), "{err:#}");
+        assert!(
+            reserve.exists(),
+            "a running report leaves the reserve for the last one"
+        );
+        report.status = RunStatus::Failed;
+        write_last(&report, dir.path(), &reserve, full_disk).unwrap();
+        assert!(!reserve.exists());
+        // Another failure is not a full disk's: the reserve stays.
+        hold_reserve(&reserve).unwrap();
+        let denied = |_: &Report, _: &Path| -> anyhow::Result<()> {
+            Err(std::io::Error::from(std::io::ErrorKind::PermissionDenied).into())
+        };
+        assert!(write_last(&report, dir.path(), &reserve, denied).is_err());
+        assert!(reserve.exists());
+        drop(output);
+        assert!(!reserve.exists(), "the reserve goes with the run");
     }
 
     #[test]
