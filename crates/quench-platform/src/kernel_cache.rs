@@ -263,12 +263,26 @@ pub fn install(launch_log: Option<&Path>) -> Result<(), BackendError> {
         }
     }
     if let Some(path) = launch_log {
+        empty_launch_log(path)?;
         config.profiling.logger.level = ProfilingLogLevel::Minimal;
         config.profiling.logger.file = Some(path.to_path_buf());
         config.profiling.logger.append = false;
     }
     *slot = Some(std::sync::Arc::new(config));
     Ok(())
+}
+
+/// Empties (or creates) the launch log at `path`. CubeCL opens its log without truncating, so
+/// a run writing into the log of an earlier, longer one overwrote it from the start and its
+/// line count stood still: every launch of the first workloads went uncounted.
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+fn empty_launch_log(path: &Path) -> Result<(), BackendError> {
+    std::fs::File::create(path).map(drop).map_err(|err| {
+        BackendError::LaunchCount(format!(
+            "cannot write the launch log {}: {err}",
+            path.display()
+        ))
+    })
 }
 
 #[cfg(test)]
@@ -279,6 +293,21 @@ mod tests {
         if let Err(err) = std::fs::write(path, text) {
             panic!("writing {}: {err}", path.display());
         }
+    }
+
+    #[cfg(any(feature = "wgpu", feature = "cuda"))]
+    #[test]
+    fn an_earlier_runs_launch_log_is_emptied_and_a_folder_refused() {
+        let root = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}"));
+        let log = root.path().join("kernel-launches.log");
+        write(&log, "Executing A\nExecuting B\n");
+        empty_launch_log(&log).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(std::fs::metadata(&log).map(|m| m.len()).ok(), Some(0));
+        let err = empty_launch_log(root.path()).err().map(|e| e.to_string());
+        assert!(
+            err.as_ref().is_some_and(|e| e.contains("launch log")),
+            "{err:?}"
+        );
     }
 
     #[test]
