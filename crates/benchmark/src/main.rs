@@ -173,10 +173,10 @@ struct RunArgs {
     peers: bool,
     #[command(flatten)]
     python: PythonArgs,
-    /// Count kernel launches and host read-backs per iteration of every variant, on a CubeCL
-    /// device (wgpu, CUDA), from CubeCL's launch log in the output folder
-    /// (kernel-launches.log); the log costs time, so such a run's times are not the device's
-    /// best.
+    /// Count kernel launches and host read-backs per iteration of every variant, and the
+    /// kernels the process compiled, on a CubeCL device (wgpu, CUDA), from CubeCL's launch
+    /// and compilation log in the output folder (kernel-launches.log); the log costs time, so
+    /// such a run's times are not the device's best.
     #[arg(long)]
     count_launches: bool,
     /// Print every column of report.md in the terminal table (time range, per run,
@@ -409,6 +409,10 @@ fn run_ranked(
         print!("{}", report.wide_table());
     } else {
         print!("{}", report.table());
+    }
+    if let Some(compiled) = quench_device::counters::compilations() {
+        // Each is distinct; a warm kernel cache compiles none of those it holds.
+        println!("\nkernels compiled by this process: {compiled}");
     }
     println!(
         "\nreports: {} and {}",

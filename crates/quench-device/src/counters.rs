@@ -8,6 +8,8 @@
 //!   it launches when its profiling log is at `minimal`; [`log_launches`] turns that on into a
 //!   file and [`launches`] counts its lines. Fused kernels count once. The CPU backend launches
 //!   no kernels: there the count is `None`.
+//! - Compilations: CubeCL's compilation log, in the same file, names each kernel a process
+//!   compiles ([`compilations`]): what a cold start costs, and what the kernel cache saves.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -50,12 +52,25 @@ pub fn log_launches(path: &Path) -> Result<(), DeviceError> {
 /// Call it after synchronising the device: CubeCL writes its log from a thread of its own, so
 /// this waits until the count has stood still for 20 ms (at most 2 s).
 pub fn launches() -> Option<u64> {
+    logged(b"Executing ")
+}
+
+/// Kernels compiled by this process since [`log_launches`] turned the log on (CubeCL's
+/// compilation log, in the same file); `None` when it is off. A kernel found in the
+/// compilation cache is not compiled and not counted; each one compiled is distinct (CubeCL
+/// compiles a kernel once per process).
+pub fn compilations() -> Option<u64> {
+    logged(b"[Compiling kernel]")
+}
+
+/// The lines of the launch log that start with `prefix`, once their count stood still.
+fn logged(prefix: &[u8]) -> Option<u64> {
     let path = LAUNCH_LOG.get()?;
     let count = || -> u64 {
         std::fs::read(path).map_or(0, |bytes| {
             bytes
                 .split(|&b| b == b'\n')
-                .filter(|line| line.starts_with(b"Executing "))
+                .filter(|line| line.starts_with(prefix))
                 .count() as u64
         })
     };

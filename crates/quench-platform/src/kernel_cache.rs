@@ -218,8 +218,8 @@ fn names_a_cache(table: &toml::Table) -> bool {
 }
 
 /// Gives CubeCL its configuration for this process, with the caches in [`location`]'s folder
-/// and, when `launch_log` is given, one line per kernel launch written there (see
-/// `quench_device::counters`). Does nothing when CubeCL's configuration was already read and no
+/// and, when `launch_log` is given, one line per kernel launch and one per kernel compiled
+/// written there (see `quench_device::counters`). Does nothing when CubeCL's configuration was already read and no
 /// launch log is asked for.
 ///
 /// # Errors
@@ -228,6 +228,7 @@ fn names_a_cache(table: &toml::Table) -> bool {
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 pub fn install(launch_log: Option<&Path>) -> Result<(), BackendError> {
     use burn::cubecl::config::cache::CacheConfig;
+    use burn::cubecl::config::compilation::CompilationLogLevel;
     use burn::cubecl::config::profiling::ProfilingLogLevel;
     use burn::cubecl::config::{CubeClRuntimeConfig, RuntimeConfig};
 
@@ -267,6 +268,10 @@ pub fn install(launch_log: Option<&Path>) -> Result<(), BackendError> {
         config.profiling.logger.level = ProfilingLogLevel::Minimal;
         config.profiling.logger.file = Some(path.to_path_buf());
         config.profiling.logger.append = false;
+        // And a line per kernel compiled (`[Compiling kernel] name`), in the same file.
+        config.compilation.logger.level = CompilationLogLevel::Basic;
+        config.compilation.logger.file = Some(path.to_path_buf());
+        config.compilation.logger.append = false;
     }
     *slot = Some(std::sync::Arc::new(config));
     Ok(())
