@@ -175,8 +175,9 @@ struct RunArgs {
     python: PythonArgs,
     /// Count kernel launches and host read-backs per iteration of every variant, and the
     /// kernels the process compiled, on a CubeCL device (wgpu, CUDA), from CubeCL's launch
-    /// and compilation log in the output folder (kernel-launches.log); the log costs time, so
-    /// such a run's times are not the device's best.
+    /// and compilation log in the output folder (kernel-launches.log); the log costs time, and
+    /// on wgpu CubeCL then runs its instance with debugging and validation (Vulkan's
+    /// validation layers where installed), so such a run's times are not the device's best.
     #[arg(long)]
     count_launches: bool,
     /// Print every column of report.md in the terminal table (time range, per run,
@@ -186,7 +187,7 @@ struct RunArgs {
 }
 
 /// A command line clap could not read: `--help` and `--version` as clap prints them, anything
-/// else as one line (clap's first, which names the argument) with where help is, exit
+/// else as one line (clap's message, which names the argument) with where help is, exit
 /// [`EXIT_USAGE`]. Clap's own report adds the usage and a tip on lines of their own, which a
 /// log or a batch system's error file cuts from the line that says what was wrong.
 fn usage_error(err: &clap::Error) -> ExitCode {
@@ -201,12 +202,20 @@ fn usage_error(err: &clap::Error) -> ExitCode {
         let _ = err.print();
         return ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(EXIT_USAGE));
     }
+    // Clap's message ends at its first blank line (the usage follows); some messages list
+    // the arguments on lines of their own (`the following required arguments were not
+    // provided:` then `<B>`): joined, so the line still names them.
     let rendered = err.render().to_string();
-    let first = rendered
-        .lines()
+    let message = rendered
+        .split("\n\n")
         .next()
-        .unwrap_or("error: cannot read the command line");
-    eprintln!("{first} (see `benchmark --help`)");
+        .unwrap_or_default()
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    eprintln!("{message} (see `benchmark --help`)");
     ExitCode::from(EXIT_USAGE)
 }
 

@@ -323,6 +323,7 @@ fn work_that_would_not_end_is_refused_before_any_work() {
         (&["run", "--repeats", "many"][..], "--repeats"),
         (&["compare", "a.json", "b.json", "--agree", "-1"][..], "-1"),
         (&["run", "--no-such-flag"][..], "--no-such-flag"),
+        (&["compare", "a.json"][..], "<B>"),
     ] {
         let out = benchmark(args, dir.path());
         let stderr = String::from_utf8_lossy(&out.stderr);

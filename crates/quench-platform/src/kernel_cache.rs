@@ -219,8 +219,9 @@ fn names_a_cache(table: &toml::Table) -> bool {
 
 /// Gives CubeCL its configuration for this process, with the caches in [`location`]'s folder
 /// and, when `launch_log` is given, one line per kernel launch and one per kernel compiled
-/// written there (see `quench_device::counters`). Does nothing when CubeCL's configuration was already read and no
-/// launch log is asked for.
+/// written there (see `quench_device::counters`; CubeCL's compilation log makes it create a
+/// wgpu instance with debugging and validation on). Does nothing when CubeCL's configuration
+/// was already read and no launch log is asked for.
 ///
 /// # Errors
 /// When the chosen folder cannot be made (for a folder the user named; Quench's default falls

@@ -165,10 +165,14 @@ fn write_last(
         Ok(()) => return Ok(()),
         Err(err) => err,
     };
+    // A full disk, or a full quota (EDQUOT: the usual "full" on a cluster's shared disk).
     let full = err.chain().any(|cause| {
-        cause
-            .downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::StorageFull)
+        cause.downcast_ref::<std::io::Error>().is_some_and(|io| {
+            matches!(
+                io.kind(),
+                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+            )
+        })
     });
     if !full || report.status == RunStatus::Running || std::fs::remove_file(reserve).is_err() {
         return Err(err);
@@ -251,28 +255,35 @@ mod tests {
             std::fs::metadata(&reserve).unwrap().len(),
             RESERVE_BYTES as u64
         );
-        // A disk that is full while the reserve is there.
-        let full_disk = |_: &Report, _: &Path| -> anyhow::Result<()> {
-            if reserve.exists() {
-                Err(std::io::Error::from(std::io::ErrorKind::StorageFull))
-                    .context("cannot write report.json")
-            } else {
-                Ok(())
+        // A disk (or a quota) that is full while the reserve is there.
+        let full = |kind: std::io::ErrorKind| {
+            let reserve = reserve.clone();
+            move |_: &Report, _: &Path| -> anyhow::Result<()> {
+                if reserve.exists() {
+                    Err(std::io::Error::from(kind)).context("cannot write report.json")
+                } else {
+                    Ok(())
+                }
             }
         };
         let mut report = sample_report();
-        report.status = RunStatus::Running;
-        let err = write_last(&report, dir.path(), &reserve, full_disk).unwrap_err();
-        assert!(format!("{err:#}").contains("report.json"), "{err:#}");
-        assert!(
-            reserve.exists(),
-            "a running report leaves the reserve for the last one"
-        );
-        report.status = RunStatus::Failed;
-        write_last(&report, dir.path(), &reserve, full_disk).unwrap();
-        assert!(!reserve.exists());
+        for kind in [
+            std::io::ErrorKind::StorageFull,
+            std::io::ErrorKind::QuotaExceeded,
+        ] {
+            report.status = RunStatus::Running;
+            let err = write_last(&report, dir.path(), &reserve, full(kind)).unwrap_err();
+            assert!(format!("{err:#}").contains("report.json"), "{err:#}");
+            assert!(
+                reserve.exists(),
+                "a running report leaves the reserve for the last one"
+            );
+            report.status = RunStatus::Failed;
+            write_last(&report, dir.path(), &reserve, full(kind)).unwrap();
+            assert!(!reserve.exists());
+            hold_reserve(&reserve).unwrap();
+        }
         // Another failure is not a full disk's: the reserve stays.
-        hold_reserve(&reserve).unwrap();
         let denied = |_: &Report, _: &Path| -> anyhow::Result<()> {
             Err(std::io::Error::from(std::io::ErrorKind::PermissionDenied).into())
         };

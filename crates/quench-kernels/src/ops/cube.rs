@@ -85,9 +85,26 @@ where
     tensors.map(|t| t.clone().into_tensor_arg()).collect()
 }
 
+/// The most list items (parameters, say) a launch binding `fixed` tensors of its own and
+/// `per_item` of each item takes on `client`'s device: what it binds at once, and at most
+/// [`MAX_LIST`] (at least one; a longer list goes in several launches).
+pub(crate) fn items_per_launch<R: CubeRuntime>(
+    client: &ComputeClient<R>,
+    fixed: u32,
+    per_item: u32,
+) -> usize {
+    let bound = max_bindings(client).saturating_sub(fixed) / per_item;
+    bound.clamp(1, MAX_LIST) as usize
+}
+
+/// The longest list a launch takes: CUDA binds 1,024 tensors, but a kernel's parameters
+/// (before CUDA 12.1) hold 4 kB, and each unit searches the list for its item in a chain of
+/// comparisons unrolled once per item.
+const MAX_LIST: u32 = 16;
+
 /// The tensors one launch may bind on `client`'s device (in a test, at most what
 /// `testing::with_binding_limit` set).
-pub(crate) fn max_bindings<R: CubeRuntime>(client: &ComputeClient<R>) -> u32 {
+fn max_bindings<R: CubeRuntime>(client: &ComputeClient<R>) -> u32 {
     let device = client.properties().hardware.max_bindings;
     #[cfg(test)]
     if let Some(limit) = crate::testing::binding_limit() {

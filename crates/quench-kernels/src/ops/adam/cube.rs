@@ -9,7 +9,7 @@
 //! then reads the parameter, its gradient, its two moments and its member's coefficients
 //! (`[members]` or one for all, served from cache) and writes the three results: seven floats
 //! of traffic per value, the memory-bound minimum. A list longer than the device binds at
-//! once (Metal's 31 buffers) goes in as many launches as it needs. A member MLP's step
+//! once (wgpu on Metal: about 30 buffers) goes in as many launches as it needs. A member MLP's step
 //! ([`crate::ops::mlp`]) also hands it each member's clip coefficient, by which the gradient is
 //! scaled as it is read (the composition's separate multiply).
 #![allow(clippy::too_many_arguments)]
@@ -19,7 +19,9 @@ use burn_cubecl::{BoolElement, CubeRuntime};
 use cubecl::prelude::*;
 
 use super::{AdamConfig, AdamStep, AdamUpdate, Stepped};
-use crate::ops::cube::{Cube, elementwise, empty_like, from_cube, max_bindings, sequence, to_cube};
+use crate::ops::cube::{
+    Cube, elementwise, empty_like, from_cube, items_per_launch, sequence, to_cube,
+};
 
 /// A parameter-shaped tensor of the backend, `[members, rows, cols]`.
 type Values<R, BT> = burn::tensor::Tensor<Cube<R, BT>, 3>;
@@ -209,8 +211,7 @@ pub(crate) fn adam_step<R: CubeRuntime, BT: BoolElement>(
     let [beta1, beta2, rest1, rest2, eps, coupled] =
         AdamUpdate::with(config, 0.0, 1.0, 1.0).constants();
     let client = step_size.client.clone();
-    let bindings = max_bindings(&client);
-    let per_launch = (bindings.saturating_sub(FIXED_BINDINGS) / BINDINGS_PER_PARAMETER).max(1);
+    let per_launch = items_per_launch(&client, FIXED_BINDINGS, BINDINGS_PER_PARAMETER);
     let lists: Vec<[CubeTensor<R>; 4]> = params
         .into_iter()
         .zip(grads)
@@ -221,7 +222,7 @@ pub(crate) fn adam_step<R: CubeRuntime, BT: BoolElement>(
         Vec::with_capacity(lists.len()),
         Vec::with_capacity(lists.len()),
     );
-    for chunk in lists.chunks(per_launch as usize) {
+    for chunk in lists.chunks(per_launch) {
         let outputs: Vec<[CubeTensor<R>; 3]> = chunk
             .iter()
             .map(|[p, ..]| [(); 3].map(|_| empty_like(p)))

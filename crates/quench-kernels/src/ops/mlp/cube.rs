@@ -26,7 +26,7 @@ use cubecl::prelude::*;
 use super::{MlpStep, Updated};
 use crate::ops::adam::cube::adam_step;
 use crate::ops::cube::{
-    Cube, elementwise, empty_like, empty_shaped, from_cube, max_bindings, sequence, to_cube,
+    Cube, elementwise, empty_like, empty_shaped, from_cube, items_per_launch, sequence, to_cube,
 };
 
 /// A tensor of the backend.
@@ -268,10 +268,11 @@ fn regularise<R: CubeRuntime, BT: BoolElement>(
     let first = &pairs[0][0];
     let client = first.client.clone();
     let dtype = first.dtype;
+    // The cube's width and the kernel's comptime `lanes` are this one value: the shared
+    // memory holds a slot per unit.
     let lanes = LANES.min(client.properties().hardware.max_cube_dim.0);
     // Three bindings a parameter; the partials, factors, penalties and the runtime's metadata.
-    let bindings = max_bindings(&client);
-    let per_launch = (bindings.saturating_sub(4) / 3).max(1) as usize;
+    let per_launch = items_per_launch(&client, 4, 3);
     let launches = pairs.len().div_ceil(per_launch);
     let partials = empty_shaped(first, [launches, members, 2]);
     let scale = empty_shaped(first, [members]);

@@ -6,7 +6,7 @@
 //! [`forward`] and [`backward`] chain the dense operation ([`QuenchOps::dense_forward`],
 //! [`QuenchOps::dense_backward`]) layer by layer, so each backend's dense kernel serves them.
 //! The training step's default composes them with Burn's element-wise ops and
-//! [`QuenchOps::adam_step`] per parameter ([`composed_train_step`]). The CPU backend's host
+//! [`QuenchOps::adam_step`] for the parameter list ([`composed_train_step`]). The CPU backend's host
 //! kernel (`mlp::host`) fuses the backward pass with Adam where no clipping needs the whole
 //! gradient first: each weight's gradient is formed where it is used and never stored, and
 //! the gradient below a layer is taken from its weights before they move (six streams per
@@ -250,8 +250,9 @@ pub(crate) struct Updated<B: Backend> {
     pub penalty: Option<Tensor<B, 1>>,
 }
 
-/// The update's default in Burn's element-wise ops and [`QuenchOps::adam_step`]: the L1 subgradient `l1 sign(p)` added, each member's gradient clipped
-/// ([`clip_member_norms`]), then Adam.
+/// The update's default in Burn's element-wise ops and [`QuenchOps::adam_step`]: the L1
+/// subgradient `l1 sign(p)` added, each member's gradient clipped ([`clip_member_norms`]),
+/// then Adam.
 pub(crate) fn composed_update<B: QuenchOps>(
     step: &MlpStep<'_, B>,
     params: Vec<Tensor<B, 3>>,
@@ -285,8 +286,7 @@ pub(crate) fn composed_update<B: QuenchOps>(
 }
 
 /// The default of [`QuenchOps::mlp_train_step`] in the seam's other operations and Burn's
-/// element-wise ops: [`backward`], the penalty and the clip, then
-/// [`QuenchOps::adam_step`] per parameter.
+/// element-wise ops: [`backward`], the penalty and the clip, then [`QuenchOps::adam_step`].
 pub fn composed_train_step<B: QuenchOps>(
     step: &MlpStep<'_, B>,
     params: Vec<Tensor<B, 3>>,
