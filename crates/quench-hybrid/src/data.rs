@@ -9,7 +9,7 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 
-use crate::resnet::ResNet18;
+use crate::resnet::{Inference, ResNet18};
 
 /// Images uploaded per backbone call when features are computed for a whole split (the
 /// backbone itself works through them 64 at a time): few calls, and at most 256 x 784 pixels
@@ -107,12 +107,15 @@ pub fn backbone_features<B: QuenchOps>(
     device: &B::Device,
 ) -> Result<Tensor<B, 2>, DataError> {
     check_images(images)?;
+    // The convolutions' product weights made once for every chunk.
+    let mut kept = Inference::default();
     let chunks = images
         .features()
         .chunks(FEATURE_CHUNK * 784)
         .map(|pixels| {
             let count = pixels.len() / 784;
-            backbone.forward(float_tensor(pixels.to_vec(), [count, 1, 28, 28], device))
+            let chunk = float_tensor(pixels.to_vec(), [count, 1, 28, 28], device);
+            backbone.forward_kept(chunk, &mut kept)
         })
         .collect();
     Ok(Tensor::cat(chunks, 0))

@@ -274,34 +274,56 @@ fn conv_grid<B: QuenchOps>(
     residual: Option<Tensor<B, 3>>,
     rectify: bool,
 ) -> Grid<B> {
+    let patches = patches_of(conv, &grid);
+    let affine = ConvAffine {
+        weight: patch_weight(conv, &patches, &grid.x.device()),
+        scale,
+        shift,
+    };
+    apply_patches(&patches, &affine, grid, residual, rectify)
+}
+
+/// The patch layout of `conv` on `grid`.
+fn patches_of<B: QuenchOps>(conv: &Conv2d<B>, grid: &Grid<B>) -> PatchRows {
+    let kernel = conv.weight.dims()[2];
+    PatchRows::new(grid.height, grid.width, kernel, conv.stride[0], kernel / 2)
+}
+
+/// `conv`'s weight `[out, in, k, k]` as the patch product's `[taps * in, out]`, the rows of
+/// the taps `patches` keeps (a tap that reads only padding everywhere is dropped).
+fn patch_weight<B: QuenchOps>(
+    conv: &Conv2d<B>,
+    patches: &PatchRows,
+    device: &B::Device,
+) -> Tensor<B, 2> {
     let [out, channels, kernel, _] = conv.weight.dims();
-    let patches = PatchRows::new(grid.height, grid.width, kernel, conv.stride[0], kernel / 2);
     let weight = conv
         .weight
         .val()
         .permute([2, 3, 1, 0])
         .reshape_to([kernel * kernel * channels, out]);
-    let weight = if patches.taps.len() == kernel * kernel {
-        weight
-    } else {
-        let kept: Vec<i64> = patches
-            .taps
-            .iter()
-            .flat_map(|&t| (t * channels..(t + 1) * channels).map(|r| r as i64))
-            .collect();
-        let len = kept.len();
-        weight.select(
-            0,
-            Tensor::from_data(TensorData::new(kept, [len]), &grid.x.device()),
-        )
-    };
-    let conv = ConvAffine {
-        weight,
-        scale,
-        shift,
-    };
+    if patches.taps.len() == kernel * kernel {
+        return weight;
+    }
+    let kept: Vec<i64> = patches
+        .taps
+        .iter()
+        .flat_map(|&t| (t * channels..(t + 1) * channels).map(|r| r as i64))
+        .collect();
+    let len = kept.len();
+    weight.select(0, Tensor::from_data(TensorData::new(kept, [len]), device))
+}
+
+/// The patch product of `affine` on `grid` laid out as `patches`, then the residual and ReLU.
+fn apply_patches<B: QuenchOps>(
+    patches: &PatchRows,
+    affine: &ConvAffine<B>,
+    grid: Grid<B>,
+    residual: Option<Tensor<B, 3>>,
+    rectify: bool,
+) -> Grid<B> {
     Grid {
-        x: conv_patches(grid.x, &patches, &conv, residual, rectify),
+        x: conv_patches(grid.x, patches, affine, residual, rectify),
         height: patches.out_height,
         width: patches.out_width,
     }
@@ -321,10 +343,28 @@ trait ConvLayer<B: QuenchOps> {
 }
 
 /// Inference: each BatchNorm with its running statistics, folded into its convolution's
-/// product with the residual and ReLU (one operation per convolution).
-struct Inference;
+/// product with the residual and ReLU (one operation per convolution). The product's weights
+/// (the convolution's permuted into patch order, and the folded BatchNorm) are made at the
+/// first pass and kept for the passes after it: a copy of all 11M weights per batch of images
+/// otherwise (a tenth of the hybrid workload's time, in a profile).
+pub struct Inference<B: QuenchOps> {
+    /// Per convolution in the order a pass applies them: its patch layout's taps and the
+    /// product's weights.
+    prepared: Vec<(Vec<usize>, ConvAffine<B>)>,
+    /// The convolution the pass reaches next.
+    next: usize,
+}
 
-impl<B: QuenchOps> ConvLayer<B> for Inference {
+impl<B: QuenchOps> Default for Inference<B> {
+    fn default() -> Self {
+        Self {
+            prepared: Vec::new(),
+            next: 0,
+        }
+    }
+}
+
+impl<B: QuenchOps> ConvLayer<B> for Inference<B> {
     fn apply(
         &mut self,
         conv: &Conv2d<B>,
@@ -333,8 +373,28 @@ impl<B: QuenchOps> ConvLayer<B> for Inference {
         residual: Option<Tensor<B, 3>>,
         rectify: bool,
     ) -> Grid<B> {
-        let affine = fold(bn, bn.running_mean.value(), bn.running_var.value());
-        conv_grid(conv, x, affine, residual, rectify)
+        let patches = patches_of(conv, &x);
+        let at = self.next;
+        self.next += 1;
+        // Another image size keeps other taps: made again for it.
+        if self
+            .prepared
+            .get(at)
+            .is_none_or(|(taps, _)| *taps != patches.taps)
+        {
+            let [scale, shift] = fold(bn, bn.running_mean.value(), bn.running_var.value());
+            let affine = ConvAffine {
+                weight: patch_weight(conv, &patches, &x.x.device()),
+                scale,
+                shift,
+            };
+            let entry = (patches.taps.clone(), affine);
+            match self.prepared.get_mut(at) {
+                Some(slot) => *slot = entry,
+                None => self.prepared.push(entry),
+            }
+        }
+        apply_patches(&patches, &self.prepared[at].1, x, residual, rectify)
     }
 }
 
@@ -654,12 +714,23 @@ impl<B: QuenchOps> ResNet18<B> {
     /// # Panics
     /// If `images` has another number of channels than 1 (the stem convolution's shape check).
     pub fn forward(&self, images: Tensor<B, 4>) -> Tensor<B, 2> {
-        let inference = |images| self.forward_with(images, &mut Inference);
+        self.forward_kept(images, &mut Inference::default())
+    }
+
+    /// [`Self::forward`] with the product weights `kept` made by an earlier call on these
+    /// weights (or made now, at the first): a data set's features call by call, each
+    /// convolution's weights permuted into patch order once. Calibrating the backbone makes
+    /// new ones (start from `Inference::default()` after it).
+    pub fn forward_kept(&self, images: Tensor<B, 4>, kept: &mut Inference<B>) -> Tensor<B, 2> {
+        let mut pass = |images| {
+            kept.next = 0;
+            self.forward_with(images, kept)
+        };
         if images.dims()[0] <= FORWARD_CHUNK {
-            return inference(images);
+            return pass(images);
         }
         let chunks = images.split(FORWARD_CHUNK, 0);
-        Tensor::cat(chunks.into_iter().map(inference).collect(), 0)
+        Tensor::cat(chunks.into_iter().map(pass).collect(), 0)
     }
 
     /// The backbone with every BatchNorm's running mean and variance set to the statistics of
@@ -1037,6 +1108,19 @@ mod tests {
                 .zip(&reference)
                 .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
             assert!(diff <= 1e-5 * scale.max(1.0), "{diff} (scale {scale})");
+        }
+    }
+
+    #[test]
+    fn kept_weights_serve_later_calls_and_are_made_again_for_another_image_size() {
+        let model = distinct_backbone();
+        let mut kept = Inference::default();
+        // 12 x 12 images keep other taps in the later stages than 28 x 28 ones.
+        for side in [28, 12, 28] {
+            let x = images(2, 5).narrow(2, 0, side).narrow(3, 0, side);
+            let with_kept = values(model.forward_kept(x.clone(), &mut kept));
+            // The same products on the same weights: the same values, bit for bit.
+            assert_eq!(with_kept, values(model.forward(x)), "{side} x {side}");
         }
     }
 
