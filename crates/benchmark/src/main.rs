@@ -173,13 +173,18 @@ struct RunArgs {
     peers: bool,
     #[command(flatten)]
     python: PythonArgs,
-    /// Count kernel launches and host read-backs per iteration of every variant, and the
-    /// kernels the process compiled, on a CubeCL device (wgpu, CUDA), from CubeCL's launch
-    /// and compilation log in the output folder (kernel-launches.log); the log costs time, and
-    /// on wgpu CubeCL then runs its instance with debugging and validation (Vulkan's
-    /// validation layers where installed), so such a run's times are not the device's best.
+    /// Count kernel launches and host read-backs per iteration of every variant on a CubeCL
+    /// device (wgpu, CUDA), from CubeCL's launch log in the output folder
+    /// (kernel-launches.log); the log costs time, so such a run's times are not the device's
+    /// best.
     #[arg(long)]
     count_launches: bool,
+    /// With --count-launches, also count the kernels this process compiles (CubeCL's
+    /// compilation log, in the same file): what a cold start compiles. On wgpu CubeCL then
+    /// runs its instance with debugging and validation (Vulkan's validation layers where
+    /// installed), about twice as slow on lavapipe.
+    #[arg(long, requires = "count_launches")]
+    count_compilations: bool,
     /// Print every column of report.md in the terminal table (time range, per run,
     /// throughput, peak memory; over 100 columns wide) instead of the compact one.
     #[arg(long)]
@@ -245,7 +250,7 @@ fn main() -> ExitCode {
     {
         eprintln!(
             "error: options of `run` (--suite, --only, --repeats, --peers, --python, \
-             --count-launches, --wide) were given before the command `{}`: put them after `run`, or \
+             --count-launches, --count-compilations, --wide) were given before the command `{}`: put them after `run`, or \
              leave the command out",
             command.name()
         );
@@ -371,7 +376,7 @@ fn run_ranked(
         };
         std::fs::create_dir_all(out)
             .with_context(|| format!("creating the output folder {}", out.display()))?;
-        quench_device::counters::log_launches(&out.join(log))?;
+        quench_device::counters::log_launches(&out.join(log), args.count_compilations)?;
     }
     let selection = select_announced(global.device.for_local_rank(quench_scale::local_rank()))?;
     if args.count_launches && selection.device == quench_kernels::SelectedDevice::Cpu {
@@ -419,7 +424,9 @@ fn run_ranked(
     } else {
         print!("{}", report.table());
     }
-    if let Some(compiled) = quench_device::counters::compilations() {
+    if args.count_compilations
+        && let Some(compiled) = quench_device::counters::compilations()
+    {
         // Each is distinct; a warm kernel cache compiles none of those it holds.
         println!("\nkernels compiled by this process: {compiled}");
     }

@@ -21,7 +21,9 @@ use crate::error::DeviceError;
 /// Where CubeCL writes its launch log, once [`log_launches`] turned it on.
 static LAUNCH_LOG: OnceLock<PathBuf> = OnceLock::new();
 
-/// Turns on CubeCL's log of every kernel launch, written to `path` (replaced). It must come
+/// Turns on CubeCL's log of every kernel launch, and of every kernel compiled where
+/// `compilations` (on wgpu CubeCL then runs its instance with debugging and validation, about
+/// twice as slow on lavapipe), written to `path` (replaced). It must come
 /// before the first CubeCL device is used: CubeCL reads its configuration once. The rest of
 /// the configuration is as [`quench_platform::kernel_cache`] makes it (the kernel and autotune caches
 /// stay on).
@@ -29,17 +31,17 @@ static LAUNCH_LOG: OnceLock<PathBuf> = OnceLock::new();
 /// # Errors
 /// In a build without a CubeCL backend (`wgpu`, `cuda`), and when CubeCL's configuration was
 /// already read (a device was used first).
-pub fn log_launches(path: &Path) -> Result<(), DeviceError> {
+pub fn log_launches(path: &Path, compilations: bool) -> Result<(), DeviceError> {
     #[cfg(any(feature = "wgpu", feature = "cuda"))]
     {
-        quench_platform::kernel_cache::install(Some(path))?;
+        quench_platform::kernel_cache::install(Some(path), compilations)?;
         LAUNCH_LOG.set(path.to_path_buf()).map_err(|_| {
             quench_platform::BackendError::LaunchCount("the launch log is already on".into()).into()
         })
     }
     #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
     {
-        let _ = (path, &LAUNCH_LOG);
+        let _ = (path, compilations, &LAUNCH_LOG);
         Err(quench_platform::BackendError::LaunchCount(
             "this binary has no GPU backend to count launches on (build with --features wgpu or cuda)"
                 .into(),
@@ -55,8 +57,9 @@ pub fn launches() -> Option<u64> {
     logged(b"Executing ")
 }
 
-/// Kernels compiled by this process since [`log_launches`] turned the log on (CubeCL's
-/// compilation log, in the same file); `None` when it is off. A kernel found in the
+/// Kernels compiled by this process since [`log_launches`] turned the log on with
+/// `compilations` (CubeCL's compilation log, in the same file); `None` when the log is off,
+/// 0 without `compilations`. A kernel found in the
 /// compilation cache is not compiled and not counted; each one compiled is distinct (CubeCL
 /// compiles a kernel once per process).
 pub fn compilations() -> Option<u64> {

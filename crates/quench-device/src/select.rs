@@ -28,7 +28,7 @@ pub fn select(spec: DeviceSpec) -> Result<Selection, DeviceError> {
     // Before any GPU is probed: CubeCL reads its configuration, caches included, once.
     #[cfg(any(feature = "wgpu", feature = "cuda"))]
     if spec != DeviceSpec::Cpu {
-        quench_platform::kernel_cache::install(None)?;
+        quench_platform::kernel_cache::install(None, false)?;
     }
     match spec {
         DeviceSpec::Cpu => Ok(Selection {

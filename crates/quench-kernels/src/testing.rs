@@ -33,7 +33,7 @@ pub fn test_device() -> SelectedDevice {
             .map_err(|err| format!("{TEST_DEVICE_VARIABLE}={text}: {err}"))?;
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         if spec != DeviceSpec::Cpu {
-            quench_platform::kernel_cache::install(None)
+            quench_platform::kernel_cache::install(None, false)
                 .map_err(|err| format!("{TEST_DEVICE_VARIABLE}={text}: {err}"))?;
         }
         match spec {

@@ -218,16 +218,17 @@ fn names_a_cache(table: &toml::Table) -> bool {
 }
 
 /// Gives CubeCL its configuration for this process, with the caches in [`location`]'s folder
-/// and, when `launch_log` is given, one line per kernel launch and one per kernel compiled
-/// written there (see `quench_device::counters`; CubeCL's compilation log makes it create a
-/// wgpu instance with debugging and validation on). Does nothing when CubeCL's configuration
-/// was already read and no launch log is asked for.
+/// and, when `launch_log` is given, one line per kernel launch written there, and one per
+/// kernel compiled where `compilations` (see `quench_device::counters`; CubeCL's compilation
+/// log makes it create a wgpu instance with debugging and validation on, which halved
+/// lavapipe's speed). Does nothing when CubeCL's configuration was already read and no launch
+/// log is asked for.
 ///
 /// # Errors
 /// When the chosen folder cannot be made (for a folder the user named; Quench's default falls
 /// back to CubeCL's own), and when a launch log is asked for after CubeCL read its settings.
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
-pub fn install(launch_log: Option<&Path>) -> Result<(), BackendError> {
+pub fn install(launch_log: Option<&Path>, compilations: bool) -> Result<(), BackendError> {
     use burn::cubecl::config::cache::CacheConfig;
     use burn::cubecl::config::compilation::CompilationLogLevel;
     use burn::cubecl::config::profiling::ProfilingLogLevel;
@@ -269,10 +270,12 @@ pub fn install(launch_log: Option<&Path>) -> Result<(), BackendError> {
         config.profiling.logger.level = ProfilingLogLevel::Minimal;
         config.profiling.logger.file = Some(path.to_path_buf());
         config.profiling.logger.append = false;
-        // And a line per kernel compiled (`[Compiling kernel] name`), in the same file.
-        config.compilation.logger.level = CompilationLogLevel::Basic;
-        config.compilation.logger.file = Some(path.to_path_buf());
-        config.compilation.logger.append = false;
+        if compilations {
+            // A line per kernel compiled (`[Compiling kernel] name`), in the same file.
+            config.compilation.logger.level = CompilationLogLevel::Basic;
+            config.compilation.logger.file = Some(path.to_path_buf());
+            config.compilation.logger.append = false;
+        }
     }
     *slot = Some(std::sync::Arc::new(config));
     Ok(())
