@@ -53,29 +53,6 @@ pub fn test_device() -> SelectedDevice {
     }
 }
 
-#[cfg(test)]
-thread_local! {
-    /// The tensors a CubeCL launch may bind on this thread, where a test narrowed it.
-    static BINDING_LIMIT: std::cell::Cell<Option<u32>> = const { std::cell::Cell::new(None) };
-}
-
-/// Runs `f` with every CubeCL launch made on this thread binding at most `limit` tensors
-/// (`None`: what the device allows), so that a test on a device that binds many takes the path
-/// of one that binds few (wgpu on Metal binds about 30).
-#[cfg(test)]
-pub(crate) fn with_binding_limit<T>(limit: Option<u32>, f: impl FnOnce() -> T) -> T {
-    let before = BINDING_LIMIT.replace(limit);
-    let out = f();
-    BINDING_LIMIT.set(before);
-    out
-}
-
-/// The limit [`with_binding_limit`] set on this thread.
-#[cfg(all(test, any(feature = "cuda", feature = "wgpu")))]
-pub(crate) fn binding_limit() -> Option<u32> {
-    BINDING_LIMIT.get()
-}
-
 /// Whether the tests run on the CPU backend: tests of host kernels, which only the CPU has,
 /// and of f64 arithmetic, which only the CPU backend computes, run only then.
 pub fn on_cpu() -> bool {

@@ -103,11 +103,11 @@ pub(crate) fn items_per_launch<R: CubeRuntime>(
 const MAX_LIST: u32 = 16;
 
 /// The tensors one launch may bind on `client`'s device (in a test, at most what
-/// `testing::with_binding_limit` set).
+/// `binding_limit::with_binding_limit` set).
 fn max_bindings<R: CubeRuntime>(client: &ComputeClient<R>) -> u32 {
     let device = client.properties().hardware.max_bindings;
     #[cfg(test)]
-    if let Some(limit) = crate::testing::binding_limit() {
+    if let Some(limit) = super::binding_limit::binding_limit() {
         return limit.min(device);
     }
     device

@@ -75,6 +75,8 @@ use crate::threefry::StreamKey;
 pub mod adam;
 pub mod attention;
 pub mod batch_norm;
+#[cfg(test)]
+mod binding_limit;
 pub mod conv;
 #[cfg(any(feature = "cuda", feature = "wgpu"))]
 mod cube;

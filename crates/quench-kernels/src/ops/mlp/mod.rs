@@ -678,7 +678,7 @@ mod tests {
             // then updates one parameter per Adam launch and three per penalty launch).
             let cases = CASES[1..].iter().flat_map(|case| [(case, None), (case, Some(13))]);
             for (case, limit) in cases {
-                let here = crate::testing::with_binding_limit(limit, || {
+                let here = crate::ops::binding_limit::with_binding_limit(limit, || {
                     three_steps::<B::InnerBackend>(case, device, |s, p, m, t, o| {
                         train_step(s, p, m, t, o)
                     })
