@@ -250,8 +250,8 @@ fn main() -> ExitCode {
     {
         eprintln!(
             "error: options of `run` (--suite, --only, --repeats, --peers, --python, \
-             --count-launches, --count-compilations, --wide) were given before the command `{}`: put them after `run`, or \
-             leave the command out",
+             --count-launches, --count-compilations, --wide) were given before the command \
+             `{}`: put them after `run`, or leave the command out",
             command.name()
         );
         return ExitCode::from(EXIT_USAGE);

@@ -258,6 +258,24 @@ fn a_lock_file_naming_a_live_process_that_holds_no_lock_is_taken_over() {
     );
 }
 
+/// A command line clap cannot read: one line naming the argument, exit 2 as clap's own.
+#[test]
+fn a_command_line_that_cannot_be_read_gets_one_line_naming_the_argument() {
+    let dir = tempfile::tempdir().unwrap();
+    for (args, named) in [
+        (&["run", "--repeats", "many"][..], "--repeats"),
+        (&["compare", "a.json", "b.json", "--agree", "-1"][..], "-1"),
+        (&["run", "--no-such-flag"][..], "--no-such-flag"),
+        (&["compare", "a.json"][..], "<B>"),
+    ] {
+        let out = benchmark(args, dir.path());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains(named), "{args:?}: {stderr}");
+    }
+}
+
 /// Issue 53, item 5: settings that would make a run endless, refused before any work with
 /// the estimate or the limit; an empty SGLD grid file no longer means the full default grid.
 #[test]
@@ -318,19 +336,6 @@ fn work_that_would_not_end_is_refused_before_any_work() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // A command line clap cannot read: one line naming the argument, exit 2 as clap's own.
-    for (args, named) in [
-        (&["run", "--repeats", "many"][..], "--repeats"),
-        (&["compare", "a.json", "b.json", "--agree", "-1"][..], "-1"),
-        (&["run", "--no-such-flag"][..], "--no-such-flag"),
-        (&["compare", "a.json"][..], "<B>"),
-    ] {
-        let out = benchmark(args, dir.path());
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
-        assert!(stderr.contains(named), "{args:?}: {stderr}");
-    }
     std::fs::write(dir.path().join("grid.toml"), "# nothing set\n").unwrap();
     suite("[workloads.sgld]\nconfig = \"grid.toml\"\n");
     refused(&run_suite(dir.path()), &["grid.toml", "names no setting"]);

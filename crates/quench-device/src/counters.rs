@@ -23,8 +23,8 @@ static LAUNCH_LOG: OnceLock<PathBuf> = OnceLock::new();
 
 /// Turns on CubeCL's log of every kernel launch, and of every kernel compiled where
 /// `compilations` (on wgpu CubeCL then runs its instance with debugging and validation, about
-/// twice as slow on lavapipe), written to `path` (replaced). It must come
-/// before the first CubeCL device is used: CubeCL reads its configuration once. The rest of
+/// twice as slow on lavapipe), written to `path` (replaced). It must come before the first
+/// CubeCL device is used: CubeCL reads its configuration once. The rest of
 /// the configuration is as [`quench_platform::kernel_cache`] makes it (the kernel and autotune caches
 /// stay on).
 ///
@@ -59,9 +59,8 @@ pub fn launches() -> Option<u64> {
 
 /// Kernels compiled by this process since [`log_launches`] turned the log on with
 /// `compilations` (CubeCL's compilation log, in the same file); `None` when the log is off,
-/// 0 without `compilations`. A kernel found in the
-/// compilation cache is not compiled and not counted; each one compiled is distinct (CubeCL
-/// compiles a kernel once per process).
+/// 0 without `compilations`. A kernel found in the compilation cache is not compiled and not
+/// counted; each one compiled is distinct (CubeCL compiles a kernel once per process).
 pub fn compilations() -> Option<u64> {
     logged(b"[Compiling kernel]")
 }

@@ -8,8 +8,7 @@ thread_local! {
 }
 
 /// Runs `f` with every CubeCL launch made on this thread binding at most `limit` tensors
-/// (`None`: what the device allows), so that a test on a device that binds many takes the path
-/// of one that binds few (wgpu on Metal binds about 30).
+/// (`None`: what the device allows).
 pub(crate) fn with_binding_limit<T>(limit: Option<u32>, f: impl FnOnce() -> T) -> T {
     let before = BINDING_LIMIT.replace(limit);
     let out = f();

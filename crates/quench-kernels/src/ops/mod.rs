@@ -565,10 +565,10 @@ impl QuenchOps for NdArray<f32> {
     ) -> AdamStep<Self> {
         let device = steps.device();
         let [steps, lr] = [steps, lr].map(crate::readback::to_host_f32);
-        let members = steps.len().max(lr.len());
-        let column = |values| float_tensor::<Self, f32, 3>(values, [members, 1, 1], &device);
         let (step_size, root_correction, decay) =
             crate::ops::adam::host::coefficients(config, &steps, &lr);
+        let members = step_size.len();
+        let column = |values| float_tensor::<Self, f32, 3>(values, [members, 1, 1], &device);
         AdamStep {
             step_size: column(step_size),
             root_correction: column(root_correction),

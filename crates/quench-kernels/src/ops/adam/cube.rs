@@ -9,9 +9,9 @@
 //! then reads the parameter, its gradient, its two moments and its member's coefficients
 //! (`[members]` or one for all, served from cache) and writes the three results: seven floats
 //! of traffic per value, the memory-bound minimum. A list longer than the device binds at
-//! once (wgpu on Metal: about 30 buffers) goes in as many launches as it needs. A member MLP's step
-//! ([`crate::ops::mlp`]) also hands it each member's clip coefficient, by which the gradient is
-//! scaled as it is read (the composition's separate multiply).
+//! once (wgpu on Metal: about 30 buffers) goes in as many launches as it needs. A member
+//! MLP's step ([`crate::ops::mlp`]) also hands it each member's clip coefficient, by which the
+//! gradient is scaled as it is read (the composition's separate multiply).
 #![allow(clippy::too_many_arguments)]
 
 use burn_cubecl::tensor::CubeTensor;

@@ -36,6 +36,12 @@ type Values<R, BT, const D: usize> = burn::tensor::Tensor<Cube<R, BT>, D>;
 /// GPU, few enough that the first unit's sum of their partials stays short.
 const LANES: u32 = 64;
 
+/// Bindings of a penalty launch besides the list's: the partials, the clip factors, the
+/// penalties and a spare for the runtime's own metadata buffer.
+const FIXED_BINDINGS: u32 = 4;
+/// Bindings per parameter in a penalty launch: parameter, gradient and penalised gradient.
+const BINDINGS_PER_PARAMETER: u32 = 3;
+
 /// Row `ABSOLUTE_POS` of `logits` (`classes` wide): its loss `log sum exp - logit[label]` and
 /// its gradient `(softmax - one_hot) / rows`. Labels lie in `0..classes` (the data's check).
 #[cube(launch)]
@@ -271,8 +277,7 @@ fn regularise<R: CubeRuntime, BT: BoolElement>(
     // The cube's width and the kernel's comptime `lanes` are this one value: the shared
     // memory holds a slot per unit.
     let lanes = LANES.min(client.properties().hardware.max_cube_dim.0);
-    // Three bindings a parameter; the partials, factors, penalties and the runtime's metadata.
-    let per_launch = items_per_launch(&client, 4, 3);
+    let per_launch = items_per_launch(&client, FIXED_BINDINGS, BINDINGS_PER_PARAMETER);
     let launches = pairs.len().div_ceil(per_launch);
     let partials = empty_shaped(first, [launches, members, 2]);
     let scale = empty_shaped(first, [members]);
