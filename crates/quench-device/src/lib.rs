@@ -7,6 +7,8 @@
 //! The backends, the operations on them and the dispatch of generic work onto a device are
 //! `quench_kernels`; this crate decides which device and measures what it does.
 
+#[cfg(test)]
+mod agreement;
 pub mod counters;
 pub mod diagnostics;
 pub mod error;

@@ -2,8 +2,9 @@
 //! one folder per operation under [`ops`] holding the operation, its default composition of
 //! Burn ops (which the GPU backends run), its CPU host kernel and, where it has one, its CubeCL
 //! kernel side by side; the counter-based generator ([`threefry`]); reshapes, reductions and
-//! read-backs every backend computes right ([`views`], [`reductions`], [`readback`]); Burn's
-//! seeded generator held by one caller at a time ([`generator`]); the backends themselves and
+//! read-backs every backend computes right and Burn's seeded generator held by one caller at a
+//! time ([`views`], [`reductions`], [`readback`], [`generator`]: `quench_tensor`'s, forwarded);
+//! the backends themselves and
 //! the dispatch of generic work onto a named device ([`backends`]); and the tests' device
 //! ([`testing`], [`device_test!`]). The host kernels' shared support is `quench_host`; the
 //! names of devices, wgpu's adapters and CubeCL's kernel cache are `quench_platform`.
@@ -13,12 +14,11 @@
 //! `cuda` and `wgpu` features.
 
 pub mod backends;
-pub mod generator;
 pub mod ops;
-pub mod readback;
-pub mod reductions;
 pub mod testing;
-pub mod views;
+
+/// Burn tensor helpers (`quench_tensor`), under the names every crate uses.
+pub use quench_tensor::{generator, readback, reductions, views};
 
 /// The counter-based generator, shared with the host kernels (`quench_host::threefry`).
 pub use quench_host::threefry;

@@ -8,9 +8,6 @@
 //!
 //! A test is written once, generic over the backend, with [`device_test!`](crate::device_test).
 
-use burn::tensor::Tensor;
-use burn::tensor::backend::Backend;
-
 use crate::backends::{OnDevice, SelectedDevice, WgpuAdapter, run_on};
 use quench_platform::spec::DeviceSpec;
 
@@ -106,47 +103,9 @@ macro_rules! device_test {
     () => {};
 }
 
-/// The largest relative error of burn-ndarray 0.21's f32 `recip` on this processor's
-/// architecture. It runs the processor's reciprocal estimate without a refinement step
-/// (macerator 0.3), on tensors of 32 values or more: on x86 `rcpps` with SSE or AVX2, within
-/// 1.5 x 2^-12 (3.7e-4; the bound Intel's and AMD's manuals give, and the two vendors' values
-/// differ within it), and `rcp14ps` with AVX-512, within 2^-14; on aarch64 `frecpe`, an 8-bit
-/// estimate, within 2^-8. Every gradient through a division's numerator, a logarithm or a
-/// reciprocal on the CPU backend carries it (burn-autodiff takes `recip` there), so a test
-/// comparing with such a gradient takes its tolerance from this bound, not from what one
-/// machine gave. Elsewhere the division is exact: 0.
-pub const RECIP_ESTIMATE_BOUND: f64 = if cfg!(target_arch = "aarch64") {
-    1.0 / 256.0
-} else if cfg!(any(target_arch = "x86", target_arch = "x86_64")) {
-    1.5 / 4096.0
-} else {
-    0.0
-};
-
-/// The largest `|a - b|` between two tensors' values (read back; as many values each), NaN
-/// when any value of either is NaN, so that a broken result never passes a `gap < tolerance`
-/// check (a plain `fold(0.0, f32::max)` drops NaN).
-pub fn largest_gap<B: Backend, const D: usize>(a: Tensor<B, D>, b: Tensor<B, D>) -> f32 {
-    let (a, b) = (
-        crate::readback::to_host_f32(a),
-        crate::readback::to_host_f32(b),
-    );
-    assert_eq!(a.len(), b.len(), "tensors of different sizes");
-    quench_support::stats::max_abs_difference(&a, &b) as f32
-}
-
-/// `len` deterministic values spread over `[-scale, scale)` (a multiplicative hash of the index
-/// and `salt`): test inputs that differ in every entry without a random generator.
-pub fn spread(len: usize, salt: u32, scale: f32) -> Vec<f32> {
-    (0..len as u32)
-        .map(|i| {
-            let bits = i
-                .wrapping_mul(2_654_435_761)
-                .wrapping_add(salt.wrapping_mul(40_503));
-            ((bits >> 8) as f32 / 8_388_608.0 - 1.0) * scale
-        })
-        .collect()
-}
+/// What tests of tensor code share (`quench_tensor::checks`): deterministic inputs, the
+/// largest gap between two tensors, the CPU backend's reciprocal bound.
+pub use quench_tensor::checks::{RECIP_ESTIMATE_BOUND, largest_gap, spread};
 
 #[cfg(test)]
 mod tests {
@@ -168,62 +127,6 @@ mod tests {
             let grad = x.grad(&grads).expect("x takes part in the sum");
             assert_eq!(crate::readback::to_host_f32(grad), vec![6.0]);
         }
-    }
-
-    /// Set in the processes that [`a_second_process_autotunes_no_shape_again`] starts.
-    const CHILD: &str = "QUENCH_AUTOTUNE_CHILD";
-
-    /// A batched product, read back, so that CubeCL tunes its matmul (one shape: on lavapipe
-    /// each takes tens of seconds to tune).
-    struct Products;
-
-    impl OnDevice for Products {
-        type Output = ();
-
-        fn run<B: crate::QuenchBackend>(self, device: &B::Device) {
-            use burn::tensor::Tensor;
-            let (m, k, n) = (24, 33, 17);
-            let a = Tensor::<B::InnerBackend, 3>::ones([2, m, k], device);
-            let b = Tensor::<B::InnerBackend, 3>::ones([2, k, n], device);
-            let product = crate::readback::to_host_f32(a.matmul(b));
-            assert!(product.iter().all(|&x| x == k as f32), "{m}x{k}x{n}");
-        }
-    }
-
-    /// The same product in two processes, one after the other, with the default cache folder
-    /// under a temporary `XDG_CACHE_HOME` (and no `QUENCH_CACHE_DIR`, no `cubecl.toml`): the
-    /// first tunes its shape and keeps the result, the second finds it and tunes nothing
-    /// again. On the CPU nothing is tuned.
-    #[test]
-    fn a_second_process_autotunes_no_shape_again() {
-        if std::env::var_os(CHILD).is_some() {
-            run_test(Products);
-            return;
-        }
-        if on_cpu() {
-            return;
-        }
-        let home = tempfile::tempdir().unwrap_or_else(|err| panic!("temporary folder: {err}"));
-        let test = std::env::current_exe().unwrap_or_else(|err| panic!("this test: {err}"));
-        let run = || {
-            let status = std::process::Command::new(&test)
-                .args([
-                    "testing::tests::a_second_process_autotunes_no_shape_again",
-                    "--exact",
-                    "--test-threads=1",
-                ])
-                .env(CHILD, "1")
-                .env("XDG_CACHE_HOME", home.path())
-                .env_remove(quench_platform::kernel_cache::CACHE_DIR_ENV)
-                .current_dir(home.path())
-                .status()
-                .unwrap_or_else(|err| panic!("starting {}: {err}", test.display()));
-            assert!(status.success(), "the products failed: {status}");
-            quench_platform::kernel_cache::entries(&home.path().join("quench").join("cubecl")).tuned
-        };
-        let first = run();
-        assert!(first > 0, "the first process kept no tuned shape");
-        assert_eq!(run(), first, "the second process tuned shapes again");
     }
 
     #[test]

@@ -11,14 +11,19 @@
 //!   substeps in all (segments x substeps) is refused before any work;
 //! - `Exact` exponentiates every segment's generator, a Taylor polynomial of `M t / 2^s`
 //!   and `s` squarings with the degree and `s` chosen on the host from the bounds (so nothing
-//!   is read back), and multiplies the segments in a balanced tree. When only the states are
-//!   asked for, the seam's [`QuenchOps::exact_states`] takes them, with this as its
-//!   composition: on the CPU backend without autodiff (evaluation, pulse documents, forward
-//!   sweeps) a host kernel carries each task's state through its segments instead, with no
-//!   propagator formed (`quench_kernels::ops::expmv`): 17x faster at 4,096 tasks on two cores.
+//!   is read back). When only the states are asked for, the seam's
+//!   [`QuenchOps::exact_states`] takes them: on the CPU backend without autodiff (evaluation,
+//!   pulse documents, forward sweeps) a host kernel carries each task's state through its
+//!   segments with no propagator formed (`quench_kernels::ops::expmv`: 17x faster at 4,096
+//!   tasks on two cores); elsewhere, and under autodiff, the seam's propagation
+//!   (`quench_kernels::ops::propagate`) forms each segment's propagator and carries the state
+//!   through them in one differentiable operation (four launches, forward and back, on a
+//!   CubeCL device). When the propagators are asked for too, the segments' propagators are
+//!   multiplied in a balanced product tree of batched products.
 
 use burn::tensor::{Int, Tensor, TensorData};
 use quench_kernels::ops::expmv::{ExactStates, exact_states, unit_roundoff};
+use quench_kernels::ops::propagate::{SquaredPolynomial, propagate};
 use quench_kernels::readback::to_host_f32;
 use quench_kernels::reductions::Reduce;
 use quench_kernels::views::ReshapeTo;
@@ -524,8 +529,7 @@ impl Solver {
                     rates: input.rates,
                     initial: input.initial,
                 };
-                self.propagate(generators, batch, output, plan, substeps)
-                    .states
+                self.propagated(generators, batch, plan)
             });
             return Ok(Evolution {
                 states: self.renormalized(states, generators),
@@ -617,6 +621,33 @@ impl Solver {
             states: states.reshape_to([n, tasks]).transpose(),
             propagators: propagators.map(|p| p.permute([2, 0, 1])),
         }
+    }
+
+    /// The exact method's final states `[tasks, d^2]`, before any renormalisation, by the
+    /// seam's propagation ([`propagate`]): every segment's Taylor polynomial and squarings
+    /// and the carry through the segments in one operation, differentiable in one node, where
+    /// [`Self::propagate`]'s product tree is a graph of batched products.
+    fn propagated<B: QuenchOps>(
+        &self,
+        generators: &Generators<B>,
+        batch: Batch<B>,
+        plan: TaylorPlan,
+    ) -> Tensor<B, 2> {
+        let n = generators.size();
+        let [tasks, segments, _] = batch.amplitudes.dims();
+        let t_segment = batch.t_total / segments as f64;
+        let in_time: Vec<usize> = (0..segments).collect();
+        let scale = t_segment / 2f64.powi(plan.squarings as i32);
+        let scaled = self.generators(generators, &batch, &in_time, scale);
+        let polynomial = SquaredPolynomial {
+            coefficients: plan.coefficients(),
+            squarings: plan.squarings,
+        };
+        propagate(
+            scaled.reshape_to([n, n, segments, tasks]),
+            batch.initial,
+            &polynomial,
+        )
     }
 
     /// `states` `[tasks, d^2]` divided by their traces when [`Self::renormalize`] asks for it.

@@ -4,11 +4,17 @@
 
 use burn::tensor::{Tensor, TensorPrimitive};
 use burn_cubecl::kernel::into_contiguous;
+use burn_cubecl::kernel::matmul::init_matmul_output;
 use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime};
 use cubecl::prelude::*;
 use cubecl::{CubeCount, CubeDim, calculate_cube_count_elemwise};
+use cubek::matmul::definition::{MatmulElems, MatmulGlobalElems};
+use cubek::matmul::launch::{Strategy, launch_ref};
+use cubek::matmul::routines::simple_unit::SimpleUnitSelectionArgs;
+use cubek::matmul::routines::{BlueprintStrategy, TileSizeSelection};
+use cubek::std::InputBinding;
 
 /// The CubeCL backends Quench runs on: runtime `R` in f32 (Burn's fusion off).
 pub(crate) type Cube<R, BT> = CubeBackend<R, f32, i32, BT>;
@@ -61,6 +67,38 @@ pub(crate) fn empty_on<R: CubeRuntime, const D: usize>(
         shape.into(),
         burn::tensor::DType::F32,
     )
+}
+
+/// `lhs @ rhs` (Burn's `matmul` shapes) by cubek's unit matmul: each unit multiply-adds its
+/// tile of the output in f32 registers, with no tensor-core stage (which may hold f32 operands
+/// as tf32), so the product is exact f32 on every runtime in one launch, where the
+/// composition's split takes three products and their corrections. `None` where cubek refuses
+/// the problem (the caller then splits).
+pub(crate) fn f32_matmul<R: CubeRuntime>(
+    lhs: CubeTensor<R>,
+    rhs: CubeTensor<R>,
+) -> Option<CubeTensor<R>> {
+    let dtype = lhs.dtype;
+    let out = init_matmul_output(&lhs, &rhs, dtype);
+    let strategy = Strategy::SimpleUnit(BlueprintStrategy::Inferred(SimpleUnitSelectionArgs {
+        tile_size: TileSizeSelection::MinTileSize,
+    }));
+    let mut dtypes = MatmulElems::from_globals(&MatmulGlobalElems {
+        lhs: dtype.into(),
+        rhs: dtype.into(),
+        out: dtype.into(),
+    });
+    let client = out.client.clone();
+    launch_ref(
+        &strategy,
+        &client,
+        InputBinding::new(lhs.binding(), dtype.into()),
+        InputBinding::new(rhs.binding(), dtype.into()),
+        out.clone().binding(),
+        &mut dtypes,
+    )
+    .ok()?;
+    Some(out)
 }
 
 /// One unit per value of `values`: the cube count and one-dimensional cube shape CubeCL

@@ -12,7 +12,8 @@
 //!   CUDA: 11 significant bits, relative errors near 1e-3), which is fine for a network's
 //!   weights but not for quantum states compared with an f64 reference. The default splits
 //!   each operand into a part exact in tf32 and a remainder and sums three products; the CPU
-//!   backend's matmul is exact f32 and is used as it is.
+//!   backend's matmul is exact f32 and is used as it is; a CubeCL backend takes cubek's unit
+//!   matmul, which never stages operands in a tensor core's format: one product everywhere.
 //! - [`QuenchOps::counter_normals`]: the counter-based normals of [`crate::threefry`], the host
 //!   kernel on the CPU backend and integer and float tensor ops elsewhere.
 //! - [`QuenchOps::dropout_mask`]: inverted-dropout masks; on the CPU backend a counter-based
@@ -28,7 +29,8 @@
 //!   ([`sgld`]); each chain in one pass on the CPU backend, Burn's ops elsewhere.
 //! - [`QuenchOps::conv_patches`]: a convolution in inference (BatchNorm folded, residual,
 //!   ReLU) as one patch product, channels last ([`conv`]); the host kernel of `conv::host` on
-//!   the CPU backend, Burn's gather and matmul elsewhere.
+//!   the CPU backend, a gather kernel, cubek's matmul and an epilogue kernel on a CubeCL
+//!   backend, Burn's gather and matmul elsewhere.
 //! - [`QuenchOps::lstm_forward`] and [`QuenchOps::lstm_backward`] (and
 //!   [`QuenchOps::lstm_inference`], the output alone without a tape): a whole LSTM layer over its
 //!   sequence, forward and back ([`lstm`]); the host kernel of `lstm::host` on the CPU
@@ -50,6 +52,11 @@
 //! - [`QuenchOps::exact_states`]: the final states of a batch of exact piecewise-constant
 //!   evolutions ([`expmv`]), the caller's tensor composition by default, a host kernel
 //!   (`expmv`'s Taylor series of matrix-vector products) on the CPU backend without autodiff.
+//! - [`QuenchOps::propagate_forward`] / [`QuenchOps::propagate_backward`]: states carried
+//!   through piecewise-constant segments whose propagators are a squared polynomial of their
+//!   generators (the exact Lindblad solver's under autodiff), with the exact gradients of
+//!   both ([`propagate`]); a host kernel in f64 on the CPU backend, four CubeCL kernels, Burn's
+//!   batched products elsewhere, one autodiff node.
 //! - [`QuenchOps::mlp_train_step`]: a member MLP's training step, backward pass, penalty,
 //!   clip and Adam ([`mlp`]); on the CPU backend the backward pass fused with Adam where no
 //!   clip needs the whole gradient, the seam's dense and Adam operations elsewhere.
@@ -85,6 +92,7 @@ pub mod expmv;
 pub mod lstm;
 pub mod mlp;
 pub mod pooling;
+pub mod propagate;
 pub mod random;
 pub mod sgld;
 pub mod view;
@@ -98,6 +106,7 @@ use expmv::ExactStates;
 use lstm::{LstmGradients, LstmTape, LstmWeights};
 use mlp::{MlpObjective, MlpStep, MlpStepped, MlpTape};
 use pooling::PoolGradients;
+use propagate::{PropagateGradients, PropagateTape, SquaredPolynomial};
 use sgld::SgldStep;
 
 /// Operations Quench adds to a Burn backend; see the module documentation.
@@ -365,6 +374,28 @@ pub trait QuenchOps: Backend {
         objective: MlpObjective<Self>,
     ) -> MlpStepped<Self> {
         mlp::composed_train_step(step, params, moments, tape, objective)
+    }
+
+    /// `initial` `[tasks, n]` carried through the segments of `generators` `[n, n, segments,
+    /// tasks]`, each by its propagator `r(X_s)` of `polynomial` ([`propagate`]), with what
+    /// the backward pass needs.
+    fn propagate_forward(
+        generators: Tensor<Self, 4>,
+        initial: Tensor<Self, 2>,
+        polynomial: &SquaredPolynomial,
+    ) -> PropagateTape<Self> {
+        propagate::composed_forward(generators, initial, polynomial)
+    }
+
+    /// The gradients with respect to a propagation's generators and initial states, given the
+    /// gradient `d_output` `[tasks, n]` with respect to its final states.
+    fn propagate_backward(
+        generators: Tensor<Self, 4>,
+        tape: PropagateTape<Self>,
+        d_output: Tensor<Self, 2>,
+        polynomial: &SquaredPolynomial,
+    ) -> PropagateGradients<Self> {
+        propagate::composed_backward(generators, tape, d_output, polynomial)
     }
 
     /// The final states `[tasks, n]` of a batch of exact piecewise-constant evolutions
@@ -819,6 +850,23 @@ impl QuenchOps for NdArray<f32> {
         AttentionGradients { q, k, v }
     }
 
+    fn propagate_forward(
+        generators: Tensor<Self, 4>,
+        initial: Tensor<Self, 2>,
+        polynomial: &SquaredPolynomial,
+    ) -> PropagateTape<Self> {
+        propagate::host::propagate_forward(generators, initial, polynomial)
+    }
+
+    fn propagate_backward(
+        generators: Tensor<Self, 4>,
+        tape: PropagateTape<Self>,
+        d_output: Tensor<Self, 2>,
+        polynomial: &SquaredPolynomial,
+    ) -> PropagateGradients<Self> {
+        propagate::host::propagate_backward(generators, tape, d_output, polynomial)
+    }
+
     fn exact_states<'a>(
         input: ExactStates<'a, Self>,
         composed: impl FnOnce(ExactStates<'a, Self>) -> Tensor<Self, 2>,
@@ -849,11 +897,17 @@ impl QuenchOps for NdArray<f64> {
 /// Every CubeCL runtime in f32 (CUDA, and wgpu with lavapipe in CI): the operations' CubeCL
 /// kernels where one exists (`ops/<op>/cube.rs`), the default composition elsewhere. CUDA's
 /// products may run on tensor cores, and a Vulkan driver may give cubek cooperative matrices
-/// in reduced precision: `precise_matmul` keeps the default's three products.
+/// in reduced precision: `precise_matmul` takes cubek's unit matmul instead (f32 registers,
+/// one product), and the default's three products only where cubek refuses the problem.
 #[cfg(any(feature = "cuda", feature = "wgpu"))]
 impl<R: burn_cubecl::CubeRuntime, BT: burn_cubecl::BoolElement> QuenchOps
     for burn_cubecl::CubeBackend<R, f32, i32, BT>
 {
+    fn precise_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
+        cube::f32_matmul(lhs.clone(), rhs.clone())
+            .unwrap_or_else(|| split_matmul::<Self>(lhs, rhs, Self::float_matmul))
+    }
+
     fn counter_normals(
         keys: &[StreamKey],
         draw: u64,
@@ -954,6 +1008,33 @@ impl<R: burn_cubecl::CubeRuntime, BT: burn_cubecl::BoolElement> QuenchOps
         dy: Tensor<Self, 3>,
     ) -> NormGradients<Self> {
         dense::cube::layer_norm_backward(tape, gamma, dy)
+    }
+
+    fn propagate_forward(
+        generators: Tensor<Self, 4>,
+        initial: Tensor<Self, 2>,
+        polynomial: &SquaredPolynomial,
+    ) -> PropagateTape<Self> {
+        propagate::cube::propagate_forward(generators, initial, polynomial)
+    }
+
+    fn propagate_backward(
+        generators: Tensor<Self, 4>,
+        tape: PropagateTape<Self>,
+        d_output: Tensor<Self, 2>,
+        polynomial: &SquaredPolynomial,
+    ) -> PropagateGradients<Self> {
+        propagate::cube::propagate_backward(generators, tape, d_output, polynomial)
+    }
+
+    fn conv_patches(
+        x: Tensor<Self, 3>,
+        patches: &PatchRows,
+        conv: &ConvAffine<Self>,
+        residual: Option<Tensor<Self, 3>>,
+        rectify: bool,
+    ) -> Tensor<Self, 3> {
+        conv::cube::conv_patches(x, patches, conv, residual, rectify)
     }
 
     fn lstm_forward(
@@ -1184,6 +1265,23 @@ impl<B: QuenchOps, C: CheckpointStrategy> QuenchOps for Autodiff<B, C> {
         attention::autodiff_attention_backward(inputs, weights, d_context)
     }
 
+    fn propagate_forward(
+        generators: Tensor<Self, 4>,
+        initial: Tensor<Self, 2>,
+        polynomial: &SquaredPolynomial,
+    ) -> PropagateTape<Self> {
+        propagate::autodiff_forward(generators, initial, polynomial)
+    }
+
+    fn propagate_backward(
+        generators: Tensor<Self, 4>,
+        tape: PropagateTape<Self>,
+        d_output: Tensor<Self, 2>,
+        polynomial: &SquaredPolynomial,
+    ) -> PropagateGradients<Self> {
+        propagate::autodiff_backward(generators, tape, d_output, polynomial)
+    }
+
     fn host_lanes() -> usize {
         B::host_lanes()
     }
@@ -1287,6 +1385,25 @@ mod tests {
         );
     }
 
+    crate::device_test! {
+        /// `1 + 2^-11` is exact in f32 and not in tf32, bf16 or f16 (which round it to 1), and
+        /// every partial sum `j (1 + 2^-11)` of a row of it times ones (`j` up to 300, 20
+        /// significant bits) is exact in f32: an f32 product gives `k (1 + 2^-11)` exactly,
+        /// one that stages operands in a narrower format gives `k`. Plain, batched and
+        /// broadcast shapes, small and large enough for a tensor core's tiles.
+        fn the_precise_product_is_exact_f32_on_the_device<B>(device) {
+            let a = 1.0 + 2f32.powi(-11);
+            for (batch, m, k, n) in [(1, 1, 7, 1), (3, 5, 33, 2), (2, 64, 300, 48)] {
+                let lhs = Tensor::<B::InnerBackend, 3>::full([batch, m, k], a, device);
+                let rhs = Tensor::<B::InnerBackend, 3>::ones([1, k, n], device);
+                let product = crate::readback::to_host_f32(precise_matmul(lhs, rhs));
+                assert_eq!(product.len(), batch * m * n);
+                let want = k as f32 * a;
+                assert!(product.iter().all(|&x| x == want), "{batch}x{m}x{k}x{n}");
+            }
+        }
+    }
+
     #[test]
     fn the_autodiff_product_gives_matmuls_values_and_gradients_with_broadcasting() {
         type Diff = Autodiff<Host>;
@@ -1364,252 +1481,5 @@ mod tests {
                 .expect("f32 data"),
             host
         );
-    }
-}
-
-/// The layer operations on the tests' device (the default compositions on wgpu and CUDA, under
-/// the autodiff backend's nodes) against the CPU backend's host kernels: values and gradients.
-#[cfg(test)]
-mod on_device {
-    use super::attention::{AttentionInputs, attention};
-    use super::batch_norm::batch_norm;
-    use super::dense::{Activation, dense, layer_norm};
-    use super::lstm::{LstmWeights, lstm};
-    use super::{QuenchBackend, QuenchOps};
-    use crate::readback::{float_tensor, to_host_f32};
-    use crate::reductions::Reduce;
-    use crate::views::ReshapeTo;
-    use burn::backend::{Autodiff, NdArray};
-
-    /// Deterministic values in [-1, 1).
-    fn values(len: usize, salt: u32) -> Vec<f32> {
-        crate::testing::spread(len, salt, 1.0)
-    }
-
-    /// Every layer operation in one loss on backend `X`: the output values of each and the
-    /// gradient of every input, all read back to the host.
-    fn layers<X: QuenchBackend>(device: &X::Device) -> Vec<Vec<f32>> {
-        let input = |shape: [usize; 3], salt: u32| {
-            float_tensor::<X, f32, 3>(values(shape.iter().product(), salt), shape, device)
-                .require_grad()
-        };
-        let (members, batch, seq, features, hidden, heads) = (2, 3, 5, 4, 3, 2);
-        let x = input([members, batch * seq, features], 1);
-        let rows = 2 * members;
-        let w_x = input([rows, features, 4 * hidden], 2);
-        let w_h = input([rows, hidden, 4 * hidden], 3);
-        let bias = input([rows, 1, 4 * hidden], 4);
-        let weights = LstmWeights {
-            w_x: w_x.clone(),
-            w_h: w_h.clone(),
-            bias: bias.clone(),
-        };
-        let h = lstm(
-            x.clone().reshape_to([members, batch, seq, features]),
-            &weights,
-            2,
-        )
-        .reshape_to([members, batch * seq, 2 * hidden]);
-        let gamma = input([members, 1, 2 * hidden], 5);
-        let beta = input([members, 1, 2 * hidden], 6);
-        let normed = layer_norm(h.clone(), &gamma, &beta, 1e-5);
-        let w = input([members, 2 * hidden, 2 * hidden], 7);
-        let b = input([members, 1, 2 * hidden], 8);
-        let activated = dense(normed.clone(), &w, &b, Some(Activation::Gelu));
-        let qkv = activated
-            .clone()
-            .reshape_to([members * batch, seq, 2 * hidden]);
-        let context = attention(&AttentionInputs {
-            q: qkv.clone(),
-            k: qkv.clone().mul_scalar(0.5),
-            v: qkv,
-            mask: None,
-            heads,
-        });
-        let loss_weights = float_tensor::<X, f32, 3>(
-            values(members * batch * seq * 2 * hidden, 9),
-            [members * batch, seq, 2 * hidden],
-            device,
-        );
-        // Batch normalisation (with ReLU) of the LSTM's output, its own term in the loss.
-        let batch_normed = batch_norm(h.clone(), &gamma, &beta, 1e-5, true).output;
-        let bn_weights = float_tensor::<X, f32, 3>(
-            values(members * batch * seq * 2 * hidden, 10),
-            [members, batch * seq, 2 * hidden],
-            device,
-        );
-        // Attention pooling of the normalised states, weighted by a softmax of the dense
-        // layer's sums over time.
-        let scores = activated
-            .clone()
-            .reshape_to([members * batch, seq, 2 * hidden])
-            .sum_along(2)
-            .reshape_to([members * batch, seq]);
-        let pooled = super::pooling::weighted_sum(
-            normed
-                .clone()
-                .reshape_to([members * batch, seq, 2 * hidden]),
-            burn::tensor::activation::softmax(scores, 1),
-        );
-        let pool_weights = float_tensor::<X, f32, 2>(
-            values(members * batch * 2 * hidden, 11),
-            [members * batch, 2 * hidden],
-            device,
-        );
-        // Attention with dropped-out scores (kept ones scaled by 2), from other projections.
-        let groups = members * batch;
-        let kept: Vec<f32> = values(groups * heads * seq * seq, 12)
-            .into_iter()
-            .map(|v| if v > 0.0 { 2.0 } else { 0.0 })
-            .collect();
-        let mask = float_tensor::<X, f32, 4>(kept, [groups, heads, seq, seq], device);
-        let qkv = activated.clone().reshape_to([groups, seq, 2 * hidden]);
-        let masked = attention(&AttentionInputs {
-            q: qkv.clone().mul_scalar(-0.7),
-            k: qkv.clone(),
-            v: qkv.mul_scalar(1.3),
-            mask: Some(mask),
-            heads,
-        });
-        let masked_weights = float_tensor::<X, f32, 3>(
-            values(groups * seq * 2 * hidden, 13),
-            [groups, seq, 2 * hidden],
-            device,
-        );
-        let loss = (context.clone() * loss_weights).sum_all()
-            + (batch_normed.clone() * bn_weights).sum_all()
-            + (pooled.clone() * pool_weights).sum_all()
-            + (masked.clone() * masked_weights).sum_all();
-        let grads = loss.backward();
-        let mut out: Vec<Vec<f32>> = [h, normed, activated]
-            .into_iter()
-            .map(to_host_f32)
-            .collect();
-        out.push(to_host_f32(context));
-        out.push(to_host_f32(batch_normed));
-        out.push(to_host_f32(pooled));
-        out.push(to_host_f32(masked));
-        for p in [&x, &w_x, &w_h, &bias, &gamma, &beta, &w, &b] {
-            out.push(p.grad(&grads).map(to_host_f32).unwrap_or_default());
-        }
-        out
-    }
-
-    /// The inference convolution (stem-like, and 3x3 with stride, residual and ReLU) and two
-    /// Adam steps (AdamW, one member masked out of the second) on backend `X`, read back.
-    fn inference_and_optimiser<X: QuenchOps>(device: &X::Device) -> Vec<Vec<f32>> {
-        use super::adam::{AdamConfig, AdamStep, adam_step};
-        use super::conv::{ConvAffine, PatchRows, conv_patches};
-        let tensor = |shape: [usize; 3], salt: u32| {
-            float_tensor::<X, f32, 3>(values(shape.iter().product(), salt), shape, device)
-        };
-        let row = |len: usize, salt: u32| {
-            float_tensor::<X, f32, 1>(values(len, salt), [len], device).add_scalar(1.5)
-        };
-        let mut out = Vec::new();
-        for (side, channels, kernel, stride, padding, residual) in
-            [(12, 1, 7, 2, 3, false), (6, 5, 3, 2, 1, true)]
-        {
-            let patches = PatchRows::new(side, side, kernel, stride, padding);
-            let (batch, width) = (3, 4);
-            let conv = ConvAffine {
-                weight: tensor([1, patches.taps.len() * channels, width], 11)
-                    .reshape_to([patches.taps.len() * channels, width]),
-                scale: row(width, 12),
-                shift: row(width, 13),
-            };
-            let x = tensor([batch, side * side, channels], 14);
-            let residual = residual.then(|| tensor([batch, patches.cells(), width], 15));
-            out.push(to_host_f32(conv_patches(
-                x, &patches, &conv, residual, true,
-            )));
-        }
-        let config = AdamConfig {
-            weight_decay: 0.01,
-            decoupled: true,
-            ..AdamConfig::default()
-        };
-        // Two parameters of different sizes: a CubeCL backend updates the list in one launch.
-        let shapes = [[2, 3, 5], [2, 1, 5]];
-        let mut params: Vec<_> = shapes.iter().map(|&d| tensor(d, 16)).collect();
-        let mut moments: Vec<_> = shapes
-            .iter()
-            .map(|&d| [tensor(d, 17), tensor(d, 18).abs()])
-            .collect();
-        let lr = float_tensor::<X, f32, 3>(vec![0.01, 0.1], [2, 1, 1], device);
-        for (t, only_first) in [(1u32, false), (2, true)] {
-            let steps = float_tensor::<X, f32, 3>(vec![t as f32; 2], [2, 1, 1], device);
-            let active = only_first.then(|| {
-                float_tensor::<X, f32, 3>(vec![1.0, 0.0], [2, 1, 1], device).greater_elem(0.5)
-            });
-            let step = AdamStep::new(config, steps, lr.clone(), active);
-            let grads = shapes.iter().map(|&d| tensor(d, 19 + t)).collect();
-            (params, moments) = adam_step(config, params, grads, moments, &step);
-        }
-        for (p, [m, v]) in params.into_iter().zip(moments) {
-            out.extend([p, m, v].map(to_host_f32));
-        }
-        // Two SGLD steps of three chains, the middle one finished.
-        let keys: Vec<_> = (7..10).map(crate::threefry::StreamKey::from_seed).collect();
-        let column = |values: Vec<f32>| float_tensor::<X, f32, 3>(values, [3, 1, 1], device);
-        let mut params = [[3, 4, 6], [3, 1, 6], [3, 6, 1], [3, 1, 1]]
-            .into_iter()
-            .zip(20..)
-            .map(|(shape, salt)| tensor(shape, salt))
-            .collect::<Vec<_>>()
-            .try_into()
-            .expect("four parameters");
-        for draw in 0..2 {
-            let step = super::sgld::SgldStep {
-                drift: column(vec![0.05, 0.0, 0.1]),
-                noise: column(vec![0.02, 0.0, 0.01]),
-                floor: 0.018,
-                factor: 0.3,
-                inv_var: 0.5,
-                keys: &keys,
-                draw,
-            };
-            let labels = tensor([3, 5, 1], 24).greater_elem(0.0).float();
-            params = X::sgld_step(params, tensor([3, 5, 4], 25), labels, &step);
-        }
-        out.extend(params.map(to_host_f32));
-        out
-    }
-
-    crate::device_test! {
-        fn the_layer_operations_give_the_cpu_kernel_values_and_gradients<B>(device) {
-            let on_device = layers::<B>(device);
-            let on_host = layers::<Autodiff<NdArray<f32>>>(&Default::default());
-            let names = [
-                "lstm", "layer norm", "dense", "attention", "batch norm", "weighted sum",
-                "masked attention", "dx",
-                "dw_x", "dw_h", "dbias", "dgamma", "dbeta", "dw", "db",
-            ];
-            assert_eq!(on_device.len(), names.len());
-            for ((name, got), want) in names.iter().zip(&on_device).zip(&on_host) {
-                assert_eq!(got.len(), want.len(), "{name}: sizes");
-                assert!(!want.is_empty(), "{name}: no gradient");
-                let scale = want.iter().fold(1f32, |m, v| m.max(v.abs()));
-                let gap = quench_support::stats::max_abs_difference(got, want) as f32;
-                assert!(gap / scale < 1e-4, "{name}: off by {:e} of its scale", gap / scale);
-            }
-        }
-
-        fn the_inference_and_optimiser_operations_give_the_cpu_kernel_values<B>(device) {
-            let on_device = inference_and_optimiser::<B::InnerBackend>(device);
-            let on_host = inference_and_optimiser::<NdArray<f32>>(&Default::default());
-            let names = [
-                "stem conv", "strided conv", "adam weight", "adam weight m", "adam weight v",
-                "adam bias", "adam bias m", "adam bias v", "sgld w1", "sgld b1", "sgld w2",
-                "sgld b2",
-            ];
-            assert_eq!(on_device.len(), names.len());
-            for ((name, got), want) in names.iter().zip(&on_device).zip(&on_host) {
-                assert_eq!(got.len(), want.len(), "{name}: sizes");
-                let scale = want.iter().fold(1e-3f32, |m, v| m.max(v.abs()));
-                let gap = quench_support::stats::max_abs_difference(got, want) as f32;
-                assert!(gap / scale < 1e-4, "{name}: off by {:e} of its scale", gap / scale);
-            }
-        }
     }
 }

@@ -6,7 +6,8 @@
 //! The geometry ([`PatchRows`]) is computed once per layer shape on the host; the default
 //! composes Burn's `select`, `matmul` and element-wise ops (what the GPU backends run, and
 //! what autodiff differentiates), the CPU backend gathers and multiplies in one host kernel
-//! (`conv::host`).
+//! (`conv::host`), and a CubeCL backend gathers in one kernel, multiplies by cubek's matmul
+//! and applies the affine map, residual and ReLU in one more (`conv::cube`).
 
 use burn::tensor::activation::relu;
 use burn::tensor::{Int, Tensor, TensorData};
@@ -14,6 +15,8 @@ use burn::tensor::{Int, Tensor, TensorData};
 use super::QuenchOps;
 use crate::views::ReshapeTo;
 
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+pub(crate) mod cube;
 pub(crate) mod host;
 
 /// Where a `kernel` x `kernel` window with `stride` and zero `padding` (on both sides) reads
