@@ -3,7 +3,11 @@
 //! the fused recurrence (in as many lanes as cores, and in one) against `burn::nn::Lstm`, and
 //! the Transformer. Throughput is in
 //! windows; `docs/benchmarks.md` turns it into GFLOP/s against `benchmark doctor`'s matmul.
-//! And one LSTM layer alone, forward and backward, its throughput in flops.
+//! And one LSTM layer alone, forward and backward, its throughput in flops. And a whole
+//! one-epoch run of each model as the workload's `all` variant trains it (the guide's widths
+//! and batch, one seed, a synthetic market of two symbols): the network made, the windows
+//! uploaded, every training batch, the validation pass, the test evaluation; its throughput in
+//! training windows, to set beside the step's.
 
 // criterion_group! defines a public function that cannot carry a doc comment.
 #![allow(missing_docs)]
@@ -16,9 +20,13 @@ use std::time::Duration;
 use burn::backend::{Autodiff, NdArray};
 use burn::tensor::{Distribution, Int, Tensor};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use quench_data::{MarketConfig, WindowConfig, market_windows, synthetic_market};
 use quench_device::Precision;
 use quench_temporal::step::{Objective, step_gradients};
-use quench_temporal::{LstmCore, ModelKind, TemporalNet, Widths};
+use quench_temporal::{
+    Execution, LstmCore, ModelKind, TemporalConfig, TemporalNet, Widths, train_temporal,
+};
+use quench_train::settings::Valid;
 use quench_train::amp::MixedPrecision;
 
 type Cpu = NdArray<f32>;
@@ -123,5 +131,44 @@ fn lstm_layer(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, temporal, lstm_layer);
+/// Bars per symbol of the epoch bench's market: about 2,000 training windows of two symbols
+/// (eight LSTM batches of 256, four Transformer batches of 512).
+const EPOCH_BARS: usize = 1_500;
+
+fn epoch(c: &mut Criterion) {
+    quench_support::allocator::keep_freed_memory();
+    let device = Default::default();
+    let market = MarketConfig {
+        symbols: 2,
+        bars: EPOCH_BARS,
+        seed: 7,
+        ..MarketConfig::default()
+    };
+    let data = synthetic_market(&market)
+        .and_then(|bars| market_windows(&bars, &WindowConfig::default()))
+        .unwrap_or_else(|err| panic!("the bench's market: {err}"));
+    let mut group = c.benchmark_group("temporal_epoch");
+    group.sample_size(10);
+    group.warm_up_time(Duration::from_secs(1));
+    group.measurement_time(Duration::from_secs(10));
+    group.throughput(Throughput::Elements(data.train.windows.len() as u64));
+    for (kind, name) in [(ModelKind::Lstm, "lstm"), (ModelKind::Transformer, "transformer")] {
+        let config = Valid::new(TemporalConfig {
+            epochs: 1,
+            ..TemporalConfig::for_model(kind)
+        })
+        .unwrap_or_else(|err| panic!("the bench's {name} settings: {err}"));
+        group.bench_function(BenchmarkId::from_parameter(name), |b| {
+            b.iter(|| {
+                let outcome =
+                    train_temporal::<Diff>(&data, &config, &Execution::default(), &device)
+                        .unwrap_or_else(|err| panic!("a {name} epoch: {err}"));
+                black_box(outcome.epochs);
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, temporal, lstm_layer, epoch);
 criterion_main!(benches);
