@@ -2,7 +2,11 @@
 //! frozen ResNet18 forward on 64 images plus the step, as the original runs every batch
 //! (target, issue 14: <= 0.3 s), and the step alone on pre-computed features at batch 64 and
 //! 256 (target: an epoch of 54,000 images <= 10 s, i.e. <= 11.8 ms per batch of 64), with the
-//! fused circuit and, for comparison, the host parameter-shift circuit of the baseline.
+//! fused circuit and, for comparison, the host parameter-shift circuit of the baseline. And a
+//! whole one-epoch run as the workload's `all` variant trains it (fused circuit, features
+//! computed once, batch 256, one seed; random backbone weights and images): every image's
+//! features, the training batches, the validation pass and the test evaluation; its
+//! throughput in training images.
 
 // criterion_group! defines a public function that cannot carry a doc comment.
 #![allow(missing_docs)]
@@ -18,15 +22,18 @@ use burn::backend::{Autodiff, NdArray};
 use burn::tensor::{Distribution, Int, Tensor};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use quench_circuit::Circuit;
+use quench_data::Dataset;
 use quench_device::Precision;
 use quench_hybrid::model::{ENCODER, HEAD};
 use quench_hybrid::resnet::ResNet18;
-use quench_hybrid::{CircuitMode, HybridModel};
+use quench_hybrid::training::{Execution, FeatureMode, HybridConfig, train_hybrid};
+use quench_hybrid::{CircuitMode, HybridData, HybridModel};
 use quench_train::classify::cross_entropy;
 use quench_train::ensemble::{Activation, seeded_ensemble};
 use quench_train::init::Init;
 use quench_train::optim::{AdamConfig, MemberAdam};
 use quench_train::params::{clip_member_norms, gradients, require_grad};
+use quench_train::settings::Valid;
 
 type Cpu = NdArray<f32>;
 type Diff = Autodiff<Cpu>;
@@ -114,5 +121,54 @@ fn hybrid(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, hybrid);
+/// Images in the epoch bench's training, validation and test parts.
+const EPOCH_IMAGES: [usize; 3] = [1_024, 256, 256];
+
+/// `count` images of 28 x 28 values in [-1, 1) and labels 0 to 9, different per `salt`.
+fn images(count: usize, salt: u32) -> Dataset {
+    let pixels = quench_kernels::testing::spread(count * 784, salt, 1.0);
+    let labels = (0..count as i64)
+        .map(|i| (i * 7 + i64::from(salt)) % 10)
+        .collect();
+    Dataset::new(pixels, labels, vec![784])
+        .unwrap_or_else(|err| panic!("the bench's images: {err}"))
+}
+
+fn epoch(c: &mut Criterion) {
+    quench_support::allocator::keep_freed_memory();
+    let device = Default::default();
+    let backbone = ResNet18::<Cpu>::random(&device, 7);
+    let [train, validation, test] = EPOCH_IMAGES;
+    let data = HybridData {
+        train: images(train, 1),
+        validation: images(validation, 2),
+        test: images(test, 3),
+    };
+    let config = Valid::new(HybridConfig {
+        epochs: 1,
+        batch_size: 256,
+        ..HybridConfig::default()
+    })
+    .unwrap_or_else(|err| panic!("the bench's settings: {err}"));
+    let execution = Execution {
+        circuit: CircuitMode::Fused,
+        features: FeatureMode::Precomputed,
+        precision: Precision::F32,
+    };
+    let mut group = c.benchmark_group("hybrid_epoch");
+    group.sample_size(10);
+    group.warm_up_time(Duration::from_secs(1));
+    group.measurement_time(Duration::from_secs(10));
+    group.throughput(Throughput::Elements(train as u64));
+    group.bench_function("all", |b| {
+        b.iter(|| {
+            let outcome = train_hybrid::<Diff>(&data, &backbone, &config, &execution, &device)
+                .unwrap_or_else(|err| panic!("a hybrid epoch: {err}"));
+            black_box(outcome.epochs)
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, hybrid, epoch);
 criterion_main!(benches);

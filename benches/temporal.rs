@@ -26,8 +26,8 @@ use quench_temporal::step::{Objective, step_gradients};
 use quench_temporal::{
     Execution, LstmCore, ModelKind, TemporalConfig, TemporalNet, Widths, train_temporal,
 };
-use quench_train::settings::Valid;
 use quench_train::amp::MixedPrecision;
+use quench_train::settings::Valid;
 
 type Cpu = NdArray<f32>;
 type Diff = Autodiff<Cpu>;
@@ -152,7 +152,10 @@ fn epoch(c: &mut Criterion) {
     group.warm_up_time(Duration::from_secs(1));
     group.measurement_time(Duration::from_secs(10));
     group.throughput(Throughput::Elements(data.train.windows.len() as u64));
-    for (kind, name) in [(ModelKind::Lstm, "lstm"), (ModelKind::Transformer, "transformer")] {
+    for (kind, name) in [
+        (ModelKind::Lstm, "lstm"),
+        (ModelKind::Transformer, "transformer"),
+    ] {
         let config = Valid::new(TemporalConfig {
             epochs: 1,
             ..TemporalConfig::for_model(kind)
