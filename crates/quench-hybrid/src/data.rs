@@ -73,16 +73,18 @@ impl HybridData {
     }
 
     /// The same parts with every image replaced by its backbone features `[512]`, the backbone
-    /// run once per image, [`FEATURE_CHUNK`] images per call.
+    /// run once per image, [`FEATURE_CHUNK`] images per call, its product weights made once for
+    /// the three parts.
     pub fn features<B: QuenchOps>(
         &self,
         backbone: &ResNet18<B>,
         device: &B::Device,
     ) -> Result<Self, DataError> {
+        let mut kept = Inference::default();
         Ok(Self {
-            train: features_of(&self.train, backbone, device)?,
-            validation: features_of(&self.validation, backbone, device)?,
-            test: features_of(&self.test, backbone, device)?,
+            train: features_of(&self.train, backbone, &mut kept, device)?,
+            validation: features_of(&self.validation, backbone, &mut kept, device)?,
+            test: features_of(&self.test, backbone, &mut kept, device)?,
         })
     }
 }
@@ -100,33 +102,35 @@ pub fn check_images(images: &Dataset) -> Result<(), DataError> {
 }
 
 /// The backbone's features of `images` (`[784]` each) on the device, `[images, 512]`,
-/// [`FEATURE_CHUNK`] images uploaded per call.
+/// [`FEATURE_CHUNK`] images uploaded per call; the convolutions' product weights taken from
+/// `kept` (made at its first use and kept for every later chunk and call).
 pub fn backbone_features<B: QuenchOps>(
     images: &Dataset,
     backbone: &ResNet18<B>,
+    kept: &mut Inference<B>,
     device: &B::Device,
 ) -> Result<Tensor<B, 2>, DataError> {
     check_images(images)?;
-    // The convolutions' product weights made once for every chunk.
-    let mut kept = Inference::default();
     let chunks = images
         .features()
         .chunks(FEATURE_CHUNK * 784)
         .map(|pixels| {
             let count = pixels.len() / 784;
             let chunk = float_tensor(pixels.to_vec(), [count, 1, 28, 28], device);
-            backbone.forward_kept(chunk, &mut kept)
+            backbone.forward_kept(chunk, kept)
         })
         .collect();
     Ok(Tensor::cat(chunks, 0))
 }
 
-/// `images` (`[784]` each) as backbone features (`[512]` each), labels kept.
+/// `images` (`[784]` each) as backbone features (`[512]` each), labels kept; product weights
+/// from `kept`, as [`backbone_features`].
 pub fn features_of<B: QuenchOps>(
     images: &Dataset,
     backbone: &ResNet18<B>,
+    kept: &mut Inference<B>,
     device: &B::Device,
 ) -> Result<Dataset, DataError> {
-    let features = to_host_f32(backbone_features(images, backbone, device)?);
+    let features = to_host_f32(backbone_features(images, backbone, kept, device)?);
     Dataset::new(features, images.labels().to_vec(), vec![512])
 }

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use super::HybridError;
 use super::data::{HybridData, backbone_features, check_images};
 use super::model::{CircuitMode, ENCODER, HEAD, HybridModel};
-use crate::resnet::ResNet18;
+use crate::resnet::{Inference, ResNet18};
 use quench_support::stats::MeanStd;
 use quench_train::amp::MixedPrecision;
 use quench_train::classify::cross_entropy;
@@ -351,7 +351,9 @@ fn encode<B: QuenchOps>(
         FeatureMode::Precomputed => {
             float_tensor(dataset.features().to_vec(), [dataset.len(), 512], device)
         }
-        FeatureMode::PerBatch => backbone_features(dataset, backbone, device)?,
+        FeatureMode::PerBatch => {
+            backbone_features(dataset, backbone, &mut Inference::default(), device)?
+        }
     })
 }
 
