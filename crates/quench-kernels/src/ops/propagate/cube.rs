@@ -1,11 +1,12 @@
 //! CubeCL kernels of [`crate::ops::propagate`] for every CubeCL runtime, for matrices up to
 //! 16 x 16 (a two-qubit Lindbladian in a real basis); larger ones take the composition. Four
-//! launches where the composition takes a product per Horner step, squaring and segment,
-//! forward and back, with the elementwise ops between them:
-//! - propagators (forward) and generators' gradients (backward): one cube per task-segment
-//!   matrix, one unit per entry `(i, j)` (`n^2` units). The matrices live in shared memory
-//!   (`x` and `p`, and for the gradient also the direction `e` and the derivative `l`: at most
-//!   4 x 256 f32); each Horner step or squaring is a product in which every unit sums its row
+//! launches of two kernels, where the composition takes a product per Horner step, squaring and
+//! segment, forward and back, with the elementwise ops between them:
+//! - the propagators (forward) and the generators' gradients (backward), one kernel with the
+//!   derivative switched on when it is compiled: one cube per task-segment matrix, one unit per
+//!   entry `(i, j)` (`n^2` units, padded to whole warps). The matrices live in shared memory
+//!   (`x` and `p`, and for the gradient also the direction `e` and the derivative `l`: 4 x 256
+//!   f32 at most); each Horner step or squaring is a product in which every unit sums its row
 //!   of one by its column of the other (`n` multiply-adds from shared memory), then the cube
 //!   synchronises and overwrites. A matrix is read from global memory once and written once:
 //!   `2 n^2` values of traffic for `(degree + squarings) n^3` multiply-adds (four times as many
@@ -76,14 +77,20 @@ fn steps(degree: usize, squarings: u32) -> usize {
 }
 
 /// Matrix `CUBE_POS` (`s * tasks + t`) of `generators` `[n, n, matrices]`: its propagator
-/// `r(X)` into `propagators` `[matrices, n, n]`.
+/// `r(X)` into `out` `[matrices, n, n]`; or, with `derivative`, the gradient with respect to
+/// the generator, `L_r(X^T)[g w^T]` with `g` the gradient leaving the segment and `w` the
+/// state entering it (`leaving` and `entering`, both `[matrices, n]`, read only then), into
+/// `out` `[n, n, matrices]`: the pair `(P, L)` carried along the same steps.
 #[cube(launch)]
-fn propagators_kernel<F: Float>(
+fn squared_polynomial_kernel<F: Float>(
     generators: &Tensor<F>,
     coefficients: &Tensor<F>,
-    propagators: &mut Tensor<F>,
+    leaving: &Tensor<F>,
+    entering: &Tensor<F>,
+    out: &mut Tensor<F>,
     squarings: u32,
     #[comptime] n: usize,
+    #[comptime] derivative: bool,
     #[define(F)] _dtype: StorageType,
 ) {
     let matrices = generators.len() / (n * n);
@@ -99,95 +106,54 @@ fn propagators_kernel<F: Float>(
     if i == j {
         diagonal = F::new(1.0);
     }
+    // `x` is the generator (its transpose for the derivative), `e` the direction and `l` the
+    // derivative (both left at zero for the propagator alone).
     let mut x = SharedMemory::<F>::new(n * n);
     let mut p = SharedMemory::<F>::new(n * n);
-    let degree = coefficients.len() - 1;
-    if active {
-        x[unit] = generators[unit * matrices + matrix];
-        p[unit] = coefficients[degree] * diagonal;
-    }
-    sync_cube();
-    // Horner's steps, then the squarings, as one loop (see `steps`).
-    for step in 0..steps(degree, squarings) {
-        let mut value = F::new(0.0);
-        if active {
-            if step < degree {
-                value = entry::<F>(&x, &p, i, j, n) + coefficients[degree - 1 - step] * diagonal;
-            } else {
-                value = entry::<F>(&p, &p, i, j, n);
-            }
-        }
-        sync_cube();
-        if active {
-            p[unit] = value;
-        }
-        sync_cube();
-    }
-    if active {
-        propagators[matrix * n * n + unit] = p[unit];
-    }
-}
-
-/// Matrix `CUBE_POS` (`s * tasks + t`): the gradient with respect to its generator,
-/// `L_r(X^T)[g w^T]` with `g` the gradient leaving the segment and `w` the state entering it
-/// (both `[matrices, n]`), into `d_generators` `[n, n, matrices]`.
-#[cube(launch)]
-fn generator_gradients_kernel<F: Float>(
-    generators: &Tensor<F>,
-    coefficients: &Tensor<F>,
-    leaving: &Tensor<F>,
-    entering: &Tensor<F>,
-    d_generators: &mut Tensor<F>,
-    squarings: u32,
-    #[comptime] n: usize,
-    #[define(F)] _dtype: StorageType,
-) {
-    let matrices = generators.len() / (n * n);
-    let matrix = CUBE_POS;
-    if matrix >= matrices {
-        terminate!();
-    }
-    let unit = UNIT_POS_X as usize;
-    let active = unit < n * n;
-    let (i, j) = (unit / n, unit % n);
-    let mut diagonal = F::new(0.0);
-    if i == j {
-        diagonal = F::new(1.0);
-    }
-    let mut a = SharedMemory::<F>::new(n * n);
     let mut e = SharedMemory::<F>::new(n * n);
-    let mut p = SharedMemory::<F>::new(n * n);
     let mut l = SharedMemory::<F>::new(n * n);
     let degree = coefficients.len() - 1;
     if active {
-        // `a = X^T`: this unit's entry is the generator's `(j, i)`.
-        a[unit] = generators[(j * n + i) * matrices + matrix];
-        e[unit] = leaving[matrix * n + i] * entering[matrix * n + j];
+        if derivative {
+            x[unit] = generators[(j * n + i) * matrices + matrix];
+            e[unit] = leaving[matrix * n + i] * entering[matrix * n + j];
+        } else {
+            x[unit] = generators[unit * matrices + matrix];
+        }
         p[unit] = coefficients[degree] * diagonal;
         l[unit] = F::new(0.0);
     }
     sync_cube();
+    // Horner's steps, then the squarings, as one loop (see `steps`).
     for step in 0..steps(degree, squarings) {
-        let mut next_l = F::new(0.0);
         let mut next_p = F::new(0.0);
+        let mut next_l = F::new(0.0);
         if active {
             if step < degree {
-                next_l = entry::<F>(&e, &p, i, j, n) + entry::<F>(&a, &l, i, j, n);
-                next_p = entry::<F>(&a, &p, i, j, n) + coefficients[degree - 1 - step] * diagonal;
+                next_p = entry::<F>(&x, &p, i, j, n) + coefficients[degree - 1 - step] * diagonal;
+                if derivative {
+                    next_l = entry::<F>(&e, &p, i, j, n) + entry::<F>(&x, &l, i, j, n);
+                }
             } else {
-                next_l = entry::<F>(&p, &l, i, j, n) + entry::<F>(&l, &p, i, j, n);
                 next_p = entry::<F>(&p, &p, i, j, n);
+                if derivative {
+                    next_l = entry::<F>(&p, &l, i, j, n) + entry::<F>(&l, &p, i, j, n);
+                }
             }
         }
         sync_cube();
         if active {
-            l[unit] = next_l;
             p[unit] = next_p;
+            l[unit] = next_l;
         }
         sync_cube();
     }
     if active {
-        d_generators[unit * matrices + matrix] = l[unit];
+        if derivative {
+            out[unit * matrices + matrix] = l[unit];
+        } else {
+            out[matrix * n * n + unit] = p[unit];
+        }
     }
 }
 
@@ -282,15 +248,19 @@ pub(crate) fn propagate_forward<R: CubeRuntime, BT: BoolElement>(
     let client = generators.client.clone();
     let dtype = generators.dtype;
     let propagators = empty_shaped(&generators, [segments, tasks, n, n]);
-    propagators_kernel::launch::<R>(
+    // The direction's inputs are not read for the propagators alone: the generators stand in.
+    squared_polynomial_kernel::launch::<R>(
         &client,
         cubes(segments * tasks),
         warps(n * n),
-        generators.into_tensor_arg(),
+        generators.clone().into_tensor_arg(),
         coefficients.into_tensor_arg(),
+        generators.clone().into_tensor_arg(),
+        generators.into_tensor_arg(),
         propagators.clone().into_tensor_arg(),
         polynomial.squarings,
         n,
+        false,
         dtype.into(),
     );
     let states = empty_shaped(&initial, [segments, tasks, n]);
@@ -350,7 +320,7 @@ pub(crate) fn propagate_backward<R: CubeRuntime, BT: BoolElement>(
         dtype.into(),
     );
     let d_generators = empty_shaped(&generators, [n, n, segments, tasks]);
-    generator_gradients_kernel::launch::<R>(
+    squared_polynomial_kernel::launch::<R>(
         &client,
         cubes(segments * tasks),
         warps(n * n),
@@ -361,6 +331,7 @@ pub(crate) fn propagate_backward<R: CubeRuntime, BT: BoolElement>(
         d_generators.clone().into_tensor_arg(),
         polynomial.squarings,
         n,
+        true,
         dtype.into(),
     );
     PropagateGradients {
