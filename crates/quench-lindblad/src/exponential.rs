@@ -3,6 +3,7 @@
 //! advance, so that no value is read back from the device.
 
 use quench_kernels::ops::expmv::remainder_bound;
+use quench_kernels::ops::propagate::SquaredPolynomial;
 
 /// Largest chunk size and chunk count considered: degree up to 64, far beyond what any
 /// bound needs after a few squarings.
@@ -57,14 +58,15 @@ impl TaylorPlan {
         2 * (self.chunk + 1) * self.chunks
     }
 
+    /// The plan as a squared polynomial: the Taylor polynomial of degree `chunk * chunks`
+    /// (coefficients `1 / k!`), then the squarings.
+    pub(crate) fn polynomial(&self) -> SquaredPolynomial {
+        SquaredPolynomial::taylor(self.chunk * self.chunks, self.squarings)
+    }
+
     /// The Taylor coefficients `1 / k!`, `k = 0 .. degree`.
     pub(crate) fn coefficients(&self) -> Vec<f64> {
-        let degree = self.chunk * self.chunks;
-        let mut c = vec![1.0; degree + 1];
-        for k in 1..=degree {
-            c[k] = c[k - 1] / k as f64;
-        }
-        c
+        self.polynomial().coefficients
     }
 }
 

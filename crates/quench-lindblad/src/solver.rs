@@ -23,7 +23,7 @@
 
 use burn::tensor::{Int, Tensor, TensorData};
 use quench_kernels::ops::expmv::{ExactStates, exact_states, unit_roundoff};
-use quench_kernels::ops::propagate::{SquaredPolynomial, propagate};
+use quench_kernels::ops::propagate::propagate;
 use quench_kernels::readback::to_host_f32;
 use quench_kernels::reductions::Reduce;
 use quench_kernels::views::ReshapeTo;
@@ -639,14 +639,10 @@ impl Solver {
         let in_time: Vec<usize> = (0..segments).collect();
         let scale = t_segment / 2f64.powi(plan.squarings as i32);
         let scaled = self.generators(generators, &batch, &in_time, scale);
-        let polynomial = SquaredPolynomial {
-            coefficients: plan.coefficients(),
-            squarings: plan.squarings,
-        };
         propagate(
             scaled.reshape_to([n, n, segments, tasks]),
             batch.initial,
-            &polynomial,
+            &plan.polynomial(),
         )
     }
 

@@ -11,13 +11,14 @@ use std::ops::Range;
 use burn::tensor::{Tensor, TensorPrimitive};
 use quench_host::lanes::{in_lanes, lanes_for};
 use quench_host::small_matrix::{SquaredPolynomial, transpose};
-use quench_host::tensor::{Host, in_f32, tensor, values};
+use quench_host::tensor::{Host, owned, tensor};
 
 use super::{PropagateGradients, PropagateTape};
 
-/// The values of a tensor of the CPU backend, as f32.
+/// The values of a tensor of the CPU backend, as f32 (its own buffer where nothing else
+/// holds it).
 fn host_values<const D: usize>(t: Tensor<Host, D>) -> Vec<f32> {
-    values(&in_f32(t.into_primitive().tensor())).into_owned()
+    owned(t.into_primitive().tensor())
 }
 
 /// A tensor of the CPU backend from values rounded to f32.
