@@ -4,8 +4,10 @@
 //! rotation's [`Angle`] is fixed, a per-sample input (an encoding, `[batch, inputs]`) or a
 //! shared weight (`[weights]`, trained). A [`Simulator`] compiles it for a Burn device and runs
 //! a whole batch as one tensor program, states `[batch, 2^n]`, real while every gate is real;
-//! [`Mode::Fused`] turns runs of shared gates into one matrix per call. Gradients come from
-//! Burn's autodiff; the f64 [`reference`] simulates one circuit at a time on the host and
+//! [`Mode::Fused`] turns runs of shared gates into one matrix per call, and reads out a real
+//! circuit's `<Z_i>` ([`Simulator::expectations`]) as one fused operation of the seam
+//! (a kernel each way on a GPU). Gradients come from Burn's autodiff (the fused read-out's by
+//! the adjoint method); the f64 [`reference`] simulates one circuit at a time on the host and
 //! gives parameter-shift gradients to check them against.
 //!
 //! Wire 0 is the most significant bit of a basis index (`|q0 q1 ... q_{n-1}>`), and the
@@ -33,6 +35,8 @@ pub mod error;
 pub mod gate;
 pub mod json;
 pub mod limits;
+mod permutation;
+mod program;
 pub mod reference;
 pub mod simulate;
 

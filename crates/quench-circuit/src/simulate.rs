@@ -11,7 +11,10 @@
 //!   [`MAX_FUSED_QUBITS`]), every run of two or more shared operations (no per-sample angle)
 //!   becomes one `2^n x 2^n` matrix per member, built once per call by simulating the run on
 //!   the identity (the batch of all basis states) and applied to the batch as one (batched)
-//!   matmul; a run without weights is constant and built once, when the simulator is.
+//!   matmul; a run without weights is constant and built once, when the simulator is;
+//! - in [`Mode::Fused`], the `<Z_i>` read-out of a real circuit ([`Simulator::expectations`])
+//!   is the seam's fused operation instead ([`quench_kernels::ops::circuit`]), which holds no
+//!   batch of states at all.
 //!
 //! Members are independent copies of the circuit with their own weights (training seeds):
 //! weights are `[members, weights]` and the batch's rows are member-major, `batch / members`
@@ -22,6 +25,7 @@
 //! Burn's autodiff.
 
 use burn::tensor::{Int, Tensor, TensorData};
+use quench_kernels::ops::circuit::{RealCircuit, expectations};
 use quench_kernels::readback::float_tensor;
 use quench_kernels::reductions::{MAX_REDUCED_AXIS, Reduce};
 use quench_kernels::views::ReshapeTo;
@@ -31,6 +35,8 @@ use crate::circuit::Circuit;
 use crate::error::CircuitError;
 use crate::gate::{Angle, Gate, GateKind};
 use crate::limits::MAX_FUSED_QUBITS;
+use crate::permutation::HostPermutation;
+use crate::program::real_program;
 
 /// How the simulator applies shared gates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -130,46 +136,7 @@ enum Fused<B: QuenchOps> {
     Constant(State<B>),
 }
 
-/// A signed permutation on the host: `new[k] = sign[k] * old[perm[k]]`.
-struct HostPermutation {
-    perm: Vec<usize>,
-    sign: Vec<f64>,
-}
-
 impl HostPermutation {
-    /// The permutation of one of X, Z, CNOT, CZ, SWAP on a `qubits`-qubit state.
-    fn of(gate: &Gate, qubits: usize) -> Self {
-        let bit = |wire: usize| 1usize << (qubits - 1 - wire);
-        let dim = 1usize << qubits;
-        let a = bit(gate.wires[0]);
-        let b = gate.wires.get(1).map_or(0, |&w| bit(w));
-        let mut perm: Vec<usize> = (0..dim).collect();
-        let mut sign = vec![1.0; dim];
-        for k in 0..dim {
-            match gate.kind {
-                GateKind::X => perm[k] = k ^ a,
-                GateKind::Z if k & a != 0 => sign[k] = -1.0,
-                GateKind::Cnot if k & a != 0 => perm[k] = k ^ b,
-                GateKind::Cz if k & a != 0 && k & b != 0 => sign[k] = -1.0,
-                GateKind::Swap if (k & a != 0) != (k & b != 0) => perm[k] = k ^ a ^ b,
-                _ => {}
-            }
-        }
-        HostPermutation { perm, sign }
-    }
-
-    /// `self` followed by `next`.
-    fn then(self, next: HostPermutation) -> Self {
-        let perm = next.perm.iter().map(|&k| self.perm[k]).collect();
-        let sign = next
-            .perm
-            .iter()
-            .zip(&next.sign)
-            .map(|(&k, s)| s * self.sign[k])
-            .collect();
-        HostPermutation { perm, sign }
-    }
-
     /// `perm` as an index tensor `[2^n]` for `select`.
     fn index_tensor<B: QuenchOps>(&self, device: &B::Device) -> Tensor<B, 1, Int> {
         let perm: Vec<i64> = self.perm.iter().map(|&k| k as i64).collect();
@@ -199,6 +166,9 @@ pub struct Simulator<B: QuenchOps> {
     /// building the matrices costs more than the gates they replace); `None` when the
     /// simulator does not fuse.
     unfused: Option<Vec<Op<B>>>,
+    /// In [`Mode::Fused`], a real circuit as one program for the seam's fused read-out
+    /// ([`Simulator::expectations`]); `None` otherwise.
+    program: Option<RealCircuit>,
     /// `[2^n, n]`: entry `(k, i)` is `<k|Z_i|k>`, for circuits of at most
     /// [`MAX_FUSED_QUBITS`] qubits (larger ones reduce over axes instead).
     z_signs: Option<Tensor<B, 2>>,
@@ -243,11 +213,17 @@ impl<B: QuenchOps> Simulator<B> {
         }
         flush_run(&mut plan, &mut run, qubits, &flips, device);
         let z_signs = (qubits <= MAX_FUSED_QUBITS).then(|| z_sign_matrix(qubits, device));
+        let program = if mode == Mode::Fused {
+            real_program(&circuit)
+        } else {
+            None
+        };
         Ok(Simulator {
             circuit,
             mode,
             plan,
             unfused,
+            program,
             z_signs,
             flips,
             host_bytes,
@@ -275,48 +251,7 @@ impl<B: QuenchOps> Simulator<B> {
         inputs: Option<Tensor<B, 2>>,
         weights: Option<Tensor<B, 2>>,
     ) -> Result<State<B>, CircuitError> {
-        if batch == 0 {
-            return Err(CircuitError::EmptyBatch);
-        }
-        // Refused with an estimate rather than aborted by a failed allocation.
-        self.circuit
-            .check_fits(batch, size_of::<B::FloatElem>(), self.host_bytes)?;
-        let expected_inputs = self.circuit.inputs();
-        match &inputs {
-            Some(x) if x.dims() != [batch, expected_inputs] => {
-                return Err(CircuitError::Shape {
-                    name: "inputs",
-                    expected: format!("[{batch}, {expected_inputs}]"),
-                    found: x.dims().to_vec(),
-                });
-            }
-            None if expected_inputs > 0 => {
-                return Err(CircuitError::Shape {
-                    name: "inputs",
-                    expected: format!("[{batch}, {expected_inputs}]"),
-                    found: Vec::new(),
-                });
-            }
-            _ => {}
-        }
-        let expected_weights = self.circuit.weights();
-        let members = weights.as_ref().map_or(1, |w| w.dims()[0]);
-        let misshapen = |found: Vec<usize>| CircuitError::Shape {
-            name: "weights",
-            expected: format!("[members dividing {batch}, {expected_weights}]"),
-            found,
-        };
-        match &weights {
-            Some(w)
-                if w.dims()[1] != expected_weights
-                    || members == 0
-                    || !batch.is_multiple_of(members) =>
-            {
-                return Err(misshapen(w.dims().to_vec()));
-            }
-            None if expected_weights > 0 => return Err(misshapen(Vec::new())),
-            _ => {}
-        }
+        let members = self.check_call(batch, inputs.as_ref(), weights.as_ref())?;
         let state = basis_state_zero::<B>(batch, self.circuit.dimension(), &self.device);
         let angles = Angles {
             inputs: inputs.as_ref(),
@@ -335,6 +270,93 @@ impl<B: QuenchOps> Simulator<B> {
             _ => &self.plan,
         };
         Ok(apply_plan(state, plan, self.circuit.qubits(), &angles))
+    }
+
+    /// The members of a call of `batch` circuits with `inputs` and `weights`, or what is
+    /// wrong with them (see [`Simulator::run`]).
+    fn check_call(
+        &self,
+        batch: usize,
+        inputs: Option<&Tensor<B, 2>>,
+        weights: Option<&Tensor<B, 2>>,
+    ) -> Result<usize, CircuitError> {
+        if batch == 0 {
+            return Err(CircuitError::EmptyBatch);
+        }
+        // Refused with an estimate rather than aborted by a failed allocation.
+        self.circuit
+            .check_fits(batch, size_of::<B::FloatElem>(), self.host_bytes)?;
+        let expected_inputs = self.circuit.inputs();
+        match inputs {
+            Some(x) if x.dims() != [batch, expected_inputs] => {
+                return Err(CircuitError::Shape {
+                    name: "inputs",
+                    expected: format!("[{batch}, {expected_inputs}]"),
+                    found: x.dims().to_vec(),
+                });
+            }
+            None if expected_inputs > 0 => {
+                return Err(CircuitError::Shape {
+                    name: "inputs",
+                    expected: format!("[{batch}, {expected_inputs}]"),
+                    found: Vec::new(),
+                });
+            }
+            _ => {}
+        }
+        let expected_weights = self.circuit.weights();
+        let members = weights.map_or(1, |w| w.dims()[0]);
+        let misshapen = |found: Vec<usize>| CircuitError::Shape {
+            name: "weights",
+            expected: format!("[members dividing {batch}, {expected_weights}]"),
+            found,
+        };
+        match weights {
+            Some(w)
+                if w.dims()[1] != expected_weights
+                    || members == 0
+                    || !batch.is_multiple_of(members) =>
+            {
+                return Err(misshapen(w.dims().to_vec()));
+            }
+            None if expected_weights > 0 => return Err(misshapen(Vec::new())),
+            _ => {}
+        }
+        Ok(members)
+    }
+
+    /// `<Z_i>` `[batch, qubits]` of the final states of `batch` circuits with `inputs` and
+    /// `weights` as [`Simulator::run`] takes them: [`Simulator::run`] then
+    /// [`Simulator::z_expectations`], or, for a real circuit in [`Mode::Fused`], the seam's
+    /// fused read-out ([`quench_kernels::ops::circuit`]: one kernel forward and one backward on
+    /// a GPU, each row's state in f64 on the CPU, gradients by the adjoint method), which
+    /// never holds the batch's states in a tensor.
+    ///
+    /// # Errors
+    /// As [`Simulator::run`].
+    pub fn expectations(
+        &self,
+        batch: usize,
+        inputs: Option<Tensor<B, 2>>,
+        weights: Option<Tensor<B, 2>>,
+    ) -> Result<Tensor<B, 2>, CircuitError> {
+        let Some(program) = &self.program else {
+            let state = self.run(batch, inputs, weights)?;
+            return self.z_expectations(&state);
+        };
+        self.check_call(batch, inputs.as_ref(), weights.as_ref())?;
+        // The operation binds at least one column of each; a circuit that reads none gets
+        // zeros it never reads.
+        let inputs = inputs.unwrap_or_else(|| Tensor::zeros([batch, 1], &self.device));
+        let weights = weights.unwrap_or_else(|| Tensor::zeros([1, 1], &self.device));
+        let widen = |t: Tensor<B, 2>| {
+            if t.dims()[1] == 0 {
+                Tensor::zeros([t.dims()[0], 1], &self.device)
+            } else {
+                t
+            }
+        };
+        Ok(expectations(program, widen(inputs), widen(weights)))
     }
 
     /// Refuses a state that is not this simulator's: amplitudes `[batch, 2^qubits]` of

@@ -46,6 +46,15 @@ pub fn in_lanes<J: Send, T: Send>(
     groups.into_par_iter().with_max_len(1).map(work).collect()
 }
 
+/// `buffer` cut into `count` pieces of `len` values, one per job (`len` may be zero: `count`
+/// empty pieces, where `chunks_exact_mut` would panic).
+pub fn pieces<T>(buffer: &mut [T], count: usize, len: usize) -> Vec<&mut [T]> {
+    if len == 0 {
+        return (0..count).map(|_| <&mut [T]>::default()).collect();
+    }
+    buffer.chunks_exact_mut(len).take(count).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -101,6 +101,27 @@ pub fn lane_dot(a: &[f32], b: &[f32]) -> f32 {
     partial.iter().sum()
 }
 
+/// The largest of `values`, in [`REDUCTION_LANES`] partial maxima (`f32::NEG_INFINITY` for
+/// none).
+#[inline(always)]
+pub fn lane_max(values: &[f32]) -> f32 {
+    let mut lanes = [f32::NEG_INFINITY; REDUCTION_LANES];
+    for (k, v) in values.iter().enumerate() {
+        lanes[k % REDUCTION_LANES] = lanes[k % REDUCTION_LANES].max(*v);
+    }
+    lanes.iter().fold(f32::NEG_INFINITY, |m, v| m.max(*v))
+}
+
+/// `sum_k values[k]` in [`REDUCTION_LANES`] partial sums, then their sum in order.
+#[inline(always)]
+pub fn lane_sum(values: &[f32]) -> f32 {
+    let mut lanes = [0.0f32; REDUCTION_LANES];
+    for (k, v) in values.iter().enumerate() {
+        lanes[k % REDUCTION_LANES] += v;
+    }
+    lanes.iter().sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 
 use burn::tensor::ops::{FloatTensor, FloatTensorOps};
-use burn::tensor::{FloatDType, Shape, TensorData};
+use burn::tensor::{FloatDType, Shape, Tensor, TensorData, TensorPrimitive};
 use burn_ndarray::{NdArray, NdArrayTensor};
 
 /// The backend the host kernels serve.
@@ -35,6 +35,17 @@ pub fn values(t: &FloatTensor<Host>) -> Cow<'_, [f32]> {
 /// A tensor of `values` (row-major, `shape`), the `Vec` moved in.
 pub fn tensor<const D: usize>(values: Vec<f32>, shape: [usize; D]) -> FloatTensor<Host> {
     NdArrayTensor::from_data(TensorData::new(values, shape))
+}
+
+/// A `Vec` moved into a tensor of `shape` (row-major).
+pub fn from_values<const D: usize>(values: Vec<f32>, shape: [usize; D]) -> Tensor<Host, D> {
+    Tensor::from_primitive(TensorPrimitive::Float(tensor(values, shape)))
+}
+
+/// The values of a tensor as f32, row-major, in its own buffer where nothing else holds it
+/// ([`owned`]).
+pub fn host_values<const D: usize>(t: Tensor<Host, D>) -> Vec<f32> {
+    owned(t.into_primitive().tensor())
 }
 
 /// The values of an f32 tensor, row-major, as an owned `Vec`: the tensor's own buffer where it

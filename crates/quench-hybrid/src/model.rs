@@ -28,7 +28,8 @@ pub enum CircuitMode {
     Host,
     /// The whole batch on the device, gate by gate, gradients by autodiff.
     GateByGate,
-    /// The whole batch on the device with the weight layers fused into one matrix per step.
+    /// The whole batch on the device as one fused read-out of the seam: one kernel forward and
+    /// one backward on a GPU (the adjoint method), each sample's state in f64 on the CPU.
     Fused,
     /// No circuit: the encoder's 4 outputs go straight to the head (the ablation).
     Identity,
@@ -122,8 +123,7 @@ impl<B: QuenchOps> HybridModel<B> {
         let w: Tensor<B, 2> = weights.reshape_to([members, self.circuit.weights()]);
         let z = match &self.simulator {
             Some(simulator) => simulator
-                .run(rows, Some(x), Some(w))
-                .and_then(|state| simulator.z_expectations(&state))
+                .expectations(rows, Some(x), Some(w))
                 .unwrap_or_else(|e| unreachable!("shapes fixed by the model: {e}")),
             None => host_circuit(&self.circuit, x, w),
         };

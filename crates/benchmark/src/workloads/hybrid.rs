@@ -134,7 +134,8 @@ const VARIANTS: [Variant<Setting>; 7] = [
     ),
     variant(
         "fused-circuit",
-        "as device-circuit, the weight layers fused into one 16 x 16 matrix per member and step",
+        "as device-circuit, the circuit and its read-out as one fused operation (a kernel each \
+         way on a GPU, adjoint gradients)",
         (CircuitMode::Fused, FeatureMode::PerBatch, 64),
         (F32, claimed(42.0 / 40.0, 56.0 / 30.0)),
     ),

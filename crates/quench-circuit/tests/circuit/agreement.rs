@@ -147,6 +147,24 @@ fn states_match_the_reference<P: QuenchOps>(device: &P::Device, tolerance: Toler
             if circuit.is_real() {
                 prop_assert!(state.im.is_none(), "a real circuit kept an imaginary part");
             }
+            // The read-out without the states (in Fused mode, for a real circuit, the seam's
+            // fused operation).
+            let z = to_host_f64(
+                simulator
+                    .expectations(
+                        batch,
+                        tensor2(inputs.concat(), batch, circuit.inputs(), device),
+                        tensor2(weights.clone(), 1, weights.len(), device),
+                    )
+                    .unwrap(),
+            );
+            for (row, x) in inputs.iter().enumerate() {
+                let expected = reference::state(&circuit, x, &weights).unwrap();
+                let expected_z = reference::z_expectations(qubits, &expected);
+                for (i, e) in expected_z.iter().enumerate() {
+                    prop_assert!((z[row * qubits + i] - e).abs() < tolerance.state, "{mode:?} read-out");
+                }
+            }
         }
     });
 }
@@ -165,15 +183,22 @@ fn gradients_match<D: QuenchBackend>(device: &D::Device, tolerance: Tolerances, 
             let z = reference::z_expectations(qubits, &reference::state(&circuit, x, w).unwrap());
             z.iter().zip(&coefficients).map(|(z, c)| z * c).sum()
         };
-        for mode in [Mode::GateByGate, Mode::Fused] {
+        // Each mode through its states, and Fused through its read-out alone (for a real
+        // circuit the seam's fused operation, whose gradients are the adjoint method's).
+        for (mode, read_out) in [(Mode::GateByGate, false), (Mode::Fused, false), (Mode::Fused, true)] {
             let simulator = Simulator::<D>::new(circuit.clone(), mode, device).unwrap();
             let x = tensor2::<D>(inputs.concat(), batch, circuit.inputs(), device)
                 .map(Tensor::require_grad);
             let w = tensor2::<D>(weights.clone(), 1, weights.len(), device)
                 .map(Tensor::require_grad);
-            let state = simulator.run(batch, x.clone(), w.clone()).unwrap();
+            let z = if read_out {
+                simulator.expectations(batch, x.clone(), w.clone()).unwrap()
+            } else {
+                let state = simulator.run(batch, x.clone(), w.clone()).unwrap();
+                simulator.z_expectations(&state).unwrap()
+            };
             let c = float_tensor::<D, _, 2>(coefficients.clone(), [1, qubits], device);
-            let loss = (simulator.z_expectations(&state).unwrap() * c).sum_all();
+            let loss = (z * c).sum_all();
             let grads = loss.backward();
             if let Some(x) = &x {
                 let g = x.grad(&grads).map_or(vec![0.0; batch * circuit.inputs()], to_host_f64);

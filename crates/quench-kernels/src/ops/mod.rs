@@ -57,6 +57,10 @@
 //!   generators (the exact Lindblad solver's under autodiff), with the exact gradients of
 //!   both ([`propagate`]); a host kernel in f64 on the CPU backend, four CubeCL kernels, Burn's
 //!   batched products elsewhere, one autodiff node.
+//! - [`QuenchOps::circuit_forward`] / [`QuenchOps::circuit_backward`]: the `<Z_i>` read-out
+//!   of a batch of real quantum circuits whose angles are the rows' inputs and their members'
+//!   weights, with the adjoint method's gradients ([`circuit`]); each row in f64 on the CPU
+//!   backend, one CubeCL kernel each way, Burn's ops gate by gate elsewhere, one autodiff node.
 //! - [`QuenchOps::mlp_train_step`]: a member MLP's training step, backward pass, penalty,
 //!   clip and Adam ([`mlp`]); on the CPU backend the backward pass fused with Adam where no
 //!   clip needs the whole gradient, the seam's dense and Adam operations elsewhere.
@@ -84,6 +88,7 @@ pub mod attention;
 pub mod batch_norm;
 #[cfg(test)]
 mod binding_limit;
+pub mod circuit;
 pub mod conv;
 #[cfg(any(feature = "cuda", feature = "wgpu"))]
 mod cube;
@@ -100,6 +105,7 @@ pub mod view;
 use adam::{AdamConfig, AdamStep};
 use attention::{AttentionGradients, AttentionInputs, AttentionOutput};
 use batch_norm::{BatchNormTape, BatchNormed};
+use circuit::{CircuitGradients, RealCircuit};
 use conv::{ConvAffine, PatchRows};
 use dense::{Activation, DenseGradients, DenseOutput, NormGradients, NormTape, Normed};
 use expmv::ExactStates;
@@ -374,6 +380,27 @@ pub trait QuenchOps: Backend {
         objective: MlpObjective<Self>,
     ) -> MlpStepped<Self> {
         mlp::composed_train_step(step, params, moments, tape, objective)
+    }
+
+    /// `<Z_i>` `[rows, qubits]` of `program` on every row of `inputs` `[rows, columns]` with
+    /// its member's `weights` `[members, weight columns]` ([`circuit`]).
+    fn circuit_forward(
+        program: &RealCircuit,
+        inputs: Tensor<Self, 2>,
+        weights: Tensor<Self, 2>,
+    ) -> Tensor<Self, 2> {
+        circuit::composed_forward(program, inputs, weights)
+    }
+
+    /// The gradients with respect to a circuit read-out's inputs and weights, given the
+    /// gradient `d_z` `[rows, qubits]` with respect to the read-out.
+    fn circuit_backward(
+        program: &RealCircuit,
+        inputs: Tensor<Self, 2>,
+        weights: Tensor<Self, 2>,
+        d_z: Tensor<Self, 2>,
+    ) -> CircuitGradients<Self> {
+        circuit::composed_backward(program, inputs, weights, d_z)
     }
 
     /// `initial` `[tasks, n]` carried through the segments of `generators` `[n, n, segments,
@@ -850,6 +877,23 @@ impl QuenchOps for NdArray<f32> {
         AttentionGradients { q, k, v }
     }
 
+    fn circuit_forward(
+        program: &RealCircuit,
+        inputs: Tensor<Self, 2>,
+        weights: Tensor<Self, 2>,
+    ) -> Tensor<Self, 2> {
+        circuit::host::forward(program, inputs, weights)
+    }
+
+    fn circuit_backward(
+        program: &RealCircuit,
+        inputs: Tensor<Self, 2>,
+        weights: Tensor<Self, 2>,
+        d_z: Tensor<Self, 2>,
+    ) -> CircuitGradients<Self> {
+        circuit::host::backward(program, inputs, weights, d_z)
+    }
+
     fn propagate_forward(
         generators: Tensor<Self, 4>,
         initial: Tensor<Self, 2>,
@@ -1008,6 +1052,23 @@ impl<R: burn_cubecl::CubeRuntime, BT: burn_cubecl::BoolElement> QuenchOps
         dy: Tensor<Self, 3>,
     ) -> NormGradients<Self> {
         dense::cube::layer_norm_backward(tape, gamma, dy)
+    }
+
+    fn circuit_forward(
+        program: &RealCircuit,
+        inputs: Tensor<Self, 2>,
+        weights: Tensor<Self, 2>,
+    ) -> Tensor<Self, 2> {
+        circuit::cube::circuit_forward(program, inputs, weights)
+    }
+
+    fn circuit_backward(
+        program: &RealCircuit,
+        inputs: Tensor<Self, 2>,
+        weights: Tensor<Self, 2>,
+        d_z: Tensor<Self, 2>,
+    ) -> CircuitGradients<Self> {
+        circuit::cube::circuit_backward(program, inputs, weights, d_z)
     }
 
     fn propagate_forward(
@@ -1263,6 +1324,23 @@ impl<B: QuenchOps, C: CheckpointStrategy> QuenchOps for Autodiff<B, C> {
         d_context: Tensor<Self, 3>,
     ) -> AttentionGradients<Self> {
         attention::autodiff_attention_backward(inputs, weights, d_context)
+    }
+
+    fn circuit_forward(
+        program: &RealCircuit,
+        inputs: Tensor<Self, 2>,
+        weights: Tensor<Self, 2>,
+    ) -> Tensor<Self, 2> {
+        circuit::autodiff_forward(program, inputs, weights)
+    }
+
+    fn circuit_backward(
+        program: &RealCircuit,
+        inputs: Tensor<Self, 2>,
+        weights: Tensor<Self, 2>,
+        d_z: Tensor<Self, 2>,
+    ) -> CircuitGradients<Self> {
+        circuit::autodiff_backward(program, inputs, weights, d_z)
     }
 
     fn propagate_forward(

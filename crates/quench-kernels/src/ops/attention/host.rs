@@ -9,7 +9,7 @@ use burn::tensor::ops::FloatTensor;
 use quench_host::buffers::{recycle_tensor, take};
 use quench_host::gemm::{MatRef, gemm, gemm_strided};
 use quench_host::lanes::in_lanes;
-use quench_host::math::{REDUCTION_LANES, exp, lane_dot};
+use quench_host::softmax::{softmax_rows, softmax_rows_backward};
 use quench_host::tensor::{Host, in_f32, tensor, values};
 
 /// Sizes of one call.
@@ -39,80 +39,6 @@ impl Shape {
     /// Head `h` of a group's `[seq, heads d_k]` rows, `[seq, d_k]`.
     fn head<'a>(&self, group: &'a [f32], h: usize) -> MatRef<'a> {
         MatRef::strided(&group[h * self.d_k..], self.seq, self.d_k, self.width())
-    }
-}
-
-#[inline(always)]
-fn lane_max(values: &[f32]) -> f32 {
-    let mut lanes = [f32::NEG_INFINITY; REDUCTION_LANES];
-    for (k, v) in values.iter().enumerate() {
-        lanes[k % REDUCTION_LANES] = lanes[k % REDUCTION_LANES].max(*v);
-    }
-    lanes.iter().fold(f32::NEG_INFINITY, |m, v| m.max(*v))
-}
-
-#[inline(always)]
-fn lane_sum(values: &[f32]) -> f32 {
-    let mut lanes = [0.0f32; REDUCTION_LANES];
-    for (k, v) in values.iter().enumerate() {
-        lanes[k % REDUCTION_LANES] += v;
-    }
-    lanes.iter().sum()
-}
-
-quench_host::simd_dispatch! {
-    /// Each row of `scores` (`seq` wide) scaled by `scale`, times its mask row if any, then
-    /// replaced by its softmax.
-    fn softmax_rows(scores: &mut [f32], mask: &[f32], seq: usize, scale: f32) => softmax_rows_portable
-}
-
-#[inline(always)]
-fn softmax_rows_portable(scores: &mut [f32], mask: &[f32], seq: usize, scale: f32) {
-    for (r, row) in scores.chunks_exact_mut(seq).enumerate() {
-        if mask.is_empty() {
-            row.iter_mut().for_each(|s| *s *= scale);
-        } else {
-            for (s, m) in row.iter_mut().zip(&mask[r * seq..(r + 1) * seq]) {
-                *s *= scale * m;
-            }
-        }
-        let max = lane_max(row);
-        for s in row.iter_mut() {
-            *s = exp(*s - max);
-        }
-        let inverse = 1.0 / lane_sum(row);
-        row.iter_mut().for_each(|s| *s *= inverse);
-    }
-}
-
-quench_host::simd_dispatch! {
-    /// The scores' gradient from the weights' gradient `dw`, in place: `w (dw - sum(dw w))`
-    /// per row, times the mask row if any, times `scale`.
-    fn softmax_rows_backward(dw: &mut [f32], weights: &[f32], mask: &[f32], seq: usize, scale: f32) => softmax_rows_backward_portable
-}
-
-#[inline(always)]
-fn softmax_rows_backward_portable(
-    dw: &mut [f32],
-    weights: &[f32],
-    mask: &[f32],
-    seq: usize,
-    scale: f32,
-) {
-    for (r, (d, w)) in dw
-        .chunks_exact_mut(seq)
-        .zip(weights.chunks_exact(seq))
-        .enumerate()
-    {
-        let dot = lane_dot(d, w);
-        for (d, w) in d.iter_mut().zip(w) {
-            *d = w * (*d - dot) * scale;
-        }
-        if !mask.is_empty() {
-            for (d, m) in d.iter_mut().zip(&mask[r * seq..(r + 1) * seq]) {
-                *d *= m;
-            }
-        }
     }
 }
 

@@ -16,17 +16,7 @@ use crate::ops::adam::host::{adam_step, updates};
 use crate::ops::dense::Activation;
 use crate::ops::dense::host::pre_activation_gradient;
 use quench_host::lanes::{in_lanes, lanes_for};
-use quench_host::tensor::{Host, owned, tensor, values};
-
-/// A tensor's values as an owned row-major `Vec` (its own buffer where nothing else holds it).
-fn take(t: Tensor<Host, 3>) -> Vec<f32> {
-    owned(t.into_primitive().tensor())
-}
-
-/// A `Vec` moved into a tensor of `shape`.
-fn put(values: Vec<f32>, shape: [usize; 3]) -> Tensor<Host, 3> {
-    Tensor::from_primitive(TensorPrimitive::Float(tensor(values, shape)))
-}
+use quench_host::tensor::{Host, from_values, host_values, tensor, values};
 
 /// A tensor's primitive (its buffer shared, not copied), whose values `values` then borrows
 /// in place where contiguous.
@@ -57,12 +47,12 @@ pub(crate) fn train_step(
             params,
             moments,
             tape,
-            take(upstream),
+            host_values(upstream),
             &updates,
         )
     } else {
         let grads = super::backward(&params, step.activation, tape, upstream);
-        let mut grads: Vec<Vec<f32>> = grads.into_iter().map(take).collect();
+        let mut grads: Vec<Vec<f32>> = grads.into_iter().map(host_values).collect();
         if step.l1 != 0.0 {
             let shared: Vec<FloatTensor<Host>> = params.iter().cloned().map(primitive).collect();
             let values: Vec<Cow<'_, [f32]>> = shared.iter().map(values).collect();
@@ -133,7 +123,7 @@ fn cross_entropy(
             *g = (p - f32::from(u8::from(k == label))) * per_row;
         }
     }
-    (put(gradient, [members, rows, classes]), losses)
+    (from_values(gradient, [members, rows, classes]), losses)
 }
 
 /// Adds `l1 sign(p)` to every gradient (0 at 0, the subgradient autodiff takes) and returns
@@ -266,8 +256,11 @@ fn fused_step(
     let shapes: Vec<[usize; 3]> = params.iter().map(Tensor::dims).collect();
     let members = shapes[0][0];
     let rows = tape.output.dims()[1];
-    let mut values: Vec<Vec<f32>> = params.into_iter().map(take).collect();
-    let mut moments: Vec<[Vec<f32>; 2]> = moments.into_iter().map(|pair| pair.map(take)).collect();
+    let mut values: Vec<Vec<f32>> = params.into_iter().map(host_values).collect();
+    let mut moments: Vec<[Vec<f32>; 2]> = moments
+        .into_iter()
+        .map(|pair| pair.map(host_values))
+        .collect();
     let shared: [Vec<FloatTensor<Host>>; 3] =
         [tape.inputs, tape.kept, tape.masks].map(|ts| ts.into_iter().map(primitive).collect());
     let [inputs, kept, masks] = shared.each_ref().map(|ts| {
@@ -363,12 +356,12 @@ fn fused_step(
     let params = values
         .into_iter()
         .zip(&shapes)
-        .map(|(v, &shape)| put(v, shape))
+        .map(|(v, &shape)| from_values(v, shape))
         .collect();
     let moments = moments
         .into_iter()
         .zip(&shapes)
-        .map(|(pair, &shape)| pair.map(|v| put(v, shape)))
+        .map(|(pair, &shape)| pair.map(|v| from_values(v, shape)))
         .collect();
     (params, moments)
 }

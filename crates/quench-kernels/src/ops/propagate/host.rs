@@ -8,23 +8,12 @@
 
 use std::ops::Range;
 
-use burn::tensor::{Tensor, TensorPrimitive};
+use burn::tensor::Tensor;
 use quench_host::lanes::{in_lanes, lanes_for};
 use quench_host::small_matrix::{SquaredPolynomial, transpose};
-use quench_host::tensor::{Host, owned, tensor};
+use quench_host::tensor::{Host, from_values, host_values};
 
 use super::{PropagateGradients, PropagateTape};
-
-/// The values of a tensor of the CPU backend, as f32 (its own buffer where nothing else
-/// holds it).
-fn host_values<const D: usize>(t: Tensor<Host, D>) -> Vec<f32> {
-    owned(t.into_primitive().tensor())
-}
-
-/// A tensor of the CPU backend from values rounded to f32.
-fn from_values<const D: usize>(values: Vec<f32>, shape: [usize; D]) -> Tensor<Host, D> {
-    Tensor::from_primitive(TensorPrimitive::Float(tensor(values, shape)))
-}
 
 /// Columns `range` of a `[n, n, columns]` stack, as a stack of their own in f64.
 fn columns_of<T: Copy + Into<f64>>(
