@@ -45,3 +45,17 @@ impl HostPermutation {
         HostPermutation { perm, sign }
     }
 }
+
+/// Adds `gate` to the run of permutations `pending` (after what it holds) when the gate is a
+/// signed permutation; whether it was.
+pub(crate) fn absorb(pending: &mut Option<HostPermutation>, gate: &Gate, qubits: usize) -> bool {
+    if !gate.kind.is_signed_permutation() {
+        return false;
+    }
+    let next = HostPermutation::of(gate, qubits);
+    *pending = Some(match pending.take() {
+        Some(before) => before.then(next),
+        None => next,
+    });
+    true
+}

@@ -6,7 +6,7 @@ use quench_kernels::ops::circuit::{RealCircuit, Source, Step};
 
 use crate::circuit::Circuit;
 use crate::gate::Angle;
-use crate::permutation::HostPermutation;
+use crate::permutation::{HostPermutation, absorb};
 
 /// `circuit` as a [`RealCircuit`], where every gate is real (H, X, Z, RY, CNOT, CZ, SWAP) and
 /// the circuit within the program's size; `None` otherwise.
@@ -26,12 +26,7 @@ pub(crate) fn real_program(circuit: &Circuit) -> Option<RealCircuit> {
         }
     };
     for gate in circuit.gates() {
-        if gate.kind.is_signed_permutation() {
-            let next = HostPermutation::of(gate, qubits);
-            pending = Some(match pending.take() {
-                Some(before) => before.then(next),
-                None => next,
-            });
+        if absorb(&mut pending, gate, qubits) {
             continue;
         }
         flush(pending.take(), &mut steps);

@@ -35,7 +35,7 @@ use crate::circuit::Circuit;
 use crate::error::CircuitError;
 use crate::gate::{Angle, Gate, GateKind};
 use crate::limits::MAX_FUSED_QUBITS;
-use crate::permutation::HostPermutation;
+use crate::permutation::{HostPermutation, absorb};
 use crate::program::real_program;
 
 /// How the simulator applies shared gates.
@@ -586,12 +586,7 @@ fn compile<B: QuenchOps>(circuit: &Circuit, device: &B::Device) -> Vec<(Op<B>, b
     }
     let mut pending: Option<HostPermutation> = None;
     for gate in gates {
-        if gate.kind.is_signed_permutation() {
-            let next = HostPermutation::of(gate, qubits);
-            pending = Some(match pending.take() {
-                Some(before) => before.then(next),
-                None => next,
-            });
+        if absorb(&mut pending, gate, qubits) {
             continue;
         }
         if let Some(permutation) = pending.take() {

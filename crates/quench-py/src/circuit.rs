@@ -136,25 +136,34 @@ impl Run {
             (circuit.inputs() > 0).then(|| tracked(&self.inputs, [self.batch, circuit.inputs()]));
         let weights =
             (circuit.weights() > 0).then(|| tracked(&self.weights, [1, circuit.weights()]));
-        let mode = if fusion_pays(circuit.qubits(), self.batch) {
+        // Without pairs only `<Z_i>` is asked: the fused read-out (for a real circuit the seam's
+        // operation, one kernel each way on a GPU; otherwise the states, fused where it pays).
+        let mode = if self.pairs.is_empty() || fusion_pays(circuit.qubits(), self.batch) {
             Mode::Fused
         } else {
             Mode::GateByGate
         };
         let simulator = Simulator::<E>::new(circuit.clone(), mode, device).map_err(input)?;
+        if self.pairs.is_empty() {
+            let z = simulator
+                .expectations(self.batch, inputs.clone(), weights.clone())
+                .map_err(input)?;
+            return Ok(Forward {
+                z,
+                zz: None,
+                inputs,
+                weights,
+            });
+        }
         let state = simulator
             .run(self.batch, inputs.clone(), weights.clone())
             .map_err(input)?;
         let z = simulator.z_expectations(&state).map_err(input)?;
-        let zz = if self.pairs.is_empty() {
-            None
-        } else {
-            Some(
-                simulator
-                    .zz_expectations(&state, &self.pairs)
-                    .map_err(input)?,
-            )
-        };
+        let zz = Some(
+            simulator
+                .zz_expectations(&state, &self.pairs)
+                .map_err(input)?,
+        );
         Ok(Forward {
             z,
             zz,
