@@ -16,6 +16,7 @@ mod circuit;
 mod device;
 mod errors;
 mod lindblad;
+mod sgld;
 
 use pyo3::prelude::*;
 
@@ -54,5 +55,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(lindblad::lindblad_run, m)?)?;
     m.add_function(wrap_pyfunction!(circuit::circuit_expectations, m)?)?;
     m.add_function(wrap_pyfunction!(circuit::circuit_run, m)?)?;
+    m.add_function(wrap_pyfunction!(sgld::sgld_run_grid, m)?)?;
     Ok(())
 }

@@ -6,6 +6,8 @@ Submodules:
   their fidelities (``System``, ``evolve``, ``fidelity_and_grad``).
 * :mod:`quench.circuit` -- ``<Z_i>`` of qubit circuits written as gate dicts
   (``expectations``).
+* :mod:`quench.sgld` -- a Gibbs-posterior SGLD grid from its settings, with the PAC-Bayes
+  bound (``run_grid``).
 
 Every function takes ``device="auto"`` (or ``"cpu"``, ``"cuda"``, ``"cuda:N"``, ``"wgpu"``,
 ``"wgpu:N"``); :func:`devices` lists what this build can use. Bad input raises ``ValueError``
@@ -13,11 +15,11 @@ naming the argument; a device that fails (or a bug inside Quench) raises ``Runti
 """
 
 from . import _native
-from . import circuit, lindblad
+from . import circuit, lindblad, sgld
 
 __version__: str = _native.__version__
 
-__all__ = ["__version__", "circuit", "devices", "lindblad"]
+__all__ = ["__version__", "circuit", "devices", "lindblad", "sgld"]
 
 
 def devices() -> list:
