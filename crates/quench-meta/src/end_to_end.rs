@@ -303,4 +303,25 @@ quench_kernels::device_test! {
             Err(err) => assert!(err.to_string().contains("meta-iteration"), "{err}"),
         }
     }
+
+    fn a_run_stopped_between_iterations_keeps_the_ones_that_finished<B>(device) {
+        use quench_lindblad::OperatorCache;
+        use crate::{MetaConfig, MetaRun};
+        // Stopped after the second of six iterations: two records, and the validation that
+        // the second ran (every second iteration here); none after.
+        let config = Valid::new(MetaConfig {
+            iterations: 6,
+            val_interval: 2,
+            ..small(Algorithm::Fomaml)
+        })
+        .unwrap();
+        let mut run = MetaRun::<B>::new(&config, &mut OperatorCache::new(), device).unwrap();
+        let history = run
+            .train_while(&quench_scale::World::alone(), |record, _| record.iteration < 2)
+            .unwrap();
+        let iterations: Vec<usize> = history.iterations.iter().map(|r| r.iteration).collect();
+        assert_eq!(iterations, [1, 2]);
+        let validated: Vec<usize> = history.validations.iter().map(|v| v.iteration).collect();
+        assert_eq!(validated, [2]);
+    }
 }

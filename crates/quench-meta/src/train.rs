@@ -235,6 +235,20 @@ impl<B: QuenchBackend> MetaRun<B> {
         world: &World,
         mut progress: impl FnMut(&IterationRecord, Option<&Validation>),
     ) -> Result<History, MetaError> {
+        self.train_while(world, |record, validation| {
+            progress(record, validation);
+            true
+        })
+    }
+
+    /// [`train_in`](Self::train_in), asking `go_on` after each iteration (and its validation)
+    /// whether to run the next one: a run stopped early (a user's Ctrl-C, say) returns the
+    /// history of the iterations that finished.
+    pub fn train_while(
+        &mut self,
+        world: &World,
+        mut go_on: impl FnMut(&IterationRecord, Option<&Validation>) -> bool,
+    ) -> Result<History, MetaError> {
         let mut history = History {
             config: self.config.clone(),
             iterations: Vec::new(),
@@ -276,7 +290,9 @@ impl<B: QuenchBackend> MetaRun<B> {
             } else {
                 None
             };
-            progress(&record, validation.as_ref());
+            if !go_on(&record, validation.as_ref()) {
+                break;
+            }
         }
         Ok(history)
     }

@@ -16,6 +16,7 @@ mod circuit;
 mod device;
 mod errors;
 mod lindblad;
+mod meta;
 mod sgld;
 
 use pyo3::prelude::*;
@@ -56,5 +57,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(circuit::circuit_expectations, m)?)?;
     m.add_function(wrap_pyfunction!(circuit::circuit_run, m)?)?;
     m.add_function(wrap_pyfunction!(sgld::sgld_run_grid, m)?)?;
+    m.add_function(wrap_pyfunction!(meta::meta_train, m)?)?;
     Ok(())
 }

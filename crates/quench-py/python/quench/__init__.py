@@ -6,6 +6,8 @@ Submodules:
   their fidelities (``System``, ``evolve``, ``fidelity_and_grad``).
 * :mod:`quench.circuit` -- ``<Z_i>`` of qubit circuits written as gate dicts
   (``expectations``).
+* :mod:`quench.meta` -- meta-learning of control pulses from its settings (``train``), Ctrl-C
+  honoured between meta-iterations.
 * :mod:`quench.sgld` -- a Gibbs-posterior SGLD grid from its settings, with the PAC-Bayes
   bound (``run_grid``).
 
@@ -15,11 +17,11 @@ naming the argument; a device that fails (or a bug inside Quench) raises ``Runti
 """
 
 from . import _native
-from . import circuit, lindblad, sgld
+from . import circuit, lindblad, meta, sgld
 
 __version__: str = _native.__version__
 
-__all__ = ["__version__", "circuit", "devices", "lindblad", "sgld"]
+__all__ = ["__version__", "circuit", "devices", "lindblad", "meta", "sgld"]
 
 
 def devices() -> list:

@@ -1,5 +1,6 @@
 from . import circuit as circuit
 from . import lindblad as lindblad
+from . import meta as meta
 from . import sgld as sgld
 
 __version__: str

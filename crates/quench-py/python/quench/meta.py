@@ -1,0 +1,55 @@
+"""Meta-learning of control pulses (guide 001): a policy network maps a task's parameters to
+the piecewise-constant amplitudes of its pulse, adapted per task by a few inner gradient steps
+(first-order MAML or Reptile) through the differentiable Lindblad solver.
+
+The settings are those of the files under ``configs/lindblad/`` (``algorithm``,
+``iterations``, ``tasks_per_batch``, ``inner_steps``, ``inner_lr``, ``meta_lr``,
+``val_tasks``, ``val_interval``, ``seed``, ``[solver]``, ``[policy]``, ...), given as the
+file's path or as a dict of the same keys.
+"""
+
+import json
+import os
+from collections.abc import Mapping
+
+from . import _native
+
+__all__ = ["train"]
+
+
+def train(config, device="auto"):
+    """Trains the meta-learner of ``config`` (a TOML file's path, or a dict of its settings) on
+    ``device`` and returns its history: a dict with ``config`` (every setting, defaults filled
+    in), ``iterations`` (a dict per meta-iteration: ``iteration``, ``loss_before`` and
+    ``loss_after`` (the mean task losses before and after adaptation), ``skipped_tasks``,
+    ``seconds``) and
+    ``validations`` (fresh tasks every ``val_interval`` iterations and after the last: the
+    fidelities before and after adaptation as ``{"mean", "std", "tasks"}``).
+
+    Ctrl-C is honoured between meta-iterations: the run stops after the iteration in flight and
+    raises ``KeyboardInterrupt`` whose ``history`` attribute holds what finished. Raises
+    ``ValueError`` for a file that cannot be read or a setting out of range (naming the file or
+    ``config`` and the field), ``RuntimeError`` for a run that diverged or a device failure.
+    """
+    if isinstance(config, (str, os.PathLike)):
+        text = _native.meta_train(os.fspath(config), None, device)
+    elif isinstance(config, Mapping):
+        try:
+            settings = json.dumps(dict(config), allow_nan=False)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"config: {error}") from None
+        text = _native.meta_train(None, settings, device)
+    else:
+        raise ValueError(
+            f"config: a TOML file's path or a dict of its settings, not {type(config).__name__}"
+        )
+    outcome = json.loads(text)
+    history = outcome["history"]
+    if outcome["interrupted"]:
+        stop = KeyboardInterrupt(
+            f"meta-learning stopped after {len(history['iterations'])} of "
+            f"{history['config']['iterations']} meta-iterations"
+        )
+        stop.history = history
+        raise stop
+    return history

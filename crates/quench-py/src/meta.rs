@@ -1,0 +1,76 @@
+//! `quench.meta`: meta-learning of control pulses (guide 001) from a configuration file of
+//! `configs/lindblad/` or the same settings as a dict, trained on a device; the history comes
+//! back as JSON text. Ctrl-C is honoured between meta-iterations: the run stops after the
+//! iteration in flight and hands back what finished.
+
+use std::path::Path;
+
+use pyo3::prelude::*;
+use quench_kernels::{OnDevice, QuenchBackend, run_on};
+use quench_lindblad::OperatorCache;
+use quench_meta::{MetaConfig, MetaError, MetaRun};
+use quench_scale::World;
+use quench_train::settings::Valid;
+use serde_json::json;
+
+use crate::device;
+use crate::errors::{Failure, guarded};
+
+/// A checked configuration, to train on one backend.
+struct Train {
+    config: Valid<MetaConfig>,
+}
+
+impl OnDevice for Train {
+    /// The history and whether a Ctrl-C stopped it.
+    type Output = Result<(quench_meta::History, bool), MetaError>;
+
+    fn run<B: QuenchBackend>(self, device: &B::Device) -> Self::Output {
+        let mut run = MetaRun::<B>::new(&self.config, &mut OperatorCache::new(), device)?;
+        let mut interrupted = false;
+        let history = run.train_while(&World::alone(), |_, _| {
+            // Python's signal handlers run with the GIL, taken for a moment between
+            // iterations: a pending Ctrl-C is an error here, and the run stops.
+            interrupted = Python::attach(|py| py.check_signals().is_err());
+            !interrupted
+        })?;
+        Ok((history, interrupted))
+    }
+}
+
+/// Trains the configuration in the TOML file at `path`, or in `settings` (the same settings as
+/// JSON text, written by the Python side from the caller's dict), on `device`; returns
+/// `{"history": .., "interrupted": bool}` as JSON text. A refused file or setting is bad input
+/// naming it; a diverged run or a device failure is a runtime failure.
+#[pyfunction]
+#[pyo3(signature = (path, settings, device))]
+pub fn meta_train(
+    py: Python<'_>,
+    path: Option<&str>,
+    settings: Option<&str>,
+    device: &str,
+) -> PyResult<String> {
+    let spec = device::parse(device)?;
+    let (path, settings) = (path.map(str::to_owned), settings.map(str::to_owned));
+    guarded(py, move || {
+        let config: MetaConfig = match (path, settings) {
+            (Some(path), None) => quench_support::load_toml(Path::new(&path))
+                .map_err(|error| Failure::Input(error.to_string()))?,
+            (None, Some(text)) => {
+                serde_json::from_str(&text).map_err(|error| Failure::input("config", error))?
+            }
+            _ => {
+                return Err(Failure::input(
+                    "config",
+                    "a TOML file's path or a dict of its settings, one of the two",
+                ));
+            }
+        };
+        let config = Valid::new(config).map_err(|error| Failure::input("config", error))?;
+        let selected = device::open(spec)?;
+        let (history, interrupted) = run_on(selected, Train { config })
+            .map_err(|error| Failure::Runtime(error.to_string()))?
+            .map_err(|error| Failure::Runtime(error.to_string()))?;
+        Ok(json!({ "history": history, "interrupted": interrupted }).to_string())
+    })
+}
