@@ -55,16 +55,22 @@ fn fixed(kind: GateKind, wire: usize, angle: f64) -> Gate {
     Gate::rotation(kind, wire, Angle::Fixed(angle))
 }
 
-/// `<Z_i>` and `<Z_i Z_j>` of `circuit` (no inputs or weights) in `mode`, batch of one.
+/// `<Z_i>` and `<Z_i Z_j>` of `circuit` (no inputs or weights) in `mode`, batch of one; the
+/// read-out alone checked against the state's within `tolerance`.
 fn expectations<P: QuenchOps>(
     circuit: Circuit,
     mode: Mode,
     pairs: &[(usize, usize)],
     device: &P::Device,
+    tolerance: f64,
 ) -> (Vec<f64>, Vec<f64>) {
     let simulator = Simulator::<P>::new(circuit, mode, device).unwrap();
     let state = simulator.run(1, None, None).unwrap();
     let z = to_host_f64(simulator.z_expectations(&state).unwrap());
+    // The read-out alone (for a real circuit in Fused mode the seam's fused operation, which
+    // never holds the state) gives the same `<Z_i>`.
+    let read_out = to_host_f64(simulator.expectations(1, None, None).unwrap());
+    assert_close(&read_out, &z, tolerance);
     let zz = if pairs.is_empty() {
         Vec::new()
     } else {
@@ -96,7 +102,7 @@ mod checks {
                 vec![gate(GateKind::H, &[0]), gate(GateKind::Cnot, &[0, 1])],
             )
             .unwrap();
-            let (z, zz) = expectations::<P>(bell, mode, &[(0, 1)], device);
+            let (z, zz) = expectations::<P>(bell, mode, &[(0, 1)], device, tolerance);
             assert_close(&z, &[0.0, 0.0], tolerance);
             assert_close(&zz, &[1.0], tolerance);
         }
@@ -108,8 +114,13 @@ mod checks {
                 let mut gates = vec![gate(GateKind::H, &[0])];
                 gates.extend((1..n).map(|i| gate(GateKind::Cnot, &[i - 1, i])));
                 let pairs: Vec<_> = (1..n).map(|i| (0, i)).collect();
-                let (z, zz) =
-                    expectations::<P>(Circuit::new(n, gates).unwrap(), mode, &pairs, device);
+                let (z, zz) = expectations::<P>(
+                    Circuit::new(n, gates).unwrap(),
+                    mode,
+                    &pairs,
+                    device,
+                    tolerance,
+                );
                 assert_close(&z, &vec![0.0; n], tolerance);
                 assert_close(&zz, &vec![1.0; n - 1], tolerance);
             }
@@ -124,7 +135,7 @@ mod checks {
         for mode in MODES {
             for kind in [GateKind::Rx, GateKind::Ry] {
                 let circuit = Circuit::new(1, vec![fixed(kind, 0, t)]).unwrap();
-                let (z, _) = expectations::<P>(circuit, mode, &[], device);
+                let (z, _) = expectations::<P>(circuit, mode, &[], device, tolerance);
                 assert_close(&z, &[t.cos()], tolerance);
             }
             // RZ and the phase gate only turn the equator: H RZ(t) H and H P(t) H give cos t.
@@ -139,7 +150,7 @@ mod checks {
                 )
                 .unwrap();
                 assert_close(
-                    &expectations::<P>(circuit, mode, &[], device).0,
+                    &expectations::<P>(circuit, mode, &[], device, tolerance).0,
                     &[t.cos()],
                     tolerance,
                 );
@@ -155,7 +166,7 @@ mod checks {
             // X on wire 2 of 3: only <Z_2> flips (wire order: wire 0 is the most significant).
             let x = Circuit::new(3, vec![gate(GateKind::X, &[2])]).unwrap();
             assert_close(
-                &expectations::<P>(x, mode, &[], device).0,
+                &expectations::<P>(x, mode, &[], device, tolerance).0,
                 &[1.0, 1.0, -1.0],
                 tolerance,
             );
@@ -163,7 +174,7 @@ mod checks {
             let y =
                 Circuit::new(2, vec![gate(GateKind::Y, &[0]), gate(GateKind::Z, &[1])]).unwrap();
             assert_close(
-                &expectations::<P>(y, mode, &[], device).0,
+                &expectations::<P>(y, mode, &[], device, tolerance).0,
                 &[-1.0, 1.0],
                 tolerance,
             );
@@ -174,7 +185,7 @@ mod checks {
             )
             .unwrap();
             assert_close(
-                &expectations::<P>(swap, mode, &[], device).0,
+                &expectations::<P>(swap, mode, &[], device, tolerance).0,
                 &[1.0, 1.0, -1.0],
                 tolerance,
             );
@@ -190,7 +201,7 @@ mod checks {
             )
             .unwrap();
             assert_close(
-                &expectations::<P>(cz, mode, &[], device).0,
+                &expectations::<P>(cz, mode, &[], device, tolerance).0,
                 &[-1.0, -1.0],
                 tolerance,
             );
@@ -230,6 +241,10 @@ mod checks {
             let z = to_host_f64(simulator.z_expectations(&state).unwrap());
             let expected: Vec<f64> = angles.iter().map(|a| a.cos()).collect();
             assert_close(&z, &expected, tolerance);
+            let read_out = simulator
+                .expectations(2, Some(inputs.clone()), None)
+                .unwrap();
+            assert_close(&to_host_f64(read_out), &expected, tolerance);
         }
     }
 
@@ -243,7 +258,17 @@ mod checks {
         .unwrap();
         let weights = Some(Tensor::<P, 2>::zeros([1, 12], device));
         let narrow = Tensor::<P, 2>::zeros([8, 3], device);
-        let error = simulator.run(8, Some(narrow), weights.clone()).unwrap_err();
+        let error = simulator
+            .run(8, Some(narrow.clone()), weights.clone())
+            .unwrap_err();
+        assert!(
+            error.to_string().contains("inputs: expected shape [8, 4]"),
+            "{error}"
+        );
+        // The read-out alone checks the same way before any work.
+        let error = simulator
+            .expectations(8, Some(narrow), weights.clone())
+            .unwrap_err();
         assert!(
             error.to_string().contains("inputs: expected shape [8, 4]"),
             "{error}"
