@@ -25,10 +25,10 @@ Every peer's <Z_i> and gradients are compared with Quench's (the largest |differ
 import argparse
 import os
 import platform
-import statistics
-import time
 
 import numpy as np
+
+from timing import timed
 
 QUBITS = 4
 LAYERS = 3
@@ -52,19 +52,6 @@ def problem(batch, seed=52):
     weights = rng.uniform(-np.pi, np.pi, LAYERS * QUBITS)
     cotangent = rng.uniform(-1, 1, (batch, QUBITS))
     return inputs, weights, cotangent
-
-
-def timed(call, repeats):
-    """(first call's seconds, median seconds of `repeats` more, last result)."""
-    start = time.perf_counter()
-    result = call()
-    first = time.perf_counter() - start
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = call()
-        times.append(time.perf_counter() - start)
-    return first, statistics.median(times), result
 
 
 def quench_run(inputs, weights, cotangent):

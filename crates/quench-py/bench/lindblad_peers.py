@@ -27,10 +27,10 @@ density-matrix element over the tasks it ran).
 import argparse
 import os
 import platform
-import statistics
-import time
 
 import numpy as np
+
+from timing import timed
 
 SX = np.array([[0, 1], [1, 0]], dtype=complex)
 SY = np.array([[0, -1j], [1j, 0]], dtype=complex)
@@ -46,19 +46,6 @@ def problem(tasks, seed=52):
     amplitudes = rng.uniform(-2.0, 2.0, size=(tasks, SEGMENTS, 2))
     rates = rng.uniform(0.0, 0.15, size=tasks)
     return amplitudes, rates
-
-
-def timed(call, repeats):
-    """The warm-up call's seconds, the median of `repeats` more, and the last result."""
-    start = time.perf_counter()
-    result = call()
-    first = time.perf_counter() - start
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = call()
-        times.append(time.perf_counter() - start)
-    return first, statistics.median(times), result
 
 
 def quench_states(amplitudes, rates):

@@ -17,6 +17,7 @@ mod device;
 mod errors;
 mod lindblad;
 mod meta;
+mod settings;
 mod sgld;
 
 use pyo3::prelude::*;

@@ -3,8 +3,6 @@
 //! back as JSON text. Ctrl-C is honoured between meta-iterations: the run stops after the
 //! iteration in flight and hands back what finished.
 
-use std::path::Path;
-
 use pyo3::prelude::*;
 use quench_kernels::{OnDevice, QuenchBackend, run_on};
 use quench_lindblad::OperatorCache;
@@ -15,6 +13,7 @@ use serde_json::json;
 
 use crate::device;
 use crate::errors::{Failure, guarded};
+use crate::settings;
 
 /// A checked configuration, to train on one backend.
 struct Train {
@@ -53,20 +52,7 @@ pub fn meta_train(
     let spec = device::parse(device)?;
     let (path, settings) = (path.map(str::to_owned), settings.map(str::to_owned));
     guarded(py, move || {
-        let config: MetaConfig = match (path, settings) {
-            (Some(path), None) => quench_support::load_toml(Path::new(&path))
-                .map_err(|error| Failure::Input(error.to_string()))?,
-            (None, Some(text)) => {
-                serde_json::from_str(&text).map_err(|error| Failure::input("config", error))?
-            }
-            _ => {
-                return Err(Failure::input(
-                    "config",
-                    "a TOML file's path or a dict of its settings, one of the two",
-                ));
-            }
-        };
-        let config = Valid::new(config).map_err(|error| Failure::input("config", error))?;
+        let config = settings::checked::<MetaConfig>(path, settings)?;
         let selected = device::open(spec)?;
         let (history, interrupted) = run_on(selected, Train { config })
             .map_err(|error| Failure::Runtime(error.to_string()))?

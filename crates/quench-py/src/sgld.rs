@@ -3,8 +3,6 @@
 //! one program, counter-based noise, the fused step), its results handed back as JSON text
 //! that the Python half turns into dicts and lists.
 
-use std::path::Path;
-
 use pyo3::prelude::*;
 use quench_kernels::{OnDevice, QuenchBackend, run_on};
 use quench_sgld::{Execution, GridConfig, GridData, GridResult, MeanStd, SgldError, run_grid};
@@ -13,6 +11,7 @@ use serde_json::{Value, json};
 
 use crate::device;
 use crate::errors::{Failure, guarded};
+use crate::settings;
 
 /// A checked grid and its data, to run on one backend.
 struct Grid {
@@ -82,22 +81,8 @@ pub fn sgld_run_grid(
     let spec = device::parse(device)?;
     let (path, settings) = (path.map(str::to_owned), settings.map(str::to_owned));
     guarded(py, move || {
-        let refused = |error: SgldError| Failure::Input(error.to_string());
-        let config = match (path, settings) {
-            (Some(path), None) => GridConfig::load(Path::new(&path)).map_err(refused)?,
-            (None, Some(text)) => {
-                let config: GridConfig =
-                    serde_json::from_str(&text).map_err(|error| Failure::input("config", error))?;
-                Valid::new(config).map_err(|error| refused(error.with_origin("config")))?
-            }
-            _ => {
-                return Err(Failure::input(
-                    "config",
-                    "a TOML file's path or a dict of its settings, one of the two",
-                ));
-            }
-        };
-        let data = GridData::load(&config).map_err(refused)?;
+        let config = settings::checked::<GridConfig>(path, settings)?;
+        let data = GridData::load(&config).map_err(|error| Failure::Input(error.to_string()))?;
         let selected = device::open(spec)?;
         let result = run_on(selected, Grid { config, data })
             .map_err(|error| Failure::Runtime(error.to_string()))?

@@ -1,0 +1,38 @@
+//! A training call's settings as Python gives them: a configuration file's path, or the same
+//! settings as a dict (which the Python half writes as JSON text), read into the crate's
+//! configuration type and checked by its `Validate` before any work.
+
+use std::fmt::Display;
+use std::path::Path;
+
+use quench_train::settings::{Valid, Validate};
+use serde::de::DeserializeOwned;
+
+use crate::errors::Failure;
+
+/// The configuration of the TOML file at `path`, or of `settings` (JSON text), exactly one of
+/// the two, checked. Errors are bad input naming the file (or `config`) and the field.
+pub fn checked<C>(path: Option<String>, settings: Option<String>) -> Result<Valid<C>, Failure>
+where
+    C: DeserializeOwned + Validate,
+    C::Error: Display,
+{
+    let (config, origin): (C, String) = match (path, settings) {
+        (Some(path), None) => (
+            quench_support::load_toml(Path::new(&path))
+                .map_err(|error| Failure::Input(error.to_string()))?,
+            path,
+        ),
+        (None, Some(text)) => (
+            serde_json::from_str(&text).map_err(|error| Failure::input("config", error))?,
+            "config".to_string(),
+        ),
+        _ => {
+            return Err(Failure::input(
+                "config",
+                "a TOML file's path or a dict of its settings, one of the two",
+            ));
+        }
+    };
+    Valid::new(config).map_err(|error| Failure::input(&origin, error))
+}
