@@ -4,7 +4,7 @@
 use std::sync::{Mutex, PoisonError};
 
 use quench_device::select::select;
-use quench_kernels::SelectedDevice;
+use quench_kernels::{OnDevice, SelectedDevice, run_on};
 use quench_platform::DeviceSpec;
 
 use crate::errors::Failure;
@@ -41,6 +41,18 @@ pub fn open(spec: DeviceSpec) -> Result<SelectedDevice, Failure> {
         .unwrap_or_else(PoisonError::into_inner)
         .push((spec, device));
     Ok(device)
+}
+
+/// `task` run on `selected`, for a task whose own failures (a diverged run, say) are not the
+/// caller's input: a failure of the backend or of the task is a runtime failure.
+pub fn run<T, O, E>(selected: SelectedDevice, task: T) -> Result<O, Failure>
+where
+    T: OnDevice<Output = Result<O, E>>,
+    E: std::fmt::Display,
+{
+    run_on(selected, task)
+        .map_err(|error| Failure::Runtime(error.to_string()))?
+        .map_err(|error| Failure::Runtime(error.to_string()))
 }
 
 /// The devices this build can use, as `device` strings (see `quench.devices`).

@@ -4,7 +4,7 @@
 //! iteration in flight and hands back what finished.
 
 use pyo3::prelude::*;
-use quench_kernels::{OnDevice, QuenchBackend, run_on};
+use quench_kernels::{OnDevice, QuenchBackend};
 use quench_lindblad::OperatorCache;
 use quench_meta::{MetaConfig, MetaError, MetaRun};
 use quench_scale::World;
@@ -12,7 +12,6 @@ use quench_train::settings::Valid;
 use serde_json::json;
 
 use crate::device;
-use crate::errors::{Failure, guarded};
 use crate::settings;
 
 /// A checked configuration, to train on one backend.
@@ -49,14 +48,8 @@ pub fn meta_train(
     settings: Option<&str>,
     device: &str,
 ) -> PyResult<String> {
-    let spec = device::parse(device)?;
-    let (path, settings) = (path.map(str::to_owned), settings.map(str::to_owned));
-    guarded(py, move || {
-        let config = settings::checked::<MetaConfig>(path, settings)?;
-        let selected = device::open(spec)?;
-        let (history, interrupted) = run_on(selected, Train { config })
-            .map_err(|error| Failure::Runtime(error.to_string()))?
-            .map_err(|error| Failure::Runtime(error.to_string()))?;
+    settings::call::<MetaConfig, _>(py, path, settings, device, |config, selected| {
+        let (history, interrupted) = device::run(selected, Train { config })?;
         Ok(json!({ "history": history, "interrupted": interrupted }).to_string())
     })
 }

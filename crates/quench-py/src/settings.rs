@@ -5,14 +5,40 @@
 use std::fmt::Display;
 use std::path::Path;
 
+use pyo3::prelude::*;
+use quench_kernels::SelectedDevice;
 use quench_train::settings::{Valid, Validate};
 use serde::de::DeserializeOwned;
 
-use crate::errors::Failure;
+use crate::device;
+use crate::errors::{Failure, guarded};
+
+/// A training entry point: `device` parsed before any work, then without the GIL the settings
+/// (the file at `path` or the JSON text `settings`) read and checked, the device opened, and
+/// `work` run on both; its JSON text is what Python gets.
+pub fn call<C, F>(
+    py: Python<'_>,
+    path: Option<&str>,
+    settings: Option<&str>,
+    device: &str,
+    work: F,
+) -> PyResult<String>
+where
+    C: DeserializeOwned + Validate,
+    C::Error: Display,
+    F: FnOnce(Valid<C>, SelectedDevice) -> Result<String, Failure> + Send,
+{
+    let spec = device::parse(device)?;
+    let (path, settings) = (path.map(str::to_owned), settings.map(str::to_owned));
+    guarded(py, move || {
+        let config = checked::<C>(path, settings)?;
+        work(config, device::open(spec)?)
+    })
+}
 
 /// The configuration of the TOML file at `path`, or of `settings` (JSON text), exactly one of
 /// the two, checked. Errors are bad input naming the file (or `config`) and the field.
-pub fn checked<C>(path: Option<String>, settings: Option<String>) -> Result<Valid<C>, Failure>
+fn checked<C>(path: Option<String>, settings: Option<String>) -> Result<Valid<C>, Failure>
 where
     C: DeserializeOwned + Validate,
     C::Error: Display,

@@ -4,13 +4,13 @@
 //! that the Python half turns into dicts and lists.
 
 use pyo3::prelude::*;
-use quench_kernels::{OnDevice, QuenchBackend, run_on};
+use quench_kernels::{OnDevice, QuenchBackend};
 use quench_sgld::{Execution, GridConfig, GridData, GridResult, MeanStd, SgldError, run_grid};
 use quench_train::settings::Valid;
 use serde_json::{Value, json};
 
 use crate::device;
-use crate::errors::{Failure, guarded};
+use crate::errors::Failure;
 use crate::settings;
 
 /// A checked grid and its data, to run on one backend.
@@ -78,15 +78,9 @@ pub fn sgld_run_grid(
     settings: Option<&str>,
     device: &str,
 ) -> PyResult<String> {
-    let spec = device::parse(device)?;
-    let (path, settings) = (path.map(str::to_owned), settings.map(str::to_owned));
-    guarded(py, move || {
-        let config = settings::checked::<GridConfig>(path, settings)?;
+    settings::call::<GridConfig, _>(py, path, settings, device, |config, selected| {
         let data = GridData::load(&config).map_err(|error| Failure::Input(error.to_string()))?;
-        let selected = device::open(spec)?;
-        let result = run_on(selected, Grid { config, data })
-            .map_err(|error| Failure::Runtime(error.to_string()))?
-            .map_err(|error| Failure::Runtime(error.to_string()))?;
+        let result = device::run(selected, Grid { config, data })?;
         Ok(to_json(&result).to_string())
     })
 }
