@@ -45,13 +45,29 @@ pub struct CircuitGradients<B: Backend> {
 /// `<Z_i>` `[rows, qubits]` of `program` run on every row with its `inputs` `[rows, at least
 /// program.inputs()]` and its member's `weights` `[members, at least program.weights()]`
 /// (`members` dividing `rows`, rows member-major); differentiable on an autodiff backend
-/// (one node, through [`QuenchOps::circuit_backward`]). Shapes are the caller's to check
-/// (quench-circuit's simulator does).
+/// (one node, through [`QuenchOps::circuit_backward`]). quench-circuit's
+/// `Simulator::expectations` checks a caller's shapes first and names them.
+///
+/// # Panics
+/// Where the shapes break that contract (a bug of the caller, as Burn's ops panic on
+/// mismatched shapes): too few columns, no member, or members not dividing the rows.
 pub fn expectations<B: QuenchOps>(
     program: &RealCircuit,
     inputs: Tensor<B, 2>,
     weights: Tensor<B, 2>,
 ) -> Tensor<B, 2> {
+    let ([rows, columns], [members, weight_columns]) = (inputs.dims(), weights.dims());
+    assert!(
+        columns >= program.inputs().max(1) && weight_columns >= program.weights().max(1),
+        "circuit read-out: inputs [{rows}, {columns}] and weights [{members}, {weight_columns}] \
+         for a program reading {} inputs and {} weights (at least one column each)",
+        program.inputs(),
+        program.weights()
+    );
+    assert!(
+        members > 0 && rows.is_multiple_of(members),
+        "circuit read-out: {members} members for {rows} rows"
+    );
     B::circuit_forward(program, inputs, weights)
 }
 
@@ -540,6 +556,17 @@ mod tests {
                 assert!(gap < 1e-13, "{name} ({qubits}, {layers}): {gap:e}");
             }
         }
+    }
+
+    #[test]
+    #[should_panic(expected = "circuit read-out: inputs [2, 1] and weights [1, 2]")]
+    fn too_few_columns_are_a_callers_bug_named_with_the_shapes() {
+        // Guide 003's ring on 2 qubits reads 2 inputs and 2 weights.
+        type X = NdArray<f32>;
+        let device = Default::default();
+        let x = Tensor::<X, 2>::zeros([2, 1], &device);
+        let w = Tensor::<X, 2>::zeros([1, 2], &device);
+        expectations(&ring(2, 1), x, w);
     }
 
     crate::device_test! {
