@@ -4,8 +4,8 @@
 //! ([`small_matrix`]), real quantum circuits one sample at a time ([`circuit`]), an LSTM layer's row over its
 //! sequence ([`lstm`]), the attention's softmax rows ([`softmax`]), layer normalisation's rows ([`layer_norm`]), a
 //! member's batch normalisation ([`batch_norm`]), the run-time choice of vector width ([`simd`]), the
-//! split of work over the cores ([`lanes`]) and the counter-based generator every backend's
-//! normals come from ([`threefry`]). Each operation's own kernel lives beside it, in
+//! split of work over the cores ([`lanes`]), the counter-based generator every backend's
+//! normals come from ([`threefry`]) and its streams drawn on the host ([`streams`]). Each operation's own kernel lives beside it, in
 //! `quench_kernels::ops::<operation>::host` (`crates/quench-kernels/src/ops/<operation>/host.rs`).
 
 pub mod batch_norm;
@@ -19,6 +19,7 @@ pub mod math;
 pub mod simd;
 pub mod small_matrix;
 pub mod softmax;
+pub mod streams;
 pub mod tensor;
 pub mod threefry;
 

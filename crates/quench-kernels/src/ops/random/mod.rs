@@ -1,7 +1,7 @@
 //! The random operations: counter-based standard normals ([`QuenchOps::counter_normals`],
 //! drawn through [`normals`] and [`NormalStreams`]) and inverted-dropout masks
 //! ([`QuenchOps::dropout_mask`]), from the streams of [`crate::threefry`]. The host kernels
-//! ([`host`]) run on the CPU backend, the composition ([`composed`]) elsewhere; both compute
+//! (`quench_host::streams`, pure host code) run on the CPU backend, the composition ([`composed`]) elsewhere; both compute
 //! the same 32-bit words, and the float transform agrees to f32 rounding, so a seed gives the
 //! same noise on every backend.
 
@@ -13,10 +13,9 @@ use crate::threefry::StreamKey;
 pub mod composed;
 #[cfg(any(feature = "cuda", feature = "wgpu"))]
 pub(crate) mod cube;
-pub mod host;
 
 pub use composed::normals_tensor;
-pub use host::{dropout_mask_host, fill_normals, fill_uniforms, normals_host};
+pub use quench_host::streams::{dropout_mask_host, fill_normals, fill_uniforms, normals_host};
 
 /// Draw `draw` of each member's stream on `device`, `[keys.len(), len]`
 /// ([`QuenchOps::counter_normals`]: host code on the CPU backend, tensor ops elsewhere).
@@ -93,11 +92,11 @@ impl NormalStreams {
 
 #[cfg(test)]
 mod tests {
-    use super::host::{
-        Keep, THREADED_FROM, fill_mask, fill_mask_portable, fill_member, fill_member_portable,
-    };
     use super::*;
     use crate::threefry::{cos_sin_turn, ln_unit, threefry2x32, uniforms};
+    use quench_host::streams::{
+        Keep, THREADED_FROM, fill_mask, fill_mask_portable, fill_member, fill_member_portable,
+    };
 
     #[test]
     fn threefry_gives_random123s_known_answers() {

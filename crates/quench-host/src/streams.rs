@@ -1,16 +1,17 @@
-//! The host kernels of the random operations ([`crate::ops::random`]): draws of the
-//! counter-based streams of [`crate::threefry`] written for the vector unit, `LANES` blocks side
-//! by side, rows split over the host's cores when a draw is large.
+//! Draws of the counter-based streams of [`crate::threefry`] on the host, written for the
+//! vector unit, `LANES` blocks side by side, rows split over the host's cores when a draw is
+//! large: the host kernels of `quench_kernels::ops::random` (normals and dropout masks), and
+//! the noise of the SGLD step's host kernel.
 
+use crate::lanes::{host_cores, in_lanes};
 use crate::threefry::{
     PARITY, ROTATIONS, StreamKey, cos_sin_turn, ln_unit, threefry2x32, uniforms,
 };
-use quench_host::lanes::{host_cores, in_lanes};
 
 /// Blocks per vector batch of the host kernel (two output values each).
 const LANES: usize = 16;
 /// Values below which a host draw runs on the calling thread only.
-pub(super) const THREADED_FROM: usize = 1 << 16;
+pub const THREADED_FROM: usize = 1 << 16;
 
 /// `LANES` blocks through one round with rotation `R` (a constant, so that the rotation is
 /// one vector shift pair).
@@ -44,10 +45,10 @@ fn four_rounds<const A: u32, const B: u32, const C: u32, const D: u32>(
     }
 }
 
-quench_host::simd_dispatch! {
+crate::simd_dispatch! {
     /// Fills `out` with values `first..first + out.len()` of one member's draw. `first` is
-    /// even. AVX-512 or AVX2 where the CPU has them, with the same values ([`quench_host::simd`]).
-    pub(super) fn fill_member(key: StreamKey, draw: u64, first: usize, out: &mut [f32]) => fill_member_portable
+    /// even. AVX-512 or AVX2 where the CPU has them, with the same values ([`crate::simd`]).
+    pub fn fill_member(key: StreamKey, draw: u64, first: usize, out: &mut [f32]) => fill_member_portable
 }
 
 /// `LANES` consecutive blocks from block `block` of the draw whose key schedule is `schedule`
@@ -94,9 +95,10 @@ fn fill_blocks(
     }
 }
 
-/// The normals' host kernel, written for whichever vector width it is compiled for.
+/// The normals' host kernel, written for whichever vector width it is compiled for (the tests
+/// compare it with [`fill_member`]'s dispatched build).
 #[inline(always)]
-pub(super) fn fill_member_portable(key: StreamKey, draw: u64, first: usize, out: &mut [f32]) {
+pub fn fill_member_portable(key: StreamKey, draw: u64, first: usize, out: &mut [f32]) {
     fill_blocks(key, draw, first, out, |w0, w1| {
         let (u1, u2) = uniforms(w0, w1);
         let r = (-2.0 * ln_unit(u1)).sqrt();
@@ -108,25 +110,23 @@ pub(super) fn fill_member_portable(key: StreamKey, draw: u64, first: usize, out:
 /// A dropout mask's threshold and kept value: a value is `scale` where its word's top 24
 /// bits are below `below`, else 0.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Keep {
-    pub(super) below: u32,
-    pub(super) scale: f32,
+pub struct Keep {
+    /// The threshold on a word's top 24 bits: the keep probability times `2^24`.
+    pub below: u32,
+    /// The kept value, `1 / keep probability` (inverted dropout).
+    pub scale: f32,
 }
 
-quench_host::simd_dispatch! {
+crate::simd_dispatch! {
     /// Fills `out` with values `first..` of one draw's mask (`Keep`). Vector code as
     /// [`fill_member`], the same values.
-    pub(super) fn fill_mask(key: StreamKey, draw: u64, first: usize, keep: Keep, out: &mut [f32]) => fill_mask_portable
+    pub fn fill_mask(key: StreamKey, draw: u64, first: usize, keep: Keep, out: &mut [f32]) => fill_mask_portable
 }
 
+/// The masks' host kernel, written for whichever vector width it is compiled for (the tests
+/// compare it with [`fill_mask`]'s dispatched build).
 #[inline(always)]
-pub(super) fn fill_mask_portable(
-    key: StreamKey,
-    draw: u64,
-    first: usize,
-    keep: Keep,
-    out: &mut [f32],
-) {
+pub fn fill_mask_portable(key: StreamKey, draw: u64, first: usize, keep: Keep, out: &mut [f32]) {
     let pick = |w: u32| if w >> 8 < keep.below { keep.scale } else { 0.0 };
     fill_blocks(key, draw, first, out, |w0, w1| (pick(w0), pick(w1)));
 }
@@ -182,7 +182,7 @@ fn fill_rows(
     fill: impl Fn(StreamKey, usize, &mut [f32]) + Sync,
 ) -> Vec<f32> {
     // Every value of every row is filled below.
-    let mut out = quench_host::buffers::take(keys.len() * len);
+    let mut out = crate::buffers::take(keys.len() * len);
     if len == 0 {
         return out;
     }
