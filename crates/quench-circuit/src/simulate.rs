@@ -25,7 +25,7 @@
 //! Burn's autodiff.
 
 use burn::tensor::{Int, Tensor, TensorData};
-use quench_kernels::ops::circuit::{RealCircuit, expectations};
+use quench_kernels::ops::circuit::{RealCircuit, expectations, z_signs};
 use quench_kernels::readback::float_tensor;
 use quench_kernels::reductions::{MAX_REDUCED_AXIS, Reduce};
 use quench_kernels::views::ReshapeTo;
@@ -212,7 +212,7 @@ impl<B: QuenchOps> Simulator<B> {
             }
         }
         flush_run(&mut plan, &mut run, qubits, &flips, device);
-        let z_signs = (qubits <= MAX_FUSED_QUBITS).then(|| z_sign_matrix(qubits, device));
+        let z_signs = (qubits <= MAX_FUSED_QUBITS).then(|| z_signs(qubits, device));
         let program = if mode == Mode::Fused {
             real_program(&circuit)
         } else {
@@ -658,23 +658,6 @@ fn basis_state_zero<B: QuenchOps>(batch: usize, dim: usize, device: &B::Device) 
         one
     };
     State { re, im: None }
-}
-
-/// `[2^n, n]`: entry `(k, i)` is +1 where bit `i` of `k` is 0, else -1.
-fn z_sign_matrix<B: QuenchOps>(qubits: usize, device: &B::Device) -> Tensor<B, 2> {
-    let dim = 1usize << qubits;
-    let signs: Vec<f64> = (0..dim)
-        .flat_map(|k| {
-            (0..qubits).map(move |i| {
-                if (k >> (qubits - 1 - i)) & 1 == 0 {
-                    1.0
-                } else {
-                    -1.0
-                }
-            })
-        })
-        .collect();
-    float_tensor(signs, [dim, qubits], device)
 }
 
 /// Applies `plan` to `state`.

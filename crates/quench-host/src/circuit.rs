@@ -348,8 +348,9 @@ fn theta(source: Source, row: Row<'_>) -> f64 {
     })
 }
 
-/// `<k|Z|k>` of the qubit at bit `shift` of basis index `k`: +1 where the bit is 0.
-fn z_sign(k: usize, shift: usize) -> f64 {
+/// `<k|Z|k>` of the qubit at bit `shift` of basis index `k`: +1 where the bit is 0 (wire `i`
+/// of `n` qubits is bit `n - 1 - i`).
+pub fn z_sign(k: usize, shift: usize) -> f64 {
     if (k >> shift) & 1 == 0 { 1.0 } else { -1.0 }
 }
 

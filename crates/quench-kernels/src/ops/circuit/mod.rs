@@ -20,6 +20,7 @@ use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData, TensorPrimitive};
 
+use quench_host::circuit::z_sign;
 pub use quench_host::circuit::{RealCircuit, Source, Step};
 
 use super::QuenchOps;
@@ -71,23 +72,11 @@ pub fn expectations<B: QuenchOps>(
     B::circuit_forward(program, inputs, weights)
 }
 
-/// Rows per member of a call.
-fn rows_per_member<B: Backend>(inputs: &Tensor<B, 2>, weights: &Tensor<B, 2>) -> usize {
-    inputs.dims()[0] / weights.dims()[0].max(1)
-}
-
 /// `[2^n, n]`: entry `(k, i)` is `<k|Z_i|k>`, +1 where bit `n - 1 - i` of `k` is 0.
 pub fn z_signs<B: Backend>(qubits: usize, device: &B::Device) -> Tensor<B, 2> {
     let dim = 1usize << qubits;
     let signs = (0..dim * qubits)
-        .map(|e| {
-            let (k, i) = (e / qubits, e % qubits);
-            if (k >> (qubits - 1 - i)) & 1 == 0 {
-                1.0
-            } else {
-                -1.0
-            }
-        })
+        .map(|e| z_sign(e / qubits, qubits - 1 - e % qubits))
         .collect();
     float_tensor::<B, f64, 2>(signs, [dim, qubits], device)
 }
@@ -110,7 +99,7 @@ impl<B: Backend> Halves<B> {
     fn new(inputs: Tensor<B, 2>, weights: Tensor<B, 2>) -> Self {
         let [rows, _] = inputs.dims();
         let [members, columns] = weights.dims();
-        let per_member = rows_per_member(&inputs, &weights);
+        let per_member = rows / members.max(1);
         let weights = weights
             .reshape_to([members, 1, columns])
             .repeat_dim(1, per_member)
