@@ -18,8 +18,14 @@
 # on their stand-in data). Each step's log goes to $OUT/log.txt as it is written; the reports
 # (report.json, report.md, kernel-launches.log) are packed into $OUT/results.tgz.
 # Steps run at once when joined by '+' (see the loop at the end).
+# Between calls, copy the returned cubecl-cache.tar.xz.NN into .gpu/ before the next call: a
+# machine left idle past the device tool's idle release (30 s) comes back fresh, and without
+# the carried parts the next call compiles and autotunes again everything the last one did (on
+# 2026-11-28 a second call did, 100 s of its 260). A run's standard error names each variant
+# and peer as it starts and ends, with the seconds since the start, so a step stopped by its
+# limit still shows where it was.
 # Steps: doctor verify-f32 verify-f32-warm (the same again, to time a warm start) verify-bf16
-# verify-f16 devices quick-a quick-b quick-c quick-d meta1024 sgldfull (default: verify-f32 verify-bf16 verify-f16 quick-a).
+# verify-f16 devices devices-warm quick-a quick-b quick-c quick-d meta1024 sgldfull (default: verify-f32 verify-bf16 verify-f16 quick-a).
 set -u
 OUT=${OUT:-/tmp/gpu-out}
 LIMIT=${LIMIT:-120}
@@ -102,7 +108,9 @@ run_step() { # run_step NAME: one step of the list below
     verify-f32 | verify-f32-warm) step "$1" "$B" verify --device cuda --precision f32 ;;
     verify-bf16) step "$1" "$B" verify --device cuda --precision bf16 ;;
     verify-f16) step "$1" "$B" verify --device cuda --precision f16 ;;
-    devices) step devices "$B" run --suite configs/devices.toml --device cuda --count-launches --out /tmp/quench/out/devices ;;
+    # The device-agreement suite with its launches and the kernels this process compiles;
+    # devices-warm runs it again in a new process, which should compile none (issue 50).
+    devices | devices-warm) step "$1" "$B" run --suite configs/devices.toml --device cuda --count-launches --count-compilations --out "/tmp/quench/out/$1" ;;
     quick-a) quick quick-a device,loader,lindblad-meta,qrng-distinguish ;;
     quick-b) quick quick-b qrng-gan,qrng-classifier,sgld ;;
     quick-c) quick quick-c hybrid ;;

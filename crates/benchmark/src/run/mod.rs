@@ -1,6 +1,7 @@
 //! Running a suite: select the device, run every variant, compare with the baseline, report.
 
 pub mod output;
+mod progress;
 pub mod ranks;
 pub mod signals;
 pub mod suite;
@@ -9,7 +10,6 @@ use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use indicatif::{ProgressBar, ProgressStyle};
 use quench_device::machine::MachineInfo;
 use quench_device::memory::{peak_memory, release_host_buffers, reset_peak_rss};
 use quench_device::{Precision, Selection, TimingConfig};
@@ -20,6 +20,7 @@ use crate::report::{
     FailedVariant, Report, RunStatus, SCHEMA_VERSION, UnsupportedVariant, VariantReport,
     WorkloadReport,
 };
+use crate::run::progress::Progress;
 use crate::run::suite::{Suite, split_variants};
 use crate::workload::{
     CheckedPrecision, PreparedWorkload, RunContext, RunPrecision, VariantInfo, VariantRun, Workload,
@@ -123,15 +124,7 @@ pub fn run_suite(
                 ))
         );
     }
-    let progress = if shard.is_root() {
-        ProgressBar::new(total as u64)
-    } else {
-        ProgressBar::hidden()
-    };
-    progress.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let progress = Progress::new(total, shard.is_root());
     let mut report = Report {
         schema: SCHEMA_VERSION,
         quench_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -162,7 +155,7 @@ pub fn run_suite(
         }
         return Err(err);
     }
-    progress.finish_and_clear();
+    progress.finish();
     report.status = RunStatus::Complete;
     Ok(report)
 }
@@ -182,7 +175,7 @@ fn run_planned(
     ctx: &RunContext<'_>,
     report: &mut Report,
     keep: &mut dyn FnMut(&Report) -> anyhow::Result<()>,
-    progress: &ProgressBar,
+    progress: &Progress,
 ) -> anyhow::Result<()> {
     let shard = request.world.shard();
     let timing = ctx.timing;
@@ -197,7 +190,8 @@ fn run_planned(
             peer_missing: None,
         });
         for (row, variant) in variants {
-            progress.set_message(format!("{}/{}", workload.name(), variant.name));
+            let what = format!("{}/{}", workload.name(), variant.name);
+            progress.start(&what);
             // The variant's peak counts its own buffers, not those an earlier one left to the
             // host kernels' pool.
             release_host_buffers();
@@ -205,7 +199,7 @@ fn run_planned(
             // A workload whose members do not split runs on rank 0 alone.
             let own = (shard.is_root() || workload.shards())
                 .then(|| run_caught(prepared.as_ref(), row, ctx));
-            progress.inc(1);
+            progress.variant_ended();
             let Some((run, rank_timings)) = ranks::gather(request.world, own)? else {
                 continue;
             };
@@ -237,20 +231,23 @@ fn run_planned(
                         let mut measured =
                             measured(&variant, outcome, precision, &entry.variants, ctx);
                         measured.ranks = rank_timings;
+                        progress.line(&format!(
+                            "{what}: ended, {:.4e} s per {}",
+                            measured.per_iteration_s.median, measured.iteration_unit
+                        ));
                         entry.variants.push(measured);
                     }
                 }
-                Ok(VariantRun::Unsupported(reason)) => entry.unsupported.push(UnsupportedVariant {
-                    name: variant.name.to_string(),
-                    reason,
-                }),
+                Ok(VariantRun::Unsupported(reason)) => {
+                    progress.line(&format!("{what}: not supported here: {reason}"));
+                    entry.unsupported.push(UnsupportedVariant {
+                        name: variant.name.to_string(),
+                        reason,
+                    });
+                }
                 Err(err) => {
                     let error = crate::error_line::one_line(&err);
-                    progress.println(format!(
-                        "{}/{} failed: {error}",
-                        workload.name(),
-                        variant.name
-                    ));
+                    progress.println(&format!("{what} failed: {error}"));
                     entry.failed.push(FailedVariant {
                         name: variant.name.to_string(),
                         error,
@@ -263,7 +260,8 @@ fn run_planned(
             continue;
         }
         if let Some(python) = &request.peers {
-            progress.set_message(format!("{}/pytorch", workload.name()));
+            let what = format!("{}/pytorch", workload.name());
+            progress.start(&what);
             let entry = report
                 .workloads
                 .last_mut()
@@ -273,13 +271,20 @@ fn run_planned(
             let inputs = request.peer_inputs.join(workload.name());
             match peers::measure(python, || prepared.peer(&inputs), &device, timing) {
                 Ok(peer) => {
+                    progress.line(&format!(
+                        "{what}: ended, {:.4e} s per {}",
+                        peer.per_iteration_s, peer.iteration_unit
+                    ));
                     for v in &mut entry.variants {
                         v.vs_pytorch = (v.iteration_unit == peer.iteration_unit)
                             .then(|| peer.per_iteration_s / v.per_iteration_s.median);
                     }
                     entry.peer = Some(peer);
                 }
-                Err(why) => entry.peer_missing = Some(why),
+                Err(why) => {
+                    progress.line(&format!("{what}: no figure: {why}"));
+                    entry.peer_missing = Some(why);
+                }
             }
             keep(report)?;
         }
