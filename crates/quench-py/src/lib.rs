@@ -12,11 +12,13 @@
 //! crosses into Python as pyo3's `PanicException` (a `BaseException`, which `except
 //! Exception` does not catch).
 
+mod bench;
 mod circuit;
 mod device;
 mod errors;
 mod lindblad;
 mod meta;
+mod qrng;
 mod settings;
 mod sgld;
 
@@ -59,5 +61,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(circuit::circuit_run, m)?)?;
     m.add_function(wrap_pyfunction!(sgld::sgld_run_grid, m)?)?;
     m.add_function(wrap_pyfunction!(meta::meta_train, m)?)?;
+    m.add_function(wrap_pyfunction!(qrng::qrng_classify, m)?)?;
+    m.add_function(wrap_pyfunction!(qrng::qrng_tournament, m)?)?;
+    m.add_function(wrap_pyfunction!(bench::bench_run, m)?)?;
+    m.add_function(wrap_pyfunction!(bench::doctor, m)?)?;
+    m.add_function(wrap_pyfunction!(bench::cli, m)?)?;
     Ok(())
 }

@@ -26,6 +26,16 @@ pub enum QrngError {
         /// The label.
         label: u32,
     },
+    /// A recorded file in which a declared source has no line.
+    #[error("{}: no line has label {label}; every source {classes:?} needs lines", path.display())]
+    MissingSource {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The label without lines.
+        label: u32,
+        /// The sources declared.
+        classes: Vec<u32>,
+    },
     /// The analysis reads more leading bits than a line holds.
     #[error("bits = {bits}: the lines hold only {available} bits")]
     TooFewBits {

@@ -20,6 +20,7 @@ pub mod distinguish;
 mod error;
 pub mod features;
 pub mod gan;
+pub mod recording;
 pub mod schedule;
 pub mod split;
 

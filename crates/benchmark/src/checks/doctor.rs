@@ -11,8 +11,22 @@ use quench_kernels::{OnDevice, run_on};
 
 use crate::numbers::{seconds, significant};
 
-/// Measures the device and returns the text `doctor` prints.
-pub fn doctor(selection: &Selection, config: DiagnosticsConfig) -> anyhow::Result<String> {
+/// What `doctor` measured on one device, and the text it prints.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Doctor {
+    /// The host and the device.
+    pub machine: MachineInfo,
+    /// The device's figures: tiny-op latency, matmul throughput, copy bandwidths.
+    pub figures: Diagnostics,
+    /// Each precision (`f32`, `tf32`, `bf16`, `f16`) and why the device cannot run it (`None`
+    /// where it can).
+    pub precisions: Vec<(String, Option<String>)>,
+    /// The report as `benchmark doctor` prints it, the host GEMM's figures included.
+    pub text: String,
+}
+
+/// Measures the device and renders what `doctor` prints.
+pub fn doctor(selection: &Selection, config: DiagnosticsConfig) -> anyhow::Result<Doctor> {
     struct Measure(DiagnosticsConfig);
     impl OnDevice for Measure {
         type Output = Result<(Diagnostics, Vec<(Precision, Result<(), String>)>), DeviceError>;
@@ -28,9 +42,18 @@ pub fn doctor(selection: &Selection, config: DiagnosticsConfig) -> anyhow::Resul
     let repeats = config.timing.repeats;
     let (figures, support) = run_on(selection.device, Measure(config))??;
     let machine = MachineInfo::read(selection.device);
-    let mut out = render(selection, &machine, &figures, &support);
-    out.push_str(&host_gemm(repeats));
-    Ok(out)
+    let mut text = render(selection, &machine, &figures, &support);
+    text.push_str(&host_gemm(repeats));
+    let precisions = support
+        .into_iter()
+        .map(|(precision, result)| (precision.to_string(), result.err()))
+        .collect();
+    Ok(Doctor {
+        machine,
+        figures,
+        precisions,
+        text,
+    })
 }
 
 /// The host kernels' GEMM (the `gemm` crate) on their shapes, on one thread and on every core

@@ -8,8 +8,13 @@ Submodules:
   (``expectations``).
 * :mod:`quench.meta` -- meta-learning of control pulses from its settings (``train``), Ctrl-C
   honoured between meta-iterations.
+* :mod:`quench.qrng` -- guide 000's analyses of random-number sources: the classifier of a
+  line's source (``classify``) and the GAN tournament between sources (``tournament``).
 * :mod:`quench.sgld` -- a Gibbs-posterior SGLD grid from its settings, with the PAC-Bayes
   bound (``run_grid``).
+* :mod:`quench.bench` -- the benchmark's suites (every workload of the five guides, with the
+  PyTorch peers when asked), their report as a dict (``run``); ``python -m quench`` is the
+  ``benchmark`` command line.
 
 Every function takes ``device="auto"`` (or ``"cpu"``, ``"cuda"``, ``"cuda:N"``, ``"wgpu"``,
 ``"wgpu:N"``); :func:`devices` lists what this build can use. Bad input raises ``ValueError``
@@ -17,11 +22,13 @@ naming the argument; a device that fails (or a bug inside Quench) raises ``Runti
 """
 
 from . import _native
-from . import circuit, lindblad, meta, sgld
+import json
+
+from . import bench, circuit, lindblad, meta, qrng, sgld
 
 __version__: str = _native.__version__
 
-__all__ = ["__version__", "circuit", "devices", "lindblad", "meta", "sgld"]
+__all__ = ["__version__", "bench", "circuit", "devices", "doctor", "lindblad", "meta", "qrng", "sgld"]
 
 
 def devices() -> list:
@@ -32,6 +39,21 @@ def devices() -> list:
     the ``wgpu`` feature. Any of them (or ``"auto"``) can be passed as ``device=``.
     """
     return _native.devices()
+
+
+def doctor(device="auto") -> dict:
+    """Describes ``device`` and measures it, as ``benchmark doctor`` does: a dict with
+    ``machine`` (host, cores, the device's name and backend), ``figures`` (``tiny_op``: the
+    latency of one small operation; ``matmul``: GFLOP/s per shape; ``copy``: bandwidths to,
+    from and on the device), ``precisions`` (``[name, None]`` for each precision the device
+    runs, ``[name, why not]`` for the others) and ``text`` (the printed report, with where the
+    GPU kernel cache is and what it holds, and the host GEMM's figures).
+
+    Takes a few seconds (longer on a GPU's first use, which compiles its kernels). Raises
+    ``ValueError`` for a malformed device string, ``RuntimeError`` for a device that cannot be
+    used.
+    """
+    return json.loads(_native.doctor(device))
 
 
 def _panic_for_test() -> None:

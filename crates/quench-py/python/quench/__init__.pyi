@@ -1,9 +1,14 @@
+from typing import Any
+
+from . import bench as bench
 from . import circuit as circuit
 from . import lindblad as lindblad
 from . import meta as meta
+from . import qrng as qrng
 from . import sgld as sgld
 
 __version__: str
 
 def devices() -> list[str]: ...
+def doctor(device: str = "auto") -> dict[str, Any]: ...
 def _panic_for_test() -> None: ...

@@ -1,9 +1,14 @@
-"""Conversion of the caller's arguments into contiguous numpy arrays, naming the argument.
+"""Conversion of the caller's arguments into contiguous numpy arrays and settings into what the
+native calls take, naming the argument.
 
 Integers and floats are accepted where complex numbers are expected (they are converted);
 complex numbers are refused where real ones are expected (the imaginary part would be lost
 silently otherwise); anything that is not numeric is refused.
 """
+
+import json
+import os
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -48,3 +53,18 @@ def text(name, value):
     if not isinstance(value, str):
         raise ValueError(f"{name}: expected a string, found {type(value).__name__}")
     return value
+
+
+def settings(name, value):
+    """A configuration given as a TOML file's path or as a dict of its settings, as the native
+    calls take it: ``(path, None)`` or ``(None, JSON text)``."""
+    if isinstance(value, (str, os.PathLike)):
+        return os.fspath(value), None
+    if isinstance(value, Mapping):
+        try:
+            return None, json.dumps(dict(value), allow_nan=False)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{name}: {error}") from None
+    raise ValueError(
+        f"{name}: a TOML file's path or a dict of its settings, not {type(value).__name__}"
+    )

@@ -9,10 +9,9 @@ file's path or as a dict of the same keys.
 """
 
 import json
-import os
-from collections.abc import Mapping
 
 from . import _native
+from ._convert import settings
 
 __all__ = ["train"]
 
@@ -31,18 +30,8 @@ def train(config, device="auto"):
     ``ValueError`` for a file that cannot be read or a setting out of range (naming the file or
     ``config`` and the field), ``RuntimeError`` for a run that diverged or a device failure.
     """
-    if isinstance(config, (str, os.PathLike)):
-        text = _native.meta_train(os.fspath(config), None, device)
-    elif isinstance(config, Mapping):
-        try:
-            settings = json.dumps(dict(config), allow_nan=False)
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"config: {error}") from None
-        text = _native.meta_train(None, settings, device)
-    else:
-        raise ValueError(
-            f"config: a TOML file's path or a dict of its settings, not {type(config).__name__}"
-        )
+    path, text = settings("config", config)
+    text = _native.meta_train(path, text, device)
     outcome = json.loads(text)
     history = outcome["history"]
     if outcome["interrupted"]:

@@ -10,10 +10,9 @@ dict of the same keys.
 """
 
 import json
-import os
-from collections.abc import Mapping
 
 from . import _native
+from ._convert import settings
 
 __all__ = ["run_grid"]
 
@@ -33,14 +32,5 @@ def run_grid(config, device="auto"):
     names the file or ``config`` and the field), ``RuntimeError`` for a device failure. The
     call holds no GIL while the chains run; it is one call (Ctrl-C is seen when it returns).
     """
-    if isinstance(config, (str, os.PathLike)):
-        return json.loads(_native.sgld_run_grid(os.fspath(config), None, device))
-    if isinstance(config, Mapping):
-        try:
-            settings = json.dumps(dict(config), allow_nan=False)
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"config: {error}") from None
-        return json.loads(_native.sgld_run_grid(None, settings, device))
-    raise ValueError(
-        f"config: a TOML file's path or a dict of its settings, not {type(config).__name__}"
-    )
+    path, text = settings("config", config)
+    return json.loads(_native.sgld_run_grid(path, text, device))

@@ -14,12 +14,12 @@ use quench_qrng::split::Split;
 use quench_train::settings::Valid;
 use serde::Deserialize;
 
-use super::{DataParams, Recording};
 use crate::peers::Peer;
 use crate::workload::{
     Claim, PerVariant, PrecisionRole, Quality, QualityCaveat, TableWorkload, Tolerance, Variant,
     VariantContext, VariantOutcome, final_training_loss, majority_share, time_runs,
 };
+use quench_qrng::recording::{DataSettings, Recording};
 
 /// Guide 000's claim for neural-network training: 6-15x.
 const NN_CLAIM: Claim = Claim {
@@ -40,7 +40,7 @@ pub struct QrngClassifier;
 #[serde(deny_unknown_fields, default)]
 pub struct ClassifierParams {
     /// The bit strings.
-    data: DataParams,
+    data: DataSettings,
     /// The classifier's settings; `batch_size` is set by the variant.
     training: ClassifierConfig,
 }
@@ -208,7 +208,7 @@ impl TableWorkload for QrngClassifier {
             return Ok(None);
         }
         let seeds: Vec<String> = t.seeds.iter().map(u64::to_string).collect();
-        let Some(mut args) = params.data.peer_args() else {
+        let Some(mut args) = super::peer_args(&params.data) else {
             return Ok(None);
         };
         args.extend([

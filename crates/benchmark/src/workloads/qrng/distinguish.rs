@@ -4,10 +4,10 @@ use quench_kernels::QuenchBackend;
 use quench_qrng::distinguish::{DistinguishConfig, distinguish};
 use serde::Deserialize;
 
-use super::{DataParams, Recording};
 use crate::workload::{
     PrecisionRole, TableWorkload, Variant, VariantContext, VariantOutcome, time_runs,
 };
+use quench_qrng::recording::{DataSettings, Recording};
 
 /// Workload `qrng-distinguish`.
 pub struct QrngDistinguish;
@@ -17,7 +17,7 @@ pub struct QrngDistinguish;
 #[serde(deny_unknown_fields, default)]
 pub struct DistinguishParams {
     /// The bit strings.
-    data: DataParams,
+    data: DataSettings,
     /// The tournament's settings.
     tournament: DistinguishConfig,
 }

@@ -11,12 +11,12 @@ use quench_qrng::gan::{GanConfig, Noise, gan_tournament_shard};
 use quench_train::settings::Valid;
 use serde::Deserialize;
 
-use super::{DataParams, Recording};
 use crate::peers::Peer;
 use crate::workload::{
     Claim, NoMembers, PerVariant, PrecisionRole, Quality, TableWorkload, Tolerance, Variant,
     VariantContext, VariantOutcome, time_runs,
 };
+use quench_qrng::recording::{DataSettings, Recording};
 
 /// Guide 000's claim for the GAN tournament: 3-5x.
 const GAN_CLAIM: Claim = Claim {
@@ -32,7 +32,7 @@ pub struct QrngGan;
 #[serde(deny_unknown_fields, default)]
 pub struct GanParams {
     /// The bit strings.
-    data: DataParams,
+    data: DataSettings,
     /// The tournament's settings; `noise` and `fused` are set by the variant.
     tournament: GanConfig,
 }
@@ -134,7 +134,7 @@ impl TableWorkload for QrngGan {
         let params = &prepared.params;
         let t = &params.tournament;
         let seeds: Vec<String> = t.seeds.iter().map(u64::to_string).collect();
-        let Some(mut args) = params.data.peer_args() else {
+        let Some(mut args) = super::peer_args(&params.data) else {
             return Ok(None);
         };
         args.extend([

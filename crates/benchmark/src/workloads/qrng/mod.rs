@@ -9,101 +9,17 @@ mod classifier;
 mod distinguish;
 mod gan;
 
-use std::path::PathBuf;
-
-use quench_data::{BitStrings, QRNG_LABELS};
-use quench_qrng::synthetic_recording;
-use quench_support::files::in_working_folder_or_source_tree;
-use serde::Deserialize;
+use quench_qrng::recording::DataSettings;
 
 pub use classifier::QrngClassifier;
 pub use distinguish::QrngDistinguish;
 pub use gan::QrngGan;
 
-/// Where the bit strings come from: the `data` table of each qRNG workload.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub(super) struct DataParams {
-    /// `recorded` (the file at `path`) or `synthetic` (quench-data's stand-in sources).
-    source: Source,
-    /// The recorded file; a relative path is looked up from the working folder, then from the
-    /// source tree.
-    path: PathBuf,
-    /// Lines per source of a synthetic recording.
-    synthetic_lines: usize,
-    /// Seed of a synthetic recording.
-    synthetic_seed: u64,
-}
-
-impl Default for DataParams {
-    fn default() -> Self {
-        Self {
-            source: Source::Recorded,
-            path: PathBuf::from("data/qrng/AI_2qubits_training_data.txt"),
-            synthetic_lines: 2_000,
-            synthetic_seed: 1,
-        }
-    }
-}
-
-/// The two data sources.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum Source {
-    Recorded,
-    Synthetic,
-}
-
-/// The bit strings of a qRNG workload, read or drawn once for its variants and its peer.
-pub(super) struct Recording {
-    /// The lines and their sources.
-    strings: BitStrings,
-    /// Where they came from, for the notes.
-    note: String,
-}
-
-impl DataParams {
-    /// The recorded file, resolved, as a PyTorch peer's `--data` argument; none for synthetic
-    /// sources, which the peers do not generate.
-    pub(super) fn peer_args(&self) -> Option<Vec<String>> {
-        (self.source == Source::Recorded).then(|| {
-            let path = in_working_folder_or_source_tree(&self.path);
-            vec!["--data".into(), path.display().to_string()]
-        })
-    }
-
-    /// Reads or generates the bit strings, and says which in a note.
-    pub(super) fn load(&self) -> anyhow::Result<Recording> {
-        match self.source {
-            Source::Recorded => {
-                let path = in_working_folder_or_source_tree(&self.path);
-                let strings = BitStrings::read(&path, &QRNG_LABELS)?;
-                // Every workload here compares the sources: one without lines would make a
-                // classifier of the others look perfect, or leave a GAN nothing to learn.
-                let found: std::collections::BTreeSet<u32> =
-                    strings.labels().iter().copied().collect();
-                if let Some(missing) = strings.classes().iter().find(|c| !found.contains(c)) {
-                    anyhow::bail!(
-                        "{}: no line has label {missing} (labels found: {found:?}); every source \
-                         {:?} needs lines",
-                        path.display(),
-                        strings.classes()
-                    );
-                }
-                Ok(Recording {
-                    strings,
-                    note: format!("data: {}", self.path.display()),
-                })
-            }
-            Source::Synthetic => Ok(Recording {
-                strings: synthetic_recording(self.synthetic_lines, self.synthetic_seed)?,
-                note: format!(
-                    "data: synthetic sources, {} lines each (seed {})",
-                    self.synthetic_lines, self.synthetic_seed
-                ),
-            }),
-        }
-    }
+/// The recorded file of `data`, resolved, as a PyTorch peer's `--data` argument; none for
+/// synthetic sources, which the peers do not generate.
+fn peer_args(data: &DataSettings) -> Option<Vec<String>> {
+    data.recorded_path()
+        .map(|path| vec!["--data".into(), path.display().to_string()])
 }
 
 #[cfg(test)]

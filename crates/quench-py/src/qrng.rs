@@ -1,0 +1,135 @@
+//! `quench.qrng`: guide 000's analyses of quantum random-number sources from their
+//! configurations (a file of `configs/qrng/` or the same settings as a dict) and their data (the
+//! shipped recording, another file of the original's format, or the synthetic stand-in
+//! sources), trained on a device the product's way (every seed or match one batched program,
+//! the seam's fused member-MLP step); the outcomes come back as JSON text.
+
+use pyo3::prelude::*;
+use quench_kernels::{OnDevice, QuenchBackend};
+use quench_qrng::classifier::{ClassifierConfig, ClassifierOutcome, Execution, train_classifier};
+use quench_qrng::gan::{GanConfig, GanTournament, gan_tournament};
+use quench_qrng::recording::DataSettings;
+use quench_qrng::{Batching, QrngError};
+use quench_train::settings::Valid;
+use serde_json::json;
+
+use crate::errors::Failure;
+use crate::settings;
+
+/// The `data` argument (JSON text of [`DataSettings`]; `None`: the shipped recording),
+/// parsed before any work; a wrong key or value is bad input naming `data`.
+fn data_settings(data: Option<&str>) -> Result<DataSettings, Failure> {
+    data.map_or_else(
+        || Ok(DataSettings::default()),
+        |text| serde_json::from_str(text).map_err(|error| Failure::input("data", error)),
+    )
+}
+
+/// A failure of the analysis: the data or the settings are the caller's; a device that
+/// cannot run it is the device's.
+fn sorted(error: QrngError) -> Failure {
+    match error {
+        QrngError::Device(_) => Failure::Runtime(error.to_string()),
+        _ => Failure::Input(error.to_string()),
+    }
+}
+
+/// A checked classifier configuration and its lines, to train on one backend.
+struct Classify {
+    config: Valid<ClassifierConfig>,
+    data: quench_data::Dataset,
+}
+
+impl OnDevice for Classify {
+    type Output = Result<ClassifierOutcome, QrngError>;
+
+    fn run<B: QuenchBackend>(self, device: &B::Device) -> Self::Output {
+        train_classifier::<B>(&self.data, &self.config, &Execution::default(), device)
+    }
+}
+
+/// A checked tournament configuration and its lines, to play on one backend.
+struct Tournament {
+    config: Valid<GanConfig>,
+    strings: quench_data::BitStrings,
+}
+
+impl OnDevice for Tournament {
+    type Output = Result<GanTournament, QrngError>;
+
+    fn run<B: QuenchBackend>(self, device: &B::Device) -> Self::Output {
+        gan_tournament::<B>(&self.strings, &self.config, Batching::Members, device)
+    }
+}
+
+/// Trains the classifier of the TOML file at `path`, or of `settings` (JSON text), on the
+/// lines `data` names (JSON text of the `data` table; `None`: the shipped recording), on
+/// `device`; returns `{"data", "seeds", "test_accuracy", "member_epochs"}` as JSON text.
+#[pyfunction]
+#[pyo3(signature = (path, settings, data, device))]
+pub fn qrng_classify(
+    py: Python<'_>,
+    path: Option<&str>,
+    settings: Option<&str>,
+    data: Option<&str>,
+    device: &str,
+) -> PyResult<String> {
+    let data = data_settings(data)?;
+    settings::call::<ClassifierConfig, _>(py, path, settings, device, move |config, selected| {
+        let recording = data.load().map_err(sorted)?;
+        let task = Classify {
+            config,
+            data: recording.strings.to_dataset(),
+        };
+        let outcome = run(selected, task)?;
+        let (mean, std) = outcome.test_accuracy();
+        Ok(json!({
+            "data": recording.note,
+            "seeds": outcome.seeds,
+            "test_accuracy": { "mean": mean, "std": std },
+            "member_epochs": outcome.member_epochs,
+        })
+        .to_string())
+    })
+}
+
+/// Plays the GAN tournament of the TOML file at `path`, or of `settings` (JSON text), between
+/// the sources of `data` (as for [`qrng_classify`]) on `device`; returns `{"data", "matches",
+/// "pairs", "mean_final_kl"}` as JSON text.
+#[pyfunction]
+#[pyo3(signature = (path, settings, data, device))]
+pub fn qrng_tournament(
+    py: Python<'_>,
+    path: Option<&str>,
+    settings: Option<&str>,
+    data: Option<&str>,
+    device: &str,
+) -> PyResult<String> {
+    let data = data_settings(data)?;
+    settings::call::<GanConfig, _>(py, path, settings, device, move |config, selected| {
+        let recording = data.load().map_err(sorted)?;
+        let task = Tournament {
+            config,
+            strings: recording.strings,
+        };
+        let outcome = run(selected, task)?;
+        Ok(json!({
+            "data": recording.note,
+            "matches": outcome.matches,
+            "pairs": outcome.table(),
+            "mean_final_kl": outcome.mean_final_kl(),
+        })
+        .to_string())
+    })
+}
+
+/// `task` on `selected`: a failure of the backend is the device's, the analysis's own sorted
+/// by [`sorted`].
+fn run<T, O>(selected: quench_kernels::SelectedDevice, task: T) -> Result<O, Failure>
+where
+    T: OnDevice<Output = Result<O, QrngError>>,
+{
+    quench_kernels::run_on(selected, task)
+        .map_err(|error| Failure::Runtime(error.to_string()))?
+        .map_err(sorted)
+}
