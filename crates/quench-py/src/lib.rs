@@ -21,6 +21,7 @@ mod meta;
 mod qrng;
 mod settings;
 mod sgld;
+mod temporal;
 
 use pyo3::prelude::*;
 
@@ -63,6 +64,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(meta::meta_train, m)?)?;
     m.add_function(wrap_pyfunction!(qrng::qrng_classify, m)?)?;
     m.add_function(wrap_pyfunction!(qrng::qrng_tournament, m)?)?;
+    m.add_function(wrap_pyfunction!(temporal::temporal_train, m)?)?;
     m.add_function(wrap_pyfunction!(bench::bench_run, m)?)?;
     m.add_function(wrap_pyfunction!(bench::doctor, m)?)?;
     m.add_function(wrap_pyfunction!(bench::cli, m)?)?;

@@ -9,6 +9,7 @@
 //! data, from `quench_data::market_windows`, is windows `[window, features]` split
 //! chronologically, normalised on the training part alone.
 
+pub mod data;
 pub mod lstm;
 pub mod metrics;
 pub mod model;

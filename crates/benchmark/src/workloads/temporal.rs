@@ -15,11 +15,9 @@ use quench_kernels::QuenchBackend;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use quench_data::{
-    Bars, DOWN, FLAT, MarketConfig, MarketData, Mode, UP, WindowConfig, market_windows,
-    synthetic_market,
-};
+use quench_data::{MarketConfig, MarketData, Mode, WindowConfig};
 use quench_support::stats::MeanStd;
+use quench_temporal::data::{Market, MarketSettings};
 use quench_temporal::{Execution, LstmCore, ModelKind, TemporalConfig, train_temporal};
 use quench_train::settings::Valid;
 use serde::Deserialize;
@@ -222,82 +220,15 @@ const LSTM_VARIANTS: [Variant<Setting>; 7] = with_fused(rows(LSTM_WORDS, claimed
 const TRANSFORMER_VARIANTS: [Variant<Setting>; 6] = rows(TRANSFORMER_WORDS, claimed(6.0, 6.0));
 const MLP_VARIANTS: [Variant<Setting>; 6] = rows(MLP_WORDS, claimed(6.0, 6.0));
 
-/// The market windows of `params`: the files' bars or the synthetic market, and a note on
-/// where they came from (gaps in files included).
+/// The windows of `params` and where they came from ([`MarketSettings::load`]).
 fn market(params: &Params) -> anyhow::Result<(MarketData, String)> {
-    let (symbols, note) = if params.files.is_empty() {
-        let m = &params.market;
-        (
-            synthetic_market(m)?,
-            format!(
-                "data: synthetic market, {} symbols x {} bars of {} s, seed {}",
-                m.symbols, m.bars, m.interval_seconds, m.seed
-            ),
-        )
-    } else {
-        let mut bars = Vec::with_capacity(params.files.len());
-        let mut gaps = 0;
-        for path in &params.files {
-            let file = Bars::read(path)?;
-            gaps += file.gaps.len();
-            bars.push(file.bars);
-        }
-        let names: Vec<String> = params
-            .files
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect();
-        (
-            bars,
-            format!("data: {} ({gaps} gaps reported)", names.join(", ")),
-        )
-    };
-    let data = market_windows(&symbols, &params.windows)?;
-    // A symbol too short for a window in some part still adds its windows to the others; one
-    // with no window at all is said, not dropped silently.
-    let unused: Vec<String> = symbols
-        .iter()
-        .enumerate()
-        .filter(|&(s, _)| {
-            [&data.train, &data.validation, &data.test]
-                .iter()
-                .all(|part| part.ends.iter().all(|&(symbol, _)| symbol != s))
-        })
-        .map(|(_, bars)| format!("{} ({} bars)", bars.symbol, bars.len()))
-        .collect();
-    let mut note = if unused.is_empty() {
-        note
-    } else {
-        format!(
-            "{note}; not used, too short for any window (one in every part needs {} bars): {}",
-            params.windows.bars_needed(),
-            unused.join(", ")
-        )
-    };
-    // Bars that never move past the threshold (or always do) label every window alike: a
-    // model that learns the constant scores perfectly and the scores say nothing.
-    if let Some(class) = one_class(data.train.windows.labels()) {
-        note = format!(
-            "{note}; WARNING: every training window is labelled {class} (threshold {}): the \
-             scores cannot tell a model from a constant",
-            params.windows.threshold
-        );
+    let Market { data, note } = MarketSettings {
+        files: params.files.clone(),
+        market: params.market.clone(),
+        windows: params.windows.clone(),
     }
+    .load()?;
     Ok((data, note))
-}
-
-/// The name of the one class every label in `labels` has, if there is one.
-fn one_class(labels: &[i64]) -> Option<&'static str> {
-    let first = *labels.first()?;
-    if labels.iter().any(|&l| l != first) {
-        return None;
-    }
-    Some(match first {
-        DOWN => "down",
-        FLAT => "flat",
-        UP => "up",
-        _ => "unknown",
-    })
 }
 
 /// The batch a variant's `(LSTM and Transformer, MLP)` batch sizes give `model`.
@@ -597,7 +528,7 @@ impl<const MODEL: usize> TableWorkload for Temporal<MODEL> {
 mod tests {
     use super::*;
     use crate::workload::{PrepareAndRun, RunContext, VariantRun, Workload};
-    use quench_data::FEATURES;
+    use quench_data::{FEATURES, synthetic_market};
 
     #[test]
     fn every_model_describes_its_variants_in_its_own_words() {
@@ -625,14 +556,6 @@ mod tests {
             mlp.contains("linear") && !mlp.contains("lstm") && !mlp.contains("attention"),
             "{mlp}"
         );
-    }
-
-    #[test]
-    fn labels_of_one_class_are_named() {
-        assert_eq!(one_class(&[FLAT, FLAT, FLAT]), Some("flat"));
-        assert_eq!(one_class(&[UP]), Some("up"));
-        assert_eq!(one_class(&[FLAT, DOWN, FLAT]), None);
-        assert_eq!(one_class(&[]), None);
     }
 
     const SMALL: &str = "market = { symbols = 2, bars = 900, seed = 3 }\nrepeats = 1\n\

@@ -12,6 +12,8 @@ Submodules:
   line's source (``classify``) and the GAN tournament between sources (``tournament``).
 * :mod:`quench.sgld` -- a Gibbs-posterior SGLD grid from its settings, with the PAC-Bayes
   bound (``run_grid``).
+* :mod:`quench.temporal` -- guide 004's market-direction classifiers (LSTM, Transformer,
+  MLP) on windows of market bars (``train``).
 * :mod:`quench.bench` -- the benchmark's suites (every workload of the five guides, with the
   PyTorch peers when asked), their report as a dict (``run``); ``python -m quench`` is the
   ``benchmark`` command line.
@@ -24,11 +26,11 @@ naming the argument; a device that fails (or a bug inside Quench) raises ``Runti
 from . import _native
 import json
 
-from . import bench, circuit, lindblad, meta, qrng, sgld
+from . import bench, circuit, lindblad, meta, qrng, sgld, temporal
 
 __version__: str = _native.__version__
 
-__all__ = ["__version__", "bench", "circuit", "devices", "doctor", "lindblad", "meta", "qrng", "sgld"]
+__all__ = ["__version__", "bench", "circuit", "devices", "doctor", "lindblad", "meta", "qrng", "sgld", "temporal"]
 
 
 def devices() -> list:

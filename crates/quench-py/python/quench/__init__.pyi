@@ -6,6 +6,7 @@ from . import lindblad as lindblad
 from . import meta as meta
 from . import qrng as qrng
 from . import sgld as sgld
+from . import temporal as temporal
 
 __version__: str
 

@@ -1,0 +1,127 @@
+//! `quench.temporal`: guide 004's direction classifiers (LSTM, Transformer, MLP) on windows of
+//! market bars, every seed a member of one batched program, trained the product's way (the
+//! fused LSTM, windows resident on the device); the outcome comes back as JSON text.
+
+use std::path::Path;
+
+use pyo3::prelude::*;
+use quench_kernels::{OnDevice, QuenchBackend};
+use quench_temporal::data::MarketSettings;
+use quench_temporal::{Execution, ModelKind, TemporalConfig, TemporalError, TemporalOutcome};
+use quench_train::settings::Valid;
+use serde_json::{Map, Value, json};
+
+use crate::device;
+use crate::errors::{Failure, guarded};
+
+/// A checked configuration and its windows, to train on one backend.
+struct Train {
+    config: Valid<TemporalConfig>,
+    data: quench_data::MarketData,
+}
+
+impl OnDevice for Train {
+    type Output = Result<TemporalOutcome, TemporalError>;
+
+    fn run<B: QuenchBackend>(self, device: &B::Device) -> Self::Output {
+        quench_temporal::train_temporal::<B>(
+            &self.data,
+            &self.config,
+            &Execution::default(),
+            device,
+        )
+    }
+}
+
+/// The model's default settings with `overrides` (a table's keys) laid over them, as the
+/// benchmark suites merge theirs: `origin` names where they came from in errors.
+fn merged(
+    model: ModelKind,
+    overrides: Map<String, Value>,
+    origin: &str,
+) -> Result<Valid<TemporalConfig>, Failure> {
+    if overrides.contains_key("model") {
+        return Err(Failure::input(
+            origin,
+            "model: given by the `model` argument, not the settings",
+        ));
+    }
+    let defaults = serde_json::to_value(TemporalConfig::for_model(model))
+        .map_err(|error| Failure::Runtime(format!("the default settings as JSON: {error}")))?;
+    let Value::Object(mut settings) = defaults else {
+        return Err(Failure::Runtime(
+            "the default settings are not a table".into(),
+        ));
+    };
+    settings.extend(overrides);
+    let config: TemporalConfig = serde_json::from_value(Value::Object(settings))
+        .map_err(|error| Failure::input(origin, error))?;
+    Valid::new(config).map_err(|error| Failure::input(origin, error))
+}
+
+/// The overrides of the TOML file at `path` or of `settings` (JSON text of a table), at most
+/// one of the two; neither: none.
+fn overrides(
+    path: Option<&str>,
+    settings: Option<&str>,
+) -> Result<(Map<String, Value>, String), Failure> {
+    match (path, settings) {
+        (Some(path), None) => {
+            let table: Map<String, Value> = quench_support::load_toml(Path::new(path))
+                .map_err(|error| Failure::Input(error.to_string()))?;
+            Ok((table, path.to_string()))
+        }
+        (None, Some(text)) => Ok((
+            serde_json::from_str(text).map_err(|error| Failure::input("config", error))?,
+            "config".into(),
+        )),
+        (None, None) => Ok((Map::new(), "config".into())),
+        (Some(_), Some(_)) => Err(Failure::input(
+            "config",
+            "a file's path or a dict, not both",
+        )),
+    }
+}
+
+/// Trains `model` (`lstm`, `transformer`, `mlp`) with its default settings overridden by the
+/// TOML file at `path` or by `settings` (JSON text), on the windows `data` names (JSON text of
+/// [`MarketSettings`]; `None`: the default synthetic market), on `device`; returns the outcome
+/// with `data` (where the bars came from) as JSON text.
+#[pyfunction]
+#[pyo3(signature = (model, path, settings, data, device))]
+pub fn temporal_train(
+    py: Python<'_>,
+    model: &str,
+    path: Option<&str>,
+    settings: Option<&str>,
+    data: Option<&str>,
+    device: &str,
+) -> PyResult<String> {
+    let spec = device::parse(device)?;
+    let model: ModelKind = serde_json::from_value(Value::String(model.to_string()))
+        .map_err(|error| Failure::input("model", error))?;
+    let data: MarketSettings = match data {
+        Some(text) => serde_json::from_str(text).map_err(|error| Failure::input("data", error))?,
+        None => MarketSettings::default(),
+    };
+    let (path, settings) = (path.map(str::to_owned), settings.map(str::to_owned));
+    guarded(py, move || {
+        let (overrides, origin) = overrides(path.as_deref(), settings.as_deref())?;
+        let config = merged(model, overrides, &origin)?;
+        let market = data.load().map_err(|error| Failure::input("data", error))?;
+        let selected = device::open(spec)?;
+        let outcome = device::run(
+            selected,
+            Train {
+                config,
+                data: market.data,
+            },
+        )?;
+        let mut result = serde_json::to_value(outcome)
+            .map_err(|error| Failure::Runtime(format!("the outcome as JSON: {error}")))?;
+        if let Value::Object(fields) = &mut result {
+            fields.insert("data".into(), json!(market.note));
+        }
+        Ok(result.to_string())
+    })
+}
