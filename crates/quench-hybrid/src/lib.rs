@@ -12,6 +12,7 @@
 pub mod data;
 pub mod model;
 pub mod resnet;
+pub mod setup;
 pub mod training;
 
 // The classifier end to end through its public items, in the unit-test binary so the generic code is compiled once for both.
@@ -57,6 +58,9 @@ pub enum HybridError {
     /// The settings would run longer than the work limit allows.
     #[error(transparent)]
     TooLong(#[from] quench_support::budget::TooLong),
+    /// The backbone's weight file cannot be used (the error names it).
+    #[error("backbone_weights: {0}")]
+    Backbone(#[from] resnet::ResNetError),
 }
 
 impl From<quench_train::settings::Refusal> for HybridError {

@@ -16,6 +16,7 @@ mod bench;
 mod circuit;
 mod device;
 mod errors;
+mod hybrid;
 mod lindblad;
 mod meta;
 mod qrng;
@@ -65,6 +66,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(qrng::qrng_classify, m)?)?;
     m.add_function(wrap_pyfunction!(qrng::qrng_tournament, m)?)?;
     m.add_function(wrap_pyfunction!(temporal::temporal_train, m)?)?;
+    m.add_function(wrap_pyfunction!(hybrid::hybrid_train, m)?)?;
     m.add_function(wrap_pyfunction!(bench::bench_run, m)?)?;
     m.add_function(wrap_pyfunction!(bench::doctor, m)?)?;
     m.add_function(wrap_pyfunction!(bench::cli, m)?)?;

@@ -7,15 +7,12 @@
 //! circuit (the ablation, so a user sees whether the circuit helps).
 
 use quench_kernels::QuenchBackend;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::Context;
-use burn::tensor::{Tensor, TensorData};
-use quench_data::{MNIST_MEAN, MNIST_STD, Mnist, MnistSource, Split};
-use quench_hybrid::resnet::{ResNet18, check_weights};
-use quench_hybrid::{
-    CircuitMode, Execution, FeatureMode, HybridConfig, HybridData, Sizes, train_hybrid,
-};
+use quench_data::{MNIST_MEAN, MNIST_STD, MnistSource};
+use quench_hybrid::setup::{HybridImages, HybridSetup};
+use quench_hybrid::{CircuitMode, Execution, FeatureMode, HybridConfig, train_hybrid};
 use quench_train::settings::Valid;
 use serde::Deserialize;
 
@@ -28,56 +25,50 @@ use crate::workload::{
 /// The `hybrid` workload.
 pub struct Hybrid;
 
-/// Parameters of the `hybrid` workload in a suite.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+/// Parameters of the `hybrid` workload in a suite: the images and the backbone
+/// ([`HybridSetup`]'s keys, at the table's top level), `repeats` and `training`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(try_from = "toml::Table")]
 pub struct Params {
-    /// Samples of each part; 0 keeps the original's 54,000 / 6,000 / 10,000.
-    train_samples: usize,
-    /// See `train_samples`.
-    validation_samples: usize,
-    /// See `train_samples`.
-    test_samples: usize,
-    /// Seed of the train/validation split (the original: 42).
-    split_seed: u64,
-    /// Seed of the random frozen backbone.
-    backbone_seed: u64,
-    /// Images whose statistics calibrate the random backbone's batch norms.
-    calibration_images: usize,
-    /// torchvision-format ResNet18 weights (1-channel conv1) to load instead of the random
-    /// backbone.
-    backbone_weights: Option<PathBuf>,
+    /// The images and the backbone.
+    setup: HybridSetup,
     /// Timed runs of each variant (a run is a whole training); the suite's warm-up applies.
     repeats: Option<usize>,
     /// The training settings (batch size is the variant's).
     training: HybridConfig,
 }
 
-impl Default for Params {
-    fn default() -> Self {
-        Self {
-            train_samples: 0,
-            validation_samples: 0,
-            test_samples: 0,
-            split_seed: 42,
-            backbone_seed: 7,
-            calibration_images: 512,
-            backbone_weights: None,
-            repeats: None,
-            training: HybridConfig::default(),
-        }
+impl TryFrom<toml::Table> for Params {
+    type Error = String;
+
+    fn try_from(mut table: toml::Table) -> Result<Self, String> {
+        let repeats = table
+            .remove("repeats")
+            .map(toml::Value::try_into)
+            .transpose()
+            .map_err(|err| format!("repeats: {err}"))?;
+        let training = table
+            .remove("training")
+            .map(toml::Value::try_into)
+            .transpose()
+            .map_err(|err| format!("training: {err}"))?
+            .unwrap_or_default();
+        let setup = toml::Value::Table(table)
+            .try_into()
+            .map_err(|err: toml::de::Error| err.to_string())?;
+        Ok(Self {
+            setup,
+            repeats,
+            training,
+        })
     }
 }
 
 /// The suite's hybrid run, prepared once for every variant and the peer.
 pub struct Prepared {
     params: Params,
-    /// The images, split.
-    data: HybridData,
-    /// Where they came from.
-    source: MnistSource,
-    /// Training images the random backbone is calibrated on (none with a weight file).
-    calibration: usize,
+    /// The images, split, and the backbone's part.
+    images: HybridImages,
     /// Each variant's training settings.
     configs: PerVariant<HybridConfig>,
 }
@@ -198,19 +189,10 @@ impl TableWorkload for Hybrid {
             };
             Valid::new(config).context("training")
         })?;
-        let (data, source) = images(&params)?;
-        let calibration = match &params.backbone_weights {
-            Some(path) => {
-                check_weights(path).context("backbone_weights")?;
-                0
-            }
-            None => calibration_count(&params, &data)?,
-        };
+        let images = params.setup.images()?;
         Ok(Prepared {
             params,
-            data,
-            source,
-            calibration,
+            images,
             configs,
         })
     }
@@ -222,7 +204,7 @@ impl TableWorkload for Hybrid {
     /// trains on its synthetic stand-in (no data set installed), nor where `backbone_weights`
     /// names a file (the peer builds the random backbone only).
     fn peer(&self, prepared: &Prepared, _inputs: &Path) -> anyhow::Result<Option<Peer>> {
-        Ok(peer_for(&prepared.params, &prepared.source))
+        Ok(peer_for(&prepared.params, &prepared.images.source))
     }
 
     fn run_variant<B: QuenchBackend>(
@@ -233,29 +215,10 @@ impl TableWorkload for Hybrid {
         device: &B::Device,
     ) -> anyhow::Result<VariantOutcome> {
         let setting = &variant.setting;
-        let (params, data) = (&prepared.params, &prepared.data);
-        let (backbone, backbone_note) = match &params.backbone_weights {
-            Some(path) => (
-                ResNet18::<B::InnerBackend>::load(path, device).context("backbone_weights")?,
-                format!("backbone: ResNet18 weights from {}", path.display()),
-            ),
-            None => {
-                let count = prepared.calibration;
-                let pixels = data.train.features()[..count * 784].to_vec();
-                let calibration =
-                    Tensor::from_data(TensorData::new(pixels, [count, 1, 28, 28]), device);
-                (
-                    ResNet18::<B::InnerBackend>::random(device, params.backbone_seed)
-                        .calibrate(calibration),
-                    format!(
-                        "backbone: random frozen ResNet18 (seed {}), batch norms calibrated on \
-                         {count} training images (ImageNet weights cannot be downloaded here, \
-                         and the original's 1-channel conv1 is random anyway)",
-                        params.backbone_seed
-                    ),
-                )
-            }
-        };
+        let (params, data) = (&prepared.params, &prepared.images.data);
+        let (backbone, backbone_note) = params
+            .setup
+            .backbone::<B::InnerBackend>(&prepared.images, device)?;
         let config = ctx.my_share("seeds", prepared.configs.of(variant)?)?;
         let execution = Execution {
             circuit: setting.circuit,
@@ -288,7 +251,7 @@ impl TableWorkload for Hybrid {
             ),
             format!("precision of the classical layers: {}", ctx.precision),
             backbone_note,
-            format!("data: {}", prepared.source),
+            format!("data: {}", prepared.images.source),
         ];
         if outcome.skipped_steps > 0 {
             notes.push(format!(
@@ -332,43 +295,10 @@ impl TableWorkload for Hybrid {
 
 /// The peer of `params` on the images of `source`: none with a weight file or the stand-in.
 fn peer_for(params: &Params, source: &MnistSource) -> Option<Peer> {
-    if params.backbone_weights.is_some() {
+    if params.setup.backbone_weights.is_some() {
         return None;
     }
     source.dir().map(|dir| peer_on(dir, params))
-}
-
-/// MNIST (or its stand-in where none is installed), split into the parts `params` asks for,
-/// and where the images came from.
-fn images(params: &Params) -> anyhow::Result<(HybridData, MnistSource)> {
-    let source = MnistSource::or_stand_in(MnistSource::locate(None))?;
-    let images = |split| -> anyhow::Result<_> {
-        Ok(Mnist::read(source.clone(), split)?.to_dataset(MNIST_MEAN, MNIST_STD)?)
-    };
-    let sizes = Sizes {
-        train: params.train_samples,
-        validation: params.validation_samples,
-        test: params.test_samples,
-    };
-    let data = HybridData::split(
-        &images(Split::Train)?,
-        &images(Split::Test)?,
-        sizes,
-        params.split_seed,
-    )?;
-    Ok((data, source))
-}
-
-/// The training images the random backbone's batch norms are calibrated on: at least one.
-fn calibration_count(params: &Params, data: &HybridData) -> anyhow::Result<usize> {
-    let count = params.calibration_images.min(data.train.len());
-    anyhow::ensure!(
-        count > 0,
-        "calibration_images = {}: the random backbone needs at least one training image to \
-         calibrate on",
-        params.calibration_images
-    );
-    Ok(count)
 }
 
 /// The peer on the IDX files in `dir` at the sizes and training settings of `params` (batch
@@ -378,17 +308,17 @@ fn peer_on(dir: &Path, params: &Params) -> Peer {
     let seeds: Vec<String> = training.seeds.iter().map(u64::to_string).collect();
     let args = [
         ("--data-dir", dir.display().to_string()),
-        ("--train-samples", params.train_samples.to_string()),
+        ("--train-samples", params.setup.train_samples.to_string()),
         (
             "--validation-samples",
-            params.validation_samples.to_string(),
+            params.setup.validation_samples.to_string(),
         ),
-        ("--test-samples", params.test_samples.to_string()),
-        ("--split-seed", params.split_seed.to_string()),
-        ("--backbone-seed", params.backbone_seed.to_string()),
+        ("--test-samples", params.setup.test_samples.to_string()),
+        ("--split-seed", params.setup.split_seed.to_string()),
+        ("--backbone-seed", params.setup.backbone_seed.to_string()),
         (
             "--calibration-images",
-            params.calibration_images.to_string(),
+            params.setup.calibration_images.to_string(),
         ),
         ("--seeds", seeds.join(",")),
         ("--epochs", training.epochs.to_string()),

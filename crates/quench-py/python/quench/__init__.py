@@ -12,6 +12,8 @@ Submodules:
   line's source (``classify``) and the GAN tournament between sources (``tournament``).
 * :mod:`quench.sgld` -- a Gibbs-posterior SGLD grid from its settings, with the PAC-Bayes
   bound (``run_grid``).
+* :mod:`quench.hybrid` -- guide 003's hybrid quantum-classical classifier (frozen ResNet18,
+  4-qubit circuit, head) on Fashion-MNIST (``train``).
 * :mod:`quench.temporal` -- guide 004's market-direction classifiers (LSTM, Transformer,
   MLP) on windows of market bars (``train``).
 * :mod:`quench.bench` -- the benchmark's suites (every workload of the five guides, with the
@@ -26,11 +28,14 @@ naming the argument; a device that fails (or a bug inside Quench) raises ``Runti
 from . import _native
 import json
 
-from . import bench, circuit, lindblad, meta, qrng, sgld, temporal
+from . import bench, circuit, hybrid, lindblad, meta, qrng, sgld, temporal
 
 __version__: str = _native.__version__
 
-__all__ = ["__version__", "bench", "circuit", "devices", "doctor", "lindblad", "meta", "qrng", "sgld", "temporal"]
+__all__ = [
+    "__version__", "bench", "circuit", "devices", "doctor", "hybrid", "lindblad", "meta",
+    "qrng", "sgld", "temporal",
+]
 
 
 def devices() -> list:

@@ -2,6 +2,7 @@ from typing import Any
 
 from . import bench as bench
 from . import circuit as circuit
+from . import hybrid as hybrid
 from . import lindblad as lindblad
 from . import meta as meta
 from . import qrng as qrng

@@ -1,0 +1,54 @@
+"""Guide 003's hybrid quantum-classical classifier: a frozen ResNet18 backbone, an encoder to
+four angles, a 4-qubit variational circuit read out as ``<Z_i>``, and a head over
+Fashion-MNIST's ten classes; every seed a member of one batched program, trained the
+product's way (each image's backbone features computed once, the circuit read out by the
+seam's fused operation, f32).
+
+``config`` is the training's settings (``seeds``, ``epochs``, ``batch_size``,
+``learning_rate``, ``weight_decay``, ``step_size``, ``gamma``, ``patience``, ``clip_norm``,
+``dropout``, ``layers``, ``weight_std``), a dict or a TOML file's path. ``data`` says which
+images and which backbone, a dict: ``train_samples``, ``validation_samples``,
+``test_samples`` (0, the default, keeps the original's 54,000 / 6,000 / 10,000),
+``split_seed``, ``backbone_seed``, ``calibration_images`` (the random backbone's batch norms
+are calibrated on that many training images), ``backbone_weights`` (a torchvision-format
+ResNet18 file with a one-channel ``conv1`` instead of the random backbone). The images are
+Fashion-MNIST's where one is found (``$QUENCH_MNIST_DIR``, then the system's data folders), else
+a seeded stand-in of the same shape, and the result says which.
+"""
+
+import json
+import os
+from collections.abc import Mapping
+
+from . import _native
+from ._convert import settings
+
+__all__ = ["train"]
+
+
+def train(config=None, data=None, device="auto"):
+    """Trains the hybrid classifier with ``config``'s settings (``None``: the original's) on
+    the images of ``data`` and returns a dict: ``data`` (where the images came from),
+    ``backbone`` (which backbone), ``seeds`` (per seed: ``seed``, ``test_accuracy`` of the
+    best-validation weights, ``best_validation_accuracy``, ``best_epoch``, ``train_loss`` per
+    epoch), ``epochs``, ``batches_per_epoch`` and ``skipped_steps``.
+
+    Raises ``ValueError`` for a setting, file or ``data`` key that cannot be used (the message
+    names ``config`` or the file, or ``data``, and the field), ``RuntimeError`` for a device
+    failure. One call: Ctrl-C is seen when it returns.
+    """
+    path, text = settings("config", {} if config is None else config)
+    if data is None:
+        table = None
+    elif isinstance(data, Mapping):
+        table = dict(data)
+        if isinstance(table.get("backbone_weights"), os.PathLike):
+            table["backbone_weights"] = os.fspath(table["backbone_weights"])
+        try:
+            table = json.dumps(table, allow_nan=False)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"data: {error}") from None
+    else:
+        raise ValueError(f"data: a dict of the images' and backbone's settings, not "
+                         f"{type(data).__name__}")
+    return json.loads(_native.hybrid_train(path, text, table, device))
