@@ -220,7 +220,7 @@ fn matrix(
             format!("expected shape [{rows}, {columns}], found {shape:?}"),
         ));
     }
-    let values: Vec<f64> = array.as_array().iter().copied().collect();
+    let values: Vec<f64> = crate::arrays::values(array);
     if let Some(at) = values.iter().position(|x| !x.is_finite()) {
         let (r, c) = (at / columns.max(1), at % columns.max(1));
         return Err(Failure::input(
@@ -276,7 +276,7 @@ pub fn circuit_run<'py>(
         return Err(Failure::input("inputs", "no rows: the batch is empty").into());
     }
     let weights: Vec<f64> = match &weights {
-        Some(array) if array.len() == n_weights => array.as_array().iter().copied().collect(),
+        Some(array) if array.len() == n_weights => crate::arrays::values(array),
         None if n_weights == 0 => Vec::new(),
         other => {
             let found = other.as_ref().map_or(0, |a| a.len());

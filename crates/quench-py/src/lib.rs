@@ -12,6 +12,7 @@
 //! crosses into Python as pyo3's `PanicException` (a `BaseException`, which `except
 //! Exception` does not catch).
 
+mod arrays;
 mod bench;
 mod circuit;
 mod device;
@@ -59,6 +60,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
     m.add_class::<lindblad::NativeSystem>()?;
     m.add_function(wrap_pyfunction!(lindblad::lindblad_run, m)?)?;
+    m.add_function(wrap_pyfunction!(lindblad::lindblad_native_seconds, m)?)?;
     m.add_function(wrap_pyfunction!(circuit::circuit_expectations, m)?)?;
     m.add_function(wrap_pyfunction!(circuit::circuit_run, m)?)?;
     m.add_function(wrap_pyfunction!(sgld::sgld_run_grid, m)?)?;

@@ -83,10 +83,7 @@ fn matrix(name: &str, array: &PyReadonlyArrayDyn<'_, Complex64>) -> Result<CMatr
             format!("expected a square [d, d] matrix with d >= 1, found shape {shape:?}"),
         ));
     }
-    Ok(from_row_major(
-        *rows,
-        array.as_array().iter().copied().collect(),
-    ))
+    Ok(from_row_major(*rows, crate::arrays::values(array)))
 }
 
 /// A `dim x dim` matrix of row-major `entries`.
@@ -237,64 +234,19 @@ pub fn lindblad_run<'py>(
     device: &str,
     target: Option<PyReadonlyArrayDyn<'py, Complex64>>,
 ) -> PyResult<RunResult<'py>> {
-    let system = system.system.clone();
-    let spec = device::parse(device)?;
-    let (dim, controls, jumps) = (system.dim(), system.controls().len(), system.jumps().len());
-    let shape = match amplitudes.shape() {
-        &[tasks, segments, c] if c == controls && tasks >= 1 && segments >= 1 => {
-            [tasks, segments, c]
-        }
-        found => {
-            return Err(Failure::input(
-                "amplitudes",
-                format!(
-                    "expected shape [tasks, segments, {controls}] (one column per control, \
-                     tasks and segments >= 1), found {found:?}"
-                ),
-            )
-            .into());
-        }
-    };
-    let [tasks, segments, _] = shape;
-    if rates.shape() != [tasks, jumps] {
-        return Err(Failure::input(
-            "rates",
-            format!(
-                "expected shape [{tasks}, {jumps}] ([tasks, jumps], tasks as in amplitudes), \
-                 found {:?}",
-                rates.shape()
-            ),
-        )
-        .into());
-    }
-    let amplitudes: Vec<f64> = amplitudes.as_array().iter().copied().collect();
-    let rates: Vec<f64> = rates.as_array().iter().copied().collect();
-    let per_task = match rho0.shape() {
-        [r, c] if *r == dim && *c == dim => false,
-        [t, r, c] if *t == tasks && *r == dim && *c == dim => true,
-        found => {
-            return Err(Failure::input(
-                "rho0",
-                format!(
-                    "expected shape [{dim}, {dim}] or [{tasks}, {dim}, {dim}] ([d, d] or \
-                     [tasks, d, d]), found {found:?}"
-                ),
-            )
-            .into());
-        }
-    };
-    let request = Request {
-        system,
-        shape,
-        amplitudes,
-        rates,
-        rho0: rho0.as_array().iter().copied().collect(),
-        per_task,
-        target: target.map(|t| target_state(dim, &t)).transpose()?,
+    let (request, spec) = request(
+        &system,
+        &rho0,
+        &amplitudes,
+        &rates,
         t_total,
-        method: method.to_string(),
+        method,
         dt,
-    };
+        device,
+        target.as_ref(),
+    )?;
+    let [tasks, segments, controls] = request.shape;
+    let dim = request.system.dim();
     let (states, scored) = guarded(py, move || request.run(spec))?;
     // Shapes are the ones checked above; a mismatch would be a bug, reported as such.
     let ragged = |error: numpy::ndarray::ShapeError| {
@@ -318,7 +270,127 @@ pub fn lindblad_run<'py>(
     ))
 }
 
+/// The seconds the Rust half of [`lindblad_run`] takes for the same arguments, `repeats` times
+/// in a row: the request's checks, the evolution on the device and the conversion of the
+/// states back into matrices, without the copies in and out of numpy. A benchmark hook, not
+/// part of the API: `bench/lindblad_overhead.py` times `quench.lindblad.evolve` beside it in
+/// the same process to measure what the Python call adds.
+#[pyfunction]
+#[pyo3(signature = (system, rho0, amplitudes, rates, t_total, method, dt, device, target, repeats))]
+#[allow(clippy::too_many_arguments)] // `lindblad_run`'s arguments and the count.
+pub fn lindblad_native_seconds<'py>(
+    py: Python<'py>,
+    system: PyRef<'py, NativeSystem>,
+    rho0: PyReadonlyArrayDyn<'py, Complex64>,
+    amplitudes: PyReadonlyArrayDyn<'py, f64>,
+    rates: PyReadonlyArrayDyn<'py, f64>,
+    t_total: f64,
+    method: &str,
+    dt: Option<f64>,
+    device: &str,
+    target: Option<PyReadonlyArrayDyn<'py, Complex64>>,
+    repeats: usize,
+) -> PyResult<Vec<f64>> {
+    let (request, spec) = request(
+        &system,
+        &rho0,
+        &amplitudes,
+        &rates,
+        t_total,
+        method,
+        dt,
+        device,
+        target.as_ref(),
+    )?;
+    guarded(py, move || {
+        (0..repeats)
+            .map(|_| {
+                let call = request.clone();
+                let start = std::time::Instant::now();
+                call.run(spec)?;
+                Ok(start.elapsed().as_secs_f64())
+            })
+            .collect()
+    })
+}
+
+/// The arguments of [`lindblad_run`] copied out of Python into a [`Request`], shapes checked,
+/// and the device parsed.
+#[allow(clippy::too_many_arguments)] // Python's keyword arguments, passed through.
+fn request(
+    system: &NativeSystem,
+    rho0: &PyReadonlyArrayDyn<'_, Complex64>,
+    amplitudes: &PyReadonlyArrayDyn<'_, f64>,
+    rates: &PyReadonlyArrayDyn<'_, f64>,
+    t_total: f64,
+    method: &str,
+    dt: Option<f64>,
+    device: &str,
+    target: Option<&PyReadonlyArrayDyn<'_, Complex64>>,
+) -> PyResult<(Request, quench_platform::DeviceSpec)> {
+    let system = system.system.clone();
+    let spec = device::parse(device)?;
+    let (dim, controls, jumps) = (system.dim(), system.controls().len(), system.jumps().len());
+    let shape = match amplitudes.shape() {
+        &[tasks, segments, c] if c == controls && tasks >= 1 && segments >= 1 => {
+            [tasks, segments, c]
+        }
+        found => {
+            return Err(Failure::input(
+                "amplitudes",
+                format!(
+                    "expected shape [tasks, segments, {controls}] (one column per control, \
+                     tasks and segments >= 1), found {found:?}"
+                ),
+            )
+            .into());
+        }
+    };
+    let [tasks, _, _] = shape;
+    if rates.shape() != [tasks, jumps] {
+        return Err(Failure::input(
+            "rates",
+            format!(
+                "expected shape [{tasks}, {jumps}] ([tasks, jumps], tasks as in amplitudes), \
+                 found {:?}",
+                rates.shape()
+            ),
+        )
+        .into());
+    }
+    let amplitudes: Vec<f64> = crate::arrays::values(amplitudes);
+    let rates: Vec<f64> = crate::arrays::values(rates);
+    let per_task = match rho0.shape() {
+        [r, c] if *r == dim && *c == dim => false,
+        [t, r, c] if *t == tasks && *r == dim && *c == dim => true,
+        found => {
+            return Err(Failure::input(
+                "rho0",
+                format!(
+                    "expected shape [{dim}, {dim}] or [{tasks}, {dim}, {dim}] ([d, d] or \
+                     [tasks, d, d]), found {found:?}"
+                ),
+            )
+            .into());
+        }
+    };
+    let request = Request {
+        system,
+        shape,
+        amplitudes,
+        rates,
+        rho0: crate::arrays::values(rho0),
+        per_task,
+        target: target.map(|t| target_state(dim, t)).transpose()?,
+        t_total,
+        method: method.to_string(),
+        dt,
+    };
+    Ok((request, spec))
+}
+
 /// A call of [`lindblad_run`] with its arrays copied out of Python, shapes checked.
+#[derive(Clone)]
 struct Request {
     system: System,
     /// `[tasks, segments, controls]`.
@@ -476,7 +548,7 @@ fn target_state(
 ) -> Result<CMatrix, Failure> {
     match target.shape() {
         [d] if *d == dim => {
-            let psi: Vec<Complex64> = target.as_array().iter().copied().collect();
+            let psi: Vec<Complex64> = crate::arrays::values(target);
             Ok(CMatrix::from_fn(dim, |r, c| psi[r] * psi[c].conj()))
         }
         [r, c] if *r == dim && *c == dim => matrix("target", target),
