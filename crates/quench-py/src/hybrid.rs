@@ -52,7 +52,8 @@ impl OnDevice for Train {
 /// Trains the hybrid classifier with the settings of the TOML file at `path`, or of
 /// `settings` (JSON text), on the images and backbone `data` names (JSON text of
 /// [`HybridSetup`]; `None`: the original's sizes and a random calibrated backbone), on
-/// `device`; returns the outcome with `data` and `backbone` lines as JSON text.
+/// `device`, Ctrl-C honoured between epochs; returns the outcome with `data` and `backbone`
+/// lines and `interrupted` as JSON text.
 #[pyfunction]
 #[pyo3(signature = (path, settings, data, device))]
 pub fn hybrid_train(
@@ -71,19 +72,23 @@ pub fn hybrid_train(
             .images()
             .map_err(|error| Failure::input("data", error))?;
         let source = images.source.to_string();
-        let (outcome, backbone) = device::run(
-            selected,
-            Train {
-                config,
-                setup,
-                images,
-            },
-        )?;
+        let (trained, interrupted) = settings::between_epochs(|| {
+            device::run(
+                selected,
+                Train {
+                    config,
+                    setup,
+                    images,
+                },
+            )
+        });
+        let (outcome, backbone) = trained?;
         let mut result = serde_json::to_value(outcome)
             .map_err(|error| Failure::Runtime(format!("the outcome as JSON: {error}")))?;
         if let Value::Object(fields) = &mut result {
             fields.insert("data".into(), json!(source));
             fields.insert("backbone".into(), json!(backbone));
+            fields.insert("interrupted".into(), json!(interrupted));
         }
         Ok(result.to_string())
     })

@@ -64,7 +64,8 @@ impl OnDevice for Tournament {
 
 /// Trains the classifier of the TOML file at `path`, or of `settings` (JSON text), on the
 /// lines `data` names (JSON text of the `data` table; `None`: the shipped recording), on
-/// `device`; returns `{"data", "seeds", "test_accuracy", "member_epochs"}` as JSON text.
+/// `device`, Ctrl-C honoured between epochs; returns `{"data", "seeds", "test_accuracy",
+/// "member_epochs", "interrupted"}` as JSON text.
 #[pyfunction]
 #[pyo3(signature = (path, settings, data, device))]
 pub fn qrng_classify(
@@ -81,13 +82,15 @@ pub fn qrng_classify(
             config,
             data: recording.strings.to_dataset(),
         };
-        let outcome = run(selected, task)?;
+        let (outcome, interrupted) = settings::between_epochs(|| run(selected, task));
+        let outcome = outcome?;
         let (mean, std) = outcome.test_accuracy();
         Ok(json!({
             "data": recording.note,
             "seeds": outcome.seeds,
             "test_accuracy": { "mean": mean, "std": std },
             "member_epochs": outcome.member_epochs,
+            "interrupted": interrupted,
         })
         .to_string())
     })

@@ -62,3 +62,11 @@ where
     };
     Valid::new(config).map_err(|error| Failure::input(&origin, error))
 }
+
+/// Runs `work` with Ctrl-C honoured between its training epochs (the epoch loop asks
+/// [`quench_support::interrupt::requested`], which checks Python's pending signals, the GIL
+/// taken for a moment); returns its result and whether a Ctrl-C stopped it. A stopped run
+/// keeps every member's best weights so far and is scored on them.
+pub fn between_epochs<T>(work: impl FnOnce() -> T) -> (T, bool) {
+    quench_support::interrupt::checked(|| Python::attach(|py| py.check_signals().is_err()), work)
+}

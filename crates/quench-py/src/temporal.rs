@@ -13,6 +13,7 @@ use serde_json::{Map, Value, json};
 
 use crate::device;
 use crate::errors::{Failure, guarded};
+use crate::settings;
 
 /// A checked configuration and its windows, to train on one backend.
 struct Train {
@@ -85,8 +86,9 @@ fn overrides(
 
 /// Trains `model` (`lstm`, `transformer`, `mlp`) with its default settings overridden by the
 /// TOML file at `path` or by `settings` (JSON text), on the windows `data` names (JSON text of
-/// [`MarketSettings`]; `None`: the default synthetic market), on `device`; returns the outcome
-/// with `data` (where the bars came from) as JSON text.
+/// [`MarketSettings`]; `None`: the default synthetic market), on `device`, Ctrl-C honoured
+/// between epochs; returns the outcome with `data` (where the bars came from) and
+/// `interrupted` as JSON text.
 #[pyfunction]
 #[pyo3(signature = (model, path, settings, data, device))]
 pub fn temporal_train(
@@ -110,17 +112,21 @@ pub fn temporal_train(
         let config = merged(model, overrides, &origin)?;
         let market = data.load().map_err(|error| Failure::input("data", error))?;
         let selected = device::open(spec)?;
-        let outcome = device::run(
-            selected,
-            Train {
-                config,
-                data: market.data,
-            },
-        )?;
+        let (outcome, interrupted) = settings::between_epochs(|| {
+            device::run(
+                selected,
+                Train {
+                    config,
+                    data: market.data,
+                },
+            )
+        });
+        let outcome = outcome?;
         let mut result = serde_json::to_value(outcome)
             .map_err(|error| Failure::Runtime(format!("the outcome as JSON: {error}")))?;
         if let Value::Object(fields) = &mut result {
             fields.insert("data".into(), json!(market.note));
+            fields.insert("interrupted".into(), json!(interrupted));
         }
         Ok(result.to_string())
     })

@@ -8,6 +8,7 @@ pub mod budget;
 pub mod cli;
 pub mod config;
 pub mod files;
+pub mod interrupt;
 pub mod json;
 pub mod numbers;
 pub mod stats;

@@ -151,7 +151,9 @@ pub struct Trained {
 }
 
 /// Trains `members` (as many as `stopping` tracks) for at most `max_epochs` epochs, until
-/// every member has stopped, with rates from `schedule`.
+/// every member has stopped, with rates from `schedule`; or, after at least one epoch, until
+/// the caller asks to stop ([`quench_support::interrupt::requested`], the Python package's
+/// Ctrl-C): every member then keeps its best weights so far, as if stopped early.
 pub fn train_epochs<M: SeedMembers>(
     members: &mut M,
     max_epochs: usize,
@@ -161,7 +163,10 @@ pub fn train_epochs<M: SeedMembers>(
     let count = stopping.members();
     let mut histories: Vec<Vec<EpochRecord>> = vec![Vec::new(); count];
     let mut epoch = 0;
-    while epoch < max_epochs && stopping.running() {
+    while epoch < max_epochs
+        && stopping.running()
+        && !(epoch > 0 && quench_support::interrupt::requested())
+    {
         let rates = schedule.rates(epoch);
         let active = stopping.active();
         let values = members.epoch(epoch, &rates, active.as_deref())?;

@@ -68,3 +68,16 @@ def settings(name, value):
     raise ValueError(
         f"{name}: a TOML file's path or a dict of its settings, not {type(value).__name__}"
     )
+
+
+def finished(text, what):
+    """A training call's outcome from its JSON text; one that Ctrl-C stopped between epochs
+    raises ``KeyboardInterrupt`` whose ``outcome`` attribute holds it (every seed scored on its
+    best weights so far)."""
+    outcome = json.loads(text)
+    if outcome.pop("interrupted", False):
+        stop = KeyboardInterrupt(f"{what} stopped by Ctrl-C between epochs; the outcome of the "
+                                 "epochs that finished is the exception's `outcome`")
+        stop.outcome = outcome
+        raise stop
+    return outcome

@@ -21,7 +21,7 @@ import os
 from collections.abc import Mapping
 
 from . import _native
-from ._convert import settings
+from ._convert import finished, settings
 
 __all__ = ["train"]
 
@@ -35,7 +35,9 @@ def train(config=None, data=None, device="auto"):
 
     Raises ``ValueError`` for a setting, file or ``data`` key that cannot be used (the message
     names ``config`` or the file, or ``data``, and the field), ``RuntimeError`` for a device
-    failure. One call: Ctrl-C is seen when it returns.
+    failure. Ctrl-C is honoured between epochs: the run stops after the epoch in flight and raises
+    ``KeyboardInterrupt`` whose ``outcome`` attribute holds the outcome so far (every seed
+    scored on its best weights).
     """
     path, text = settings("config", {} if config is None else config)
     if data is None:
@@ -51,4 +53,4 @@ def train(config=None, data=None, device="auto"):
     else:
         raise ValueError(f"data: a dict of the images' and backbone's settings, not "
                          f"{type(data).__name__}")
-    return json.loads(_native.hybrid_train(path, text, table, device))
+    return finished(_native.hybrid_train(path, text, table, device), "the training")

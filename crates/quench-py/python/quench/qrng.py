@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping
 
 from . import _native
-from ._convert import settings
+from ._convert import finished, settings
 
 __all__ = ["classify", "tournament"]
 
@@ -41,14 +41,17 @@ def classify(config, data=None, device="auto"):
     dict: ``data`` (where the lines came from), ``seeds`` (per seed: ``seed``,
     ``test_accuracy`` on the untouched test split, ``best_validation_accuracy``,
     ``best_epoch``, ``epochs`` and ``history``, a dict per epoch: ``validation_accuracy``,
-    ``train_loss``, ``lr``), ``test_accuracy`` (``{"mean", "std"}`` over the seeds) and ``member_epochs``.
+    ``train_loss``, ``lr``), ``test_accuracy`` (``{"mean", "std"}`` over the seeds) and
+    ``member_epochs``.
 
     Raises ``ValueError`` for a file that cannot be read, a setting out of range or data that
     cannot be used (the message names the file, ``config`` or ``data`` and the field or line),
-    ``RuntimeError`` for a device failure. One call: Ctrl-C is seen when it returns.
+    ``RuntimeError`` for a device failure. Ctrl-C is honoured between epochs: the run stops
+    after the epoch in flight and raises ``KeyboardInterrupt`` whose ``outcome`` attribute
+    holds the outcome so far (every seed scored on its best weights).
     """
     path, text = settings("config", config)
-    return json.loads(_native.qrng_classify(path, text, _data(data), device))
+    return finished(_native.qrng_classify(path, text, _data(data), device), "the classifier")
 
 
 def tournament(config, data=None, device="auto"):
@@ -60,7 +63,7 @@ def tournament(config, data=None, device="auto"):
     (per pair: ``sources``, ``final_kl`` per seed, their ``mean`` and ``std``, ``uniform_kl``) and
     ``mean_final_kl`` (the benchmark's quality: lower is better).
 
-    Errors as :func:`classify`.
+    Errors as :func:`classify`; one call: Ctrl-C is seen when it returns.
     """
     path, text = settings("config", config)
     return json.loads(_native.qrng_tournament(path, text, _data(data), device))

@@ -18,7 +18,7 @@ import os
 from collections.abc import Mapping
 
 from . import _native
-from ._convert import settings
+from ._convert import finished, settings
 
 __all__ = ["train"]
 
@@ -35,10 +35,14 @@ def train(model, config=None, data=None, device="auto"):
 
     Raises ``ValueError`` for a model, setting, file or data table that cannot be used (the
     message names ``model``, ``config`` or the file, ``data`` and the field),
-    ``RuntimeError`` for a device failure. One call: Ctrl-C is seen when it returns.
+    ``RuntimeError`` for a device failure. Ctrl-C is honoured between epochs: the run stops
+    after the epoch in flight and raises ``KeyboardInterrupt`` whose ``outcome`` attribute
+    holds the outcome so far (every seed scored on its best weights).
     """
     if not isinstance(model, str):
-        raise ValueError(f"model: \"lstm\", \"transformer\" or \"mlp\", not {type(model).__name__}")
+        raise ValueError(
+            f"model: \"lstm\", \"transformer\" or \"mlp\", not {type(model).__name__}"
+        )
     path, text = (None, None) if config is None else settings("config", config)
     if data is None:
         table = None
@@ -52,4 +56,4 @@ def train(model, config=None, data=None, device="auto"):
             raise ValueError(f"data: {error}") from None
     else:
         raise ValueError(f"data: a dict of files, market and windows, not {type(data).__name__}")
-    return json.loads(_native.temporal_train(model, path, text, table, device))
+    return finished(_native.temporal_train(model, path, text, table, device), "the training")
