@@ -135,6 +135,52 @@ fn lstm_layer(c: &mut Criterion) {
 /// (eight LSTM batches of 256, four Transformer batches of 512).
 const EPOCH_BARS: usize = 1_500;
 
+/// Windows per inference pass: evaluation's chunk (`EVALUATION_CHUNK` in quench-temporal's
+/// training, the most it forwards at once) and a smaller one, whose buffers stay in cache and
+/// below the allocator's mapping threshold.
+const INFERENCE_WINDOWS: [usize; 2] = [256, 2_048];
+
+/// The tape-less forward pass that validation and test evaluation run (dropout off, the
+/// backend without autodiff), one seed: with `temporal_step_b256` and `temporal_epoch`, what
+/// an epoch's run is made of.
+fn inference(c: &mut Criterion) {
+    quench_support::allocator::keep_freed_memory();
+    let device = Default::default();
+    let mut group = c.benchmark_group("temporal_inference");
+    group.sample_size(10);
+    group.warm_up_time(Duration::from_secs(1));
+    group.measurement_time(Duration::from_secs(5));
+    for (kind, name) in [
+        (ModelKind::Lstm, "lstm"),
+        (ModelKind::Transformer, "transformer"),
+    ] {
+        let net = TemporalNet::<Cpu>::new(
+            kind,
+            Widths::default(),
+            FEATURES,
+            LstmCore::Fused,
+            0.0,
+            &device,
+        );
+        let (params, state) = net.initial_params(&[1], &device);
+        for windows in INFERENCE_WINDOWS {
+            let x = Tensor::<Cpu, 4>::random(
+                [1, windows, WINDOW, FEATURES],
+                Distribution::Normal(0.0, 1.0),
+                &device,
+            );
+            group.throughput(Throughput::Elements(windows as u64));
+            group.bench_function(BenchmarkId::new(name, windows), |b| {
+                b.iter(|| {
+                    let (logits, _) = net.forward(&params, &state, x.clone(), None, Precision::F32);
+                    black_box(logits.into_data());
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
 fn epoch(c: &mut Criterion) {
     quench_support::allocator::keep_freed_memory();
     let device = Default::default();
@@ -173,5 +219,5 @@ fn epoch(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, temporal, lstm_layer, epoch);
+criterion_group!(benches, temporal, lstm_layer, inference, epoch);
 criterion_main!(benches);
