@@ -55,6 +55,29 @@ where
         .map_err(|error| Failure::Runtime(error.to_string()))
 }
 
+/// `task` run on `selected`, for a task whose own failures are mostly the caller's settings
+/// or data (a run too large for the host, data that cannot be windowed): those for which
+/// `on_device` says no are bad input, the rest and a failure of the backend runtime failures.
+pub fn run_sorted<T, O, E>(
+    selected: SelectedDevice,
+    task: T,
+    on_device: impl Fn(&E) -> bool,
+) -> Result<O, Failure>
+where
+    T: OnDevice<Output = Result<O, E>>,
+    E: std::fmt::Display,
+{
+    run_on(selected, task)
+        .map_err(|error| Failure::Runtime(error.to_string()))?
+        .map_err(|error| {
+            if on_device(&error) {
+                Failure::Runtime(error.to_string())
+            } else {
+                Failure::Input(error.to_string())
+            }
+        })
+}
+
 /// The devices this build can use, as `device` strings (see `quench.devices`).
 pub fn available() -> Vec<String> {
     let mut names = vec!["cpu".to_string()];

@@ -73,13 +73,14 @@ pub fn hybrid_train(
             .map_err(|error| Failure::input("data", error))?;
         let source = images.source.to_string();
         let (trained, interrupted) = settings::between_epochs(|| {
-            device::run(
+            device::run_sorted(
                 selected,
                 Train {
                     config,
                     setup,
                     images,
                 },
+                |e| matches!(e, HybridError::Device(_)),
             )
         });
         let (outcome, backbone) = trained?;

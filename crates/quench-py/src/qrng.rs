@@ -13,6 +13,7 @@ use quench_qrng::{Batching, QrngError};
 use quench_train::settings::Valid;
 use serde_json::json;
 
+use crate::device;
 use crate::errors::Failure;
 use crate::settings;
 
@@ -82,7 +83,9 @@ pub fn qrng_classify(
             config,
             data: recording.strings.to_dataset(),
         };
-        let (outcome, interrupted) = settings::between_epochs(|| run(selected, task));
+        let (outcome, interrupted) = settings::between_epochs(|| {
+            device::run_sorted(selected, task, |e| matches!(e, QrngError::Device(_)))
+        });
         let outcome = outcome?;
         let (mean, std) = outcome.test_accuracy();
         Ok(json!({
@@ -115,7 +118,7 @@ pub fn qrng_tournament(
             config,
             strings: recording.strings,
         };
-        let outcome = run(selected, task)?;
+        let outcome = device::run_sorted(selected, task, |e| matches!(e, QrngError::Device(_)))?;
         Ok(json!({
             "data": recording.note,
             "matches": outcome.matches,
@@ -124,15 +127,4 @@ pub fn qrng_tournament(
         })
         .to_string())
     })
-}
-
-/// `task` on `selected`: a failure of the backend is the device's, the analysis's own sorted
-/// by [`sorted`].
-fn run<T, O>(selected: quench_kernels::SelectedDevice, task: T) -> Result<O, Failure>
-where
-    T: OnDevice<Output = Result<O, QrngError>>,
-{
-    quench_kernels::run_on(selected, task)
-        .map_err(|error| Failure::Runtime(error.to_string()))?
-        .map_err(sorted)
 }

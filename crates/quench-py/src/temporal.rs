@@ -113,12 +113,13 @@ pub fn temporal_train(
         let market = data.load().map_err(|error| Failure::input("data", error))?;
         let selected = device::open(spec)?;
         let (outcome, interrupted) = settings::between_epochs(|| {
-            device::run(
+            device::run_sorted(
                 selected,
                 Train {
                     config,
                     data: market.data,
                 },
+                |e| matches!(e, TemporalError::Device(_)),
             )
         });
         let outcome = outcome?;
