@@ -39,11 +39,17 @@ impl std::fmt::Display for Failure {
 
 impl std::error::Error for Failure {}
 
-/// A device error is the device's; anything else stopping a run before or between its
-/// variants (the suite, its selections, the output folder) is the request's.
+/// A device or precision that cannot be used is the device's (as the command line's exit
+/// status 2 says); anything else stopping a run before or between its variants (the suite,
+/// its selections and counts, the output folder) is the request's.
 fn sorted(err: &anyhow::Error) -> Failure {
     let message = one_line(err);
-    if err.chain().any(|cause| cause.is::<DeviceError>()) {
+    let unusable = |cause: &(dyn std::error::Error + 'static)| {
+        cause
+            .downcast_ref::<DeviceError>()
+            .is_some_and(DeviceError::is_unusable_device)
+    };
+    if err.chain().any(unusable) {
         Failure::Device(message)
     } else {
         Failure::Input(message)

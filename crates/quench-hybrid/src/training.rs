@@ -131,19 +131,35 @@ impl Seeded for HybridConfig {
 }
 
 impl HybridConfig {
-    /// Refuses circuit depths and batches whose states cannot fit in host memory, before
-    /// anything is allocated ([`quench_support::budget`]): autodiff keeps each gate's output,
-    /// 16 complex f32 amplitudes per sample and member, and its gradient; a layer is 8 gates
-    /// (an RY per qubit and the CNOT ring).
+    /// Refuses circuit depths, batches and seed counts whose states cannot fit in host
+    /// memory, before anything is allocated ([`quench_support::budget`]): autodiff keeps each
+    /// gate's output, 16 complex f32 amplitudes per sample and member, and its gradient (a
+    /// layer is 8 gates: an RY per qubit and the CNOT ring); and each member's parameters
+    /// (encoder, circuit, head: about 70,000) with their gradient and Adam's two moments.
     fn check_memory(&self) -> Result<(), HybridError> {
-        let values = (self.seeds.len() as u128)
+        let dense = |widths: &[usize]| -> u128 {
+            widths
+                .windows(2)
+                .map(|w| (w[0] * w[1] + w[1]) as u128)
+                .sum()
+        };
+        let parameters = dense(&crate::model::ENCODER)
+            + dense(&crate::model::HEAD)
+            + (self.layers as u128).saturating_mul(4);
+        let states = (self.seeds.len() as u128)
             .saturating_mul(self.batch_size as u128)
             .saturating_mul(self.layers as u128)
             .saturating_mul(8 * 16 * 2 * 2);
+        let values = states.saturating_add(
+            parameters
+                .saturating_mul(4)
+                .saturating_mul(self.seeds.len() as u128),
+        );
         quench_support::budget::check_fits(
             || {
                 format!(
-                    "the circuit's states for layers = {}, {} seed(s) at batch {}",
+                    "the circuit's states and the parameters for layers = {}, {} seed(s) at \
+                     batch {}",
                     self.layers,
                     self.seeds.len(),
                     self.batch_size

@@ -81,6 +81,10 @@ def test_ctrl_c_stops_after_the_variant_in_flight_keeping_what_finished(in_root,
         ({"suite": SUITE, "repeats": 0}, "repeats"),
         ({"suite": SUITE, "precision": "f99"}, "f99"),
         ({"suite": SUITE, "only": [3]}, "only"),
+        ({"suite": SUITE, "only": 5}, "only"),
+        ({"suite": SUITE, "repeats": 10**30}, "repeats"),
+        ({"suite": SUITE, "repeats": 2**31}, "repeats"),
+        ({"suite": SUITE, "out": ""}, "out"),
     ],
 )
 def test_bad_requests_are_value_errors_naming_what_is_wrong(in_root, arguments, message):

@@ -187,3 +187,35 @@ def test_a_panic_leaves_a_fresh_interpreter_running():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0] == "caught"
+
+
+def test_a_device_that_is_not_a_string_is_a_value_error_everywhere():
+    import quench
+    from quench import bench, hybrid, qrng, sgld, temporal
+
+    calls = [
+        lambda d: quench.doctor(d),
+        lambda d: bench.run("configs/devices.toml", device=d, only="sgld"),
+        lambda d: qrng.classify({}, device=d),
+        lambda d: qrng.tournament({}, device=d),
+        lambda d: temporal.train("mlp", device=d),
+        lambda d: hybrid.train(device=d),
+        lambda d: sgld.run_grid({}, device=d),
+    ]
+    for call in calls:
+        for device in (None, 3):
+            with pytest.raises(ValueError, match="device"):
+                call(device)
+
+
+def test_training_runs_too_large_for_the_host_are_refused_before_any_work():
+    from quench import hybrid, qrng
+
+    seeds = list(range(10**6))
+    with pytest.raises(ValueError, match="memory"):
+        qrng.classify({"max_epochs": 1, "seeds": seeds},
+                      data={"source": "synthetic", "synthetic_lines": 60}, device="cpu")
+    with pytest.raises(ValueError, match="memory"):
+        hybrid.train({"seeds": seeds, "epochs": 1, "batch_size": 32},
+                     data={"train_samples": 64, "validation_samples": 32, "test_samples": 32,
+                           "calibration_images": 32}, device="cpu")

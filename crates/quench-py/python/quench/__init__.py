@@ -26,6 +26,7 @@ naming the argument; a device that fails (or a bug inside Quench) raises ``Runti
 """
 
 from . import _native
+from ._convert import text
 import json
 
 from . import bench, circuit, hybrid, lindblad, meta, qrng, sgld, temporal
@@ -60,7 +61,7 @@ def doctor(device="auto") -> dict:
     ``ValueError`` for a malformed device string, ``RuntimeError`` for a device that cannot be
     used.
     """
-    return json.loads(_native.doctor(device))
+    return json.loads(_native.doctor(text("device", device)))
 
 
 def _panic_for_test() -> None:

@@ -11,6 +11,7 @@ import json
 import os
 
 from . import _native
+from ._convert import text
 
 __all__ = ["run"]
 
@@ -19,7 +20,10 @@ def _path(name, value):
     if value is None:
         return None
     if isinstance(value, (str, os.PathLike)):
-        return os.fspath(value)
+        path = os.fspath(value)
+        if path == "":
+            raise ValueError(f"{name}: an empty path")
+        return path
     raise ValueError(f"{name}: a path, not {type(value).__name__}")
 
 
@@ -57,16 +61,19 @@ def run(
     if isinstance(only, str):
         only = [only]
     if only is not None:
+        if not isinstance(only, (list, tuple)) or not all(isinstance(n, str) for n in only):
+            raise ValueError("only: a workload's name or a list of names as strings")
         only = list(only)
-        if not all(isinstance(name, str) for name in only):
-            raise ValueError("only: workload names as strings")
     if repeats is not None and (
         isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1
     ):
         raise ValueError(f"repeats: a whole number of at least 1, not {repeats!r}")
+    if repeats is not None and repeats >= 2**63:
+        raise ValueError(f"repeats = {repeats}: beyond any run (at most 1,000,000)")
+    device = text("device", device)
     if precision is not None and not isinstance(precision, str):
         raise ValueError(f"precision: a name such as \"f32\", not {type(precision).__name__}")
-    text, stopped = _native.bench_run(
+    answer, stopped = _native.bench_run(
         _path("suite", suite),
         only,
         device,
@@ -76,7 +83,7 @@ def run(
         bool(peers),
         _path("python", python),
     )
-    report = json.loads(text)
+    report = json.loads(answer)
     if stopped:
         finished = sum(len(w["variants"]) for w in report["workloads"])
         stop = KeyboardInterrupt(f"the suite stopped after {finished} variant(s)")

@@ -21,7 +21,7 @@ import os
 from collections.abc import Mapping
 
 from . import _native
-from ._convert import finished, settings
+from ._convert import finished, settings, text
 
 __all__ = ["train"]
 
@@ -39,7 +39,8 @@ def train(config=None, data=None, device="auto"):
     ``KeyboardInterrupt`` whose ``outcome`` attribute holds the outcome so far (every seed
     scored on its best weights).
     """
-    path, text = settings("config", {} if config is None else config)
+    device = text("device", device)
+    path, given = settings("config", {} if config is None else config)
     if data is None:
         table = None
     elif isinstance(data, Mapping):
@@ -53,4 +54,4 @@ def train(config=None, data=None, device="auto"):
     else:
         raise ValueError(f"data: a dict of the images' and backbone's settings, not "
                          f"{type(data).__name__}")
-    return finished(_native.hybrid_train(path, text, table, device), "the training")
+    return finished(_native.hybrid_train(path, given, table, device), "the training")

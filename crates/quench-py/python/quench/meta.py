@@ -11,7 +11,7 @@ file's path or as a dict of the same keys.
 import json
 
 from . import _native
-from ._convert import settings
+from ._convert import settings, text
 
 __all__ = ["train"]
 
@@ -30,9 +30,9 @@ def train(config, device="auto"):
     ``ValueError`` for a file that cannot be read or a setting out of range (naming the file or
     ``config`` and the field), ``RuntimeError`` for a run that diverged or a device failure.
     """
-    path, text = settings("config", config)
-    text = _native.meta_train(path, text, device)
-    outcome = json.loads(text)
+    device = text("device", device)
+    path, given = settings("config", config)
+    outcome = json.loads(_native.meta_train(path, given, device))
     history = outcome["history"]
     if outcome["interrupted"]:
         stop = KeyboardInterrupt(

@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping
 
 from . import _native
-from ._convert import finished, settings
+from ._convert import finished, settings, text
 
 __all__ = ["classify", "tournament"]
 
@@ -27,8 +27,11 @@ def _data(data):
     if isinstance(data, (str, os.PathLike)):
         return json.dumps({"source": "recorded", "path": os.fspath(data)})
     if isinstance(data, Mapping):
+        table = dict(data)
+        if isinstance(table.get("path"), os.PathLike):
+            table["path"] = os.fspath(table["path"])
         try:
-            return json.dumps(dict(data), allow_nan=False)
+            return json.dumps(table, allow_nan=False)
         except (TypeError, ValueError) as error:
             raise ValueError(f"data: {error}") from None
     raise ValueError(f"data: a file's path or a dict of the data table, not {type(data).__name__}")
@@ -50,8 +53,9 @@ def classify(config, data=None, device="auto"):
     after the epoch in flight and raises ``KeyboardInterrupt`` whose ``outcome`` attribute
     holds the outcome so far (every seed scored on its best weights).
     """
-    path, text = settings("config", config)
-    return finished(_native.qrng_classify(path, text, _data(data), device), "the classifier")
+    device = text("device", device)
+    path, given = settings("config", config)
+    return finished(_native.qrng_classify(path, given, _data(data), device), "the classifier")
 
 
 def tournament(config, data=None, device="auto"):
@@ -65,5 +69,6 @@ def tournament(config, data=None, device="auto"):
 
     Errors as :func:`classify`; one call: Ctrl-C is seen when it returns.
     """
-    path, text = settings("config", config)
-    return json.loads(_native.qrng_tournament(path, text, _data(data), device))
+    device = text("device", device)
+    path, given = settings("config", config)
+    return json.loads(_native.qrng_tournament(path, given, _data(data), device))

@@ -12,7 +12,7 @@ dict of the same keys.
 import json
 
 from . import _native
-from ._convert import settings
+from ._convert import settings, text
 
 __all__ = ["run_grid"]
 
@@ -32,5 +32,6 @@ def run_grid(config, device="auto"):
     names the file or ``config`` and the field), ``RuntimeError`` for a device failure. The
     call holds no GIL while the chains run; it is one call (Ctrl-C is seen when it returns).
     """
-    path, text = settings("config", config)
-    return json.loads(_native.sgld_run_grid(path, text, device))
+    device = text("device", device)
+    path, given = settings("config", config)
+    return json.loads(_native.sgld_run_grid(path, given, device))

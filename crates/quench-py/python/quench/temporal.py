@@ -18,7 +18,7 @@ import os
 from collections.abc import Mapping
 
 from . import _native
-from ._convert import finished, settings
+from ._convert import finished, settings, text
 
 __all__ = ["train"]
 
@@ -43,10 +43,13 @@ def train(model, config=None, data=None, device="auto"):
         raise ValueError(
             f"model: \"lstm\", \"transformer\" or \"mlp\", not {type(model).__name__}"
         )
-    path, text = (None, None) if config is None else settings("config", config)
+    device = text("device", device)
+    path, given = (None, None) if config is None else settings("config", config)
     if data is None:
         table = None
     elif isinstance(data, Mapping):
+        if isinstance(data.get("files"), (str, bytes, os.PathLike)):
+            raise ValueError("data: files: a list of paths, one file per symbol")
         try:
             table = json.dumps(
                 {k: ([os.fspath(f) for f in v] if k == "files" else v) for k, v in data.items()},
@@ -56,4 +59,4 @@ def train(model, config=None, data=None, device="auto"):
             raise ValueError(f"data: {error}") from None
     else:
         raise ValueError(f"data: a dict of files, market and windows, not {type(data).__name__}")
-    return finished(_native.temporal_train(model, path, text, table, device), "the training")
+    return finished(_native.temporal_train(model, path, given, table, device), "the training")
