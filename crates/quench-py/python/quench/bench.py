@@ -56,7 +56,7 @@ def run(
     ``KeyboardInterrupt`` whose ``report`` attribute holds what finished (``status``
     ``"interrupted"``; written to ``out`` too). Raises ``ValueError`` for a suite file, a
     workload, a setting or an output folder that cannot be used (the message names it),
-    ``RuntimeError`` for a device that cannot be used.
+    ``RuntimeError`` for a device that cannot be used or cannot run the precision asked for.
     """
     if isinstance(only, str):
         only = [only]
