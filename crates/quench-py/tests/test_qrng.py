@@ -84,6 +84,7 @@ def test_a_recorded_file_is_read_from_its_path(tmp_path):
         (qrng.classify, {"config": {}, "data": "no-such-bits.txt"}, "no-such-bits.txt"),
         (qrng.classify, {"config": {}, "data": 3}, "data"),
         (qrng.tournament, {"config": {"epochs": 0}}, "epochs"),
+        (qrng.tournament, {"config": {"adam": {"beta1": 2}}}, "adam.beta1"),
         (qrng.tournament, {"config": {}, "device": "tpu"}, "device"),
     ],
 )

@@ -125,7 +125,11 @@ impl Validate for GanConfig {
                 "must be positive and finite",
             ));
         }
-        Ok(())
+        quench_train::settings::adam(&self.adam).map_err(|r| QrngError::Config {
+            field: r.name,
+            value: r.value,
+            reason: r.reason,
+        })
     }
 }
 

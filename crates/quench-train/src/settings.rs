@@ -62,6 +62,15 @@ pub fn at_least_one(settings: &[(&'static str, usize)]) -> Result<(), Refusal> {
     )
 }
 
+/// Refuses Adam's constants no run can use, naming the first as `adam.<name>`: each beta in
+/// [0, 1) (a decay of 1 or more never forgets, or grows), `eps` positive (the update divides
+/// by the root of the second moment plus it), `weight_decay` non-negative; all finite.
+pub fn adam(config: &quench_kernels::ops::adam::AdamConfig) -> Result<(), Refusal> {
+    rate(&[("adam.beta1", config.beta1), ("adam.beta2", config.beta2)])?;
+    positive(&[("adam.eps", config.eps)])?;
+    non_negative(&[("adam.weight_decay", config.weight_decay)])
+}
+
 /// Values that must be positive and finite.
 pub fn positive(settings: &[(&'static str, f64)]) -> Result<(), Refusal> {
     first(
@@ -179,6 +188,44 @@ impl<C> Deref for Valid<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn adams_constants_out_of_range_are_named() {
+        use quench_kernels::ops::adam::AdamConfig;
+        assert!(adam(&AdamConfig::default()).is_ok());
+        for (config, name) in [
+            (
+                AdamConfig {
+                    beta1: 1.0,
+                    ..AdamConfig::default()
+                },
+                "adam.beta1",
+            ),
+            (
+                AdamConfig {
+                    beta2: -0.1,
+                    ..AdamConfig::default()
+                },
+                "adam.beta2",
+            ),
+            (
+                AdamConfig {
+                    eps: 0.0,
+                    ..AdamConfig::default()
+                },
+                "adam.eps",
+            ),
+            (
+                AdamConfig {
+                    weight_decay: f64::NAN,
+                    ..AdamConfig::default()
+                },
+                "adam.weight_decay",
+            ),
+        ] {
+            assert_eq!(adam(&config).map_err(|r| r.name), Err(name));
+        }
+    }
 
     #[test]
     fn the_first_setting_out_of_range_is_named() {
