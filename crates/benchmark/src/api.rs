@@ -73,7 +73,8 @@ pub struct SuiteRun {
     /// nowhere; the report is only returned).
     pub out: Option<PathBuf>,
     /// Run each workload's PyTorch peer with this Python (`Some(None)`: the first of
-    /// `$QUENCH_PYTHON`, python3, python that imports torch).
+    /// `$QUENCH_PYTHON`, python3, python that imports torch; where none does, the report says
+    /// so and the run goes on). A named Python that cannot import torch is refused.
     pub peers: Option<Option<PathBuf>>,
 }
 
@@ -138,9 +139,19 @@ pub fn run(request: &SuiteRun, stop: &mut dyn FnMut() -> bool) -> Result<Ended, 
         .unwrap_or(scratch.path())
         .join("peer-inputs");
     let world = World::alone();
-    let peers = request.peers.as_ref().map(|python| {
-        crate::peers::find_python(python.as_deref(), crate::peers::DEFAULT_PEER_TIMEOUT)
-    });
+    let peers = match &request.peers {
+        None => None,
+        Some(python) => {
+            let found =
+                crate::peers::find_python(python.as_deref(), crate::peers::DEFAULT_PEER_TIMEOUT);
+            // A Python the caller named that cannot run the peers is the caller's to fix; one
+            // looked for is recorded as missing and the run goes on, as on the command line.
+            if let (Some(path), Err(why)) = (python, &found) {
+                return Err(Failure::Input(format!("python {}: {why}", path.display())));
+            }
+            Some(found)
+        }
+    };
     let mut stopped: Option<crate::report::Report> = None;
     let mut keep = |report: &crate::report::Report| -> anyhow::Result<()> {
         if stopped.is_some() {

@@ -73,12 +73,27 @@ impl HybridSetup {
             validation: self.validation_samples,
             test: self.test_samples,
         };
-        let data = HybridData::split(
-            &images(Split::Train)?,
-            &images(Split::Test)?,
-            sizes,
-            self.split_seed,
-        )?;
+        let (train_images, test_images) = (images(Split::Train)?, images(Split::Test)?);
+        // The original's split: 90 % of the training images train, the rest validate.
+        let train_part = train_images.len() * 9 / 10;
+        for (name, asked, held) in [
+            ("train_samples", sizes.train, train_part),
+            (
+                "validation_samples",
+                sizes.validation,
+                train_images.len() - train_part,
+            ),
+            ("test_samples", sizes.test, test_images.len()),
+        ] {
+            if asked > held {
+                return Err(HybridError::InvalidValue {
+                    name,
+                    value: format!("{asked} (the part holds {held} images)"),
+                    reason: "at most the part's images; 0 keeps them all",
+                });
+            }
+        }
+        let data = HybridData::split(&train_images, &test_images, sizes, self.split_seed)?;
         let calibration = match &self.backbone_weights {
             Some(path) => {
                 check_weights(path)?;

@@ -85,6 +85,7 @@ def test_ctrl_c_stops_after_the_variant_in_flight_keeping_what_finished(in_root,
         ({"suite": SUITE, "repeats": 10**30}, "repeats"),
         ({"suite": SUITE, "repeats": 2**31}, "repeats"),
         ({"suite": SUITE, "out": ""}, "out"),
+        ({"suite": SUITE, "peers": True, "python": "/nonexistent/python"}, "/nonexistent/python"),
     ],
 )
 def test_bad_requests_are_value_errors_naming_what_is_wrong(in_root, arguments, message):

@@ -34,6 +34,7 @@ def test_every_seed_trains_and_is_scored_on_the_test_images():
         ({"data": {**IMAGES, "calibration_images": 0}}, "calibration_images"),
         ({"data": {**IMAGES, "backbone_weights": "/nonexistent/resnet18.pt"}}, "resnet18.pt"),
         ({"data": 3}, "data"),
+        ({"data": {**IMAGES, "train_samples": 10**12}}, "train_samples"),
         ({"device": "tpu"}, "device"),
     ],
 )

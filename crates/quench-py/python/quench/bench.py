@@ -49,7 +49,9 @@ def run(
     repeats of every variant (default: the suite's); ``out``: a folder where ``report.json``,
     ``report.md`` and the plots are written after every variant (default: none); ``peers``:
     also run each workload's PyTorch program (``peers/``) with ``python`` (default: the first
-    of ``$QUENCH_PYTHON``, ``python3``, ``python`` that imports torch).
+    of ``$QUENCH_PYTHON``, ``python3``, ``python`` that imports torch; where none does, each
+    workload's ``peer_missing`` says so and the run goes on; a ``python`` given that cannot
+    import torch is a ``ValueError``).
 
     A variant that fails is recorded in its workload's ``failed`` list and the suite goes on.
     Ctrl-C is honoured after the variant in flight: the run stops and raises
