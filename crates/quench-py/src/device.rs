@@ -50,9 +50,7 @@ where
     T: OnDevice<Output = Result<O, E>>,
     E: std::fmt::Display,
 {
-    run_on(selected, task)
-        .map_err(|error| Failure::Runtime(error.to_string()))?
-        .map_err(|error| Failure::Runtime(error.to_string()))
+    run_sorted(selected, task, |_| true)
 }
 
 /// `task` run on `selected`, for a task whose own failures are mostly the caller's settings

@@ -26,13 +26,10 @@ fn data_settings(data: Option<&str>) -> Result<DataSettings, Failure> {
     )
 }
 
-/// A failure of the analysis: the data or the settings are the caller's; a device that
-/// cannot run it is the device's.
-fn sorted(error: QrngError) -> Failure {
-    match error {
-        QrngError::Device(_) => Failure::Runtime(error.to_string()),
-        _ => Failure::Input(error.to_string()),
-    }
+/// Whether a failure of the analysis is the device's (one that cannot run it); the data's and
+/// the settings' are the caller's.
+fn on_device(error: &QrngError) -> bool {
+    matches!(error, QrngError::Device(_))
 }
 
 /// A checked classifier configuration and its lines, to train on one backend.
@@ -78,14 +75,13 @@ pub fn qrng_classify(
 ) -> PyResult<String> {
     let data = data_settings(data)?;
     settings::call::<ClassifierConfig, _>(py, path, settings, device, move |config, selected| {
-        let recording = data.load().map_err(sorted)?;
+        let recording = data.load().map_err(|error| Failure::input("data", error))?;
         let task = Classify {
             config,
             data: recording.strings.to_dataset(),
         };
-        let (outcome, interrupted) = settings::between_epochs(|| {
-            device::run_sorted(selected, task, |e| matches!(e, QrngError::Device(_)))
-        });
+        let (outcome, interrupted) =
+            settings::between_epochs(|| device::run_sorted(selected, task, on_device));
         let outcome = outcome?;
         let (mean, std) = outcome.test_accuracy();
         Ok(json!({
@@ -113,12 +109,12 @@ pub fn qrng_tournament(
 ) -> PyResult<String> {
     let data = data_settings(data)?;
     settings::call::<GanConfig, _>(py, path, settings, device, move |config, selected| {
-        let recording = data.load().map_err(sorted)?;
+        let recording = data.load().map_err(|error| Failure::input("data", error))?;
         let task = Tournament {
             config,
             strings: recording.strings,
         };
-        let outcome = device::run_sorted(selected, task, |e| matches!(e, QrngError::Device(_)))?;
+        let outcome = device::run_sorted(selected, task, on_device)?;
         Ok(json!({
             "data": recording.note,
             "matches": outcome.matches,

@@ -43,24 +43,31 @@ where
     C: DeserializeOwned + Validate,
     C::Error: Display,
 {
-    let (config, origin): (C, String) = match (path, settings) {
-        (Some(path), None) => (
-            quench_support::load_toml(Path::new(&path))
-                .map_err(|error| Failure::Input(error.to_string()))?,
-            path,
-        ),
-        (None, Some(text)) => (
-            serde_json::from_str(&text).map_err(|error| Failure::input("config", error))?,
-            "config".to_string(),
-        ),
-        _ => {
-            return Err(Failure::input(
-                "config",
-                "a TOML file's path or a dict of its settings, one of the two",
-            ));
-        }
-    };
+    let (config, origin) = read::<C>(path.as_deref(), settings.as_deref())?;
     Valid::new(config).map_err(|error| Failure::input(&origin, error))
+}
+
+/// The settings of the TOML file at `path`, or of `settings` (JSON text), exactly one of the
+/// two, read into `T`, with where they came from (the file, or `config`) for later errors.
+pub fn read<T: DeserializeOwned>(
+    path: Option<&str>,
+    settings: Option<&str>,
+) -> Result<(T, String), Failure> {
+    match (path, settings) {
+        (Some(path), None) => Ok((
+            quench_support::load_toml(Path::new(path))
+                .map_err(|error| Failure::Input(error.to_string()))?,
+            path.to_string(),
+        )),
+        (None, Some(text)) => Ok((
+            serde_json::from_str(text).map_err(|error| Failure::input("config", error))?,
+            "config".to_string(),
+        )),
+        _ => Err(Failure::input(
+            "config",
+            "a TOML file's path or a dict of its settings, one of the two",
+        )),
+    }
 }
 
 /// Runs `work` with Ctrl-C honoured between its training epochs (the epoch loop asks

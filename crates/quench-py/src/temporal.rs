@@ -2,8 +2,6 @@
 //! market bars, every seed a member of one batched program, trained the product's way (the
 //! fused LSTM, windows resident on the device); the outcome comes back as JSON text.
 
-use std::path::Path;
-
 use pyo3::prelude::*;
 use quench_kernels::{OnDevice, QuenchBackend};
 use quench_temporal::data::MarketSettings;
@@ -60,30 +58,6 @@ fn merged(
     Valid::new(config).map_err(|error| Failure::input(origin, error))
 }
 
-/// The overrides of the TOML file at `path` or of `settings` (JSON text of a table), at most
-/// one of the two; neither: none.
-fn overrides(
-    path: Option<&str>,
-    settings: Option<&str>,
-) -> Result<(Map<String, Value>, String), Failure> {
-    match (path, settings) {
-        (Some(path), None) => {
-            let table: Map<String, Value> = quench_support::load_toml(Path::new(path))
-                .map_err(|error| Failure::Input(error.to_string()))?;
-            Ok((table, path.to_string()))
-        }
-        (None, Some(text)) => Ok((
-            serde_json::from_str(text).map_err(|error| Failure::input("config", error))?,
-            "config".into(),
-        )),
-        (None, None) => Ok((Map::new(), "config".into())),
-        (Some(_), Some(_)) => Err(Failure::input(
-            "config",
-            "a file's path or a dict, not both",
-        )),
-    }
-}
-
 /// Trains `model` (`lstm`, `transformer`, `mlp`) with its default settings overridden by the
 /// TOML file at `path` or by `settings` (JSON text), on the windows `data` names (JSON text of
 /// [`MarketSettings`]; `None`: the default synthetic market), on `device`, Ctrl-C honoured
@@ -108,7 +82,8 @@ pub fn temporal_train(
     };
     let (path, settings) = (path.map(str::to_owned), settings.map(str::to_owned));
     guarded(py, move || {
-        let (overrides, origin) = overrides(path.as_deref(), settings.as_deref())?;
+        let (overrides, origin) =
+            settings::read::<Map<String, Value>>(path.as_deref(), settings.as_deref())?;
         let config = merged(model, overrides, &origin)?;
         let market = data.load().map_err(|error| Failure::input("data", error))?;
         let selected = device::open(spec)?;

@@ -60,14 +60,26 @@ def settings(name, value):
     calls take it: ``(path, None)`` or ``(None, JSON text)``."""
     if isinstance(value, (str, os.PathLike)):
         return os.fspath(value), None
-    if isinstance(value, Mapping):
-        try:
-            return None, json.dumps(dict(value), allow_nan=False)
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"{name}: {error}") from None
-    raise ValueError(
-        f"{name}: a TOML file's path or a dict of its settings, not {type(value).__name__}"
-    )
+    return None, table(name, value, "a TOML file's path or a dict of its settings")
+
+
+def table(name, value, what, paths=()):
+    """A dict of settings as the JSON text the native calls take; the keys in ``paths`` may
+    hold a path object, or a list of them, written as strings. Anything but a dict is refused
+    naming ``name`` (``what`` says what it should be)."""
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{name}: {what}, not {type(value).__name__}")
+    entries = dict(value)
+    for key in paths:
+        entry = entries.get(key)
+        if isinstance(entry, os.PathLike):
+            entries[key] = os.fspath(entry)
+        elif isinstance(entry, (list, tuple)):
+            entries[key] = [os.fspath(e) if isinstance(e, os.PathLike) else e for e in entry]
+    try:
+        return json.dumps(entries, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{name}: {error}") from None
 
 
 def finished(text, what):

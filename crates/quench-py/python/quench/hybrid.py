@@ -16,12 +16,8 @@ Fashion-MNIST's where one is found (``$QUENCH_MNIST_DIR``, then the system's dat
 a seeded stand-in of the same shape, and the result says which.
 """
 
-import json
-import os
-from collections.abc import Mapping
-
 from . import _native
-from ._convert import finished, settings, text
+from ._convert import finished, settings, table, text
 
 __all__ = ["train"]
 
@@ -41,17 +37,7 @@ def train(config=None, data=None, device="auto"):
     """
     device = text("device", device)
     path, given = settings("config", {} if config is None else config)
-    if data is None:
-        table = None
-    elif isinstance(data, Mapping):
-        table = dict(data)
-        if isinstance(table.get("backbone_weights"), os.PathLike):
-            table["backbone_weights"] = os.fspath(table["backbone_weights"])
-        try:
-            table = json.dumps(table, allow_nan=False)
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"data: {error}") from None
-    else:
-        raise ValueError(f"data: a dict of the images' and backbone's settings, not "
-                         f"{type(data).__name__}")
-    return finished(_native.hybrid_train(path, given, table, device), "the training")
+    images = None if data is None else table(
+        "data", data, "a dict of the images' and backbone's settings", paths=("backbone_weights",)
+    )
+    return finished(_native.hybrid_train(path, given, images, device), "the training")

@@ -13,10 +13,9 @@ sources, ``{"source": "recorded", "path": ...}``.
 
 import json
 import os
-from collections.abc import Mapping
 
 from . import _native
-from ._convert import finished, settings, text
+from ._convert import finished, settings, table, text
 
 __all__ = ["classify", "tournament"]
 
@@ -26,15 +25,7 @@ def _data(data):
         return None
     if isinstance(data, (str, os.PathLike)):
         return json.dumps({"source": "recorded", "path": os.fspath(data)})
-    if isinstance(data, Mapping):
-        table = dict(data)
-        if isinstance(table.get("path"), os.PathLike):
-            table["path"] = os.fspath(table["path"])
-        try:
-            return json.dumps(table, allow_nan=False)
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"data: {error}") from None
-    raise ValueError(f"data: a file's path or a dict of the data table, not {type(data).__name__}")
+    return table("data", data, "a file's path or a dict of the data table", paths=("path",))
 
 
 def classify(config, data=None, device="auto"):

@@ -13,12 +13,11 @@ synthetic market, or a dict with ``files`` (MetaTrader-5 exports, one symbol eac
 fractions).
 """
 
-import json
 import os
 from collections.abc import Mapping
 
 from . import _native
-from ._convert import finished, settings, text
+from ._convert import finished, settings, table, text
 
 __all__ = ["train"]
 
@@ -44,19 +43,10 @@ def train(model, config=None, data=None, device="auto"):
             f"model: \"lstm\", \"transformer\" or \"mlp\", not {type(model).__name__}"
         )
     device = text("device", device)
-    path, given = (None, None) if config is None else settings("config", config)
-    if data is None:
-        table = None
-    elif isinstance(data, Mapping):
-        if isinstance(data.get("files"), (str, bytes, os.PathLike)):
-            raise ValueError("data: files: a list of paths, one file per symbol")
-        try:
-            table = json.dumps(
-                {k: ([os.fspath(f) for f in v] if k == "files" else v) for k, v in data.items()},
-                allow_nan=False,
-            )
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"data: {error}") from None
-    else:
-        raise ValueError(f"data: a dict of files, market and windows, not {type(data).__name__}")
-    return finished(_native.temporal_train(model, path, given, table, device), "the training")
+    path, given = settings("config", {} if config is None else config)
+    if isinstance(data, Mapping) and isinstance(data.get("files"), (str, bytes, os.PathLike)):
+        raise ValueError("data: files: a list of paths, one file per symbol")
+    market = None if data is None else table(
+        "data", data, "a dict of files, market and windows", paths=("files",)
+    )
+    return finished(_native.temporal_train(model, path, given, market, device), "the training")
