@@ -10,6 +10,8 @@ mod plan;
 
 pub use pipeline::MAX_WORKERS;
 
+use quench_kernels::QuenchOps;
+use quench_kernels::ops::rows::select_rows;
 use quench_kernels::views::ReshapeTo;
 use std::sync::Arc;
 
@@ -68,7 +70,7 @@ pub enum Mode {
         staging: bool,
     },
     /// The data is uploaded once; each epoch uploads one shuffled index tensor, and each batch
-    /// is gathered from it on the device (`Tensor::select`) with no host work per step.
+    /// is gathered from it on the device (`QuenchOps::select_rows`) with no host work per step.
     Resident,
 }
 
@@ -107,26 +109,26 @@ impl<B: Backend> Batch<B> {
 ///
 /// Member `m` draws its order in epoch `e` from `seeds[m]` and `e` alone. A streaming loader's
 /// threads live until it is dropped, which joins them, mid-epoch or not.
-pub struct Loader<B: Backend> {
+pub struct Loader<B: QuenchOps> {
     plan: Arc<Plan>,
     source: Source<B>,
 }
 
 /// Where batches come from.
-enum Source<B: Backend> {
+enum Source<B: QuenchOps> {
     Streaming(Pipeline<B>),
     Resident(Resident<B>),
 }
 
 /// The data sets on the device, stacked: features `[datasets * len, sample_len]`, labels
 /// `[datasets * len]`.
-struct Resident<B: Backend> {
+struct Resident<B: QuenchOps> {
     device: B::Device,
     features: Tensor<B, 2>,
     labels: Tensor<B, 1, Int>,
 }
 
-impl<B: Backend> Loader<B> {
+impl<B: QuenchOps> Loader<B> {
     /// A loader for `seeds.len()` members over `datasets`: one data set shared by all members,
     /// or one per member (same length and sample shape).
     ///
@@ -207,7 +209,7 @@ impl<B: Backend> Loader<B> {
     }
 }
 
-impl<B: Backend> Resident<B> {
+impl<B: QuenchOps> Resident<B> {
     /// Uploads the plan's data sets.
     fn upload(plan: &Plan, device: &B::Device) -> Self {
         let rows = plan.datasets().len() * plan.len();
@@ -250,7 +252,7 @@ impl<B: Backend> Resident<B> {
             .clone()
             .slice(members * rows.start..members * rows.end);
         Batch {
-            features: self.features.clone().select(0, index.clone()).reshape_to([
+            features: select_rows(self.features.clone(), index.clone()).reshape_to([
                 members,
                 batch,
                 plan.sample_len(),
@@ -265,14 +267,14 @@ impl<B: Backend> Resident<B> {
 }
 
 /// The batches of one epoch; see [`Loader::epoch`].
-pub struct Epoch<'a, B: Backend> {
+pub struct Epoch<'a, B: QuenchOps> {
     plan: &'a Plan,
     source: EpochSource<'a, B>,
     next: usize,
 }
 
 /// Where an epoch's batches come from.
-enum EpochSource<'a, B: Backend> {
+enum EpochSource<'a, B: QuenchOps> {
     Streaming(&'a mut Pipeline<B>),
     Resident {
         resident: &'a Resident<B>,
@@ -281,7 +283,7 @@ enum EpochSource<'a, B: Backend> {
     },
 }
 
-impl<B: Backend> Iterator for Epoch<'_, B> {
+impl<B: QuenchOps> Iterator for Epoch<'_, B> {
     type Item = Batch<B>;
 
     fn next(&mut self) -> Option<Batch<B>> {
@@ -302,9 +304,9 @@ impl<B: Backend> Iterator for Epoch<'_, B> {
     }
 }
 
-impl<B: Backend> ExactSizeIterator for Epoch<'_, B> {}
+impl<B: QuenchOps> ExactSizeIterator for Epoch<'_, B> {}
 
-impl<B: Backend> Drop for Epoch<'_, B> {
+impl<B: QuenchOps> Drop for Epoch<'_, B> {
     fn drop(&mut self) {
         if let EpochSource::Streaming(pipeline) = &mut self.source {
             pipeline.finish(self.next < self.plan.batches());

@@ -94,9 +94,19 @@ pub const REDUCTION_LANES: usize = 8;
 /// runs.
 #[inline(always)]
 pub fn lane_dot(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let (a, a_tail) = a[..n].as_chunks::<REDUCTION_LANES>();
+    let (b, b_tail) = b[..n].as_chunks::<REDUCTION_LANES>();
+    // Whole chunks of lanes, so that the partial sums stay in one register: indexing them by
+    // `k % REDUCTION_LANES` kept them in memory, one scalar add at a time.
     let mut partial = [0.0f32; REDUCTION_LANES];
-    for (k, (x, y)) in a.iter().zip(b).enumerate() {
-        partial[k % REDUCTION_LANES] += x * y;
+    for (x, y) in a.iter().zip(b) {
+        for ((p, x), y) in partial.iter_mut().zip(x).zip(y) {
+            *p += x * y;
+        }
+    }
+    for ((p, x), y) in partial.iter_mut().zip(a_tail).zip(b_tail) {
+        *p += x * y;
     }
     partial.iter().sum()
 }
@@ -105,9 +115,15 @@ pub fn lane_dot(a: &[f32], b: &[f32]) -> f32 {
 /// none).
 #[inline(always)]
 pub fn lane_max(values: &[f32]) -> f32 {
+    let (chunks, tail) = values.as_chunks::<REDUCTION_LANES>();
     let mut lanes = [f32::NEG_INFINITY; REDUCTION_LANES];
-    for (k, v) in values.iter().enumerate() {
-        lanes[k % REDUCTION_LANES] = lanes[k % REDUCTION_LANES].max(*v);
+    for chunk in chunks {
+        for (m, v) in lanes.iter_mut().zip(chunk) {
+            *m = m.max(*v);
+        }
+    }
+    for (m, v) in lanes.iter_mut().zip(tail) {
+        *m = m.max(*v);
     }
     lanes.iter().fold(f32::NEG_INFINITY, |m, v| m.max(*v))
 }
@@ -115,9 +131,15 @@ pub fn lane_max(values: &[f32]) -> f32 {
 /// `sum_k values[k]` in [`REDUCTION_LANES`] partial sums, then their sum in order.
 #[inline(always)]
 pub fn lane_sum(values: &[f32]) -> f32 {
+    let (chunks, tail) = values.as_chunks::<REDUCTION_LANES>();
     let mut lanes = [0.0f32; REDUCTION_LANES];
-    for (k, v) in values.iter().enumerate() {
-        lanes[k % REDUCTION_LANES] += v;
+    for chunk in chunks {
+        for (s, v) in lanes.iter_mut().zip(chunk) {
+            *s += v;
+        }
+    }
+    for (s, v) in lanes.iter_mut().zip(tail) {
+        *s += v;
     }
     lanes.iter().sum()
 }

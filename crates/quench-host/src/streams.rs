@@ -90,7 +90,13 @@ fn fill_blocks(
         for i in 0..LANES {
             (pairs[2 * i], pairs[2 * i + 1]) = value(x0[i], x1[i]);
         }
-        chunk.copy_from_slice(&pairs[..chunk.len()]);
+        // A whole batch stored as it is: a copy of a run-time length was a call to `memcpy`
+        // per 32 values. (One loop body, no helper closure: the body must be inlined into
+        // the caller's vector build.)
+        match <&mut [f32; 2 * LANES]>::try_from(&mut *chunk) {
+            Ok(whole) => *whole = pairs,
+            Err(_) => chunk.copy_from_slice(&pairs[..chunk.len()]),
+        }
         block = block.wrapping_add(LANES as u32);
     }
 }
@@ -115,6 +121,19 @@ pub struct Keep {
     pub below: u32,
     /// The kept value, `1 / keep probability` (inverted dropout).
     pub scale: f32,
+}
+
+impl Keep {
+    /// The mask that keeps a value (as `scale`) where the same draw's [`fill_uniforms`] value
+    /// is below `threshold`: a uniform is `(w >> 8) 2^-24`, so it is below `threshold` where
+    /// `w >> 8` is below `ceil(threshold 2^24)` (exact in f64).
+    pub fn below_uniform(threshold: f32, scale: f32) -> Self {
+        let below = (f64::from(threshold.clamp(0.0, 1.0)) * f64::from(1u32 << 24)).ceil();
+        Self {
+            below: below as u32,
+            scale,
+        }
+    }
 }
 
 crate::simd_dispatch! {

@@ -3,8 +3,8 @@
 
 use std::borrow::Cow;
 
-use burn::tensor::ops::{FloatTensor, FloatTensorOps};
-use burn::tensor::{FloatDType, Shape, Tensor, TensorData, TensorPrimitive};
+use burn::tensor::ops::{FloatTensor, FloatTensorOps, IntTensor, IntTensorOps};
+use burn::tensor::{FloatDType, IntDType, Shape, Tensor, TensorData, TensorPrimitive};
 use burn_ndarray::{NdArray, NdArrayTensor};
 
 /// The backend the host kernels serve.
@@ -29,6 +29,24 @@ pub fn values(t: &FloatTensor<Host>) -> Cow<'_, [f32]> {
             }
         }
         _ => unreachable!("cast to f32 by in_f32 first"),
+    }
+}
+
+/// The values of an integer tensor as `i64`, row-major: borrowed when it holds contiguous
+/// `i64` (the CPU backend's integer type), else cast and copied.
+pub fn int_values(t: &IntTensor<Host>) -> Cow<'_, [i64]> {
+    match t {
+        NdArrayTensor::I64(storage) => {
+            let view = storage.view();
+            match view.to_slice() {
+                Some(values) => Cow::Borrowed(values),
+                None => Cow::Owned(view.iter().copied().collect()),
+            }
+        }
+        other => match Host::int_cast(other.clone(), IntDType::I64) {
+            NdArrayTensor::I64(storage) => Cow::Owned(storage.view().iter().copied().collect()),
+            _ => unreachable!("cast to i64"),
+        },
     }
 }
 

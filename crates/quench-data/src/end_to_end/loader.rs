@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use crate::{DataError, Dataset, Loader, LoaderConfig, Mode};
-use burn::tensor::backend::Backend;
 use proptest::prelude::*;
+use quench_kernels::QuenchOps;
 use quench_kernels::readback::{to_host_f32, to_host_i64};
 
 const SERIAL: Mode = Mode::Streaming {
@@ -32,7 +32,7 @@ fn config(batch_size: usize, shuffle: bool, drop_last: bool, mode: Mode) -> Load
     }
 }
 
-fn loader<B: Backend>(
+fn loader<B: QuenchOps>(
     datasets: &[Arc<Dataset>],
     seeds: &[u64],
     config: &LoaderConfig,
@@ -43,7 +43,7 @@ fn loader<B: Backend>(
 
 /// The labels of every batch of `epoch`, `[batch][member][row]`, after checking that the
 /// features travelled with them.
-fn epoch_labels<B: Backend>(loader: &mut Loader<B>, epoch: u64) -> Vec<Vec<Vec<i64>>> {
+fn epoch_labels<B: QuenchOps>(loader: &mut Loader<B>, epoch: u64) -> Vec<Vec<Vec<i64>>> {
     let members = loader.members();
     let batches: Vec<_> = loader.epoch(epoch).collect();
     assert_eq!(batches.len(), loader.batches());

@@ -46,6 +46,8 @@
 //! - [`QuenchOps::weighted_sum`] / [`QuenchOps::weighted_sum_backward`]: attention pooling's
 //!   weighted sum over a sequence ([`pooling`]); one pass over the values each way on the CPU
 //!   backend, rows over lanes, Burn ops elsewhere, one autodiff node.
+//! - [`QuenchOps::select_rows`]: rows of a table gathered by index, a loader's batch
+//!   ([`rows`]); one copy per row on the CPU backend, Burn's `select` elsewhere.
 //! - [`QuenchOps::float_view`]: a reshape that shares the buffer on the CPU backend (whose
 //!   own reshape copies every time), used through [`crate::ops::view::ViewTo`].
 //!
@@ -99,6 +101,7 @@ pub mod mlp;
 pub mod pooling;
 pub mod propagate;
 pub mod random;
+pub mod rows;
 pub mod sgld;
 pub mod view;
 
@@ -138,6 +141,12 @@ pub trait QuenchOps: Backend {
         } else {
             Self::float_reshape(tensor, shape)
         }
+    }
+
+    /// Rows `index` `[k]` of `table` `[rows, width]`, in the index's order: `[k, width]`
+    /// ([`rows`]). The default is Burn's `select` along the first axis.
+    fn select_rows(table: Tensor<Self, 2>, index: Tensor<Self, 1, Int>) -> Tensor<Self, 2> {
+        table.select(0, index)
     }
 
     /// Draw `draw` of each member's counter-based normal stream (Threefry-2x32-20 and
@@ -531,6 +540,10 @@ impl QuenchOps for NdArray<f32> {
 
     fn float_view(tensor: FloatTensor<Self>, shape: Shape) -> FloatTensor<Self> {
         quench_host::tensor::view(tensor, shape)
+    }
+
+    fn select_rows(table: Tensor<Self, 2>, index: Tensor<Self, 1, Int>) -> Tensor<Self, 2> {
+        rows::host::select_rows(table, index)
     }
 
     fn counter_normals(

@@ -15,7 +15,9 @@ pub mod composed;
 pub(crate) mod cube;
 
 pub use composed::normals_tensor;
-pub use quench_host::streams::{dropout_mask_host, fill_normals, fill_uniforms, normals_host};
+pub use quench_host::streams::{
+    Keep, dropout_mask_host, fill_mask, fill_normals, fill_uniforms, normals_host,
+};
 
 /// Draw `draw` of each member's stream on `device`, `[keys.len(), len]`
 /// ([`QuenchOps::counter_normals`]: host code on the CPU backend, tensor ops elsewhere).
@@ -200,6 +202,36 @@ mod tests {
         let second = streams.next_host(3);
         assert_ne!(first, second, "each call is a fresh draw");
         assert_eq!(streams.draws(), 2);
+    }
+
+    #[test]
+    fn a_mask_below_a_uniform_threshold_keeps_where_the_uniform_is_below_it() {
+        let key = StreamKey::from_seed(5);
+        let mut u = vec![0f32; 4_001];
+        fill_uniforms(key, 7, &mut u);
+        // Thresholds on either side of 1/2 (where the f32 grid is finer than 2^-24), the
+        // uniforms' own values, and the ends.
+        for threshold in [
+            0.0,
+            0.1,
+            0.3,
+            0.35,
+            0.5,
+            0.8,
+            0.9,
+            1.0,
+            u[0],
+            u[1],
+            u[2] + 1e-9,
+        ] {
+            let keep = Keep::below_uniform(threshold, 3.0);
+            let mut mask = vec![0f32; u.len()];
+            fill_mask(key, 7, 0, keep, &mut mask);
+            for (i, (&m, &u)) in mask.iter().zip(&u).enumerate() {
+                let want = if u < threshold { 3.0 } else { 0.0 };
+                assert_eq!(m, want, "threshold {threshold}, value {i}, uniform {u}");
+            }
+        }
     }
 
     #[test]
