@@ -144,9 +144,67 @@ pub fn lane_sum(values: &[f32]) -> f32 {
     lanes.iter().sum()
 }
 
+/// `sum_k |values[k]|` in [`REDUCTION_LANES`] partial sums, then their sum in order (an L1
+/// penalty).
+#[inline(always)]
+pub fn lane_abs_sum(values: &[f32]) -> f32 {
+    let (chunks, tail) = values.as_chunks::<REDUCTION_LANES>();
+    let mut lanes = [0.0f32; REDUCTION_LANES];
+    for chunk in chunks {
+        for (s, v) in lanes.iter_mut().zip(chunk) {
+            *s += v.abs();
+        }
+    }
+    for (s, v) in lanes.iter_mut().zip(tail) {
+        *s += v.abs();
+    }
+    lanes.iter().sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lane_reductions_sum_element_k_into_lane_k_mod_8_then_the_lanes_in_order() {
+        // Values of very different sizes, so that another order of the adds rounds to
+        // another sum; every length around the lanes' multiples.
+        let a: Vec<f32> = (0..45)
+            .map(|k| (k as f32 * 0.77).sin() * 10f32.powi(k % 7 - 3))
+            .collect();
+        let b: Vec<f32> = (0..45).map(|k| (k as f32 * 1.3).cos() - 0.25).collect();
+        for n in 0..a.len() {
+            let (a, b) = (&a[..n], &b[..n]);
+            let mut dot = [0f32; REDUCTION_LANES];
+            let mut sum = [0f32; REDUCTION_LANES];
+            let mut abs = [0f32; REDUCTION_LANES];
+            let mut max = [f32::NEG_INFINITY; REDUCTION_LANES];
+            for k in 0..n {
+                dot[k % REDUCTION_LANES] += a[k] * b[k];
+                sum[k % REDUCTION_LANES] += a[k];
+                abs[k % REDUCTION_LANES] += a[k].abs();
+                max[k % REDUCTION_LANES] = max[k % REDUCTION_LANES].max(a[k]);
+            }
+            let in_order = |lanes: [f32; REDUCTION_LANES]| lanes.iter().sum::<f32>();
+            assert_eq!(
+                lane_dot(a, b).to_bits(),
+                in_order(dot).to_bits(),
+                "dot, {n}"
+            );
+            assert_eq!(
+                lane_dot(a, &b[..n.saturating_sub(1)]),
+                lane_dot(&a[..n.saturating_sub(1)], b)
+            );
+            assert_eq!(lane_sum(a).to_bits(), in_order(sum).to_bits(), "sum, {n}");
+            assert_eq!(
+                lane_abs_sum(a).to_bits(),
+                in_order(abs).to_bits(),
+                "abs, {n}"
+            );
+            let top = max.iter().fold(f32::NEG_INFINITY, |m, v| m.max(*v));
+            assert_eq!(lane_max(a).to_bits(), top.to_bits(), "max, {n}");
+        }
+    }
 
     #[test]
     fn the_vectorised_activations_match_the_standard_library() {

@@ -16,6 +16,7 @@ use crate::ops::adam::host::{adam_step, updates};
 use crate::ops::dense::Activation;
 use crate::ops::dense::host::pre_activation_gradient;
 use quench_host::lanes::{in_lanes, lanes_for};
+use quench_host::math::{lane_abs_sum, lane_dot};
 use quench_host::tensor::{Host, from_values, host_values, tensor, values};
 
 /// A tensor's primitive (its buffer shared, not copied), whose values `values` then borrows
@@ -146,8 +147,10 @@ fn add_l1(grads: &mut [Vec<f32>], values: &[Cow<'_, [f32]>], l1: f32, members: u
                     0.0
                 };
                 *g += l1 * sign;
-                penalty[m] += p.abs();
             }
+            // In partial sums: added into `penalty[m]` value by value, each add waited on
+            // the one before (most of the step).
+            penalty[m] += lane_abs_sum(values);
         }
     }
     penalty
@@ -161,7 +164,8 @@ fn clip(grads: &mut [Vec<f32>], max_norm: f32, members: usize) {
     for values in grads.iter() {
         let per = (values.len() / members.max(1)).max(1);
         for (s, member) in squares.iter_mut().zip(values.chunks(per)) {
-            *s += member.iter().map(|v| v * v).sum::<f32>();
+            // In partial sums: one sum in order is a chain of dependent adds.
+            *s += lane_dot(member, member);
         }
     }
     let coefficients: Vec<f32> = squares
