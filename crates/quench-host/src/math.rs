@@ -131,32 +131,30 @@ pub fn lane_max(values: &[f32]) -> f32 {
 /// `sum_k values[k]` in [`REDUCTION_LANES`] partial sums, then their sum in order.
 #[inline(always)]
 pub fn lane_sum(values: &[f32]) -> f32 {
-    let (chunks, tail) = values.as_chunks::<REDUCTION_LANES>();
-    let mut lanes = [0.0f32; REDUCTION_LANES];
-    for chunk in chunks {
-        for (s, v) in lanes.iter_mut().zip(chunk) {
-            *s += v;
-        }
-    }
-    for (s, v) in lanes.iter_mut().zip(tail) {
-        *s += v;
-    }
-    lanes.iter().sum()
+    lane_sum_of(values, |v| v)
 }
 
 /// `sum_k |values[k]|` in [`REDUCTION_LANES`] partial sums, then their sum in order (an L1
 /// penalty).
 #[inline(always)]
 pub fn lane_abs_sum(values: &[f32]) -> f32 {
+    lane_sum_of(values, f32::abs)
+}
+
+/// `sum_k f(values[k])`, element `k` into partial sum `k % REDUCTION_LANES`, then the partial
+/// sums in order. Whole chunks of lanes, so that the partial sums stay in one register:
+/// indexed by `k % REDUCTION_LANES` they were kept in memory, one scalar add at a time.
+#[inline(always)]
+fn lane_sum_of(values: &[f32], f: impl Fn(f32) -> f32) -> f32 {
     let (chunks, tail) = values.as_chunks::<REDUCTION_LANES>();
     let mut lanes = [0.0f32; REDUCTION_LANES];
     for chunk in chunks {
-        for (s, v) in lanes.iter_mut().zip(chunk) {
-            *s += v.abs();
+        for (s, &v) in lanes.iter_mut().zip(chunk) {
+            *s += f(v);
         }
     }
-    for (s, v) in lanes.iter_mut().zip(tail) {
-        *s += v.abs();
+    for (s, &v) in lanes.iter_mut().zip(tail) {
+        *s += f(v);
     }
     lanes.iter().sum()
 }
