@@ -97,8 +97,7 @@ pub fn lane_dot(a: &[f32], b: &[f32]) -> f32 {
     let n = a.len().min(b.len());
     let (a, a_tail) = a[..n].as_chunks::<REDUCTION_LANES>();
     let (b, b_tail) = b[..n].as_chunks::<REDUCTION_LANES>();
-    // Whole chunks of lanes, so that the partial sums stay in one register: indexing them by
-    // `k % REDUCTION_LANES` kept them in memory, one scalar add at a time.
+    // Whole chunks of lanes, as in `lanes_of`, over two operands.
     let mut partial = [0.0f32; REDUCTION_LANES];
     for (x, y) in a.iter().zip(b) {
         for ((p, x), y) in partial.iter_mut().zip(x).zip(y) {
@@ -115,48 +114,41 @@ pub fn lane_dot(a: &[f32], b: &[f32]) -> f32 {
 /// none).
 #[inline(always)]
 pub fn lane_max(values: &[f32]) -> f32 {
-    let (chunks, tail) = values.as_chunks::<REDUCTION_LANES>();
-    let mut lanes = [f32::NEG_INFINITY; REDUCTION_LANES];
-    for chunk in chunks {
-        for (m, v) in lanes.iter_mut().zip(chunk) {
-            *m = m.max(*v);
-        }
-    }
-    for (m, v) in lanes.iter_mut().zip(tail) {
-        *m = m.max(*v);
-    }
-    lanes.iter().fold(f32::NEG_INFINITY, |m, v| m.max(*v))
+    lanes_of(values, f32::NEG_INFINITY, f32::max)
+        .iter()
+        .fold(f32::NEG_INFINITY, |m, v| m.max(*v))
 }
 
 /// `sum_k values[k]` in [`REDUCTION_LANES`] partial sums, then their sum in order.
 #[inline(always)]
 pub fn lane_sum(values: &[f32]) -> f32 {
-    lane_sum_of(values, |v| v)
+    lanes_of(values, 0.0, |s, v| s + v).iter().sum()
 }
 
 /// `sum_k |values[k]|` in [`REDUCTION_LANES`] partial sums, then their sum in order (an L1
 /// penalty).
 #[inline(always)]
 pub fn lane_abs_sum(values: &[f32]) -> f32 {
-    lane_sum_of(values, f32::abs)
+    lanes_of(values, 0.0, |s, v| s + v.abs()).iter().sum()
 }
 
-/// `sum_k f(values[k])`, element `k` into partial sum `k % REDUCTION_LANES`, then the partial
-/// sums in order. Whole chunks of lanes, so that the partial sums stay in one register:
-/// indexed by `k % REDUCTION_LANES` they were kept in memory, one scalar add at a time.
+/// The partial results of a reduction: element `k` folded into lane `k % REDUCTION_LANES`
+/// (each lane from `start`) by `fold(lane, value)`, in order. Whole chunks of lanes, so that
+/// the lanes stay in one register: indexed by `k % REDUCTION_LANES` they were kept in memory,
+/// one scalar operation at a time.
 #[inline(always)]
-fn lane_sum_of(values: &[f32], f: impl Fn(f32) -> f32) -> f32 {
+fn lanes_of(values: &[f32], start: f32, fold: impl Fn(f32, f32) -> f32) -> [f32; REDUCTION_LANES] {
     let (chunks, tail) = values.as_chunks::<REDUCTION_LANES>();
-    let mut lanes = [0.0f32; REDUCTION_LANES];
+    let mut lanes = [start; REDUCTION_LANES];
     for chunk in chunks {
-        for (s, &v) in lanes.iter_mut().zip(chunk) {
-            *s += f(v);
+        for (lane, &v) in lanes.iter_mut().zip(chunk) {
+            *lane = fold(*lane, v);
         }
     }
-    for (s, &v) in lanes.iter_mut().zip(tail) {
-        *s += f(v);
+    for (lane, &v) in lanes.iter_mut().zip(tail) {
+        *lane = fold(*lane, v);
     }
-    lanes.iter().sum()
+    lanes
 }
 
 #[cfg(test)]

@@ -67,7 +67,7 @@ impl<'a, B: QuenchOps> FusedMembers<'a, B> {
     /// This step's dropout masks for `rows` rows per member, one per hidden layer
     /// (`[members, rows, width]`, `0` or `1 / keep`); none without dropout. A value is kept
     /// where the step's uniform is below `keep` in f32, drawn by the vectorised mask kernel
-    /// (a fifth of the step's time when the uniforms were drawn one block at a time).
+    /// rather than one Threefry block at a time.
     fn masks(&self, rows: usize) -> Vec<Tensor<B, 3>> {
         let rate = self.config.dropout;
         if rate == 0.0 {

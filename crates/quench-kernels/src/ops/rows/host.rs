@@ -1,7 +1,7 @@
 //! Host kernel of [`crate::ops::rows`]: each picked row copied whole into the batch.
 
 use burn::tensor::{Int, Tensor};
-use quench_host::tensor::{Host, from_values, int_values, values};
+use quench_host::tensor::{Host, from_values, in_f32, int_values, values};
 
 /// Rows `index` `[k]` of `table` `[rows, width]`: `[k, width]`.
 ///
@@ -9,7 +9,7 @@ use quench_host::tensor::{Host, from_values, int_values, values};
 /// Where an index is negative or not below `rows`, naming it.
 pub(crate) fn select_rows(table: Tensor<Host, 2>, index: Tensor<Host, 1, Int>) -> Tensor<Host, 2> {
     let [rows, width] = table.dims();
-    let table = table.into_primitive().tensor();
+    let table = in_f32(table.into_primitive().tensor());
     let source = values(&table);
     let index = index.into_primitive();
     let picks = int_values(&index);
