@@ -11,7 +11,7 @@ use quench_device::diagnostics::DiagnosticsConfig;
 use quench_device::{DeviceError, select_announced};
 use quench_platform::DeviceSpec;
 
-use crate::error_line::one_line;
+use crate::error_line::{joined_lines, one_line};
 use crate::workload::RunPrecision;
 use crate::{checks, peers, report, run, workloads};
 
@@ -199,15 +199,7 @@ fn usage_error(err: &clap::Error) -> u8 {
     // the arguments on lines of their own (`the following required arguments were not
     // provided:` then `<B>`): joined, so the line still names them.
     let rendered = err.render().to_string();
-    let message = rendered
-        .split("\n\n")
-        .next()
-        .unwrap_or_default()
-        .lines()
-        .map(str::trim)
-        .filter(|line| !line.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ");
+    let message = joined_lines(rendered.split("\n\n").next().unwrap_or_default());
     eprintln!("{message} (see `benchmark --help`)");
     EXIT_USAGE
 }

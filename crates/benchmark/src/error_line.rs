@@ -6,13 +6,7 @@
 pub fn one_line(err: &anyhow::Error) -> String {
     let mut parts: Vec<String> = Vec::new();
     for cause in err.chain() {
-        let text = cause
-            .to_string()
-            .lines()
-            .map(str::trim)
-            .filter(|line| !line.is_empty())
-            .collect::<Vec<_>>()
-            .join(" ");
+        let text = joined_lines(&cause.to_string());
         if !parts
             .last()
             .is_some_and(|previous| previous.contains(&text))
@@ -21,6 +15,15 @@ pub fn one_line(err: &anyhow::Error) -> String {
         }
     }
     parts.join(": ")
+}
+
+/// `text`'s non-empty lines, trimmed, joined by single spaces.
+pub fn joined_lines(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[cfg(test)]
