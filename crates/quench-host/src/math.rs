@@ -95,6 +95,13 @@ pub const REDUCTION_LANES: usize = 8;
 #[inline(always)]
 pub fn lane_dot(a: &[f32], b: &[f32]) -> f32 {
     let n = a.len().min(b.len());
+    if n <= REDUCTION_LANES {
+        // A lane per product: the lanes' sum in order is the products' sum in order (the
+        // empty lanes add zeros), without the lanes' horizontal sum, which cost far more than
+        // the product itself where one layer is a single output wide (the GAN's
+        // discriminator: 4,096 such dots per hidden unit and step).
+        return a[..n].iter().zip(&b[..n]).fold(0.0, |s, (x, y)| s + x * y);
+    }
     let (a, a_tail) = a[..n].as_chunks::<REDUCTION_LANES>();
     let (b, b_tail) = b[..n].as_chunks::<REDUCTION_LANES>();
     // Whole chunks of lanes, as in `lanes_of`, over two operands.

@@ -3,22 +3,22 @@
 //! never contracts a multiply and an add into a fused multiply-add), so they give the same
 //! bits; the wider builds only have more lanes.
 
-/// Defines `fn $name(args)` that calls `$portable(args)` compiled with AVX-512 (F and VL) or
+/// Defines `fn $name(args) [-> ret]` that calls `$portable(args)` compiled with AVX-512 (F and VL) or
 /// AVX2 enabled where the CPU has them, and as it is elsewhere. `$portable` should be
 /// `#[inline(always)]` so that its body is compiled into each build.
 #[macro_export]
 macro_rules! simd_dispatch {
-    ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) => $portable:path) => {
+    ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? => $portable:path) => {
         $(#[$meta])*
-        $vis fn $name($($arg: $ty),*) {
+        $vis fn $name($($arg: $ty),*) $(-> $ret)? {
             #[cfg(target_arch = "x86_64")]
             {
                 #[target_feature(enable = "avx512f,avx512vl,avx2")]
-                fn widest($($arg: $ty),*) {
+                fn widest($($arg: $ty),*) $(-> $ret)? {
                     $portable($($arg),*)
                 }
                 #[target_feature(enable = "avx2")]
-                fn wide($($arg: $ty),*) {
+                fn wide($($arg: $ty),*) $(-> $ret)? {
                     $portable($($arg),*)
                 }
                 if std::arch::is_x86_feature_detected!("avx512f")

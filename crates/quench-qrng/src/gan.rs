@@ -465,8 +465,9 @@ fn train_gan<B: QuenchBackend>(
     let m = members.len();
     let points = config.bits * config.bits;
     let (generator, discriminator) = players::<Inner<B>>(members, config.bits, device);
-    let generator_params = generator.params().len();
-    let mut params = [generator.params(), discriminator.params()].concat();
+    let generator = generator.into_params();
+    let generator_params = generator.len();
+    let mut params = [generator, discriminator.into_params()].concat();
     let mut adam = MemberAdam::<Inner<B>>::new(config.adam, m, device);
     let lr = Tensor::<Inner<B>, 3>::full([1, 1, 1], config.lr, device);
     let target = target_tensor::<Inner<B>>(targets, device);
@@ -521,8 +522,8 @@ fn train_gan_fused<B: QuenchOps>(
     let points = config.bits * config.bits;
     let (generator, discriminator) = players::<B>(members, config.bits, device);
     let mut players = [
-        (generator.params(), GENERATOR_ACTIVATION),
-        (discriminator.params(), DISCRIMINATOR_ACTIVATION),
+        (generator.into_params(), GENERATOR_ACTIVATION),
+        (discriminator.into_params(), DISCRIMINATOR_ACTIVATION),
     ];
     let mut adams = [(); 2].map(|_| MemberAdam::<B>::new(config.adam, m, device));
     let lr = Tensor::<B, 3>::full([1, 1, 1], config.lr, device);

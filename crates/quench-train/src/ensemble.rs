@@ -10,7 +10,7 @@ use quench_kernels::ops::view::ViewTo;
 use quench_kernels::reductions::Reduce;
 use quench_kernels::views::ReshapeTo;
 
-use crate::init::{Init, LayerValues, draw_mlp};
+use crate::init::{Init, LayerValues, draw_ensemble, draw_mlp};
 
 /// `members` independent affine maps `x W + b`.
 #[derive(Debug, Clone)]
@@ -187,6 +187,15 @@ impl<B: QuenchOps> EnsembleMlp<B> {
             .collect()
     }
 
+    /// [`params`](Self::params) taken out of the network, which is dropped: each parameter's
+    /// buffer then has one holder, which a host kernel may update in place without a copy.
+    pub fn into_params(self) -> Vec<Tensor<B, 3>> {
+        self.layers
+            .into_iter()
+            .flat_map(|l| [l.weight, l.bias])
+            .collect()
+    }
+
     /// An MLP from its parameters (weight then bias of every layer, as [`params`](Self::params)
     /// lists them), on any backend: this is how a training step rebuilds the network from
     /// tensors that track gradients.
@@ -226,22 +235,7 @@ pub fn seeded_ensemble<B: QuenchOps>(
     seeds: &[u64],
     device: &B::Device,
 ) -> EnsembleMlp<B> {
-    let drawn: Vec<Vec<LayerValues>> = seeds
-        .iter()
-        .map(|&seed| draw_mlp(init, 1, widths, seed))
-        .collect();
-    let joined = (0..widths.len().saturating_sub(1))
-        .map(|l| LayerValues {
-            weight: drawn
-                .iter()
-                .flat_map(|m| m[l].weight.iter().copied())
-                .collect(),
-            bias: drawn
-                .iter()
-                .flat_map(|m| m[l].bias.iter().copied())
-                .collect(),
-        })
-        .collect();
+    let joined = draw_ensemble(init, widths, seeds);
     EnsembleMlp::from_drawn(joined, activation, seeds.len(), widths, device)
 }
 

@@ -1,8 +1,10 @@
 //! Weight initialisations of the workloads, drawn on the host from a seed and uploaded once.
 
+use quench_host::lanes::pieces;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand_distr::{Distribution, Normal, Uniform};
+use rayon::prelude::*;
 
 /// How a layer's weights (and biases) are drawn.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -39,49 +41,150 @@ pub fn draw_layers(
     fan_out: usize,
     seed: u64,
 ) -> LayerValues {
-    let mut weight = Vec::with_capacity(members * fan_in * fan_out);
-    let mut bias = Vec::with_capacity(members * fan_out);
-    for member in 0..members {
-        let mut rng =
-            StdRng::seed_from_u64(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ member as u64);
-        match init {
-            Init::XavierUniform { gain } => {
-                let a = gain * (6.0 / (fan_in + fan_out) as f64).sqrt();
-                weight.extend(uniform(&mut rng, a, fan_in * fan_out));
-                bias.extend(std::iter::repeat_n(0.0, fan_out));
-            }
-            Init::Orthogonal { gain } => {
-                weight.extend(
-                    orthogonal(&mut rng, fan_in, fan_out)
-                        .into_iter()
-                        .map(|x| (gain * x) as f32),
-                );
-                bias.extend(std::iter::repeat_n(0.0, fan_out));
-            }
-            Init::TorchDefault => {
-                let a = 1.0 / (fan_in as f64).sqrt();
-                weight.extend(uniform(&mut rng, a, fan_in * fan_out));
-                bias.extend(uniform(&mut rng, a, fan_out));
-            }
-        }
-    }
-    LayerValues { weight, bias }
+    let mut layer = LayerValues::zeros(members, fan_in, fan_out);
+    let draws = layer
+        .members(members, fan_in, fan_out)
+        .enumerate()
+        .map(|(m, (weight, bias))| Draw {
+            init,
+            stream: (seed, m as u64),
+            fan_in,
+            weight,
+            bias,
+        });
+    draw_all(draws.collect());
+    layer
 }
 
 /// The layers of `members` MLPs with layer widths `widths` (input first), every layer drawn
 /// with `init`; layer `l` uses seed `seed + l`.
 pub fn draw_mlp(init: Init, members: usize, widths: &[usize], seed: u64) -> Vec<LayerValues> {
+    let mut layers = zero_layers(members, widths);
+    let mut draws = Vec::new();
+    for (l, (layer, w)) in layers.iter_mut().zip(widths.windows(2)).enumerate() {
+        let layer_seed = seed.wrapping_add(l as u64);
+        for (m, (weight, bias)) in layer.members(members, w[0], w[1]).enumerate() {
+            draws.push(Draw {
+                init,
+                stream: (layer_seed, m as u64),
+                fan_in: w[0],
+                weight,
+                bias,
+            });
+        }
+    }
+    draw_all(draws);
+    layers
+}
+
+/// The layers of an ensemble of MLPs with layer widths `widths`, one member per seed, joined
+/// along the member axis: member `m` is [`draw_mlp`]`(init, 1, widths, seeds[m])`, so that a
+/// member's values do not depend on which other members share the ensemble.
+pub fn draw_ensemble(init: Init, widths: &[usize], seeds: &[u64]) -> Vec<LayerValues> {
+    let mut layers = zero_layers(seeds.len(), widths);
+    let mut draws = Vec::new();
+    for (l, (layer, w)) in layers.iter_mut().zip(widths.windows(2)).enumerate() {
+        for (&seed, (weight, bias)) in seeds.iter().zip(layer.members(seeds.len(), w[0], w[1])) {
+            draws.push(Draw {
+                init,
+                stream: (seed.wrapping_add(l as u64), 0),
+                fan_in: w[0],
+                weight,
+                bias,
+            });
+        }
+    }
+    draw_all(draws);
+    layers
+}
+
+impl LayerValues {
+    /// `members` layers `fan_in -> fan_out` of zeros, to be drawn into.
+    fn zeros(members: usize, fan_in: usize, fan_out: usize) -> Self {
+        Self {
+            weight: vec![0.0; members * fan_in * fan_out],
+            bias: vec![0.0; members * fan_out],
+        }
+    }
+
+    /// Each of `members` members' `(weight, bias)`, in member order.
+    fn members(
+        &mut self,
+        members: usize,
+        fan_in: usize,
+        fan_out: usize,
+    ) -> impl Iterator<Item = (&mut [f32], &mut [f32])> {
+        let weights = pieces(&mut self.weight, members, fan_in * fan_out);
+        weights
+            .into_iter()
+            .zip(pieces(&mut self.bias, members, fan_out))
+    }
+}
+
+/// Zero layers of `members` MLPs with layer widths `widths`, to be drawn into.
+fn zero_layers(members: usize, widths: &[usize]) -> Vec<LayerValues> {
     widths
         .windows(2)
-        .enumerate()
-        .map(|(l, w)| draw_layers(init, members, w[0], w[1], seed.wrapping_add(l as u64)))
+        .map(|w| LayerValues::zeros(members, w[0], w[1]))
         .collect()
 }
 
-fn uniform(rng: &mut StdRng, a: f64, count: usize) -> Vec<f32> {
-    match Uniform::new_inclusive(-a, a) {
-        Ok(dist) => (0..count).map(|_| dist.sample(rng) as f32).collect(),
-        Err(_) => vec![0.0; count],
+/// One member's layer to draw: `weight` `[fan_in, fan_out]` and `bias` `[fan_out]` from the
+/// stream `(seed, member)`.
+struct Draw<'a> {
+    init: Init,
+    stream: (u64, u64),
+    fan_in: usize,
+    weight: &'a mut [f32],
+    bias: &'a mut [f32],
+}
+
+impl Draw<'_> {
+    fn run(self) {
+        let Draw {
+            init,
+            stream: (seed, member),
+            fan_in,
+            weight,
+            bias,
+        } = self;
+        let fan_out = bias.len();
+        let mut rng = StdRng::seed_from_u64(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ member);
+        match init {
+            Init::XavierUniform { gain } => {
+                let a = gain * (6.0 / (fan_in + fan_out) as f64).sqrt();
+                uniform(&mut rng, a, weight);
+            }
+            Init::Orthogonal { gain } => {
+                let values = orthogonal(&mut rng, fan_in, fan_out);
+                for (w, x) in weight.iter_mut().zip(values) {
+                    *w = (gain * x) as f32;
+                }
+            }
+            Init::TorchDefault => {
+                let a = 1.0 / (fan_in as f64).sqrt();
+                uniform(&mut rng, a, weight);
+                uniform(&mut rng, a, bias);
+            }
+        }
+    }
+}
+
+/// Runs every draw, in parallel (each its own stream, so the values do not depend on the
+/// order): drawing the GAN's three 1.6M-weight generators one value at a time on one thread
+/// was most of a short run's set-up.
+fn draw_all(mut draws: Vec<Draw<'_>>) {
+    // Largest first, so that the last to start are the shortest.
+    draws.sort_by_key(|d| std::cmp::Reverse(d.weight.len()));
+    draws.into_par_iter().with_max_len(1).for_each(Draw::run);
+}
+
+/// `out` filled from `U(-a, a)` in order (zeros where `a` makes no distribution).
+fn uniform(rng: &mut StdRng, a: f64, out: &mut [f32]) {
+    if let Ok(dist) = Uniform::new_inclusive(-a, a) {
+        for v in out {
+            *v = dist.sample(rng) as f32;
+        }
     }
 }
 
@@ -267,6 +370,71 @@ mod tests {
         let o = draw_layers(Init::Orthogonal { gain: 0.5 }, 1, 3, 128, 3);
         let row_norm: f32 = o.weight[..128].iter().map(|w| w * w).sum::<f32>().sqrt();
         assert!(row_norm <= 0.5 + 1e-5);
+    }
+
+    #[test]
+    fn parallel_draws_give_each_stream_its_values_in_order() {
+        // The reference: member `m` of layer `l` drawn alone, weights then biases from the
+        // stream of seed `seed + l` and member `m`, one value after another.
+        let widths = [7, 5, 3];
+        let sequential = |seed: u64, l: usize, m: u64| {
+            let mut rng =
+                StdRng::seed_from_u64((seed + l as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ m);
+            let dist = Uniform::new_inclusive(
+                -1.0 / (widths[l] as f64).sqrt(),
+                1.0 / (widths[l] as f64).sqrt(),
+            )
+            .unwrap();
+            let mut draw = |n: usize| {
+                (0..n)
+                    .map(|_| dist.sample(&mut rng) as f32)
+                    .collect::<Vec<_>>()
+            };
+            let weight = draw(widths[l] * widths[l + 1]);
+            (weight, draw(widths[l + 1]))
+        };
+        let members = draw_mlp(Init::TorchDefault, 3, &widths, 40);
+        for (l, layer) in members.iter().enumerate() {
+            let per = widths[l] * widths[l + 1];
+            for m in 0..3 {
+                let (weight, bias) = sequential(40, l, m as u64);
+                assert_eq!(
+                    layer.weight[m * per..(m + 1) * per],
+                    weight[..],
+                    "layer {l}, member {m}"
+                );
+                assert_eq!(
+                    layer.bias[m * widths[l + 1]..(m + 1) * widths[l + 1]],
+                    bias[..]
+                );
+            }
+        }
+        // An ensemble's member `m` is the single network of its own seed, for every rule.
+        let seeds = [5u64, 9, 2];
+        for init in [
+            Init::TorchDefault,
+            Init::XavierUniform { gain: 1.5 },
+            Init::Orthogonal { gain: 0.5 },
+        ] {
+            let ensemble = draw_ensemble(init, &widths, &seeds);
+            for (m, &seed) in seeds.iter().enumerate() {
+                let alone = draw_mlp(init, 1, &widths, seed);
+                for (l, (joined, alone)) in ensemble.iter().zip(&alone).enumerate() {
+                    let per = widths[l] * widths[l + 1];
+                    assert_eq!(
+                        joined.weight[m * per..(m + 1) * per],
+                        alone.weight[..],
+                        "{init:?}"
+                    );
+                    let out = widths[l + 1];
+                    assert_eq!(
+                        joined.bias[m * out..(m + 1) * out],
+                        alone.bias[..],
+                        "{init:?}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

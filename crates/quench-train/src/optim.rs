@@ -8,6 +8,7 @@ use quench_kernels::QuenchOps;
 use quench_kernels::ops::adam::{AdamStep, adam_step, composed_steps};
 use quench_kernels::ops::dense::Activation;
 use quench_kernels::ops::mlp::{MlpObjective, MlpStep, MlpTape, composed_train_step, train_step};
+use quench_kernels::ops::zeros::zeros_like;
 
 pub use quench_kernels::ops::adam::{AdamConfig, AdamUpdate};
 
@@ -111,7 +112,7 @@ impl<B: QuenchOps> MemberAdam<B> {
         if self.moments.len() != params.len() {
             self.moments = params
                 .iter()
-                .map(|p| [p.zeros_like(), p.zeros_like()])
+                .map(|p| [zeros_like(p), zeros_like(p)])
                 .collect();
         }
         let advance = match &active {

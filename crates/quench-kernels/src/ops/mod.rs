@@ -104,6 +104,7 @@ pub mod random;
 pub mod rows;
 pub mod sgld;
 pub mod view;
+pub mod zeros;
 
 use adam::{AdamConfig, AdamStep};
 use attention::{AttentionGradients, AttentionInputs, AttentionOutput};
@@ -147,6 +148,12 @@ pub trait QuenchOps: Backend {
     /// ([`rows`]). The default is Burn's `select` along the first axis.
     fn select_rows(table: Tensor<Self, 2>, index: Tensor<Self, 1, Int>) -> Tensor<Self, 2> {
         table.select(0, index)
+    }
+
+    /// A tensor of `shape` holding zeros, in fresh memory where the backend has it
+    /// ([`zeros`]). The default is Burn's `zeros`.
+    fn zeros<const D: usize>(shape: [usize; D], device: &Self::Device) -> Tensor<Self, D> {
+        Tensor::zeros(shape, device)
     }
 
     /// Draw `draw` of each member's counter-based normal stream (Threefry-2x32-20 and
@@ -544,6 +551,12 @@ impl QuenchOps for NdArray<f32> {
 
     fn select_rows(table: Tensor<Self, 2>, index: Tensor<Self, 1, Int>) -> Tensor<Self, 2> {
         rows::host::select_rows(table, index)
+    }
+
+    fn zeros<const D: usize>(shape: [usize; D], _device: &Self::Device) -> Tensor<Self, D> {
+        let mut values = Vec::new();
+        values.resize(shape.iter().product(), 0.0);
+        quench_host::tensor::from_values(values, shape)
     }
 
     fn counter_normals(
@@ -1132,6 +1145,11 @@ impl<R: burn_cubecl::CubeRuntime, BT: burn_cubecl::BoolElement> QuenchOps
 /// Autodiff: each operation of the inner backend, with its backward pass through the inner
 /// backend's operations (so gradients are as precise as values).
 impl<B: QuenchOps, C: CheckpointStrategy> QuenchOps for Autodiff<B, C> {
+    fn zeros<const D: usize>(shape: [usize; D], device: &Self::Device) -> Tensor<Self, D> {
+        // A constant: the inner backend's zeros, outside the graph.
+        Tensor::from_inner(B::zeros(shape, device))
+    }
+
     fn precise_matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
         #[derive(Debug)]
         struct PreciseMatmul;

@@ -242,7 +242,9 @@ impl AdamUpdate {
     }
 
     /// [`apply`](Self::apply) to every value of `p` with its gradient in `g` and its moments
-    /// in `m`, `v` (all of one length).
+    /// in `m`, `v` (all of one length). Inlined so that a host kernel compiled for wider
+    /// vectors ([`quench_host::simd_dispatch`]) compiles it at its width.
+    #[inline(always)]
     pub fn apply_all(&self, p: &mut [f32], g: &[f32], m: &mut [f32], v: &mut [f32]) {
         for (((p, &g), m), v) in p.iter_mut().zip(g).zip(m).zip(v) {
             self.apply(p, g, m, v);

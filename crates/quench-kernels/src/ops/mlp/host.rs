@@ -180,6 +180,12 @@ fn clip(grads: &mut [Vec<f32>], max_norm: f32, members: usize) {
     }
 }
 
+/// What one weight's Adam update costs, in multiply-adds (its square root and two divisions
+/// take several cycles each), for the choice of lanes: counting the weight gradient's
+/// multiply-adds alone ran the GAN generator's first layer (1.6M weights at one row) on one
+/// thread.
+const ADAM_MULTIPLY_ADDS: usize = 16;
+
 /// A layer's sizes for one fused step.
 #[derive(Clone, Copy)]
 struct LayerShape {
@@ -200,52 +206,105 @@ struct WeightRows<'a> {
     second: &'a mut [f32],
 }
 
-impl WeightRows<'_> {
-    /// Updates the rows (where the member steps) and returns `(member, first_row, below)`,
+quench_host::simd_dispatch! {
+    /// Updates the rows (where their member steps) and returns `(member, first_row, below)`,
     /// `below` the gradient at the layer's input for these rows, `[rows, weight rows]` (empty
     /// when not wanted), taken from the weights before the update.
-    fn step(
-        self,
+    fn step_rows(
+        job: WeightRows<'_>,
         shape: LayerShape,
         input: &[f32],
         delta: &[f32],
         update: Option<&AdamUpdate>,
-    ) -> (usize, usize, Vec<f32>) {
-        let LayerShape {
-            rows,
-            fan_in,
-            fan_out,
-            below_wanted,
-        } = shape;
-        let count = self.weight.len() / fan_out;
-        let mut below = vec![0.0f32; if below_wanted { rows * count } else { 0 }];
-        let deltas = &delta[self.member * rows * fan_out..(self.member + 1) * rows * fan_out];
-        let inputs = &input[self.member * rows * fan_in..(self.member + 1) * rows * fan_in];
-        let mut gradient = vec![0.0f32; fan_out];
-        for (k, ((w, m1), m2)) in self
-            .weight
-            .chunks_exact_mut(fan_out)
-            .zip(self.first.chunks_exact_mut(fan_out))
-            .zip(self.second.chunks_exact_mut(fan_out))
-            .enumerate()
-        {
-            let i = self.first_row + k;
-            if below_wanted {
-                for (r, d) in deltas.chunks_exact(fan_out).enumerate() {
-                    below[r * count + k] = w.iter().zip(d).map(|(&wi, &v)| wi * v).sum();
-                }
-            }
-            let Some(update) = update else { continue };
-            // The weight row's gradient, sum over rows of input[r, i] * delta[r, :].
-            gradient.fill(0.0);
+    ) -> (usize, usize, Vec<f32>) => step_rows_portable
+}
+
+#[inline(always)]
+fn step_rows_portable(
+    job: WeightRows<'_>,
+    shape: LayerShape,
+    input: &[f32],
+    delta: &[f32],
+    update: Option<&AdamUpdate>,
+) -> (usize, usize, Vec<f32>) {
+    let LayerShape {
+        rows,
+        fan_in,
+        fan_out,
+        below_wanted,
+    } = shape;
+    let count = job.weight.len() / fan_out;
+    let mut below = vec![0.0f32; if below_wanted { rows * count } else { 0 }];
+    let deltas = &delta[job.member * rows * fan_out..(job.member + 1) * rows * fan_out];
+    let inputs = &input[job.member * rows * fan_in..(job.member + 1) * rows * fan_in];
+    // Where the member steps and the layer sees more than one row, the rows' weight
+    // gradients first (a single row's is formed value by value in the update).
+    let gradients = match update {
+        Some(_) if rows > 1 => weight_gradients(inputs, deltas, job.first_row, count, shape),
+        _ => Vec::new(),
+    };
+    let weight_rows = job
+        .weight
+        .chunks_exact_mut(fan_out)
+        .zip(job.first.chunks_exact_mut(fan_out))
+        .zip(job.second.chunks_exact_mut(fan_out));
+    for (k, ((w, m1), m2)) in weight_rows.enumerate() {
+        if below_wanted {
             for (r, d) in deltas.chunks_exact(fan_out).enumerate() {
-                let xi = inputs[r * fan_in + i];
-                gradient.iter_mut().zip(d).for_each(|(g, &v)| *g += xi * v);
+                // In partial sums: one sum in order is a chain of `fan_out` dependent adds
+                // (4,096 in the GAN's last layer).
+                below[r * count + k] = lane_dot(w, d);
             }
-            update.apply_all(w, &gradient, m1, m2);
         }
-        (self.member, self.first_row, below)
+        let Some(update) = update else { continue };
+        if rows == 1 {
+            // The gradient `x_i d`, formed value by value: no buffer filled and read back.
+            let xi = inputs[job.first_row + k];
+            for (((w, m1), m2), &d) in w.iter_mut().zip(m1).zip(m2).zip(deltas) {
+                update.apply(w, xi * d, m1, m2);
+            }
+        } else {
+            let gradient = &gradients[k * fan_out..(k + 1) * fan_out];
+            update.apply_all(w, gradient, m1, m2);
+        }
     }
+    (job.member, job.first_row, below)
+}
+
+/// The gradients of weight rows `first_row..first_row + count` of one member, `[count,
+/// fan_out]`: row `i`'s is `sum_r input[r, i] delta[r, :]`, summed over the rows in order.
+/// The rows go in the outer loop, so that the `count` sums advance side by side: a weight
+/// row at a time, a layer one output wide (the GAN discriminator's last) made each sum a
+/// chain of `rows` dependent adds.
+#[inline(always)]
+fn weight_gradients(
+    inputs: &[f32],
+    deltas: &[f32],
+    first_row: usize,
+    count: usize,
+    shape: LayerShape,
+) -> Vec<f32> {
+    let LayerShape {
+        fan_in, fan_out, ..
+    } = shape;
+    let mut gradients = vec![0.0f32; count * fan_out];
+    for (x, d) in inputs
+        .chunks_exact(fan_in)
+        .zip(deltas.chunks_exact(fan_out))
+    {
+        let x = &x[first_row..first_row + count];
+        if fan_out == 1 {
+            // One value per weight row: the sums side by side in one vector.
+            for (g, &xi) in gradients.iter_mut().zip(x) {
+                *g += xi * d[0];
+            }
+        } else {
+            for (g, &xi) in gradients.chunks_exact_mut(fan_out).zip(x) {
+                g.iter_mut().zip(d).for_each(|(g, &v)| *g += xi * v);
+            }
+        }
+    }
+    gradients
 }
 
 /// The backward pass fused with Adam, last layer first: the updated parameters and moments.
@@ -294,7 +353,7 @@ fn fused_step(
             );
         }
         let below_wanted = l > 0;
-        let lanes = lanes_for(members * rows * fan_in * fan_out);
+        let lanes = lanes_for(members * fan_in * fan_out * (rows + ADAM_MULTIPLY_ADDS));
         let piece = fan_in.div_ceil(lanes).max(1) * fan_out;
         let mut jobs = Vec::new();
         for (m, ((w, m1), m2)) in weight
@@ -330,7 +389,7 @@ fn fused_step(
                 .into_iter()
                 .map(|job| {
                     let update = updates.get(job.member).and_then(Option::as_ref);
-                    job.step(shape, input, &delta, update)
+                    step_rows(job, shape, input, &delta, update)
                 })
                 .collect::<Vec<_>>()
         });
