@@ -22,7 +22,6 @@ use burn::backend::{Autodiff, NdArray};
 use burn::tensor::{Distribution, Int, Tensor};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use quench_circuit::Circuit;
-use quench_data::Dataset;
 use quench_device::Precision;
 use quench_hybrid::model::{ENCODER, HEAD};
 use quench_hybrid::resnet::ResNet18;
@@ -34,6 +33,8 @@ use quench_train::init::Init;
 use quench_train::optim::{AdamConfig, MemberAdam};
 use quench_train::params::{clip_member_norms, gradients, require_grad};
 use quench_train::settings::Valid;
+
+use quench_benches::{EPOCH_IMAGES, images};
 
 type Cpu = NdArray<f32>;
 type Diff = Autodiff<Cpu>;
@@ -119,19 +120,6 @@ fn hybrid(c: &mut Criterion) {
         }
     }
     group.finish();
-}
-
-/// Images in the epoch bench's training, validation and test parts.
-const EPOCH_IMAGES: [usize; 3] = [1_024, 256, 256];
-
-/// `count` images of 28 x 28 values in [-1, 1) and labels 0 to 9, different per `salt`.
-fn images(count: usize, salt: u32) -> Dataset {
-    let pixels = quench_kernels::testing::spread(count * 784, salt, 1.0);
-    let labels = (0..count as i64)
-        .map(|i| (i * 7 + i64::from(salt)) % 10)
-        .collect();
-    Dataset::new(pixels, labels, vec![784])
-        .unwrap_or_else(|err| panic!("the bench's images: {err}"))
 }
 
 fn epoch(c: &mut Criterion) {

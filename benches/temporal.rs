@@ -20,7 +20,6 @@ use std::time::Duration;
 use burn::backend::{Autodiff, NdArray};
 use burn::tensor::{Distribution, Int, Tensor};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use quench_data::{MarketConfig, WindowConfig, market_windows, synthetic_market};
 use quench_device::Precision;
 use quench_temporal::step::{Objective, step_gradients};
 use quench_temporal::{
@@ -28,6 +27,8 @@ use quench_temporal::{
 };
 use quench_train::amp::MixedPrecision;
 use quench_train::settings::Valid;
+
+use quench_benches::epoch_market;
 
 type Cpu = NdArray<f32>;
 type Diff = Autodiff<Cpu>;
@@ -131,10 +132,6 @@ fn lstm_layer(c: &mut Criterion) {
     group.finish();
 }
 
-/// Bars per symbol of the epoch bench's market: about 2,000 training windows of two symbols
-/// (eight LSTM batches of 256, four Transformer batches of 512).
-const EPOCH_BARS: usize = 1_500;
-
 /// Windows per inference pass: evaluation's chunk (`EVALUATION_CHUNK` in quench-temporal's
 /// training, the most it forwards at once) and a smaller one, whose buffers stay in cache and
 /// below the allocator's mapping threshold.
@@ -184,15 +181,7 @@ fn inference(c: &mut Criterion) {
 fn epoch(c: &mut Criterion) {
     quench_support::allocator::keep_freed_memory();
     let device = Default::default();
-    let market = MarketConfig {
-        symbols: 2,
-        bars: EPOCH_BARS,
-        seed: 7,
-        ..MarketConfig::default()
-    };
-    let data = synthetic_market(&market)
-        .and_then(|bars| market_windows(&bars, &WindowConfig::default()))
-        .unwrap_or_else(|err| panic!("the bench's market: {err}"));
+    let data = epoch_market();
     let mut group = c.benchmark_group("temporal_epoch");
     group.sample_size(10);
     group.warm_up_time(Duration::from_secs(1));

@@ -7,6 +7,9 @@
 //! for memory it has just given back: about 30 % of the qRNG GAN tournament's time.
 //! [`keep_freed_memory`] raises both thresholds so that freed buffers are reused.
 //!
+//! [`CountingVectorAligned`] is the same allocator counting the blocks it hands out, for the
+//! programs that measure allocations per step ([`counting_allocator!`], [`Allocations`]).
+//!
 //! [`VectorAligned`] starts every buffer of 128 bytes or more on a 64-byte boundary, so that
 //! results do not depend on where a buffer happens to land (see its documentation). A library
 //! does not choose a program's allocator: each of Quench's programs (the `benchmark` binary,
@@ -14,6 +17,7 @@
 //! program of a library user that wants CPU runs to repeat bit for bit does the same.
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The mmap threshold set: glibc's largest (32 MiB on 64-bit targets).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -227,6 +231,89 @@ unsafe impl GlobalAlloc for VectorAligned {
     }
 }
 
+/// [`VectorAligned`], counting the blocks it hands out (every `alloc`, `alloc_zeroed` and
+/// `realloc`) and their bytes ([`Allocations::now`]): the global allocator of the programs that
+/// measure allocations per step ([`counting_allocator!`]). Each block costs two atomic adds on
+/// counters every thread shares, so Quench's other programs do not count.
+pub struct CountingVectorAligned;
+
+/// Blocks handed out by [`CountingVectorAligned`] since the program started.
+static BLOCKS: AtomicU64 = AtomicU64::new(0);
+/// Their bytes.
+static BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// Makes [`CountingVectorAligned`] the global allocator of the program whose crate root
+/// invokes it (in place of [`aligned_allocator!`]).
+#[macro_export]
+macro_rules! counting_allocator {
+    () => {
+        #[global_allocator]
+        static QUENCH_ALLOCATOR: $crate::allocator::CountingVectorAligned =
+            $crate::allocator::CountingVectorAligned;
+    };
+}
+
+/// Blocks handed out and their bytes (a `realloc` counts as a block of its new size).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Allocations {
+    /// Blocks.
+    pub blocks: u64,
+    /// Bytes, all blocks together.
+    pub bytes: u64,
+}
+
+impl Allocations {
+    /// The counts since the program started, where [`CountingVectorAligned`] is its
+    /// allocator (zeros under any other).
+    pub fn now() -> Self {
+        Self {
+            blocks: BLOCKS.load(Ordering::Relaxed),
+            bytes: BYTES.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The blocks and bytes handed out between `earlier` and `self`.
+    pub fn since(self, earlier: Self) -> Self {
+        Self {
+            blocks: self.blocks.saturating_sub(earlier.blocks),
+            bytes: self.bytes.saturating_sub(earlier.bytes),
+        }
+    }
+}
+
+/// Counts one block of `size` bytes.
+fn count(size: usize) {
+    BLOCKS.fetch_add(1, Ordering::Relaxed);
+    BYTES.fetch_add(size as u64, Ordering::Relaxed);
+}
+
+// SAFETY: every call is passed on to `VectorAligned` with the caller's arguments; counting
+// touches no memory of the blocks.
+unsafe impl GlobalAlloc for CountingVectorAligned {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count(layout.size());
+        // SAFETY: the caller's contract, passed on.
+        unsafe { VectorAligned.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count(layout.size());
+        // SAFETY: the caller's contract, passed on.
+        unsafe { VectorAligned.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { VectorAligned.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count(new_size);
+        // SAFETY: the caller's contract, passed on.
+        unsafe { VectorAligned.realloc(ptr, layout, new_size) }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,6 +401,32 @@ mod tests {
         }
         let bytes = values.len() * 4;
         assert!(bytes < ALIGNED_FROM || (values.as_ptr() as usize).is_multiple_of(VECTOR_ALIGN));
+    }
+
+    #[test]
+    fn the_counting_allocator_counts_each_block_and_its_bytes() {
+        // Called directly: this test binary's global allocator does not count, so nothing
+        // else moves the counters.
+        let allocator = CountingVectorAligned;
+        let before = Allocations::now();
+        let [small, large] = [24, 3000].map(|size| Layout::from_size_align(size, 8).unwrap());
+        // SAFETY: non-zero sizes; every block is freed with the layout it has.
+        unsafe {
+            let a = allocator.alloc(small);
+            let b = allocator.alloc_zeroed(large);
+            assert!(aligned_as_promised(b, large));
+            let b = allocator.realloc(b, large, 5000);
+            allocator.dealloc(a, small);
+            allocator.dealloc(b, Layout::from_size_align(5000, 8).unwrap());
+        }
+        let counted = Allocations::now().since(before);
+        assert_eq!(
+            counted,
+            Allocations {
+                blocks: 3,
+                bytes: 24 + 3000 + 5000
+            }
+        );
     }
 
     #[test]
