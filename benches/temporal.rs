@@ -59,29 +59,48 @@ fn step(
         .unwrap_or_default()
 }
 
+/// A model of a step bench: kind, LSTM core, lanes, and its name in the group.
+type StepCase = (ModelKind, LstmCore, usize, &'static str);
+
 fn temporal(c: &mut Criterion) {
+    let cores = quench_kernels::host_lanes::<Cpu>();
+    steps(
+        c,
+        BATCH,
+        &[
+            (ModelKind::Lstm, LstmCore::Fused, cores, "lstm-fused"),
+            (ModelKind::Lstm, LstmCore::Fused, 1, "lstm-fused-one-lane"),
+            (ModelKind::Lstm, LstmCore::Burn, 1, "lstm-burn"),
+            (ModelKind::Transformer, LstmCore::Fused, 1, "transformer"),
+        ],
+    );
+    // The Transformer trains at 512 (`TemporalConfig::for_model`): its step at that batch,
+    // for the epoch's account of steps and inference passes.
+    steps(
+        c,
+        2 * BATCH,
+        &[(ModelKind::Transformer, LstmCore::Fused, 1, "transformer")],
+    );
+}
+
+/// The training step of each of `cases` at `batch` windows, in group `temporal_step_b{batch}`.
+fn steps(c: &mut Criterion, batch: usize, cases: &[StepCase]) {
     // As the benchmark binary runs: freed buffers reused, not mapped again every step.
     quench_support::allocator::keep_freed_memory();
     let device = Default::default();
     let x = Tensor::<Cpu, 4>::random(
-        [1, BATCH, WINDOW, FEATURES],
+        [1, batch, WINDOW, FEATURES],
         Distribution::Normal(0.0, 1.0),
         &device,
     );
     let labels =
-        Tensor::<Cpu, 2, Int>::random([1, BATCH], Distribution::Uniform(0.0, 3.0), &device);
-    let mut group = c.benchmark_group("temporal_step_b256");
+        Tensor::<Cpu, 2, Int>::random([1, batch], Distribution::Uniform(0.0, 3.0), &device);
+    let mut group = c.benchmark_group(format!("temporal_step_b{batch}"));
     group.sample_size(10);
     group.warm_up_time(Duration::from_secs(1));
     group.measurement_time(Duration::from_secs(5));
-    group.throughput(Throughput::Elements(BATCH as u64));
-    let cores = quench_kernels::host_lanes::<Cpu>();
-    for (kind, core, lanes, name) in [
-        (ModelKind::Lstm, LstmCore::Fused, cores, "lstm-fused"),
-        (ModelKind::Lstm, LstmCore::Fused, 1, "lstm-fused-one-lane"),
-        (ModelKind::Lstm, LstmCore::Burn, 1, "lstm-burn"),
-        (ModelKind::Transformer, LstmCore::Fused, 1, "transformer"),
-    ] {
+    group.throughput(Throughput::Elements(batch as u64));
+    for &(kind, core, lanes, name) in cases {
         let net = TemporalNet::<Diff>::new(kind, Widths::default(), FEATURES, core, 0.0, &device);
         let inner = TemporalNet::<Cpu>::new(kind, Widths::default(), FEATURES, core, 0.0, &device);
         let (params, _) = inner.initial_params(&[1], &device);
