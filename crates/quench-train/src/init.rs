@@ -41,53 +41,47 @@ pub fn draw_layers(
     fan_out: usize,
     seed: u64,
 ) -> LayerValues {
-    let mut layer = LayerValues::zeros(members, fan_in, fan_out);
-    let draws = layer
-        .members(members, fan_in, fan_out)
-        .enumerate()
-        .map(|(m, (weight, bias))| Draw {
-            init,
-            stream: (seed, m as u64),
-            fan_in,
-            weight,
-            bias,
-        });
-    draw_all(draws.collect());
-    layer
+    draw_streams(init, &[fan_in, fan_out], members, |_, m| (seed, m as u64))
+        .pop()
+        // Two widths make one layer; the fallback only keeps this free of a panic.
+        .unwrap_or_else(|| LayerValues::zeros(members, fan_in, fan_out))
 }
 
 /// The layers of `members` MLPs with layer widths `widths` (input first), every layer drawn
 /// with `init`; layer `l` uses seed `seed + l`.
 pub fn draw_mlp(init: Init, members: usize, widths: &[usize], seed: u64) -> Vec<LayerValues> {
-    let mut layers = zero_layers(members, widths);
-    let mut draws = Vec::new();
-    for (l, (layer, w)) in layers.iter_mut().zip(widths.windows(2)).enumerate() {
-        let layer_seed = seed.wrapping_add(l as u64);
-        for (m, (weight, bias)) in layer.members(members, w[0], w[1]).enumerate() {
-            draws.push(Draw {
-                init,
-                stream: (layer_seed, m as u64),
-                fan_in: w[0],
-                weight,
-                bias,
-            });
-        }
-    }
-    draw_all(draws);
-    layers
+    draw_streams(init, widths, members, |l, m| {
+        (seed.wrapping_add(l as u64), m as u64)
+    })
 }
 
 /// The layers of an ensemble of MLPs with layer widths `widths`, one member per seed, joined
 /// along the member axis: member `m` is [`draw_mlp`]`(init, 1, widths, seeds[m])`, so that a
 /// member's values do not depend on which other members share the ensemble.
 pub fn draw_ensemble(init: Init, widths: &[usize], seeds: &[u64]) -> Vec<LayerValues> {
-    let mut layers = zero_layers(seeds.len(), widths);
+    draw_streams(init, widths, seeds.len(), |l, m| {
+        (seeds[m].wrapping_add(l as u64), 0)
+    })
+}
+
+/// The layers of `members` MLPs with layer widths `widths`, member `m`'s layer `l` drawn from
+/// the stream `stream(l, m)` ([`Draw`]), all draws at once.
+fn draw_streams(
+    init: Init,
+    widths: &[usize],
+    members: usize,
+    stream: impl Fn(usize, usize) -> (u64, u64),
+) -> Vec<LayerValues> {
+    let mut layers: Vec<LayerValues> = widths
+        .windows(2)
+        .map(|w| LayerValues::zeros(members, w[0], w[1]))
+        .collect();
     let mut draws = Vec::new();
     for (l, (layer, w)) in layers.iter_mut().zip(widths.windows(2)).enumerate() {
-        for (&seed, (weight, bias)) in seeds.iter().zip(layer.members(seeds.len(), w[0], w[1])) {
+        for (m, (weight, bias)) in layer.members(members, w[0], w[1]).enumerate() {
             draws.push(Draw {
                 init,
-                stream: (seed.wrapping_add(l as u64), 0),
+                stream: stream(l, m),
                 fan_in: w[0],
                 weight,
                 bias,
@@ -119,14 +113,6 @@ impl LayerValues {
             .into_iter()
             .zip(pieces(&mut self.bias, members, fan_out))
     }
-}
-
-/// Zero layers of `members` MLPs with layer widths `widths`, to be drawn into.
-fn zero_layers(members: usize, widths: &[usize]) -> Vec<LayerValues> {
-    widths
-        .windows(2)
-        .map(|w| LayerValues::zeros(members, w[0], w[1]))
-        .collect()
 }
 
 /// One member's layer to draw: `weight` `[fan_in, fan_out]` and `bias` `[fan_out]` from the

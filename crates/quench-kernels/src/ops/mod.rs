@@ -150,8 +150,9 @@ pub trait QuenchOps: Backend {
         table.select(0, index)
     }
 
-    /// A tensor of `shape` holding zeros, in fresh memory where the backend has it
-    /// ([`zeros`]). The default is Burn's `zeros`.
+    /// A tensor of `shape` holding zeros ([`zeros`]): on the CPU backend written once in
+    /// place, where burn-ndarray's `zeros` fills a buffer and copies it. The default is Burn's
+    /// `zeros`.
     fn zeros<const D: usize>(shape: [usize; D], device: &Self::Device) -> Tensor<Self, D> {
         Tensor::zeros(shape, device)
     }
@@ -554,6 +555,7 @@ impl QuenchOps for NdArray<f32> {
     }
 
     fn zeros<const D: usize>(shape: [usize; D], _device: &Self::Device) -> Tensor<Self, D> {
+        // Written once, in place (see `zeros` for why not `calloc`).
         let mut values = Vec::new();
         values.resize(shape.iter().product(), 0.0);
         quench_host::tensor::from_values(values, shape)

@@ -1,10 +1,11 @@
-//! Zeros in fresh memory ([`QuenchOps::zeros`]): state that starts at zero, such as Adam's
+//! Zeros written once ([`QuenchOps::zeros`]): state that starts at zero, such as Adam's
 //! moments. The default is Burn's `zeros`, one fill kernel on a CubeCL device. burn-ndarray's
 //! `zeros` writes every value into a buffer and then copies the buffer into the tensor: two
-//! passes over memory, each faulting in its pages (for the GAN's generators, 38 MB of moments
-//! at the first step, about a tenth of a ten-epoch run). The CPU backend's zeros come from the
-//! allocator already zeroed (for large sizes, pages the kernel zeroes when first written), so
-//! the state's first update is the only pass over it.
+//! passes over memory (for the GAN's generators, 38 MB of moments at the first step). The CPU
+//! backend writes its buffer once, in place. Not `calloc`'s lazily zeroed pages: Adam reads
+//! its moments before it writes them, so each fresh page would first map the shared zero
+//! page and then fault again on the write, flushing every core's TLB (about a quarter of a
+//! one-epoch GAN run's samples, in a profile).
 
 use burn::tensor::Tensor;
 
