@@ -14,12 +14,9 @@
 quench_support::counting_allocator!();
 
 use burn::backend::{Autodiff, NdArray};
-use quench_benches::{EPOCH_IMAGES, epoch_market, images};
-use quench_device::Precision;
+use quench_benches::{HYBRID_ALL, epoch_images, epoch_market};
 use quench_hybrid::resnet::ResNet18;
-use quench_hybrid::training::FeatureMode;
-use quench_hybrid::training::{Execution as HybridExecution, HybridConfig, train_hybrid};
-use quench_hybrid::{CircuitMode, HybridData};
+use quench_hybrid::training::{HybridConfig, train_hybrid};
 use quench_qrng::Batching;
 use quench_qrng::gan::{GanConfig, gan_tournament};
 use quench_support::allocator::{Allocations, keep_freed_memory};
@@ -76,18 +73,7 @@ fn main() {
         });
     }
     let backbone = ResNet18::<Cpu>::random(&device, 7);
-    let [train, validation, test] = EPOCH_IMAGES;
-    let data = HybridData {
-        train: images(train, 1),
-        validation: images(validation, 2),
-        test: images(test, 3),
-    };
-    // The `all` variant's way.
-    let execution = HybridExecution {
-        circuit: CircuitMode::Fused,
-        features: FeatureMode::Precomputed,
-        precision: Precision::F32,
-    };
+    let data = epoch_images();
     per_unit("hybrid all, per step of 256", |epochs| {
         let config = Valid::new(HybridConfig {
             epochs,
@@ -95,7 +81,7 @@ fn main() {
             ..HybridConfig::default()
         })
         .unwrap_or_else(|err| panic!("hybrid: {err}"));
-        let outcome = train_hybrid::<Diff>(&data, &backbone, &config, &execution, &device)
+        let outcome = train_hybrid::<Diff>(&data, &backbone, &config, &HYBRID_ALL, &device)
             .unwrap_or_else(|err| panic!("hybrid: {err}"));
         assert_eq!(outcome.epochs, epochs, "hybrid: stopped early");
         outcome.batches_per_epoch

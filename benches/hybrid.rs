@@ -25,8 +25,8 @@ use quench_circuit::Circuit;
 use quench_device::Precision;
 use quench_hybrid::model::{ENCODER, HEAD};
 use quench_hybrid::resnet::ResNet18;
-use quench_hybrid::training::{Execution, FeatureMode, HybridConfig, train_hybrid};
-use quench_hybrid::{CircuitMode, HybridData, HybridModel};
+use quench_hybrid::training::{HybridConfig, train_hybrid};
+use quench_hybrid::{CircuitMode, HybridModel};
 use quench_train::classify::cross_entropy;
 use quench_train::ensemble::{Activation, seeded_ensemble};
 use quench_train::init::Init;
@@ -34,7 +34,7 @@ use quench_train::optim::{AdamConfig, MemberAdam};
 use quench_train::params::{clip_member_norms, gradients, require_grad};
 use quench_train::settings::Valid;
 
-use quench_benches::{EPOCH_IMAGES, images};
+use quench_benches::{EPOCH_TRAIN_IMAGES, HYBRID_ALL, epoch_images};
 
 type Cpu = NdArray<f32>;
 type Diff = Autodiff<Cpu>;
@@ -126,31 +126,21 @@ fn epoch(c: &mut Criterion) {
     quench_support::allocator::keep_freed_memory();
     let device = Default::default();
     let backbone = ResNet18::<Cpu>::random(&device, 7);
-    let [train, validation, test] = EPOCH_IMAGES;
-    let data = HybridData {
-        train: images(train, 1),
-        validation: images(validation, 2),
-        test: images(test, 3),
-    };
+    let data = epoch_images();
     let config = Valid::new(HybridConfig {
         epochs: 1,
         batch_size: 256,
         ..HybridConfig::default()
     })
     .unwrap_or_else(|err| panic!("the bench's settings: {err}"));
-    let execution = Execution {
-        circuit: CircuitMode::Fused,
-        features: FeatureMode::Precomputed,
-        precision: Precision::F32,
-    };
     let mut group = c.benchmark_group("hybrid_epoch");
     group.sample_size(10);
     group.warm_up_time(Duration::from_secs(1));
     group.measurement_time(Duration::from_secs(10));
-    group.throughput(Throughput::Elements(train as u64));
+    group.throughput(Throughput::Elements(EPOCH_TRAIN_IMAGES as u64));
     group.bench_function("all", |b| {
         b.iter(|| {
-            let outcome = train_hybrid::<Diff>(&data, &backbone, &config, &execution, &device)
+            let outcome = train_hybrid::<Diff>(&data, &backbone, &config, &HYBRID_ALL, &device)
                 .unwrap_or_else(|err| panic!("a hybrid epoch: {err}"));
             black_box(outcome.epochs)
         })

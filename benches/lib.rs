@@ -4,6 +4,9 @@
 use quench_data::{
     Dataset, MarketConfig, MarketData, WindowConfig, market_windows, synthetic_market,
 };
+use quench_device::Precision;
+use quench_hybrid::training::{Execution, FeatureMode};
+use quench_hybrid::{CircuitMode, HybridData};
 
 /// Bars per symbol of the whole-run benches' synthetic market: about 2,000 training windows of
 /// two symbols (eight LSTM batches of 256, four Transformer batches of 512).
@@ -23,11 +26,28 @@ pub fn epoch_market() -> MarketData {
         .unwrap_or_else(|err| panic!("the bench's market: {err}"))
 }
 
-/// Images in the hybrid's whole-run benches' training, validation and test parts.
-pub const EPOCH_IMAGES: [usize; 3] = [1_024, 256, 256];
+/// Training images of the hybrid's whole-run benches (256 each for validation and test).
+pub const EPOCH_TRAIN_IMAGES: usize = 1_024;
 
-/// `count` images of 28 x 28 values in [-1, 1) and labels 0 to 9, different per `salt`.
-pub fn images(count: usize, salt: u32) -> Dataset {
+/// The hybrid's whole-run benches' data: [`EPOCH_TRAIN_IMAGES`] training images, 256
+/// validation and 256 test images of 28 x 28 values in [-1, 1), labels 0 to 9.
+pub fn epoch_images() -> HybridData {
+    HybridData {
+        train: images(EPOCH_TRAIN_IMAGES, 1),
+        validation: images(256, 2),
+        test: images(256, 3),
+    }
+}
+
+/// The hybrid's `all` variant's way: the fused circuit, features computed once, f32.
+pub const HYBRID_ALL: Execution = Execution {
+    circuit: CircuitMode::Fused,
+    features: FeatureMode::Precomputed,
+    precision: Precision::F32,
+};
+
+/// `count` images, different per `salt`.
+fn images(count: usize, salt: u32) -> Dataset {
     let pixels = quench_kernels::testing::spread(count * 784, salt, 1.0);
     let labels = (0..count as i64)
         .map(|i| (i * 7 + i64::from(salt)) % 10)
