@@ -8,6 +8,7 @@
 //! normals come from ([`threefry`]) and its streams drawn on the host ([`streams`]). Each operation's own kernel lives beside it, in
 //! `quench_kernels::ops::<operation>::host` (`crates/quench-kernels/src/ops/<operation>/host.rs`).
 
+pub mod bandwidth;
 pub mod batch_norm;
 pub mod buffers;
 pub mod circuit;

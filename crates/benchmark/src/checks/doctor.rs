@@ -44,6 +44,7 @@ pub fn doctor(selection: &Selection, config: DiagnosticsConfig) -> anyhow::Resul
     let machine = MachineInfo::read(selection.device);
     let mut text = render(selection, &machine, &figures, &support);
     text.push_str(&host_gemm(repeats));
+    text.push_str(&host_memory(repeats));
     let precisions = support
         .into_iter()
         .map(|(precision, result)| (precision.to_string(), result.err()))
@@ -75,6 +76,42 @@ fn host_gemm(repeats: usize) -> String {
             out,
             "           {:<40} {:>8}   {:>8}",
             shape.label,
+            significant(one),
+            significant(all)
+        );
+    }
+    out
+}
+
+/// Bytes of each of the host memory check's three buffers: together far beyond a CPU's
+/// last-level cache.
+const STREAM_BYTES: usize = 128 << 20;
+
+/// The host's memory bandwidth on one thread and on every core at once
+/// ([`quench_host::bandwidth`]): the other roof of the CPU kernels, for the steps that move
+/// more bytes than they compute on (an optimizer's update, a one-row product).
+fn host_memory(repeats: usize) -> String {
+    use quench_host::bandwidth::{Traffic, time_streams};
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut out = format!(
+        "\nhost memory 3 x {} MiB                              1 thread   {cores} threads (GB/s)\n",
+        STREAM_BYTES >> 20
+    );
+    for (traffic, label) in [
+        (Traffic::Read, "read"),
+        (
+            Traffic::Update,
+            "read and written back (an optimizer's update)",
+        ),
+    ] {
+        let rate = |lanes: usize| {
+            let rates = time_streams(traffic, STREAM_BYTES, lanes, repeats);
+            quench_support::Stats::from_samples(&rates).map_or(f64::NAN, |r| r.median / 1e9)
+        };
+        let (one, all) = (rate(1), rate(cores));
+        let _ = writeln!(
+            out,
+            "           {label:<46} {:>8}   {:>8}",
             significant(one),
             significant(all)
         );
