@@ -3,9 +3,10 @@
 //! never contracts a multiply and an add into a fused multiply-add), so they give the same
 //! bits; the wider builds only have more lanes.
 
-/// Defines `fn $name(args) [-> ret]` that calls `$portable(args)` compiled with AVX-512 (F and VL) or
-/// AVX2 enabled where the CPU has them, and as it is elsewhere. `$portable` should be
-/// `#[inline(always)]` so that its body is compiled into each build.
+/// Defines `fn $name(args) [-> ret]` that calls `$portable(args)` compiled with AVX-512 (F and
+/// VL) or AVX2 enabled where the CPU has them, and as it is elsewhere. `$portable` should be
+/// `#[inline(always)]` so that its body is compiled into each build, and so should whatever it
+/// calls in a hot loop (a closure or a method not inlined runs at the baseline width).
 #[macro_export]
 macro_rules! simd_dispatch {
     ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? => $portable:path) => {
