@@ -6,7 +6,7 @@
 //! whole one-epoch run as the workload's `all` variant trains it (fused circuit, features
 //! computed once, batch 256, one seed; random backbone weights and images): every image's
 //! features, the training batches, the validation pass and the test evaluation; its
-//! throughput in training images.
+//! throughput in training images; beside it, that run's backbone features alone.
 
 // criterion_group! defines a public function that cannot carry a doc comment.
 #![allow(missing_docs)]
@@ -143,6 +143,16 @@ fn epoch(c: &mut Criterion) {
             let outcome = train_hybrid::<Diff>(&data, &backbone, &config, &HYBRID_ALL, &device)
                 .unwrap_or_else(|err| panic!("a hybrid epoch: {err}"));
             black_box(outcome.epochs)
+        })
+    });
+    // The run's inference pass alone: every image's backbone features (the three parts, the
+    // product weights made once), as the run computes them before its first batch.
+    group.bench_function("backbone-features", |b| {
+        b.iter(|| {
+            let parts = data
+                .features(&backbone, &device)
+                .unwrap_or_else(|err| panic!("the features: {err}"));
+            black_box(parts.train.len())
         })
     });
     group.finish();
