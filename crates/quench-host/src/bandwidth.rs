@@ -5,6 +5,7 @@
 //! the two roofs a host kernel is read against.
 
 use crate::lanes::in_lanes;
+use crate::math::lane_sum;
 
 /// Which traffic a [`time_streams`] run makes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,20 +18,8 @@ pub enum Traffic {
 }
 
 crate::simd_dispatch! {
-    /// The sum of `values`, in 16 partial sums (read traffic only).
-    fn read_sum(values: &[f32]) -> f32 => read_sum_portable
-}
-
-#[inline(always)]
-fn read_sum_portable(values: &[f32]) -> f32 {
-    let (chunks, tail) = values.as_chunks::<16>();
-    let mut lanes = [0.0f32; 16];
-    for chunk in chunks {
-        for (lane, &v) in lanes.iter_mut().zip(chunk) {
-            *lane += v;
-        }
-    }
-    lanes.iter().sum::<f32>() + tail.iter().sum::<f32>()
+    /// The sum of `values` ([`lane_sum`]'s partial sums: read traffic only).
+    fn read_sum(values: &[f32]) -> f32 => lane_sum
 }
 
 crate::simd_dispatch! {
