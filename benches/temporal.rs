@@ -74,11 +74,11 @@ fn temporal(c: &mut Criterion) {
             (ModelKind::Transformer, LstmCore::Fused, 1, "transformer"),
         ],
     );
-    // The Transformer trains at 512 (`TemporalConfig::for_model`): its step at that batch,
-    // for the epoch's account of steps and inference passes.
+    // The Transformer's step at the batch it trains at (512), for the epoch's account of
+    // steps and inference passes.
     steps(
         c,
-        2 * BATCH,
+        TemporalConfig::for_model(ModelKind::Transformer).batch_size,
         &[(ModelKind::Transformer, LstmCore::Fused, 1, "transformer")],
     );
 }
