@@ -71,24 +71,33 @@ fn blocks(schedule: &[u32; 3], d: u32, block: u32) -> ([u32; LANES], [u32; LANES
     (x0, x1)
 }
 
+/// What a draw's blocks become: `LANES` blocks' two values from their two words, each output
+/// array the same position of every block (lane `i` is block `i`'s).
+///
+/// Arrays in and out rather than a function of one block: a function returning a pair per
+/// block was compiled into 128- and 256-bit pieces with shuffles between them (about 7.5
+/// cycles a normal); loops over whole arrays are one vector op per statement, and the only
+/// shuffle left is the final interleave of the two outputs. A trait rather than a closure:
+/// its method is `#[inline(always)]`, so it is compiled into each vector build (a closure of
+/// the normals' size was called through `Fn::call`, at the baseline width).
+trait BlockValues {
+    fn values(&self, w0: &[u32; LANES], w1: &[u32; LANES]) -> ([f32; LANES], [f32; LANES]);
+}
+
 /// Fills `out` (values `first..`, `first` even) of one draw, `LANES` blocks at a time, with
-/// `value(w0, w1)`: the two values of a block from its two words.
+/// `kind`'s values.
 #[inline(always)]
-fn fill_blocks(
-    key: StreamKey,
-    draw: u64,
-    first: usize,
-    out: &mut [f32],
-    value: impl Fn(u32, u32) -> (f32, f32),
-) {
+fn fill_blocks(key: StreamKey, draw: u64, first: usize, out: &mut [f32], kind: impl BlockValues) {
     let (key, d) = key.for_draw(draw);
     let schedule = [key[0], key[1], PARITY ^ key[0] ^ key[1]];
     let mut block = (first / 2) as u32;
     for chunk in out.chunks_mut(2 * LANES) {
         let (x0, x1) = blocks(&schedule, d, block);
+        let (v0, v1) = kind.values(&x0, &x1);
         let mut pairs = [0f32; 2 * LANES];
         for i in 0..LANES {
-            (pairs[2 * i], pairs[2 * i + 1]) = value(x0[i], x1[i]);
+            pairs[2 * i] = v0[i];
+            pairs[2 * i + 1] = v1[i];
         }
         // A whole batch stored as it is: a copy of a run-time length was a call to `memcpy`
         // per 32 values. (One loop body, no helper closure: the body must be inlined into
@@ -105,12 +114,27 @@ fn fill_blocks(
 /// compare it with [`fill_member`]'s dispatched build).
 #[inline(always)]
 pub fn fill_member_portable(key: StreamKey, draw: u64, first: usize, out: &mut [f32]) {
-    fill_blocks(key, draw, first, out, |w0, w1| {
-        let (u1, u2) = uniforms(w0, w1);
-        let r = (-2.0 * ln_unit(u1)).sqrt();
-        let (c, s) = cos_sin_turn(u2);
-        (r * c, r * s)
-    });
+    fill_blocks(key, draw, first, out, Normals);
+}
+
+/// Standard normals, a pair per block (Box-Muller: the radius from the first word, the angle
+/// from the second).
+struct Normals;
+
+impl BlockValues for Normals {
+    #[inline(always)]
+    fn values(&self, w0: &[u32; LANES], w1: &[u32; LANES]) -> ([f32; LANES], [f32; LANES]) {
+        let mut cos = [0f32; LANES];
+        let mut sin = [0f32; LANES];
+        for i in 0..LANES {
+            let (u1, u2) = uniforms(w0[i], w1[i]);
+            let r = (-2.0 * ln_unit(u1)).sqrt();
+            let (c, s) = cos_sin_turn(u2);
+            cos[i] = r * c;
+            sin[i] = r * s;
+        }
+        (cos, sin)
+    }
 }
 
 /// A dropout mask's threshold and kept value: a value is `scale` where its word's top 24
@@ -136,6 +160,14 @@ impl Keep {
     }
 }
 
+impl BlockValues for Keep {
+    #[inline(always)]
+    fn values(&self, w0: &[u32; LANES], w1: &[u32; LANES]) -> ([f32; LANES], [f32; LANES]) {
+        let pick = |w: &[u32; LANES]| w.map(|w| if w >> 8 < self.below { self.scale } else { 0.0 });
+        (pick(w0), pick(w1))
+    }
+}
+
 crate::simd_dispatch! {
     /// Fills `out` with values `first..` of one draw's mask (`Keep`). Vector code as
     /// [`fill_member`], the same values.
@@ -146,8 +178,7 @@ crate::simd_dispatch! {
 /// compare it with [`fill_mask`]'s dispatched build).
 #[inline(always)]
 pub fn fill_mask_portable(key: StreamKey, draw: u64, first: usize, keep: Keep, out: &mut [f32]) {
-    let pick = |w: u32| if w >> 8 < keep.below { keep.scale } else { 0.0 };
-    fill_blocks(key, draw, first, out, |w0, w1| (pick(w0), pick(w1)));
+    fill_blocks(key, draw, first, out, keep);
 }
 
 /// Fills `out` with the first `out.len()` values of draw `draw` of the stream keyed `key`:

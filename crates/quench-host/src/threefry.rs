@@ -66,6 +66,7 @@ pub fn threefry2x32(key: [u32; 2], counter: [u32; 2]) -> [u32; 2] {
 }
 
 /// `(u1, u2)` of a block's two words: `u1` in `(0, 1]` (its log is finite), `u2` in `[0, 1)`.
+#[inline(always)]
 pub fn uniforms(w0: u32, w1: u32) -> (f32, f32) {
     const STEP: f32 = 1.0 / (1u32 << 24) as f32;
     // Through i32: the values fit, and signed conversion is one vector instruction.
@@ -78,6 +79,7 @@ pub fn uniforms(w0: u32, w1: u32) -> (f32, f32) {
 /// `ln u` for `u` in `(0, 1]`: `u = m 2^e` with `m` in `[1/sqrt 2, sqrt 2)`, then
 /// `ln m = 2 atanh(s)`, `s = (m - 1) / (m + 1)`, `|s| <= 0.172`, by its series to `s^9`
 /// (truncation 2e-9 relative). Branch-free, so that a loop of it vectorises.
+#[inline(always)]
 pub fn ln_unit(u: f32) -> f32 {
     // Shift the mantissa's range from [1, 2) to [0.707, 1.414) by adding the distance from
     // 1/sqrt 2 to 1 before splitting exponent and mantissa.
@@ -93,6 +95,7 @@ pub fn ln_unit(u: f32) -> f32 {
 /// `(cos 2 pi u, sin 2 pi u)` for `u` in `[0, 1)`: the nearest quarter turn `q` is taken out
 /// exactly, the rest `x` (at most an eighth of a turn) goes through Taylor series to `x^9` and
 /// `x^10` (truncation below 2e-9). Branch-free.
+#[inline(always)]
 pub fn cos_sin_turn(u: f32) -> (f32, f32) {
     // Adding 1.5 2^23 rounds to an integer (the spacing there is 1), whose low bits are q.
     const ROUNDER: f32 = 12_582_912.0;

@@ -131,8 +131,8 @@ fn step_chains_portable(chains: Vec<Chain>, sizes: Sizes, k: Constants) {
     let mut scratch = Scratch {
         xi: vec![0f32; inputs * hidden + 2 * hidden + 1],
         act: vec![0f32; batch * hidden],
-        grad: vec![0f32; hidden],
         dz: vec![0f32; batch],
+        deltas: vec![0f32; batch * BLOCK],
     };
     for chain in chains {
         step_chain(chain, inputs, hidden, &k, &mut scratch);
@@ -144,40 +144,114 @@ struct Scratch {
     /// The noise, laid out as the composition draws it (weight, bias, output weight, output
     /// bias).
     xi: Vec<f32>,
-    /// `[batch, hidden]`: pre-activations, then their gradients.
+    /// `[batch, hidden]`: the rectified activations.
     act: Vec<f32>,
-    /// `[hidden]`: one weight row's gradient.
-    grad: Vec<f32>,
     /// `[batch]`: d objective / d logit.
     dz: Vec<f32>,
+    /// `[batch, BLOCK]`: one block's pre-activation gradients.
+    deltas: Vec<f32>,
+}
+
+/// Hidden units per block: one AVX-512 vector of f32. Each pass below takes the hidden layer a
+/// block at a time, its sums in fixed-size arrays the compiler keeps in vector registers:
+/// the same sums in the same order as a pass over whole rows, without the row's partial sums
+/// stored and reloaded for every input and sample (the passes over rows were bound by those
+/// loads and stores). A layer whose width is not a multiple of the block ends in blocks of
+/// one unit. Widths are constants (`W`): a block of run-time width compiled into masked and
+/// shuffled code twice as slow as the passes over rows.
+const BLOCK: usize = 16;
+/// Inputs whose weight gradients one pass over a block's samples forms side by side.
+const INPUT_GROUP: usize = 4;
+
+/// Where a block of hidden units lies in a chain's layer.
+#[derive(Clone, Copy)]
+struct Block {
+    /// The block's first hidden unit.
+    first: usize,
+    inputs: usize,
+    hidden: usize,
+}
+
+/// The noise of a chain's hidden weights, hidden biases and output weights, laid out as the
+/// parameters.
+#[derive(Clone, Copy)]
+struct Noise<'a> {
+    w1: &'a [f32],
+    b1: &'a [f32],
+    w2: &'a [f32],
+}
+
+/// A chain's Langevin update `theta - (drift (g + theta / sigma^2) + noise xi)`.
+#[derive(Clone, Copy)]
+struct Langevin {
+    drift: f32,
+    noise: f32,
+    inv_var: f32,
+}
+
+impl Langevin {
+    #[inline(always)]
+    fn updated(self, theta: f32, g: f32, xi: f32) -> f32 {
+        theta - (self.drift * (g + theta * self.inv_var) + self.noise * xi)
+    }
+
+    /// `values[first..first + W]` updated with gradients `g` and noise `xi[first..]`.
+    #[inline(always)]
+    fn block<const W: usize>(self, values: &mut [f32], xi: &[f32], g: &[f32; W], first: usize) {
+        let (mut theta, xi) = (array::<W>(values, first), array::<W>(xi, first));
+        for l in 0..W {
+            theta[l] = self.updated(theta[l], g[l], xi[l]);
+        }
+        put(theta, values, first);
+    }
+}
+
+/// `values[first..first + W]`. (A copy rather than `std::array::from_fn`, which was not
+/// inlined, and so ran at the baseline width.)
+#[inline(always)]
+fn array<const W: usize>(values: &[f32], first: usize) -> [f32; W] {
+    let mut block = [0f32; W];
+    block.copy_from_slice(&values[first..first + W]);
+    block
+}
+
+/// Writes `block` into `values` from `first`.
+#[inline(always)]
+fn put<const W: usize>(block: [f32; W], values: &mut [f32], first: usize) {
+    values[first..first + W].copy_from_slice(&block);
 }
 
 /// One chain's step, as [`crate::ops::sgld::composed_step`].
 #[inline(always)]
-fn step_chain(c: Chain, inputs: usize, hidden: usize, k: &Constants, s: &mut Scratch) {
-    let Scratch { xi, act, grad, dz } = s;
+fn step_chain(mut c: Chain, inputs: usize, hidden: usize, k: &Constants, s: &mut Scratch) {
+    let Scratch {
+        xi,
+        act,
+        dz,
+        deltas,
+    } = s;
     fill_normals(c.key, k.draw, xi);
     let (xi_w1, rest) = xi.split_at(inputs * hidden);
     let (xi_b1, rest) = rest.split_at(hidden);
     let (xi_w2, xi_b2) = rest.split_at(hidden);
-    // Forward: pre-activations, one weight row at a time over every sample (the weight is
-    // read once; the activations, batch x hidden, stay in cache), then each sample's logit
-    // and d objective / d logit.
-    for row in act.chunks_mut(hidden) {
-        row.copy_from_slice(c.b1);
+    let noise = Noise {
+        w1: xi_w1,
+        b1: xi_b1,
+        w2: xi_w2,
+    };
+    let whole = hidden / BLOCK * BLOCK;
+    let at = |first| Block {
+        first,
+        inputs,
+        hidden,
+    };
+    for first in (0..whole).step_by(BLOCK) {
+        forward::<BLOCK>(&c, at(first), act);
     }
-    for (n, w_row) in c.w1.chunks(hidden).enumerate() {
-        for (r, row) in act.chunks_mut(hidden).enumerate() {
-            let x = c.features[r * inputs + n];
-            for (a, w) in row.iter_mut().zip(w_row) {
-                *a += x * w;
-            }
-        }
+    for first in whole..hidden {
+        forward::<1>(&c, at(first), act);
     }
-    // Rectified in place: the gradient passes below read relu(a), and where it is zero.
-    for a in act.iter_mut() {
-        *a = relu(*a);
-    }
+    // Each sample's logit and d objective / d logit.
     for (r, (row, d)) in act.chunks(hidden).zip(dz.iter_mut()).enumerate() {
         // In partial sums: one sum in order is a chain of `hidden` dependent adds, which
         // took half the step at `hidden = 500`.
@@ -187,50 +261,98 @@ fn step_chain(c: Chain, inputs: usize, hidden: usize, k: &Constants, s: &mut Scr
         let psi = k.floor + (1.0 - 2.0 * k.floor) * p;
         *d = -(1.0 - 2.0 * k.floor) * sign * p * (1.0 - p) / psi * k.per_sample;
     }
-    // Output layer: its gradients need the activations and its weights before the update.
-    grad.fill(0.0);
-    for (row, &d) in act.chunks(hidden).zip(dz.iter()) {
-        for (g, &a) in grad.iter_mut().zip(row) {
-            *g += d * a;
-        }
-    }
-    // The activations become the pre-activation gradients, d w2 where active.
-    for (row, &d) in act.chunks_mut(hidden).zip(dz.iter()) {
-        for (a, w) in row.iter_mut().zip(c.w2.iter()) {
-            *a = if *a <= 0.0 { 0.0 } else { d * w };
-        }
-    }
-    let update = |theta: &mut f32, g: f32, xi: f32| {
-        *theta -= c.drift * (g + *theta * k.inv_var) + c.noise * xi;
+    let langevin = Langevin {
+        drift: c.drift,
+        noise: c.noise,
+        inv_var: k.inv_var,
     };
-    for ((w, &g), &x) in c.w2.iter_mut().zip(grad.iter()).zip(xi_w2) {
-        update(w, g, x);
+    *c.b2 = langevin.updated(*c.b2, dz.iter().sum(), xi_b2[0]);
+    let (deltas, _) = deltas.as_chunks_mut::<BLOCK>();
+    for first in (0..whole).step_by(BLOCK) {
+        backward::<BLOCK>(&mut c, at(first), langevin, noise, act, dz, deltas);
     }
-    update(c.b2, dz.iter().sum(), xi_b2[0]);
-    // Hidden layer, one input row of the weight at a time.
-    for (n, (w_row, xi_row)) in
-        c.w1.chunks_mut(hidden)
-            .zip(xi_w1.chunks(hidden))
-            .enumerate()
-    {
-        grad.fill(0.0);
-        for (r, row) in act.chunks(hidden).enumerate() {
-            let x = c.features[r * inputs + n];
-            for (g, d) in grad.iter_mut().zip(row) {
-                *g += x * d;
+    for first in whole..hidden {
+        backward::<1>(&mut c, at(first), langevin, noise, act, dz, deltas);
+    }
+}
+
+/// The forward pass of hidden units `at.first..at.first + W`: each sample's pre-activations
+/// (the bias, then the inputs in order), rectified, into `act` (`[batch, hidden]`).
+#[inline(always)]
+fn forward<const W: usize>(c: &Chain, at: Block, act: &mut [f32]) {
+    let bias = array::<W>(c.b1, at.first);
+    for (r, row) in act.chunks_mut(at.hidden).enumerate() {
+        let mut a = bias;
+        for n in 0..at.inputs {
+            let x = c.features[r * at.inputs + n];
+            let w = array::<W>(c.w1, n * at.hidden + at.first);
+            for l in 0..W {
+                a[l] += x * w[l];
             }
         }
-        for ((w, &g), &x) in w_row.iter_mut().zip(grad.iter()).zip(xi_row) {
-            update(w, g, x);
+        put(a.map(relu), row, at.first);
+    }
+}
+
+/// The backward pass and update of hidden units `at.first..at.first + W`: the output
+/// weights' gradients and the pre-activations' (`d w2` where active, with the output weights
+/// before their update, into `deltas`), summed into the hidden biases' and weights'
+/// gradients; then the block's parameters updated.
+#[inline(always)]
+fn backward<const W: usize>(
+    c: &mut Chain,
+    at: Block,
+    langevin: Langevin,
+    noise: Noise,
+    act: &[f32],
+    dz: &[f32],
+    deltas: &mut [[f32; BLOCK]],
+) {
+    let w2 = array::<W>(c.w2, at.first);
+    let mut g2 = [0f32; W];
+    let mut gb = [0f32; W];
+    for ((row, &d), delta) in act.chunks(at.hidden).zip(dz).zip(deltas.iter_mut()) {
+        let a = array::<W>(row, at.first);
+        for l in 0..W {
+            g2[l] += d * a[l];
+            delta[l] = if a[l] <= 0.0 { 0.0 } else { d * w2[l] };
+            gb[l] += delta[l];
         }
     }
-    grad.fill(0.0);
-    for row in act.chunks(hidden) {
-        for (g, d) in grad.iter_mut().zip(row) {
-            *g += d;
+    let mut n = 0;
+    while n + INPUT_GROUP <= at.inputs {
+        let grads = input_gradients::<INPUT_GROUP, W>(c.features, at.inputs, n, deltas);
+        for (i, g) in grads.iter().enumerate() {
+            langevin.block(c.w1, noise.w1, g, (n + i) * at.hidden + at.first);
+        }
+        n += INPUT_GROUP;
+    }
+    for n in n..at.inputs {
+        let [g] = input_gradients::<1, W>(c.features, at.inputs, n, deltas);
+        langevin.block(c.w1, noise.w1, &g, n * at.hidden + at.first);
+    }
+    langevin.block(c.w2, noise.w2, &g2, at.first);
+    langevin.block(c.b1, noise.b1, &gb, at.first);
+}
+
+/// The gradients of inputs `n..n + G`'s weights into a block of `W` hidden units: each
+/// input's value times the block's pre-activation gradients (the first `W` of each sample's
+/// `deltas`), summed over the samples in order, the `G` sums side by side.
+#[inline(always)]
+fn input_gradients<const G: usize, const W: usize>(
+    features: &[f32],
+    inputs: usize,
+    n: usize,
+    deltas: &[[f32; BLOCK]],
+) -> [[f32; W]; G] {
+    let mut grads = [[0f32; W]; G];
+    for (r, delta) in deltas.iter().enumerate() {
+        for (i, g) in grads.iter_mut().enumerate() {
+            let x = features[r * inputs + n + i];
+            for l in 0..W {
+                g[l] += x * delta[l];
+            }
         }
     }
-    for ((b, &g), &x) in c.b1.iter_mut().zip(grad.iter()).zip(xi_b1) {
-        update(b, g, x);
-    }
+    grads
 }

@@ -159,7 +159,16 @@ mod tests {
 
     #[test]
     fn the_host_kernel_takes_the_compositions_steps_and_leaves_shared_inputs_alone() {
-        let (chains, inputs, hidden, batch) = (5, 4, 24, 5);
+        // The host kernel takes the hidden layer in blocks of 16 units and the inputs in
+        // groups of 4: a whole block and a remainder, one group; and a layer narrower than a
+        // block, a group and a single input.
+        for (inputs, hidden) in [(4, 24), (5, 7)] {
+            host_kernel_against_composition(inputs, hidden);
+        }
+    }
+
+    fn host_kernel_against_composition(inputs: usize, hidden: usize) {
+        let (chains, batch) = (5, 5);
         let start = [
             tensor([chains, inputs, hidden], 1, 0.9),
             tensor([chains, 1, hidden], 2, 0.3),
@@ -190,7 +199,7 @@ mod tests {
         for (k, ((h, c), s)) in host.iter().zip(&composed).zip(&start).enumerate() {
             let [h, c, s] = [h, c, s].map(|t| to_host_f32(t.clone()));
             let worst = max_abs_difference(&h, &c);
-            assert!(worst < 1e-5, "parameter {k}: {worst}");
+            assert!(worst < 1e-5, "{inputs} x {hidden}, parameter {k}: {worst}");
             let per = s.len() / chains;
             assert_eq!(
                 h[3 * per..4 * per],
