@@ -101,8 +101,8 @@ fn steps(c: &mut Criterion, batch: usize, cases: &[StepCase]) {
     group.measurement_time(Duration::from_secs(5));
     group.throughput(Throughput::Elements(batch as u64));
     for &(kind, core, lanes, name) in cases {
-        let net = TemporalNet::<Diff>::new(kind, Widths::default(), FEATURES, core, 0.0, &device);
-        let inner = TemporalNet::<Cpu>::new(kind, Widths::default(), FEATURES, core, 0.0, &device);
+        let net = TemporalNet::<Diff>::new(kind, Widths::default(), FEATURES, core);
+        let inner = TemporalNet::<Cpu>::new(kind, Widths::default(), FEATURES, core);
         let (params, _) = inner.initial_params(&[1], &device);
         let mut amp = MixedPrecision::new(Precision::F32);
         group.bench_function(BenchmarkId::from_parameter(name), |b| {
@@ -170,14 +170,7 @@ fn inference(c: &mut Criterion) {
         (ModelKind::Lstm, "lstm"),
         (ModelKind::Transformer, "transformer"),
     ] {
-        let net = TemporalNet::<Cpu>::new(
-            kind,
-            Widths::default(),
-            FEATURES,
-            LstmCore::Fused,
-            0.0,
-            &device,
-        );
+        let net = TemporalNet::<Cpu>::new(kind, Widths::default(), FEATURES, LstmCore::Fused);
         let (params, state) = net.initial_params(&[1], &device);
         for windows in INFERENCE_WINDOWS {
             let x = Tensor::<Cpu, 4>::random(

@@ -265,7 +265,7 @@ fn a_seed_starts_from_the_same_weights_on_every_backend() {
     /// Every initial parameter of `kind` for seeds 3 and 4 on backend `B`, as f32 values.
     fn initial<B: QuenchOps>(kind: ModelKind, widths: &Widths) -> Vec<Vec<f32>> {
         let device = Default::default();
-        TemporalNet::<B>::new(kind, widths.clone(), 5, LstmCore::Burn, 0.1, &device)
+        TemporalNet::<B>::new(kind, widths.clone(), 5, LstmCore::Burn)
             .initial_params(&[3, 4], &device)
             .0
             .into_iter()

@@ -18,6 +18,8 @@
 //!   running statistics are the network's state (not parameters), updated as PyTorch does
 //!   (momentum 0.1, unbiased running variance).
 
+use std::marker::PhantomData;
+
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::nn::transformer::{TransformerEncoder, TransformerEncoderConfig};
 use burn::nn::{LayerNorm, LayerNormConfig, Linear, LinearConfig, generate_sinusoids};
@@ -232,8 +234,8 @@ impl Widths {
     }
 }
 
-/// The Transformer as Burn modules; one instance is a template whose parameters are replaced
-/// by a member's at every use.
+/// The Transformer as Burn modules: each member's initial parameters are drawn as one by
+/// Burn's initialisers (and the tests check the batched pass against it).
 #[derive(Module, Debug)]
 pub struct TransformerNet<B: QuenchOps> {
     input: Linear<B>,
@@ -288,36 +290,20 @@ pub struct TemporalNet<B: QuenchOps> {
     pub features: usize,
     /// How the LSTM's recurrence runs.
     pub core: LstmCore,
-    /// The Transformer's module template (its own values are never used).
-    template: Option<TransformerNet<B>>,
+    /// The backend the passes run on.
+    backend: PhantomData<B>,
 }
 
 impl<B: QuenchOps> TemporalNet<B> {
-    /// The network `kind` for bars of `features` features; `dropout` is the Transformer
-    /// modules' rate (Burn's dropout is active whenever `B` tracks gradients).
-    pub fn new(
-        kind: ModelKind,
-        widths: Widths,
-        features: usize,
-        core: LstmCore,
-        dropout: f64,
-        device: &B::Device,
-    ) -> Self {
-        // Burn initialises parameters lazily, at their first use; the template is drawn now,
-        // under the generator's lease, so that no later use draws from a generator another
-        // thread has seeded (its values are never used).
-        let template = (kind == ModelKind::Transformer).then(|| {
-            let _generator = SeededGenerator::acquire::<B>(device, 0);
-            let template = TransformerNet::new(features, &widths, dropout, device);
-            template.visit(&mut Flatten(Vec::new()));
-            template
-        });
+    /// The network `kind` for bars of `features` features. It holds no parameters: they are
+    /// drawn by [`initial_params`](Self::initial_params) and passed to every pass.
+    pub fn new(kind: ModelKind, widths: Widths, features: usize, core: LstmCore) -> Self {
         Self {
             kind,
             widths,
             features,
             core,
-            template,
+            backend: PhantomData,
         }
     }
 
@@ -390,10 +376,6 @@ impl<B: QuenchOps> TemporalNet<B> {
                 params.extend(linear(4, w.lstm_head, CLASSES, Init::TorchDefault));
             }
             ModelKind::Transformer => {
-                let template = self
-                    .template
-                    .as_ref()
-                    .unwrap_or_else(|| unreachable!("built with the kind"));
                 // Burn's initialisers draw from the backend's own generator, so the same seed
                 // would start from other weights on each device (lavapipe's Transformer
                 // disagreed with the CPU's by 0.22 macro-F1 for that alone): every member is
@@ -410,9 +392,8 @@ impl<B: QuenchOps> TemporalNet<B> {
                         flat.0
                     })
                     .collect();
-                let mut count = Flatten(Vec::new());
-                template.visit(&mut count);
-                for k in 0..count.0.len() {
+                // Every member's modules have the same parameters, in the same order.
+                for k in 0..per_member.first().map_or(0, Vec::len) {
                     let members = Tensor::cat(per_member.iter().map(|p| p[k].clone()).collect(), 0);
                     params.push(Tensor::from_data(members.into_data(), device));
                 }
@@ -677,10 +658,9 @@ mod tests {
 
     /// The small network `kind` for training and for holding its parameters.
     fn nets(kind: ModelKind, features: usize) -> (TemporalNet<Train>, TemporalNet<NdArray<f32>>) {
-        let device = Default::default();
         (
-            TemporalNet::new(kind, small(), features, LstmCore::Fused, 0.0, &device),
-            TemporalNet::new(kind, small(), features, LstmCore::Fused, 0.0, &device),
+            TemporalNet::new(kind, small(), features, LstmCore::Fused),
+            TemporalNet::new(kind, small(), features, LstmCore::Fused),
         )
     }
 
@@ -783,10 +763,8 @@ mod tests {
         let x = Tensor::<Train, 4>::random([2, batch, window, features], normal, &device);
         let loss = Tensor::<Train, 3>::random([2, batch, CLASSES], normal, &device);
         let (batched, _) = net.forward(&params, &[], x.clone(), None, Precision::F32);
-        let template = net
-            .template
-            .clone()
-            .expect("a Transformer has its template");
+        // The modules the members' values are loaded into (their own values are not used).
+        let template = TransformerNet::<Train>::new(features, &small(), 0.0, &device);
         let reference = Tensor::cat(
             (0..2)
                 .map(|member| {
@@ -861,14 +839,7 @@ mod tests {
     #[test]
     fn the_mlp_folds_batch_statistics_into_its_state_only_when_training() {
         let device = Default::default();
-        let net = TemporalNet::<NdArray<f32>>::new(
-            ModelKind::Mlp,
-            small(),
-            3,
-            LstmCore::Fused,
-            0.0,
-            &device,
-        );
+        let net = TemporalNet::<NdArray<f32>>::new(ModelKind::Mlp, small(), 3, LstmCore::Fused);
         let (params, state) = net.initial_params(&[1], &device);
         // A draw from the process's generator: held, so that it does not move another test's
         // seeded draws (the Transformer's host-drawn weights failed one in eight runs).

@@ -213,8 +213,6 @@ pub fn fused_lstm_gap<B: QuenchBackend>(device: &B::Device) -> (f64, f64) {
         widths.clone(),
         features,
         LstmCore::Fused,
-        0.0,
-        device,
     );
     let (params, state) = inner.initial_params(&[5, 6], device);
     // Non-zero biases and norms, so that every path carries weight.
@@ -231,8 +229,7 @@ pub fn fused_lstm_gap<B: QuenchBackend>(device: &B::Device) -> (f64, f64) {
         lanes: 2,
     };
     let run = |core| {
-        let net =
-            TemporalNet::<B>::new(ModelKind::Lstm, widths.clone(), features, core, 0.0, device);
+        let net = TemporalNet::<B>::new(ModelKind::Lstm, widths.clone(), features, core);
         let mut amp = MixedPrecision::new(Precision::F32);
         let step = step_gradients::<B>(
             &net,

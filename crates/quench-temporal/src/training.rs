@@ -289,16 +289,12 @@ pub fn train_temporal<B: QuenchBackend>(
         config.widths.clone(),
         features,
         execution.core,
-        config.dropout,
-        device,
     );
     let eval_net = TemporalNet::<B::InnerBackend>::new(
         config.model,
         config.widths.clone(),
         features,
         execution.core,
-        0.0,
-        device,
     );
     let (params, state) = eval_net.initial_params(&config.seeds, device);
     let shuffles: Vec<u64> = config
