@@ -163,8 +163,21 @@ impl Keep {
 impl BlockValues for Keep {
     #[inline(always)]
     fn values(&self, w0: &[u32; LANES], w1: &[u32; LANES]) -> ([f32; LANES], [f32; LANES]) {
-        let pick = |w: &[u32; LANES]| w.map(|w| if w >> 8 < self.below { self.scale } else { 0.0 });
-        (pick(w0), pick(w1))
+        // Loops rather than `array::map`, whose closure need not be inlined into the build.
+        let (mut v0, mut v1) = ([0f32; LANES], [0f32; LANES]);
+        for i in 0..LANES {
+            v0[i] = if w0[i] >> 8 < self.below {
+                self.scale
+            } else {
+                0.0
+            };
+            v1[i] = if w1[i] >> 8 < self.below {
+                self.scale
+            } else {
+                0.0
+            };
+        }
+        (v0, v1)
     }
 }
 
