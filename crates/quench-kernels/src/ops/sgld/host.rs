@@ -172,10 +172,10 @@ struct Block {
     hidden: usize,
 }
 
-/// The noise of a chain's hidden weights, hidden biases and output weights, laid out as the
-/// parameters.
+/// The normal draws `xi` of a chain's hidden weights, hidden biases and output weights, laid
+/// out as the parameters (the chain's `noise` is their scale).
 #[derive(Clone, Copy)]
-struct Noise<'a> {
+struct Xi<'a> {
     w1: &'a [f32],
     b1: &'a [f32],
     w2: &'a [f32],
@@ -234,7 +234,7 @@ fn step_chain(mut c: Chain, inputs: usize, hidden: usize, k: &Constants, s: &mut
     let (xi_w1, rest) = xi.split_at(inputs * hidden);
     let (xi_b1, rest) = rest.split_at(hidden);
     let (xi_w2, xi_b2) = rest.split_at(hidden);
-    let noise = Noise {
+    let xi = Xi {
         w1: xi_w1,
         b1: xi_b1,
         w2: xi_w2,
@@ -269,10 +269,10 @@ fn step_chain(mut c: Chain, inputs: usize, hidden: usize, k: &Constants, s: &mut
     *c.b2 = langevin.updated(*c.b2, dz.iter().sum(), xi_b2[0]);
     let (deltas, _) = deltas.as_chunks_mut::<BLOCK>();
     for first in (0..whole).step_by(BLOCK) {
-        backward::<BLOCK>(&mut c, at(first), langevin, noise, act, dz, deltas);
+        backward::<BLOCK>(&mut c, at(first), langevin, xi, act, dz, deltas);
     }
     for first in whole..hidden {
-        backward::<1>(&mut c, at(first), langevin, noise, act, dz, deltas);
+        backward::<1>(&mut c, at(first), langevin, xi, act, dz, deltas);
     }
 }
 
@@ -303,7 +303,7 @@ fn backward<const W: usize>(
     c: &mut Chain,
     at: Block,
     langevin: Langevin,
-    noise: Noise,
+    xi: Xi,
     act: &[f32],
     dz: &[f32],
     deltas: &mut [[f32; BLOCK]],
@@ -323,16 +323,16 @@ fn backward<const W: usize>(
     while n + INPUT_GROUP <= at.inputs {
         let grads = input_gradients::<INPUT_GROUP, W>(c.features, at.inputs, n, deltas);
         for (i, g) in grads.iter().enumerate() {
-            langevin.block(c.w1, noise.w1, g, (n + i) * at.hidden + at.first);
+            langevin.block(c.w1, xi.w1, g, (n + i) * at.hidden + at.first);
         }
         n += INPUT_GROUP;
     }
     for n in n..at.inputs {
         let [g] = input_gradients::<1, W>(c.features, at.inputs, n, deltas);
-        langevin.block(c.w1, noise.w1, &g, n * at.hidden + at.first);
+        langevin.block(c.w1, xi.w1, &g, n * at.hidden + at.first);
     }
-    langevin.block(c.w2, noise.w2, &g2, at.first);
-    langevin.block(c.b1, noise.b1, &gb, at.first);
+    langevin.block(c.w2, xi.w2, &g2, at.first);
+    langevin.block(c.b1, xi.b1, &gb, at.first);
 }
 
 /// The gradients of inputs `n..n + G`'s weights into a block of `W` hidden units: each
