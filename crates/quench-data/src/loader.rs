@@ -11,7 +11,7 @@ mod plan;
 pub use pipeline::MAX_WORKERS;
 
 use quench_kernels::QuenchOps;
-use quench_kernels::ops::rows::select_rows;
+use quench_kernels::ops::rows::{select_ints, select_rows};
 use quench_kernels::views::ReshapeTo;
 use std::sync::Arc;
 
@@ -257,11 +257,7 @@ impl<B: QuenchOps> Resident<B> {
                 batch,
                 plan.sample_len(),
             ]),
-            labels: self
-                .labels
-                .clone()
-                .select(0, index)
-                .reshape_to([members, batch]),
+            labels: select_ints(self.labels.clone(), index).reshape_to([members, batch]),
         }
     }
 }

@@ -46,8 +46,9 @@
 //! - [`QuenchOps::weighted_sum`] / [`QuenchOps::weighted_sum_backward`]: attention pooling's
 //!   weighted sum over a sequence ([`pooling`]); one pass over the values each way on the CPU
 //!   backend, rows over lanes, Burn ops elsewhere, one autodiff node.
-//! - [`QuenchOps::select_rows`]: rows of a table gathered by index, a loader's batch
-//!   ([`rows`]); one copy per row on the CPU backend, Burn's `select` elsewhere.
+//! - [`QuenchOps::select_rows`] and [`QuenchOps::select_ints`]: rows of a table and values of
+//!   an integer tensor gathered by index, a loader's batch and its labels ([`rows`]); one copy
+//!   per row or value on the CPU backend, Burn's `select` elsewhere.
 //! - [`QuenchOps::float_view`]: a reshape that shares the buffer on the CPU backend (whose
 //!   own reshape copies every time), used through [`crate::ops::view::ViewTo`].
 //!
@@ -148,6 +149,15 @@ pub trait QuenchOps: Backend {
     /// ([`rows`]). The default is Burn's `select` along the first axis.
     fn select_rows(table: Tensor<Self, 2>, index: Tensor<Self, 1, Int>) -> Tensor<Self, 2> {
         table.select(0, index)
+    }
+
+    /// Values `index` `[k]` of the integers `values` `[n]` (a loader's labels), in the index's
+    /// order: `[k]` ([`rows`]). The default is Burn's `select`.
+    fn select_ints(
+        values: Tensor<Self, 1, Int>,
+        index: Tensor<Self, 1, Int>,
+    ) -> Tensor<Self, 1, Int> {
+        values.select(0, index)
     }
 
     /// A tensor of `shape` holding zeros ([`zeros`]): on the CPU backend written once in
@@ -552,6 +562,13 @@ impl QuenchOps for NdArray<f32> {
 
     fn select_rows(table: Tensor<Self, 2>, index: Tensor<Self, 1, Int>) -> Tensor<Self, 2> {
         rows::host::select_rows(table, index)
+    }
+
+    fn select_ints(
+        values: Tensor<Self, 1, Int>,
+        index: Tensor<Self, 1, Int>,
+    ) -> Tensor<Self, 1, Int> {
+        rows::host::select_ints(values, index)
     }
 
     fn zeros<const D: usize>(shape: [usize; D], _device: &Self::Device) -> Tensor<Self, D> {
