@@ -247,7 +247,8 @@ pub struct TransformerNet<B: QuenchOps> {
 }
 
 impl<B: QuenchOps> TransformerNet<B> {
-    fn new(features: usize, widths: &Widths, dropout: f64, device: &B::Device) -> Self {
+    /// Without dropout: the modules hold values only (the batched pass applies dropout itself).
+    fn new(features: usize, widths: &Widths, device: &B::Device) -> Self {
         let d = widths.d_model;
         Self {
             input: LinearConfig::new(features, d).init(device),
@@ -259,7 +260,7 @@ impl<B: QuenchOps> TransformerNet<B> {
                 widths.encoder_layers,
             )
             .with_norm_first(true)
-            .with_dropout(dropout)
+            .with_dropout(0.0)
             .init(device),
             final_norm: LayerNormConfig::new(d).init(device),
             hidden: LinearConfig::new(d, d / 2).init(device),
@@ -386,7 +387,7 @@ impl<B: QuenchOps> TemporalNet<B> {
                     .iter()
                     .map(|&s| {
                         let _generator = SeededGenerator::acquire::<Host>(&host, s);
-                        let fresh = TransformerNet::<Host>::new(self.features, w, 0.0, &host);
+                        let fresh = TransformerNet::<Host>::new(self.features, w, &host);
                         let mut flat = Flatten(Vec::new());
                         fresh.visit(&mut flat);
                         flat.0
@@ -764,7 +765,7 @@ mod tests {
         let loss = Tensor::<Train, 3>::random([2, batch, CLASSES], normal, &device);
         let (batched, _) = net.forward(&params, &[], x.clone(), None, Precision::F32);
         // The modules the members' values are loaded into (their own values are not used).
-        let template = TransformerNet::<Train>::new(features, &small(), 0.0, &device);
+        let template = TransformerNet::<Train>::new(features, &small(), &device);
         let reference = Tensor::cat(
             (0..2)
                 .map(|member| {

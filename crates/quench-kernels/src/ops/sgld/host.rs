@@ -1,7 +1,7 @@
 //! Host kernel of the SGLD step ([`crate::ops::sgld`]) on the CPU backend in f32: a chain's
-//! whole step (forward, gradient, noise and update) in one pass over its own few kilobytes,
-//! chains spread over the cores, each chain's parameters updated in place (the tensors are
-//! moved in; a shared one is copied first).
+//! whole step (forward, gradient, noise and update) over its own few kilobytes, a block of
+//! hidden units at a time (`BLOCK`), chains spread over the cores, each chain's parameters
+//! updated in place (the tensors are moved in; a shared one is copied first).
 
 use burn::tensor::TensorMetadata;
 use burn::tensor::ops::FloatTensor;
