@@ -1,6 +1,8 @@
 //! Standard normals for one SGLD step of the full SYNTH grid (240 chains x 3,001 parameters):
 //! burn-ndarray's `Tensor::random`, against the counter-based Threefry stream as host code
-//! (the CPU backend's path) and as integer tensor ops (the path other backends take).
+//! (the CPU backend's path) and as integer tensor ops (the path other backends take). Beside
+//! them, the host kernel of the dropout masks (same stream, a comparison per word instead of
+//! Box-Muller) at the size of one Transformer layer's feed-forward mask.
 
 // criterion_group! defines a public function that cannot carry a doc comment.
 #![allow(missing_docs)]
@@ -12,13 +14,16 @@ use std::hint::black_box;
 use burn::backend::NdArray;
 use burn::tensor::{Distribution, Tensor};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use quench_kernels::ops::random::{NormalStreams, normals_tensor};
+use quench_kernels::ops::random::{NormalStreams, dropout_mask_host, normals_tensor};
 use quench_kernels::threefry::StreamKey;
 
 type Cpu = NdArray<f32>;
 
 const MEMBERS: usize = 240;
 const PER_MEMBER: usize = 3_001;
+/// The temporal Transformer's feed-forward dropout mask at batch 256: 256 windows x 20 bars x
+/// 512 units.
+const MASK_VALUES: usize = 256 * 20 * 512;
 
 fn normals(c: &mut Criterion) {
     let device = Default::default();
@@ -46,5 +51,20 @@ fn normals(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, normals);
+fn masks(c: &mut Criterion) {
+    let mut group = c.benchmark_group("dropout_mask_2621440");
+    group.throughput(Throughput::Elements(MASK_VALUES as u64));
+    group.sample_size(20);
+    let key = StreamKey::from_seed(7);
+    group.bench_function("threefry_host", |b| {
+        // Given back to the buffer pool as training's masks are, so that the allocator's
+        // zeroing of a fresh buffer is not what is timed.
+        b.iter(|| {
+            quench_host::buffers::recycle(black_box(dropout_mask_host(key, MASK_VALUES, 0.8)))
+        });
+    });
+    group.finish();
+}
+
+criterion_group!(benches, normals, masks);
 criterion_main!(benches);

@@ -1,7 +1,9 @@
 //! One training step (forward, backward, gradients read out) of guide 004's models at the
 //! guide's batch of 256 windows of 20 bars x 29 features, one seed, CPU backend: the LSTM with
 //! the fused recurrence (in as many lanes as cores, and in one) against `burn::nn::Lstm`, and
-//! the Transformer. Throughput is in
+//! the Transformer, with dropout off (as `peers/temporal_step.py` times PyTorch's); and each
+//! model's step as its training takes it, with the model's dropout rate (`-trained`), the
+//! step an epoch's run is made of. Throughput is in
 //! windows; `docs/benchmarks.md` turns it into GFLOP/s against `benchmark doctor`'s matmul.
 //! And one LSTM layer alone, forward and backward, its throughput in flops. And a whole
 //! one-epoch run of each model as the workload's `all` variant trains it (the guide's widths
@@ -38,19 +40,20 @@ const WINDOW: usize = 20;
 const FEATURES: usize = 29;
 
 /// One step as training takes it (the fused LSTM's recurrence differentiated by hand, the
-/// rest by autodiff); returns the gradients so the work cannot be skipped.
+/// rest by autodiff) at dropout rate `dropout`; returns the gradients so the work cannot be
+/// skipped.
 fn step(
     net: &TemporalNet<Diff>,
     params: &[Tensor<Cpu, 3>],
     x: &Tensor<Cpu, 4>,
     labels: &Tensor<Cpu, 2, Int>,
     amp: &mut MixedPrecision,
-    lanes: usize,
+    (lanes, dropout): (usize, f64),
 ) -> Vec<Tensor<Cpu, 3>> {
     let objective = Objective {
         smoothing: 0.1,
         class_weights: None,
-        dropout: 0.0,
+        dropout,
         precision: Precision::F32,
         lanes,
     };
@@ -59,27 +62,52 @@ fn step(
         .unwrap_or_default()
 }
 
-/// A model of a step bench: kind, LSTM core, lanes, and its name in the group.
-type StepCase = (ModelKind, LstmCore, usize, &'static str);
+/// A model of a step bench: kind, LSTM core, lanes, dropout rate, and its name in the group.
+type StepCase = (ModelKind, LstmCore, usize, f64, &'static str);
 
 fn temporal(c: &mut Criterion) {
     let cores = quench_kernels::host_lanes::<Cpu>();
+    // Both models train at the guide's batch, the steps' here.
+    let trained = |kind| {
+        let config = TemporalConfig::for_model(kind);
+        assert_eq!(config.batch_size, BATCH, "{kind:?} trains at another batch");
+        config.dropout
+    };
     steps(
         c,
         BATCH,
         &[
-            (ModelKind::Lstm, LstmCore::Fused, cores, "lstm-fused"),
-            (ModelKind::Lstm, LstmCore::Fused, 1, "lstm-fused-one-lane"),
-            (ModelKind::Lstm, LstmCore::Burn, 1, "lstm-burn"),
-            (ModelKind::Transformer, LstmCore::Fused, 1, "transformer"),
+            (ModelKind::Lstm, LstmCore::Fused, cores, 0.0, "lstm-fused"),
+            (
+                ModelKind::Lstm,
+                LstmCore::Fused,
+                1,
+                0.0,
+                "lstm-fused-one-lane",
+            ),
+            (ModelKind::Lstm, LstmCore::Burn, 1, 0.0, "lstm-burn"),
+            (
+                ModelKind::Transformer,
+                LstmCore::Fused,
+                1,
+                0.0,
+                "transformer",
+            ),
+            (
+                ModelKind::Lstm,
+                LstmCore::Fused,
+                cores,
+                trained(ModelKind::Lstm),
+                "lstm-fused-trained",
+            ),
+            (
+                ModelKind::Transformer,
+                LstmCore::Fused,
+                1,
+                trained(ModelKind::Transformer),
+                "transformer-trained",
+            ),
         ],
-    );
-    // The Transformer's step at the batch it trains at (512), for the epoch's account of
-    // steps and inference passes.
-    steps(
-        c,
-        TemporalConfig::for_model(ModelKind::Transformer).batch_size,
-        &[(ModelKind::Transformer, LstmCore::Fused, 1, "transformer")],
     );
 }
 
@@ -100,14 +128,14 @@ fn steps(c: &mut Criterion, batch: usize, cases: &[StepCase]) {
     group.warm_up_time(Duration::from_secs(1));
     group.measurement_time(Duration::from_secs(5));
     group.throughput(Throughput::Elements(batch as u64));
-    for &(kind, core, lanes, name) in cases {
+    for &(kind, core, lanes, dropout, name) in cases {
         let net = TemporalNet::<Diff>::new(kind, Widths::default(), FEATURES, core);
         let inner = TemporalNet::<Cpu>::new(kind, Widths::default(), FEATURES, core);
         let (params, _) = inner.initial_params(&[1], &device);
         let mut amp = MixedPrecision::new(Precision::F32);
         group.bench_function(BenchmarkId::from_parameter(name), |b| {
             b.iter(|| {
-                let g = step(&net, &params, &x, &labels, &mut amp, lanes);
+                let g = step(&net, &params, &x, &labels, &mut amp, (lanes, dropout));
                 black_box(g[0].clone().into_data());
             })
         });

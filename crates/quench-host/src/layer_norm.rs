@@ -3,6 +3,8 @@
 //! the gain's and shift's sums); the host kernel of `quench_kernels::ops::dense` splits the
 //! rows over lanes.
 
+use crate::math::{lane_dot, lane_dot3, lane_squares_about, lane_sum};
+
 crate::simd_dispatch! {
     /// Normalises each row of `x` (`width` wide) into `normed`, writes `y = normed gamma +
     /// beta` and each row's `1 / sqrt(variance + eps)` into `inv_std`.
@@ -27,9 +29,11 @@ fn norm_rows_portable(
         .zip(normed.chunks_exact_mut(width))
         .zip(inv_std.iter_mut())
     {
-        let mean = x.iter().sum::<f32>() * scale;
+        // The row's sums in lanes (`crate::math::REDUCTION_LANES`): taken in order, each was
+        // one chain of dependent scalar adds, most of the kernel's time at width 128.
+        let mean = lane_sum(x) * scale;
         // Centred first: the variance of rows far from zero must not cancel.
-        let variance = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() * scale;
+        let variance = lane_squares_about(x, mean) * scale;
         *inv = 1.0 / (variance + eps).sqrt();
         for ((((n, y), x), g), b) in normed
             .iter_mut()
@@ -68,12 +72,11 @@ fn norm_rows_backward_portable(
         .zip(dy.chunks_exact(width))
         .zip(dx.chunks_exact_mut(width))
     {
-        let (mut sum_g, mut sum_gn) = (0.0f32, 0.0f32);
-        for ((n, d), g) in normed.iter().zip(dy).zip(gamma) {
-            sum_g += d * g;
-            sum_gn += d * g * n;
-        }
-        let (mean_g, mean_gn) = (sum_g * scale, sum_gn * scale);
+        // In lanes, as the forward pass's sums.
+        let (mean_g, mean_gn) = (
+            lane_dot(dy, gamma) * scale,
+            lane_dot3(dy, gamma, normed) * scale,
+        );
         for (((((x, n), d), g), dg), db) in dx
             .iter_mut()
             .zip(normed)

@@ -117,6 +117,35 @@ pub fn lane_dot(a: &[f32], b: &[f32]) -> f32 {
     partial.iter().sum()
 }
 
+/// `sum_k (a[k] b[k]) c[k]` over the shortest of the three, in [`REDUCTION_LANES`] partial
+/// sums (element `k` into sum `k % REDUCTION_LANES`), then their sum in order.
+#[inline(always)]
+pub fn lane_dot3(a: &[f32], b: &[f32], c: &[f32]) -> f32 {
+    let n = a.len().min(b.len()).min(c.len());
+    let (a, a_tail) = a[..n].as_chunks::<REDUCTION_LANES>();
+    let (b, b_tail) = b[..n].as_chunks::<REDUCTION_LANES>();
+    let (c, c_tail) = c[..n].as_chunks::<REDUCTION_LANES>();
+    let mut partial = [0.0f32; REDUCTION_LANES];
+    for ((x, y), z) in a.iter().zip(b).zip(c) {
+        for (((p, x), y), z) in partial.iter_mut().zip(x).zip(y).zip(z) {
+            *p += x * y * z;
+        }
+    }
+    for (((p, x), y), z) in partial.iter_mut().zip(a_tail).zip(b_tail).zip(c_tail) {
+        *p += x * y * z;
+    }
+    partial.iter().sum()
+}
+
+/// `sum_k (values[k] - centre)^2` in [`REDUCTION_LANES`] partial sums, then their sum in
+/// order: a variance's numerator about a mean already known.
+#[inline(always)]
+pub fn lane_squares_about(values: &[f32], centre: f32) -> f32 {
+    lanes_of(values, 0.0, |s, v| s + (v - centre) * (v - centre))
+        .iter()
+        .sum()
+}
+
 /// The largest of `values`, in [`REDUCTION_LANES`] partial maxima (`f32::NEG_INFINITY` for
 /// none).
 #[inline(always)]
@@ -176,7 +205,12 @@ mod tests {
             let mut sum = [0f32; REDUCTION_LANES];
             let mut abs = [0f32; REDUCTION_LANES];
             let mut max = [f32::NEG_INFINITY; REDUCTION_LANES];
+            let mut dot3 = [0f32; REDUCTION_LANES];
+            let mut squares = [0f32; REDUCTION_LANES];
+            let centre = 0.3f32;
             for k in 0..n {
+                dot3[k % REDUCTION_LANES] += a[k] * b[k] * b[(k + 1) % n];
+                squares[k % REDUCTION_LANES] += (a[k] - centre) * (a[k] - centre);
                 dot[k % REDUCTION_LANES] += a[k] * b[k];
                 sum[k % REDUCTION_LANES] += a[k];
                 abs[k % REDUCTION_LANES] += a[k].abs();
@@ -193,6 +227,17 @@ mod tests {
                 lane_dot(&a[..n.saturating_sub(1)], b)
             );
             assert_eq!(lane_sum(a).to_bits(), in_order(sum).to_bits(), "sum, {n}");
+            let shifted: Vec<f32> = (0..n).map(|k| b[(k + 1) % n]).collect();
+            assert_eq!(
+                lane_dot3(a, b, &shifted).to_bits(),
+                in_order(dot3).to_bits(),
+                "dot3, {n}"
+            );
+            assert_eq!(
+                lane_squares_about(a, centre).to_bits(),
+                in_order(squares).to_bits(),
+                "squares, {n}"
+            );
             assert_eq!(
                 lane_abs_sum(a).to_bits(),
                 in_order(abs).to_bits(),

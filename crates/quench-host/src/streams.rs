@@ -92,7 +92,12 @@ fn fill_blocks(key: StreamKey, draw: u64, first: usize, out: &mut [f32], kind: i
     let schedule = [key[0], key[1], PARITY ^ key[0] ^ key[1]];
     let mut block = (first / 2) as u32;
     for chunk in out.chunks_mut(2 * LANES) {
-        let (x0, x1) = blocks(&schedule, d, block);
+        // Through `black_box`, which costs two stores and loads of the words a batch: LLVM's
+        // vectoriser builds its vectors from the stores back, and the interleaved output
+        // (lane `i`'s two values side by side) made it pair each block's two words in one
+        // vector, so the AVX2 build ran the rounds on 128-bit vectors (`xmm`, four blocks an
+        // instruction). Cut there, the rounds are whole-register code in every build.
+        let (x0, x1) = std::hint::black_box(blocks(&schedule, d, block));
         let (v0, v1) = kind.values(&x0, &x1);
         let mut pairs = [0f32; 2 * LANES];
         for i in 0..LANES {
