@@ -62,12 +62,20 @@ pub fn tanh(x: f32) -> f32 {
 /// exponential: branch-free, so loops over it vectorise.
 #[inline(always)]
 pub fn erf(x: f32) -> f32 {
+    erf_and_gauss(x).0
+}
+
+/// `(erf x, e^{-x^2})`: the Gaussian factor that 7.1.26 computes on the way, for a caller that
+/// needs both (the GELU's slope), so that it costs one exponential rather than two.
+#[inline(always)]
+fn erf_and_gauss(x: f32) -> (f32, f32) {
     let a = x.abs();
     let t = 1.0 / (1.0 + 0.327_591_1 * a);
     let poly = t
         * (0.254_829_6
             + t * (-0.284_496_74 + t * (1.421_413_7 + t * (-1.453_152 + t * 1.061_405_4))));
-    (1.0 - poly * exp(-a * a)).copysign(x)
+    let gauss = exp(-a * a);
+    ((1.0 - poly * gauss).copysign(x), gauss)
 }
 
 /// The exact GELU, `x Phi(x) = x (1 + erf(x / sqrt 2)) / 2`.
@@ -76,12 +84,14 @@ pub fn gelu(x: f32) -> f32 {
     0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2))
 }
 
-/// The GELU's derivative, `Phi(x) + x phi(x)`.
+/// The GELU's derivative, `Phi(x) + x phi(x)`: `phi(x)`'s `e^{-x^2 / 2}` is the one `erf(x /
+/// sqrt 2)` computes.
 #[inline(always)]
 pub fn gelu_slope(x: f32) -> f32 {
     // 1 / sqrt(2 pi).
     const DENSITY: f32 = 0.398_942_3;
-    0.5 * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2)) + x * DENSITY * exp(-0.5 * x * x)
+    let (erf, gauss) = erf_and_gauss(x * std::f32::consts::FRAC_1_SQRT_2);
+    0.5 * (1.0 + erf) + x * DENSITY * gauss
 }
 
 /// Partial results the host kernels' float reductions (sums, maxima, [`lane_dot`]) keep side
