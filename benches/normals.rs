@@ -14,16 +14,15 @@ use std::hint::black_box;
 use burn::backend::NdArray;
 use burn::tensor::{Distribution, Tensor};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use quench_data::WindowConfig;
 use quench_kernels::ops::random::{NormalStreams, dropout_mask_host, normals_tensor};
 use quench_kernels::threefry::StreamKey;
+use quench_temporal::{ModelKind, TemporalConfig};
 
 type Cpu = NdArray<f32>;
 
 const MEMBERS: usize = 240;
 const PER_MEMBER: usize = 3_001;
-/// The temporal Transformer's feed-forward dropout mask at batch 256: 256 windows x 20 bars x
-/// 512 units.
-const MASK_VALUES: usize = 256 * 20 * 512;
 
 fn normals(c: &mut Criterion) {
     let device = Default::default();
@@ -51,17 +50,20 @@ fn normals(c: &mut Criterion) {
     group.finish();
 }
 
+/// The temporal Transformer's feed-forward dropout mask as its training draws it: its batch of
+/// windows x bars x feed-forward units, at its keep probability.
 fn masks(c: &mut Criterion) {
-    let mut group = c.benchmark_group("dropout_mask_2621440");
-    group.throughput(Throughput::Elements(MASK_VALUES as u64));
+    let config = TemporalConfig::for_model(ModelKind::Transformer);
+    let values = config.batch_size * WindowConfig::default().window * config.widths.feed_forward;
+    let keep = 1.0 - config.dropout;
+    let mut group = c.benchmark_group(format!("dropout_mask_{values}"));
+    group.throughput(Throughput::Elements(values as u64));
     group.sample_size(20);
     let key = StreamKey::from_seed(7);
     group.bench_function("threefry_host", |b| {
         // Given back to the buffer pool as training's masks are, so that the allocator's
         // zeroing of a fresh buffer is not what is timed.
-        b.iter(|| {
-            quench_host::buffers::recycle(black_box(dropout_mask_host(key, MASK_VALUES, 0.8)))
-        });
+        b.iter(|| quench_host::buffers::recycle(black_box(dropout_mask_host(key, values, keep))));
     });
     group.finish();
 }

@@ -48,7 +48,8 @@ fn step(
     x: &Tensor<Cpu, 4>,
     labels: &Tensor<Cpu, 2, Int>,
     amp: &mut MixedPrecision,
-    (lanes, dropout): (usize, f64),
+    lanes: usize,
+    dropout: f64,
 ) -> Vec<Tensor<Cpu, 3>> {
     let objective = Objective {
         smoothing: 0.1,
@@ -75,7 +76,6 @@ fn temporal(c: &mut Criterion) {
     };
     steps(
         c,
-        BATCH,
         &[
             (ModelKind::Lstm, LstmCore::Fused, cores, 0.0, "lstm-fused"),
             (
@@ -111,8 +111,10 @@ fn temporal(c: &mut Criterion) {
     );
 }
 
-/// The training step of each of `cases` at `batch` windows, in group `temporal_step_b{batch}`.
-fn steps(c: &mut Criterion, batch: usize, cases: &[StepCase]) {
+/// The training step of each of `cases` at [`BATCH`] windows, in group
+/// `temporal_step_b{BATCH}`.
+fn steps(c: &mut Criterion, cases: &[StepCase]) {
+    let batch = BATCH;
     // As the benchmark binary runs: freed buffers reused, not mapped again every step.
     quench_support::allocator::keep_freed_memory();
     let device = Default::default();
@@ -135,7 +137,7 @@ fn steps(c: &mut Criterion, batch: usize, cases: &[StepCase]) {
         let mut amp = MixedPrecision::new(Precision::F32);
         group.bench_function(BenchmarkId::from_parameter(name), |b| {
             b.iter(|| {
-                let g = step(&net, &params, &x, &labels, &mut amp, (lanes, dropout));
+                let g = step(&net, &params, &x, &labels, &mut amp, lanes, dropout);
                 black_box(g[0].clone().into_data());
             })
         });

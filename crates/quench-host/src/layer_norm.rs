@@ -3,7 +3,7 @@
 //! the gain's and shift's sums); the host kernel of `quench_kernels::ops::dense` splits the
 //! rows over lanes.
 
-use crate::math::{lane_dot, lane_dot3, lane_squares_about, lane_sum};
+use crate::math::{lane_dot_pair, lane_squares_about, lane_sum};
 
 crate::simd_dispatch! {
     /// Normalises each row of `x` (`width` wide) into `normed`, writes `y = normed gamma +
@@ -29,8 +29,8 @@ fn norm_rows_portable(
         .zip(normed.chunks_exact_mut(width))
         .zip(inv_std.iter_mut())
     {
-        // The row's sums in lanes (`crate::math::REDUCTION_LANES`): taken in order, each was
-        // one chain of dependent scalar adds, most of the kernel's time at width 128.
+        // The row's sums as `crate::math::REDUCTION_LANES` partial sums: taken in order, each
+        // was one chain of dependent scalar adds, most of the kernel's time at width 128.
         let mean = lane_sum(x) * scale;
         // Centred first: the variance of rows far from zero must not cancel.
         let variance = lane_squares_about(x, mean) * scale;
@@ -72,11 +72,9 @@ fn norm_rows_backward_portable(
         .zip(dy.chunks_exact(width))
         .zip(dx.chunks_exact_mut(width))
     {
-        // In lanes, as the forward pass's sums.
-        let (mean_g, mean_gn) = (
-            lane_dot(dy, gamma) * scale,
-            lane_dot3(dy, gamma, normed) * scale,
-        );
+        // In partial sums, as the forward pass's, both in one pass over the row.
+        let (sum_g, sum_gn) = lane_dot_pair(dy, gamma, normed);
+        let (mean_g, mean_gn) = (sum_g * scale, sum_gn * scale);
         for (((((x, n), d), g), dg), db) in dx
             .iter_mut()
             .zip(normed)

@@ -90,8 +90,8 @@ pub fn gelu(x: f32) -> f32 {
 pub fn gelu_slope(x: f32) -> f32 {
     // 1 / sqrt(2 pi).
     const DENSITY: f32 = 0.398_942_3;
-    let (erf, gauss) = erf_and_gauss(x * std::f32::consts::FRAC_1_SQRT_2);
-    0.5 * (1.0 + erf) + x * DENSITY * gauss
+    let (erf_value, gauss) = erf_and_gauss(x * std::f32::consts::FRAC_1_SQRT_2);
+    0.5 * (1.0 + erf_value) + x * DENSITY * gauss
 }
 
 /// Partial results the host kernels' float reductions (sums, maxima, [`lane_dot`]) keep side
@@ -127,24 +127,29 @@ pub fn lane_dot(a: &[f32], b: &[f32]) -> f32 {
     partial.iter().sum()
 }
 
-/// `sum_k (a[k] b[k]) c[k]` over the shortest of the three, in [`REDUCTION_LANES`] partial
-/// sums (element `k` into sum `k % REDUCTION_LANES`), then their sum in order.
+/// `(sum_k a[k] b[k], sum_k (a[k] b[k]) c[k])` over the shortest of the three, in one pass:
+/// each in [`REDUCTION_LANES`] partial sums (element `k` into sum `k % REDUCTION_LANES`), then
+/// the partial sums in order, so the first is [`lane_dot`]`(a, b)` to the bit.
 #[inline(always)]
-pub fn lane_dot3(a: &[f32], b: &[f32], c: &[f32]) -> f32 {
+pub fn lane_dot_pair(a: &[f32], b: &[f32], c: &[f32]) -> (f32, f32) {
     let n = a.len().min(b.len()).min(c.len());
     let (a, a_tail) = a[..n].as_chunks::<REDUCTION_LANES>();
     let (b, b_tail) = b[..n].as_chunks::<REDUCTION_LANES>();
     let (c, c_tail) = c[..n].as_chunks::<REDUCTION_LANES>();
-    let mut partial = [0.0f32; REDUCTION_LANES];
-    for ((x, y), z) in a.iter().zip(b).zip(c) {
-        for (((p, x), y), z) in partial.iter_mut().zip(x).zip(y).zip(z) {
-            *p += x * y * z;
+    let mut ab = [0.0f32; REDUCTION_LANES];
+    let mut abc = [0.0f32; REDUCTION_LANES];
+    let mut add = |x: &[f32], y: &[f32], z: &[f32]| {
+        for ((((p, q), x), y), z) in ab.iter_mut().zip(abc.iter_mut()).zip(x).zip(y).zip(z) {
+            let product = x * y;
+            *p += product;
+            *q += product * z;
         }
+    };
+    for ((x, y), z) in a.iter().zip(b).zip(c) {
+        add(x, y, z);
     }
-    for (((p, x), y), z) in partial.iter_mut().zip(a_tail).zip(b_tail).zip(c_tail) {
-        *p += x * y * z;
-    }
-    partial.iter().sum()
+    add(a_tail, b_tail, c_tail);
+    (ab.iter().sum(), abc.iter().sum())
 }
 
 /// `sum_k (values[k] - centre)^2` in [`REDUCTION_LANES`] partial sums, then their sum in
@@ -215,11 +220,11 @@ mod tests {
             let mut sum = [0f32; REDUCTION_LANES];
             let mut abs = [0f32; REDUCTION_LANES];
             let mut max = [f32::NEG_INFINITY; REDUCTION_LANES];
-            let mut dot3 = [0f32; REDUCTION_LANES];
+            let mut dot_c = [0f32; REDUCTION_LANES];
             let mut squares = [0f32; REDUCTION_LANES];
             let centre = 0.3f32;
             for k in 0..n {
-                dot3[k % REDUCTION_LANES] += a[k] * b[k] * b[(k + 1) % n];
+                dot_c[k % REDUCTION_LANES] += a[k] * b[k] * b[(k + 1) % n];
                 squares[k % REDUCTION_LANES] += (a[k] - centre) * (a[k] - centre);
                 dot[k % REDUCTION_LANES] += a[k] * b[k];
                 sum[k % REDUCTION_LANES] += a[k];
@@ -238,10 +243,14 @@ mod tests {
             );
             assert_eq!(lane_sum(a).to_bits(), in_order(sum).to_bits(), "sum, {n}");
             let shifted: Vec<f32> = (0..n).map(|k| b[(k + 1) % n]).collect();
+            let (ab, abc) = lane_dot_pair(a, b, &shifted);
+            assert_eq!(ab.to_bits(), lane_dot(a, b).to_bits(), "pair's dot, {n}");
+            assert_eq!(abc.to_bits(), in_order(dot_c).to_bits(), "pair, {n}");
+            // Over the shortest operand, whichever it is.
+            let short = n.saturating_sub(1);
             assert_eq!(
-                lane_dot3(a, b, &shifted).to_bits(),
-                in_order(dot3).to_bits(),
-                "dot3, {n}"
+                lane_dot_pair(a, b, &shifted[..short]),
+                lane_dot_pair(&a[..short], b, &shifted)
             );
             assert_eq!(
                 lane_squares_about(a, centre).to_bits(),
