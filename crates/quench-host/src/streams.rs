@@ -163,6 +163,16 @@ impl Keep {
             scale,
         }
     }
+
+    /// The mask's value for one word: `scale` where its top 24 bits are below `below`, else 0.
+    #[inline(always)]
+    fn value(&self, word: u32) -> f32 {
+        if word >> 8 < self.below {
+            self.scale
+        } else {
+            0.0
+        }
+    }
 }
 
 impl BlockValues for Keep {
@@ -171,16 +181,8 @@ impl BlockValues for Keep {
         // Loops rather than `array::map`, whose closure need not be inlined into the build.
         let (mut v0, mut v1) = ([0f32; LANES], [0f32; LANES]);
         for i in 0..LANES {
-            v0[i] = if w0[i] >> 8 < self.below {
-                self.scale
-            } else {
-                0.0
-            };
-            v1[i] = if w1[i] >> 8 < self.below {
-                self.scale
-            } else {
-                0.0
-            };
+            v0[i] = self.value(w0[i]);
+            v1[i] = self.value(w1[i]);
         }
         (v0, v1)
     }
