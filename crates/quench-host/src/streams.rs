@@ -153,6 +153,15 @@ pub struct Keep {
 }
 
 impl Keep {
+    /// Inverted dropout's mask keeping a value with probability `keep` (to 2^-24) as `1 /
+    /// keep`.
+    pub fn dropout(keep: f64) -> Self {
+        Self {
+            below: (keep.clamp(0.0, 1.0) * f64::from(1u32 << 24)).round() as u32,
+            scale: (1.0 / keep) as f32,
+        }
+    }
+
     /// The mask that keeps a value (as `scale`) where the same draw's [`fill_uniforms`] value
     /// is below `threshold`: a uniform is `(w >> 8) 2^-24`, so it is below `threshold` where
     /// `w >> 8` is below `ceil(threshold 2^24)` (exact in f64).
@@ -234,13 +243,95 @@ pub fn normals_host(keys: &[StreamKey], draw: u64, len: usize) -> Vec<f32> {
 /// value independently `1 / keep` with probability `keep` (to 2^-24), else 0. Large masks
 /// are split over the host's cores; the values do not depend on the split.
 pub fn dropout_mask_host(key: StreamKey, len: usize, keep: f64) -> Vec<f32> {
-    let keep = Keep {
-        below: (keep.clamp(0.0, 1.0) * f64::from(1u32 << 24)).round() as u32,
-        scale: (1.0 / keep) as f32,
-    };
+    let keep = Keep::dropout(keep);
     fill_rows(&[key], len, |key, first, part| {
         fill_mask(key, 0, first, keep, part)
     })
+}
+
+/// Values of a mask made and applied at a time in [`dropout_host`]: 32 KiB of mask, so that
+/// the product reads it from the first-level cache.
+const APPLIED_TOGETHER: usize = 8_192;
+
+/// Inverted dropout of `input` at keep probability `keep`: `(input times mask, mask)`, the
+/// mask [`dropout_mask_host`] gives for `key` and `input.len()` (the same values), each piece
+/// of it applied while it is in cache, pieces over the host's cores when large. The mask is
+/// for the backward pass ([`apply_mask`]).
+pub fn dropout_host(key: StreamKey, input: &[f32], keep: f64) -> (Vec<f32>, Vec<f32>) {
+    let keep = Keep::dropout(keep);
+    // Every value of both is written below.
+    let (mut output, mut mask) = (
+        crate::buffers::take(input.len()),
+        crate::buffers::take(input.len()),
+    );
+    let (lanes, piece) = split(input.len());
+    let jobs: Vec<_> = output
+        .chunks_mut(piece)
+        .zip(mask.chunks_mut(piece))
+        .zip(input.chunks(piece))
+        .enumerate()
+        .map(|(i, ((out, mask), input))| (i * piece, out, mask, input))
+        .collect();
+    in_lanes(jobs, lanes, |group| {
+        for (first, out, mask, input) in group {
+            let parts = out
+                .chunks_mut(APPLIED_TOGETHER)
+                .zip(mask.chunks_mut(APPLIED_TOGETHER))
+                .zip(input.chunks(APPLIED_TOGETHER));
+            for (j, ((out, mask), input)) in parts.enumerate() {
+                fill_mask(key, 0, first + j * APPLIED_TOGETHER, keep, mask);
+                multiply(out, input, mask);
+            }
+        }
+    });
+    (output, mask)
+}
+
+/// `values *= mask` elementwise (dropout's backward pass on its output's gradient), pieces
+/// over the host's cores when large.
+pub fn apply_mask(values: &mut [f32], mask: &[f32]) {
+    let (lanes, piece) = split(values.len());
+    let jobs: Vec<_> = values.chunks_mut(piece).zip(mask.chunks(piece)).collect();
+    in_lanes(jobs, lanes, |group| {
+        for (values, mask) in group {
+            scale_in_place(values, mask);
+        }
+    });
+}
+
+crate::simd_dispatch! {
+    /// `out = input mask`, elementwise.
+    fn multiply(out: &mut [f32], input: &[f32], mask: &[f32]) => multiply_portable
+}
+
+#[inline(always)]
+fn multiply_portable(out: &mut [f32], input: &[f32], mask: &[f32]) {
+    for ((o, x), m) in out.iter_mut().zip(input).zip(mask) {
+        *o = x * m;
+    }
+}
+
+crate::simd_dispatch! {
+    /// `values *= mask`, elementwise.
+    fn scale_in_place(values: &mut [f32], mask: &[f32]) => scale_in_place_portable
+}
+
+#[inline(always)]
+fn scale_in_place_portable(values: &mut [f32], mask: &[f32]) {
+    for (v, m) in values.iter_mut().zip(mask) {
+        *v *= m;
+    }
+}
+
+/// The lanes for a draw of `total` values and the length of each lane's piece: whole blocks
+/// (an even count, so that every piece starts at a block), at least one value.
+fn split(total: usize) -> (usize, usize) {
+    let lanes = if total < THREADED_FROM {
+        1
+    } else {
+        host_cores()
+    };
+    (lanes, ((total.div_ceil(lanes) + 1) & !1).max(2))
 }
 
 /// `[keys.len(), len]` row-major, filled by `fill(key, first, part)` (values `first..` of the
@@ -256,12 +347,7 @@ fn fill_rows(
     if len == 0 {
         return out;
     }
-    let lanes = if out.len() < THREADED_FROM {
-        1
-    } else {
-        host_cores()
-    };
-    let piece = (out.len().div_ceil(lanes) + 1) & !1;
+    let (lanes, piece) = split(out.len());
     let mut jobs: Vec<(StreamKey, usize, &mut [f32])> = Vec::new();
     for (key, row) in keys.iter().zip(out.chunks_mut(len)) {
         let mut first = 0;

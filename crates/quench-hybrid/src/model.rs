@@ -9,7 +9,7 @@ use quench_kernels::readback::{float_tensor, to_host_f32};
 use quench_kernels::views::ReshapeTo;
 use serde::{Deserialize, Serialize};
 
-use quench_train::classify::dropout;
+use quench_kernels::ops::dropout::dropout;
 use quench_train::ensemble::{Activation, EnsembleMlp};
 
 /// Widths of the encoder: backbone features to circuit angles.
@@ -98,7 +98,7 @@ impl<B: QuenchOps> HybridModel<B> {
     ) -> Tensor<B, 3> {
         let (encoder, weights, head) = self.split(params);
         let compute = |p: &[Tensor<B, 3>]| precision.to_compute_all(p);
-        let hidden = |h| dropout(h, dropout_rate, precision);
+        let hidden = |h| dropout(h, dropout_rate);
         let angles = precision.to_master(
             EnsembleMlp::from_params(compute(encoder), Activation::Relu)
                 .forward_with(precision.to_compute(features), hidden)

@@ -29,9 +29,10 @@ mod fused;
 use super::schedule::{PlateauConfig, Plateaus};
 use super::split::Split;
 use super::{Batching, QrngError, seeded_ensemble, sub_seed};
+use quench_kernels::ops::dropout::dropout;
 use quench_support::stats::MeanStd;
 use quench_train::amp::MixedPrecision;
-use quench_train::classify::{cross_entropy, dropout};
+use quench_train::classify::cross_entropy;
 use quench_train::ensemble::{Activation, EnsembleMlp};
 use quench_train::epochs::{
     EpochValues, Rates, SeedMembers, active_mask, keep_improved, train_epochs,
@@ -603,8 +604,8 @@ impl<B: QuenchBackend> SeedMembers for TensorMembers<'_, B> {
             let x = Tensor::<B, 3>::from_inner(precision.to_compute(batch.features));
             let p = require_grad::<B>(self.params.clone());
             let network = EnsembleMlp::from_params(precision.to_compute_all(&p), ACTIVATION);
-            let logits = precision
-                .to_master(network.forward_with(x, |h| dropout(h, config.dropout, precision)));
+            let logits =
+                precision.to_master(network.forward_with(x, |h| dropout(h, config.dropout)));
             let penalty = p
                 .iter()
                 .map(|t| t.clone().abs().sum_along(2).sum_along(1))

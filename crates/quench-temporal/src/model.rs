@@ -37,7 +37,8 @@ use quench_kernels::views::ReshapeTo;
 use serde::{Deserialize, Serialize};
 
 use super::lstm::{self, LAYER_PARAMS, LstmCore};
-use quench_train::classify::{dropout, dropout_mask};
+use quench_kernels::ops::dropout::dropout;
+use quench_train::classify::dropout_mask;
 use quench_train::ensemble::{Activation, member_dense, member_layer_norm, member_linear};
 use quench_train::init::{Init, draw_layers, sub_seed};
 use quench_train::settings::{self, Refusal};
@@ -431,7 +432,7 @@ impl<B: QuenchOps> TemporalNet<B> {
     ) -> (Tensor<B, 3>, Vec<Tensor<B, 3>>) {
         let x = precision.to_compute(x);
         let drop = |h: Tensor<B, 3>| match dropout_rate {
-            Some(rate) => dropout(h, rate, precision),
+            Some(rate) => dropout(h, rate),
             None => h,
         };
         let (logits, state) = match self.kind {

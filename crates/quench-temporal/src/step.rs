@@ -13,17 +13,18 @@
 
 use burn::tensor::{Distribution, Int, Tensor};
 use quench_device::Precision;
-use quench_kernels::QuenchBackend;
 use quench_kernels::SeededGenerator;
+use quench_kernels::ops::dropout::dropout;
 use quench_kernels::ops::view::ViewTo;
 use quench_kernels::readback::to_host_f32;
 use quench_kernels::reductions::Reduce;
+use quench_kernels::{QuenchBackend, QuenchOps};
 use quench_support::stats::max_or_nan;
 
 use super::lstm::{self, LstmCore};
 use super::model::{ModelKind, TemporalNet, Widths};
 use quench_train::amp::MixedPrecision;
-use quench_train::classify::{dropout_mask, smoothed_cross_entropy};
+use quench_train::classify::smoothed_cross_entropy;
 use quench_train::params::{gradients, require_grad};
 
 /// What a training step needs besides the batch: the loss, dropout, precision and lanes.
@@ -99,7 +100,6 @@ fn fused_lstm<B: QuenchBackend>(
     amp: &mut MixedPrecision,
 ) -> StepGradients<B> {
     let precision = objective.precision;
-    let device = x.device();
     // Each layer's weights in the compute precision, cast once for both passes.
     let layers: Vec<Vec<Tensor<B::InnerBackend, 3>>> = net
         .lstm_layer_ranges()
@@ -116,13 +116,9 @@ fn fused_lstm<B: QuenchBackend>(
     let mut masks = Vec::new();
     for (l, layer) in layers.iter().enumerate() {
         if l > 0 && objective.dropout > 0.0 {
-            let mask = precision.to_compute(dropout_mask::<B::InnerBackend, 4>(
-                h.shape(),
-                objective.dropout,
-                &device,
-            ));
-            h = h * mask.clone();
-            masks.push(mask);
+            let dropped = B::InnerBackend::dropout_forward(h, objective.dropout);
+            h = dropped.output;
+            masks.push(dropped.mask);
         }
         let (y, tape) = lstm::forward_taped(layer, h, objective.lanes);
         tapes.push(tape);
@@ -136,7 +132,7 @@ fn fused_lstm<B: QuenchBackend>(
         Tensor::<B, 3>::from_inner(h.view_to([members, batch * window, width])).require_grad();
     let head_start = net.lstm_head_start();
     let head = require_grad::<B>(params[head_start..].to_vec());
-    let drop = |t: Tensor<B, 3>| quench_train::classify::dropout(t, objective.dropout, precision);
+    let drop = |t: Tensor<B, 3>| dropout(t, objective.dropout);
     let logits = precision.to_master(net.lstm_head(
         &precision.to_compute_all(&head),
         output.clone().view_to(dims),
@@ -166,7 +162,7 @@ fn fused_lstm<B: QuenchBackend>(
                 let (g, dx) = lstm::backward(layer, tape, precision.to_compute(d), objective.lanes);
                 layer_grads[l] = g.into_iter().map(|t| precision.to_master(t)).collect();
                 d = match (l > 0).then(|| masks.pop()).flatten() {
-                    Some(mask) => dx * mask,
+                    Some(mask) => B::InnerBackend::dropout_backward(dx, mask),
                     None => dx,
                 };
             }

@@ -3,7 +3,6 @@
 
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{Bool, Int, Tensor, TensorData};
-use quench_device::Precision;
 use quench_kernels::QuenchOps;
 use quench_kernels::reductions::Reduce;
 use quench_kernels::views::ReshapeTo;
@@ -56,20 +55,6 @@ pub fn smoothed_cross_entropy<B: QuenchOps>(
     (per_sample.sum_along(1) / sample_weight.sum_along(1))
         .reshape_to([members])
         .neg()
-}
-
-/// Inverted dropout with a fresh mask per member, sample and unit, drawn on the device from
-/// the backend's generator (hold a [`quench_kernels::SeededGenerator`] for reproducible masks).
-pub fn dropout<B: QuenchOps, const D: usize>(
-    h: Tensor<B, D>,
-    rate: f64,
-    precision: Precision,
-) -> Tensor<B, D> {
-    if rate == 0.0 {
-        return h;
-    }
-    let mask = dropout_mask(h.shape(), rate, &h.device());
-    h * precision.to_compute(mask)
 }
 
 /// The mask of inverted dropout at `rate`: `1 / (1 - rate)` where a unit is kept, 0 elsewhere.

@@ -18,6 +18,9 @@
 //!   kernel on the CPU backend and integer and float tensor ops elsewhere.
 //! - [`QuenchOps::dropout_mask`]: inverted-dropout masks; on the CPU backend a counter-based
 //!   stream keyed from Burn's generator, vectorised as the normals are.
+//! - [`QuenchOps::dropout_forward`] / [`QuenchOps::dropout_backward`]: inverted dropout with
+//!   its mask ([`dropout`]); on the CPU backend the mask made and applied in one pass over the
+//!   cores and the gradient multiplied in place, Burn's product elsewhere, one autodiff node.
 //! - [`QuenchOps::batch_norm_forward`] / [`QuenchOps::batch_norm_backward`]: batch
 //!   normalisation in training mode with an optional ReLU ([`batch_norm`]); host kernels on the
 //!   CPU backend, Burn ops elsewhere, one autodiff node.
@@ -96,6 +99,7 @@ pub mod conv;
 #[cfg(any(feature = "cuda", feature = "wgpu"))]
 mod cube;
 pub mod dense;
+pub mod dropout;
 pub mod expmv;
 pub mod lstm;
 pub mod mlp;
@@ -113,6 +117,7 @@ use batch_norm::{BatchNormTape, BatchNormed};
 use circuit::{CircuitGradients, RealCircuit};
 use conv::{ConvAffine, PatchRows};
 use dense::{Activation, DenseGradients, DenseOutput, NormGradients, NormTape, Normed};
+use dropout::Dropped;
 use expmv::ExactStates;
 use lstm::{LstmGradients, LstmTape, LstmWeights};
 use mlp::{MlpObjective, MlpStep, MlpStepped, MlpTape};
@@ -195,6 +200,21 @@ pub trait QuenchOps: Backend {
             return Tensor::zeros(shape, device);
         }
         Tensor::random(shape, Distribution::Bernoulli(keep), device).div_scalar(keep)
+    }
+
+    /// Inverted dropout of `h` at `rate` ([`dropout::dropout`]): `h` times a fresh
+    /// [`QuenchOps::dropout_mask`] in `h`'s precision, with the mask for the backward pass.
+    fn dropout_forward<const D: usize>(h: Tensor<Self, D>, rate: f64) -> Dropped<Self, D> {
+        dropout::composed_dropout(h, rate)
+    }
+
+    /// Dropout's input gradient from its output's gradient `dy` and the forward pass's mask:
+    /// `dy mask`, both consumed (the CPU backend's host kernel gives the mask's buffer back).
+    fn dropout_backward<const D: usize>(
+        dy: Tensor<Self, D>,
+        mask: Tensor<Self, D>,
+    ) -> Tensor<Self, D> {
+        dy * mask
     }
 
     /// Batch normalisation in training mode per member, ReLU after it where `rectify`
@@ -544,6 +564,22 @@ fn kept_fraction(rate: f64) -> f64 {
     1.0 - rate
 }
 
+/// A dropout mask's stream key: two words from Burn's generator on the CPU backend (a
+/// [`crate::SeededGenerator`] makes them reproducible).
+fn mask_key(device: &burn::backend::ndarray::NdArrayDevice) -> StreamKey {
+    let words = Tensor::<NdArray<f32>, 1, Int>::random(
+        [2],
+        Distribution::Uniform(0.0, f64::from(u32::MAX) + 1.0),
+        device,
+    )
+    .into_data();
+    let mut key = [0u32; 2];
+    for (k, w) in key.iter_mut().zip(words.iter::<i64>()) {
+        *k = w as u32;
+    }
+    StreamKey(key)
+}
+
 /// A host kernel's result as a tensor.
 fn from_host<const D: usize>(t: FloatTensor<NdArray<f32>>) -> Tensor<NdArray<f32>, D> {
     Tensor::from_primitive(TensorPrimitive::Float(t))
@@ -741,19 +777,28 @@ impl QuenchOps for NdArray<f32> {
         device: &Self::Device,
     ) -> Tensor<Self, D> {
         let keep = kept_fraction(rate);
-        let words = Tensor::<Self, 1, Int>::random(
-            [2],
-            Distribution::Uniform(0.0, f64::from(u32::MAX) + 1.0),
-            device,
-        )
-        .into_data();
-        let mut key = [0u32; 2];
-        for (k, w) in key.iter_mut().zip(words.iter::<i64>()) {
-            *k = w as u32;
-        }
-        let len = shape.num_elements();
-        let mask = dropout_mask_host(StreamKey(key), len, keep);
+        let mask = dropout_mask_host(mask_key(device), shape.num_elements(), keep);
         float_tensor::<Self, f32, D>(mask, shape.dims(), device)
+    }
+
+    /// The mask of [`QuenchOps::dropout_mask`] for the same generator state, made and applied
+    /// in one pass per piece over the cores.
+    fn dropout_forward<const D: usize>(h: Tensor<Self, D>, rate: f64) -> Dropped<Self, D> {
+        let keep = kept_fraction(rate);
+        let key = mask_key(&h.device());
+        let [output, mask] =
+            dropout::host::forward(h.into_primitive().tensor(), key, keep).map(from_host);
+        Dropped { output, mask }
+    }
+
+    fn dropout_backward<const D: usize>(
+        dy: Tensor<Self, D>,
+        mask: Tensor<Self, D>,
+    ) -> Tensor<Self, D> {
+        from_host(dropout::host::backward(
+            dy.into_primitive().tensor(),
+            mask.into_primitive().tensor(),
+        ))
     }
 
     fn lstm_forward(
@@ -1263,6 +1308,18 @@ impl<B: QuenchOps, C: CheckpointStrategy> QuenchOps for Autodiff<B, C> {
         device: &Self::Device,
     ) -> Tensor<Self, D> {
         Tensor::from_inner(B::dropout_mask(shape, rate, device))
+    }
+
+    fn dropout_forward<const D: usize>(h: Tensor<Self, D>, rate: f64) -> Dropped<Self, D> {
+        dropout::autodiff_dropout(h, rate)
+    }
+
+    /// The inner backend's, on values (first-order autodiff).
+    fn dropout_backward<const D: usize>(
+        dy: Tensor<Self, D>,
+        mask: Tensor<Self, D>,
+    ) -> Tensor<Self, D> {
+        Tensor::from_inner(B::dropout_backward(dy.inner(), mask.inner()))
     }
 
     fn batch_norm_forward(
