@@ -107,6 +107,7 @@ mod tests {
     use super::*;
     use crate::SeededGenerator;
     use crate::readback::to_host_f32;
+    use crate::reductions::Reduce;
     use burn::backend::NdArray;
     use burn::tensor::{Distribution, Shape};
 
@@ -183,7 +184,7 @@ mod tests {
         let weights = input::<Diff, 3>([2, 3, 50], &device);
         let dropped = Diff::dropout_forward(h.clone(), 0.5);
         assert!(!dropped.mask.is_require_grad());
-        let grads = (dropped.output * weights.clone()).sum().backward();
+        let grads = (dropped.output * weights.clone()).sum_all().backward();
         let got = to_host_f32(h.grad(&grads).expect("h's gradient"));
         let want: Vec<f32> = to_host_f32(weights.inner())
             .iter()
@@ -206,7 +207,7 @@ mod tests {
             let weights = input::<B, 2>([rows, width], device);
             let dropped = B::dropout_forward(h.clone(), rate);
             assert_eq!(dropped.mask.shape(), Shape::new([rows, width]));
-            let grads = (dropped.output.clone() * weights.clone()).sum().backward();
+            let grads = (dropped.output.clone() * weights.clone()).sum_all().backward();
             let (x, out, mask) = (to_host_f32(h.clone().inner()), to_host_f32(dropped.output.inner()), to_host_f32(dropped.mask.inner()));
             let grad = to_host_f32(h.grad(&grads).expect("h's gradient"));
             let w = to_host_f32(weights.inner());
