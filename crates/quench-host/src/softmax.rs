@@ -13,6 +13,11 @@ crate::simd_dispatch! {
 
 #[inline(always)]
 fn softmax_rows_portable(scores: &mut [f32], mask: &[f32], seq: usize, scale: f32) {
+    if seq == 0 {
+        return;
+    }
+    let whole = scores.len() / seq * seq;
+    let scores = &mut scores[..whole];
     for (r, row) in scores.chunks_exact_mut(seq).enumerate() {
         if mask.is_empty() {
             row.iter_mut().for_each(|s| *s *= scale);
@@ -22,9 +27,12 @@ fn softmax_rows_portable(scores: &mut [f32], mask: &[f32], seq: usize, scale: f3
             }
         }
         let max = lane_max(row);
-        for s in row.iter_mut() {
-            *s = exp(*s - max);
-        }
+        row.iter_mut().for_each(|s| *s -= max);
+    }
+    // The exponentials over every row at once: a row as short as the Transformer's 20 leaves a
+    // remainder past its last whole vector that ran one value at a time, for each row.
+    scores.iter_mut().for_each(|s| *s = exp(*s));
+    for row in scores.chunks_exact_mut(seq) {
         let inverse = 1.0 / lane_sum(row);
         row.iter_mut().for_each(|s| *s *= inverse);
     }
