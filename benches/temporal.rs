@@ -9,7 +9,8 @@
 //! one-epoch run of each model as the workload's `all` variant trains it (the guide's widths
 //! and batch, one seed, a synthetic market of two symbols): the network made, the windows
 //! uploaded, every training batch, the validation pass, the test evaluation; its throughput in
-//! training windows, to set beside the step's.
+//! training windows, to set beside the step's. And one encoder layer's attention (the host
+//! kernel at the Transformer's shape, its dropout mask, forward and backward).
 
 // criterion_group! defines a public function that cannot carry a doc comment.
 #![allow(missing_docs)]
@@ -23,6 +24,8 @@ use burn::backend::{Autodiff, NdArray};
 use burn::tensor::{Distribution, Int, Tensor};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use quench_device::Precision;
+use quench_kernels::QuenchOps;
+use quench_kernels::ops::attention::AttentionInputs;
 use quench_temporal::step::{Objective, step_gradients};
 use quench_temporal::{
     Execution, LstmCore, ModelKind, TemporalConfig, TemporalNet, Widths, train_temporal,
@@ -220,6 +223,47 @@ fn inference(c: &mut Criterion) {
     group.finish();
 }
 
+/// One encoder layer's attention at [`BATCH`] windows (the guide's 8 heads of 16 over
+/// [`WINDOW`] steps) with a dropout mask of the scores: the forward pass, and forward and
+/// backward; in windows.
+fn attention(c: &mut Criterion) {
+    quench_support::allocator::keep_freed_memory();
+    let device = Default::default();
+    let (heads, width) = (8, 128);
+    let [q, k, v, d_context] = [(); 4].map(|_| {
+        Tensor::<Cpu, 3>::random(
+            [BATCH, WINDOW, width],
+            Distribution::Normal(0.0, 1.0),
+            &device,
+        )
+    });
+    let mask = Cpu::dropout_mask::<4>([BATCH, heads, WINDOW, WINDOW].into(), 0.2, &device);
+    let inputs = AttentionInputs {
+        q,
+        k,
+        v,
+        mask: Some(mask),
+        heads,
+    };
+    let mut group = c.benchmark_group("attention_b256");
+    group.sample_size(20);
+    group.throughput(Throughput::Elements(BATCH as u64));
+    group.bench_function("forward", |b| {
+        b.iter(|| black_box(Cpu::attention_forward(&inputs)))
+    });
+    group.bench_function("forward-backward", |b| {
+        b.iter(|| {
+            let out = Cpu::attention_forward(&inputs);
+            black_box(Cpu::attention_backward(
+                inputs.clone(),
+                out.weights,
+                d_context.clone(),
+            ))
+        })
+    });
+    group.finish();
+}
+
 fn epoch(c: &mut Criterion) {
     quench_support::allocator::keep_freed_memory();
     let device = Default::default();
@@ -250,5 +294,5 @@ fn epoch(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, temporal, lstm_layer, inference, epoch);
+criterion_group!(benches, temporal, lstm_layer, inference, attention, epoch);
 criterion_main!(benches);
