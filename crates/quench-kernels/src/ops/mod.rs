@@ -20,7 +20,8 @@
 //!   stream keyed from Burn's generator, vectorised as the normals are.
 //! - [`QuenchOps::dropout_forward`] / [`QuenchOps::dropout_backward`]: inverted dropout with
 //!   its mask ([`dropout`]); on the CPU backend the mask made and applied in one pass over the
-//!   cores and the gradient multiplied in place, Burn's product elsewhere, one autodiff node.
+//!   cores and the gradient multiplied in place, on a CubeCL backend one launch with the key
+//!   drawn on the device, Burn's ops elsewhere, one autodiff node.
 //! - [`QuenchOps::batch_norm_forward`] / [`QuenchOps::batch_norm_backward`]: batch
 //!   normalisation in training mode with an optional ReLU ([`batch_norm`]); host kernels on the
 //!   CPU backend, Burn ops elsewhere, one autodiff node.
@@ -1049,6 +1050,10 @@ impl<R: burn_cubecl::CubeRuntime, BT: burn_cubecl::BoolElement> QuenchOps
         device: &Self::Device,
     ) -> FloatTensor<Self> {
         random::cube::counter_normals::<R, BT>(keys, draw, len, device)
+    }
+
+    fn dropout_forward<const D: usize>(h: Tensor<Self, D>, rate: f64) -> Dropped<Self, D> {
+        dropout::cube::forward::<R, BT, D>(h, kept_fraction(rate))
     }
 
     fn sgld_step(

@@ -11,8 +11,9 @@
 //! makes the mask and applies it piece by piece over the cores while each piece is in cache,
 //! applies it to the gradient in place, and gives the mask's buffer back once the backward pass
 //! is done with it; the mask is the one [`QuenchOps::dropout_mask`] gives for the same
-//! generator state, so the values are those of the composition bit for bit. Elsewhere the
-//! default composes Burn's ops; under autodiff it is one node.
+//! generator state, so the values are those of the composition bit for bit. A CubeCL backend
+//! draws the key on the device and masks in one launch (`cube`); elsewhere the default
+//! composes Burn's ops; under autodiff it is one node.
 
 use burn::backend::Autodiff;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
@@ -24,6 +25,8 @@ use burn::tensor::{FloatDType, Tensor, TensorPrimitive};
 
 use super::QuenchOps;
 
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+pub(crate) mod cube;
 pub(crate) mod host;
 
 /// Dropout's output and the mask its backward pass needs.

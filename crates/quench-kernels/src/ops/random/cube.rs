@@ -30,11 +30,11 @@ const LN_2: f32 = core::f32::consts::LN_2;
 /// A quarter turn is `2^22` steps of the 24-bit angle: radians per step.
 const RADIANS_PER_STEP: f32 = core::f32::consts::FRAC_PI_2 / 4_194_304.0;
 
-/// Threefry-2x32's state between rounds.
+/// Threefry-2x32's state between rounds, and a block's two words after them.
 #[derive(CubeType, Clone, Copy)]
-struct Block {
-    x0: u32,
-    x1: u32,
+pub(crate) struct Block {
+    pub(crate) x0: u32,
+    pub(crate) x1: u32,
 }
 
 /// `x` rotated left by `r` bits (`0 < r < 32`); CubeCL's `u32` has no `rotate_left`.
@@ -87,14 +87,13 @@ fn ln_unit(w0: u32) -> f32 {
     2.0 * s * series + f32::cast_from(exponent) * LN_2
 }
 
-/// Value `index` of draw `draw` (its low word; the high one folded into `k1`) of the stream
-/// keyed `(k0, k1)`: Threefry of block `index / 2`, then `r cos t` for an even index and
-/// `r sin t` for an odd one.
+/// Threefry-2x32-20 of block `(block, draw)` under key `(k0, k1)`: the stream's two words
+/// of that block.
 #[cube]
-pub(crate) fn counter_normal(k0: u32, k1: u32, draw: u32, index: u32) -> f32 {
+pub(crate) fn threefry_block(k0: u32, k1: u32, block: u32, draw: u32) -> Block {
     let k2 = k0 ^ k1 ^ PARITY;
     let start = Block {
-        x0: (index >> 1u32) + k0,
+        x0: block + k0,
         x1: draw + k1,
     };
     // Threefry's rotations (crate::threefry::ROTATIONS) and schedule, round by round.
@@ -102,7 +101,15 @@ pub(crate) fn counter_normal(k0: u32, k1: u32, draw: u32, index: u32) -> f32 {
     let after8 = four_rounds(after4, k2, k0, 17u32, 29u32, 16u32, 24u32, 2u32);
     let after12 = four_rounds(after8, k0, k1, 13u32, 15u32, 26u32, 6u32, 3u32);
     let after16 = four_rounds(after12, k1, k2, 17u32, 29u32, 16u32, 24u32, 4u32);
-    let block = four_rounds(after16, k2, k0, 13u32, 15u32, 26u32, 6u32, 5u32);
+    four_rounds(after16, k2, k0, 13u32, 15u32, 26u32, 6u32, 5u32)
+}
+
+/// Value `index` of draw `draw` (its low word; the high one folded into `k1`) of the stream
+/// keyed `(k0, k1)`: Threefry of block `index / 2`, then `r cos t` for an even index and
+/// `r sin t` for an odd one.
+#[cube]
+pub(crate) fn counter_normal(k0: u32, k1: u32, draw: u32, index: u32) -> f32 {
+    let block = threefry_block(k0, k1, index >> 1u32, draw);
     let radius = f32::sqrt(-2.0 * ln_unit(block.x0));
     // t = (x1 >> 8) quarter turns of 2^22 steps: q the nearest quarter, x the rest (at most
     // an eighth of a turn) in radians.
