@@ -788,7 +788,7 @@ impl QuenchOps for NdArray<f32> {
         let keep = kept_fraction(rate);
         let key = mask_key(&h.device());
         let [output, mask] =
-            dropout::host::forward(h.into_primitive().tensor(), key, keep).map(from_host);
+            dropout::host::forward::<D>(h.into_primitive().tensor(), key, keep).map(from_host);
         Dropped { output, mask }
     }
 
@@ -796,7 +796,7 @@ impl QuenchOps for NdArray<f32> {
         dy: Tensor<Self, D>,
         mask: Tensor<Self, D>,
     ) -> Tensor<Self, D> {
-        from_host(dropout::host::backward(
+        from_host(dropout::host::backward::<D>(
             dy.into_primitive().tensor(),
             mask.into_primitive().tensor(),
         ))

@@ -1,14 +1,11 @@
-//! Dropout's CubeCL kernel for every CubeCL runtime: the mask drawn and applied in one launch
-//! (after the key's), where the composition takes Burn's Bernoulli draw, a division and the
-//! product (three launches).
+//! Dropout's CubeCL kernel for every CubeCL runtime: the key's draw and one launch, where
+//! the composition takes Burn's Bernoulli draw, a division and the product.
 //!
 //! Design: one unit per Threefry block, two values: the unit reads the key (four 16-bit halves
-//! drawn on the device by Burn's seeded generator, so no value leaves the device), runs
-//! Threefry-2x32-20 of its block in registers ([`threefry_block`], the normals' rounds) and
-//! keeps each of its two values where the word's top 24 bits are below the keep threshold, the
-//! host kernel's rule (`quench_host::streams::Keep`): eight bytes of input read, sixteen of
-//! output and mask written per block, the rest arithmetic. The backward pass is Burn's product
-//! of the gradient and the mask (one launch).
+//! drawn on the device by Burn's seeded generator, so nothing leaves the device), runs
+//! Threefry-2x32-20 of its block in registers ([`threefry_block`]) and keeps each value whose
+//! word's top 24 bits are below the threshold (the host's rule, `quench_host::streams::Keep`):
+//! per block eight bytes read, sixteen written. Backward is Burn's product with the mask.
 
 use burn::tensor::{Distribution, Int, Tensor as BurnTensor};
 use burn_cubecl::kernel::into_contiguous;

@@ -1,19 +1,13 @@
 //! Inverted dropout as one operation ([`QuenchOps::dropout_forward`] and
 //! [`QuenchOps::dropout_backward`]): `h` times a fresh mask of `1 / (1 - rate)` and zeros from
-//! the backend's seeded generator, and in the backward pass the output's gradient times the
-//! same mask.
+//! the backend's seeded generator; backward, the output's gradient times the same mask.
 //!
-//! As Burn ops this is the mask ([`QuenchOps::dropout_mask`]), a product written into a fresh
-//! tensor, and under autodiff a product node whose backward pass is another: on the CPU
-//! backend both products run on the one serial thread that drives Burn's ops (about a tenth of
-//! a Transformer step's wall time went to such element-wise passes with a core idle), and the
-//! mask's and the product's buffers are new every step. The CPU backend's host kernel (`host`)
-//! makes the mask and applies it piece by piece over the cores while each piece is in cache,
-//! applies it to the gradient in place, and gives the mask's buffer back once the backward pass
-//! is done with it; the mask is the one [`QuenchOps::dropout_mask`] gives for the same
-//! generator state, so the values are those of the composition bit for bit. A CubeCL backend
-//! draws the key on the device and masks in one launch (`cube`); elsewhere the default
-//! composes Burn's ops; under autodiff it is one node.
+//! As Burn ops (the default) that is the mask ([`QuenchOps::dropout_mask`]) and a product each
+//! way, on the CPU backend serial passes into new buffers (about a tenth of a Transformer
+//! step's wall time, a core idle). The host kernel (`host`) makes the same mask as
+//! `dropout_mask` for the generator's state and applies it over the cores while it is in cache,
+//! the gradient in place, and gives the mask's buffer back: the composition's values bit for
+//! bit. A CubeCL backend draws the key on the device and masks in one launch (`cube`).
 
 use burn::backend::Autodiff;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
@@ -34,7 +28,7 @@ pub(crate) mod host;
 pub struct Dropped<B: Backend, const D: usize> {
     /// `h mask`, shaped as `h`.
     pub output: Tensor<B, D>,
-    /// `1 / (1 - rate)` where a value is kept, else 0; shaped as `h`, in its precision.
+    /// `1 / (1 - rate)` where a value is kept, else 0, shaped as `h` in its precision.
     pub mask: Tensor<B, D>,
 }
 
@@ -178,31 +172,9 @@ mod tests {
         );
     }
 
-    #[test]
-    fn autodiff_records_one_node_whose_gradient_is_the_masks() {
-        type Diff = Autodiff<Host>;
-        let device = Default::default();
-        let _generator = SeededGenerator::acquire::<Diff>(&device, 9);
-        let h = input::<Diff, 3>([2, 3, 50], &device).require_grad();
-        let weights = input::<Diff, 3>([2, 3, 50], &device);
-        let dropped = Diff::dropout_forward(h.clone(), 0.5);
-        assert!(!dropped.mask.is_require_grad());
-        let grads = (dropped.output * weights.clone()).sum_all().backward();
-        let got = to_host_f32(h.grad(&grads).expect("h's gradient"));
-        let want: Vec<f32> = to_host_f32(weights.inner())
-            .iter()
-            .zip(to_host_f32(dropped.mask.inner()))
-            .map(|(w, m)| w * m)
-            .collect();
-        assert_eq!(got, want);
-        // Rate 0 is the identity, no mask drawn.
-        let same = dropout(h.clone(), 0.0);
-        assert_eq!(to_host_f32(same.inner()), to_host_f32(h.inner()));
-    }
-
     crate::device_test! {
-        /// The operation on every device under autodiff: values `h / keep` or 0, the kept
-        /// fraction near `keep`, and the gradient the output's times the mask.
+        /// The operation on every device under autodiff (one node): values `h / keep` or 0, the
+        /// kept fraction near `keep`, and the gradient the output's times the mask.
         fn dropout_keeps_a_fraction_and_its_gradient_follows_the_mask<B>(device) {
             let _generator = SeededGenerator::acquire::<B>(device, 5);
             let (rows, width, rate) = (33usize, 129usize, 0.25);
@@ -210,6 +182,9 @@ mod tests {
             let weights = input::<B, 2>([rows, width], device);
             let dropped = B::dropout_forward(h.clone(), rate);
             assert_eq!(dropped.mask.shape(), Shape::new([rows, width]));
+            assert!(!dropped.mask.is_require_grad(), "the mask is a constant");
+            // Rate 0 is the identity, no mask drawn.
+            assert_eq!(to_host_f32(dropout(h.clone(), 0.0).inner()), to_host_f32(h.clone().inner()));
             let grads = (dropped.output.clone() * weights.clone()).sum_all().backward();
             let (x, out, mask) = (to_host_f32(h.clone().inner()), to_host_f32(dropped.output.inner()), to_host_f32(dropped.mask.inner()));
             let grad = to_host_f32(h.grad(&grads).expect("h's gradient"));
