@@ -183,6 +183,67 @@ pub fn lane_abs_sum(values: &[f32]) -> f32 {
     lanes_of(values, 0.0, |s, v| s + v.abs()).iter().sum()
 }
 
+/// Each `width`-wide row's [`lane_sum`] into `out` (one per row), the same values: rows taken
+/// [`REDUCTION_LANES`] at a time, their partial sums set side by side so that the final in-order
+/// sums of eight rows run as vector adds, where one row's is a chain of scalar adds (most of
+/// a row's time when it is as short as the Transformer's 20-step attention rows).
+#[inline(always)]
+pub fn lane_sums_of_rows(rows: &[f32], width: usize, out: &mut [f32]) {
+    rows_reduced(rows, width, out, 0.0, -0.0, |s, v| s + v);
+}
+
+/// Each `width`-wide row's [`lane_max`] into `out`, eight rows at a time as
+/// [`lane_sums_of_rows`]: the same values.
+#[inline(always)]
+pub fn lane_maxima_of_rows(rows: &[f32], width: usize, out: &mut [f32]) {
+    rows_reduced(
+        rows,
+        width,
+        out,
+        f32::NEG_INFINITY,
+        f32::NEG_INFINITY,
+        f32::max,
+    );
+}
+
+/// Row `r`'s partial results by `fold` from `start` ([`lanes_of`]), then those folded in lane
+/// order from `first` into `out[r]`, [`REDUCTION_LANES`] rows side by side.
+#[inline(always)]
+fn rows_reduced(
+    rows: &[f32],
+    width: usize,
+    out: &mut [f32],
+    start: f32,
+    first: f32,
+    fold: impl Fn(f32, f32) -> f32 + Copy,
+) {
+    if width == 0 {
+        // Every row empty: its lanes all `start`.
+        out.fill((0..REDUCTION_LANES).fold(first, |value, _| fold(value, start)));
+        return;
+    }
+    for (group, out) in rows
+        .chunks(width * REDUCTION_LANES)
+        .zip(out.chunks_mut(REDUCTION_LANES))
+    {
+        // lanes[k][r]: lane k of row r.
+        let mut lanes = [[start; REDUCTION_LANES]; REDUCTION_LANES];
+        for (r, row) in group.chunks_exact(width).enumerate() {
+            for (k, lane) in lanes_of(row, start, fold).into_iter().enumerate() {
+                lanes[k][r] = lane;
+            }
+        }
+        let mut reduced = [first; REDUCTION_LANES];
+        for lane in &lanes {
+            for (value, &l) in reduced.iter_mut().zip(lane) {
+                *value = fold(*value, l);
+            }
+        }
+        let n = out.len();
+        out.copy_from_slice(&reduced[..n]);
+    }
+}
+
 /// The partial results of a reduction: element `k` folded into lane `k % REDUCTION_LANES`
 /// (each lane from `start`) by `fold(lane, value)`, in order. Whole chunks of lanes, so that
 /// the lanes stay in one register: indexed by `k % REDUCTION_LANES` they were kept in memory,
@@ -242,6 +303,28 @@ mod tests {
                 lane_dot(&a[..n.saturating_sub(1)], b)
             );
             assert_eq!(lane_sum(a).to_bits(), in_order(sum).to_bits(), "sum, {n}");
+            // Rows of this width, 1 to 19 of them (two groups and a part), reduced together.
+            for rows in [1, 7, 8, 19] {
+                let values: Vec<f32> = (0..rows * n)
+                    .map(|k| a[k % n.max(1)] * (1.0 + k as f32))
+                    .collect();
+                let (mut sums, mut maxima) = (vec![f32::NAN; rows], vec![f32::NAN; rows]);
+                lane_sums_of_rows(&values, n, &mut sums);
+                lane_maxima_of_rows(&values, n, &mut maxima);
+                for r in 0..rows {
+                    let row = &values[r * n..(r + 1) * n];
+                    assert_eq!(
+                        sums[r].to_bits(),
+                        lane_sum(row).to_bits(),
+                        "rows' sum, {n}, {r}"
+                    );
+                    assert_eq!(
+                        maxima[r].to_bits(),
+                        lane_max(row).to_bits(),
+                        "rows' max, {n}, {r}"
+                    );
+                }
+            }
             let shifted: Vec<f32> = (0..n).map(|k| b[(k + 1) % n]).collect();
             let (ab, abc) = lane_dot_pair(a, b, &shifted);
             assert_eq!(ab.to_bits(), lane_dot(a, b).to_bits(), "pair's dot, {n}");

@@ -3,7 +3,7 @@
 //! [`crate::math::REDUCTION_LANES`] partial results so that the passes vectorise; the host
 //! kernel of `quench_kernels::ops::attention` runs it on each head's `[seq, seq]` scores.
 
-use crate::math::{exp, lane_dot, lane_max, lane_sum};
+use crate::math::{exp, lane_dot, lane_maxima_of_rows, lane_sums_of_rows};
 
 crate::simd_dispatch! {
     /// Each row of `scores` (`seq` wide) scaled by `scale`, times its mask row if any, then
@@ -16,8 +16,8 @@ fn softmax_rows_portable(scores: &mut [f32], mask: &[f32], seq: usize, scale: f3
     if seq == 0 {
         return;
     }
-    let whole = scores.len() / seq * seq;
-    let scores = &mut scores[..whole];
+    let rows = scores.len() / seq;
+    let scores = &mut scores[..rows * seq];
     for (r, row) in scores.chunks_exact_mut(seq).enumerate() {
         if mask.is_empty() {
             row.iter_mut().for_each(|s| *s *= scale);
@@ -26,17 +26,37 @@ fn softmax_rows_portable(scores: &mut [f32], mask: &[f32], seq: usize, scale: f3
                 *s *= scale * m;
             }
         }
-        let max = lane_max(row);
-        row.iter_mut().for_each(|s| *s -= max);
     }
-    // The exponentials over every row at once: a row as short as the Transformer's 20 leaves a
+    // The rows' maxima and sums eight rows at a time (`lane_maxima_of_rows`), and the
+    // exponentials over every row at once: a row as short as the Transformer's 20 leaves a
     // remainder past its last whole vector that ran one value at a time, for each row.
+    let mut reduced = [0.0f32; MATH_ROWS];
+    for (group, first) in scores
+        .chunks_mut(seq * MATH_ROWS)
+        .zip((0..rows).step_by(MATH_ROWS))
+    {
+        let n = (rows - first).min(MATH_ROWS);
+        lane_maxima_of_rows(group, seq, &mut reduced[..n]);
+        for (row, max) in group.chunks_exact_mut(seq).zip(reduced) {
+            row.iter_mut().for_each(|s| *s -= max);
+        }
+    }
     scores.iter_mut().for_each(|s| *s = exp(*s));
-    for row in scores.chunks_exact_mut(seq) {
-        let inverse = 1.0 / lane_sum(row);
-        row.iter_mut().for_each(|s| *s *= inverse);
+    for (group, first) in scores
+        .chunks_mut(seq * MATH_ROWS)
+        .zip((0..rows).step_by(MATH_ROWS))
+    {
+        let n = (rows - first).min(MATH_ROWS);
+        lane_sums_of_rows(group, seq, &mut reduced[..n]);
+        for (row, sum) in group.chunks_exact_mut(seq).zip(reduced) {
+            let inverse = 1.0 / sum;
+            row.iter_mut().for_each(|s| *s *= inverse);
+        }
     }
 }
+
+/// Rows reduced together (`lane_maxima_of_rows`, `lane_sums_of_rows`).
+const MATH_ROWS: usize = crate::math::REDUCTION_LANES;
 
 crate::simd_dispatch! {
     /// The scores' gradient from the weights' gradient `dw`, in place: `w (dw - sum(dw w))`
