@@ -30,27 +30,43 @@ fn softmax_rows_portable(scores: &mut [f32], mask: &[f32], seq: usize, scale: f3
     // The rows' maxima and sums eight rows at a time (`lane_maxima_of_rows`), and the
     // exponentials over every row at once: a row as short as the Transformer's 20 leaves a
     // remainder past its last whole vector that ran one value at a time, for each row.
+    by_rows(scores, seq, RowValue::Max, |row, max| {
+        row.iter_mut().for_each(|s| *s -= max)
+    });
+    scores.iter_mut().for_each(|s| *s = exp(*s));
+    by_rows(scores, seq, RowValue::Sum, |row, sum| {
+        let inverse = 1.0 / sum;
+        row.iter_mut().for_each(|s| *s *= inverse);
+    });
+}
+
+/// A row's value that [`by_rows`] hands on.
+#[derive(Clone, Copy)]
+enum RowValue {
+    /// [`lane_maxima_of_rows`].
+    Max,
+    /// [`lane_sums_of_rows`].
+    Sum,
+}
+
+/// `apply(row, value)` on each `seq`-wide row of `scores` with its `value`, [`MATH_ROWS`] rows
+/// at a time. (An enum, not the reduction as a function argument: a function passed in is
+/// called, at the baseline vector width, where these are inlined into the caller's build.)
+#[inline(always)]
+fn by_rows(scores: &mut [f32], seq: usize, value: RowValue, apply: impl Fn(&mut [f32], f32)) {
+    let rows = scores.len() / seq;
     let mut reduced = [0.0f32; MATH_ROWS];
     for (group, first) in scores
         .chunks_mut(seq * MATH_ROWS)
         .zip((0..rows).step_by(MATH_ROWS))
     {
         let n = (rows - first).min(MATH_ROWS);
-        lane_maxima_of_rows(group, seq, &mut reduced[..n]);
-        for (row, max) in group.chunks_exact_mut(seq).zip(reduced) {
-            row.iter_mut().for_each(|s| *s -= max);
+        match value {
+            RowValue::Max => lane_maxima_of_rows(group, seq, &mut reduced[..n]),
+            RowValue::Sum => lane_sums_of_rows(group, seq, &mut reduced[..n]),
         }
-    }
-    scores.iter_mut().for_each(|s| *s = exp(*s));
-    for (group, first) in scores
-        .chunks_mut(seq * MATH_ROWS)
-        .zip((0..rows).step_by(MATH_ROWS))
-    {
-        let n = (rows - first).min(MATH_ROWS);
-        lane_sums_of_rows(group, seq, &mut reduced[..n]);
-        for (row, sum) in group.chunks_exact_mut(seq).zip(reduced) {
-            let inverse = 1.0 / sum;
-            row.iter_mut().for_each(|s| *s *= inverse);
+        for (row, value) in group.chunks_exact_mut(seq).zip(reduced) {
+            apply(row, value);
         }
     }
 }
