@@ -3,7 +3,7 @@
 //! the backend's seeded generator; backward, the output's gradient times the same mask.
 //!
 //! As Burn ops (the default) that is the mask ([`QuenchOps::dropout_mask`]) and a product each
-//! way, on the CPU backend serial passes into new buffers (about a tenth of a Transformer
+//! way, on the CPU backend serial passes into new buffers (about a twentieth of a Transformer
 //! step's wall time, a core idle). The host kernel (`host`) makes the same mask as
 //! `dropout_mask` for the generator's state and applies it over the cores while it is in cache,
 //! the gradient in place, and gives the mask's buffer back: the composition's values bit for
