@@ -30,30 +30,48 @@ fn softmax_rows_portable(scores: &mut [f32], mask: &[f32], seq: usize, scale: f3
     // The rows' maxima and sums eight rows at a time (`lane_maxima_of_rows`), and the
     // exponentials over every row at once: a row as short as the Transformer's 20 leaves a
     // remainder past its last whole vector that ran one value at a time, for each row.
-    by_rows(scores, seq, RowValue::Max, |row, max| {
+    by_rows::<Maxima>(scores, seq, |row, max| {
         row.iter_mut().for_each(|s| *s -= max)
     });
     scores.iter_mut().for_each(|s| *s = exp(*s));
-    by_rows(scores, seq, RowValue::Sum, |row, sum| {
+    by_rows::<Sums>(scores, seq, |row, sum| {
         let inverse = 1.0 / sum;
         row.iter_mut().for_each(|s| *s *= inverse);
     });
 }
 
-/// A row's value that [`by_rows`] hands on.
-#[derive(Clone, Copy)]
-enum RowValue {
-    /// [`lane_maxima_of_rows`].
-    Max,
-    /// [`lane_sums_of_rows`].
-    Sum,
+/// A row-wise lane reduction that [`by_rows`] hands on.
+trait RowValues {
+    /// Each `width`-wide row's value into `out`.
+    fn of_rows(rows: &[f32], width: usize, out: &mut [f32]);
 }
 
-/// `apply(row, value)` on each `seq`-wide row of `scores` with its `value`, [`MATH_ROWS`] rows
-/// at a time. (An enum, not the reduction as a function argument: a function passed in is
-/// called, at the baseline vector width, where these are inlined into the caller's build.)
+/// [`lane_maxima_of_rows`].
+struct Maxima;
+
+impl RowValues for Maxima {
+    #[inline(always)]
+    fn of_rows(rows: &[f32], width: usize, out: &mut [f32]) {
+        lane_maxima_of_rows(rows, width, out);
+    }
+}
+
+/// [`lane_sums_of_rows`].
+struct Sums;
+
+impl RowValues for Sums {
+    #[inline(always)]
+    fn of_rows(rows: &[f32], width: usize, out: &mut [f32]) {
+        lane_sums_of_rows(rows, width, out);
+    }
+}
+
+/// `apply(row, value)` on each `seq`-wide row of `scores` with its value by `V`, [`MATH_ROWS`]
+/// rows at a time. (A type, not the reduction as a function argument: a function passed in was
+/// called at the baseline vector width, and an enum matched in the loop cost a tenth of the
+/// attention's forward pass.)
 #[inline(always)]
-fn by_rows(scores: &mut [f32], seq: usize, value: RowValue, apply: impl Fn(&mut [f32], f32)) {
+fn by_rows<V: RowValues>(scores: &mut [f32], seq: usize, apply: impl Fn(&mut [f32], f32)) {
     let rows = scores.len() / seq;
     let mut reduced = [0.0f32; MATH_ROWS];
     for (group, first) in scores
@@ -61,10 +79,7 @@ fn by_rows(scores: &mut [f32], seq: usize, value: RowValue, apply: impl Fn(&mut 
         .zip((0..rows).step_by(MATH_ROWS))
     {
         let n = (rows - first).min(MATH_ROWS);
-        match value {
-            RowValue::Max => lane_maxima_of_rows(group, seq, &mut reduced[..n]),
-            RowValue::Sum => lane_sums_of_rows(group, seq, &mut reduced[..n]),
-        }
+        V::of_rows(group, seq, &mut reduced[..n]);
         for (row, value) in group.chunks_exact_mut(seq).zip(reduced) {
             apply(row, value);
         }
