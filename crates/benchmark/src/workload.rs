@@ -554,7 +554,7 @@ pub trait TableWorkload: Sync {
     type Params: DeserializeOwned;
     /// The parameters validated into the configurations the variants run, and the data they
     /// share, loaded or drawn once ([`TableWorkload::prepare`]).
-    type Prepared;
+    type Prepared: Sync;
     /// What distinguishes one variant from another.
     type Setting: Sync;
     /// Its name in suites and reports.

@@ -1,7 +1,7 @@
 //! Independent host work split over the cores: the one place that starts the parallel work
 //! of the CPU backend's host kernels and per-lane tensor work.
 
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use rayon::prelude::*;
 
@@ -46,6 +46,41 @@ pub fn in_lanes<J: Send, T: Send>(
     groups.into_par_iter().with_max_len(1).map(work).collect()
 }
 
+/// Runs `work` on a thread of the pool that whole runs go to, and returns its result, the
+/// caller waiting. A run on the CPU backend goes through here (`quench_kernels::run_on`):
+/// from inside a pool each parallel piece of work is split as a join (the thread that asks
+/// takes a share itself; only the pool's other threads are woken, and those still spinning
+/// from the last piece need no waking), where a caller outside hands every piece over, sleeps
+/// and is woken when it is done, two switches of threads per host kernel.
+///
+/// The runs' pool is not rayon's global one, and one run is in it at a time (a second caller
+/// waits; a call from inside a run runs in place): a worker waiting for a piece of work runs
+/// other queued jobs meanwhile, so a whole run queued beside the pieces of another could be
+/// started on top of a piece that the other run's thread waits for, and block there on a lock
+/// that thread holds (Burn's autodiff graph). The pieces themselves take no locks. Where the
+/// pool cannot be started the work runs on the caller. The work's values do not depend on the
+/// thread it runs on; a panic in it is resumed on the caller.
+pub fn on_host_threads<R: Send>(work: impl FnOnce() -> R + Send) -> R {
+    /// Callers' threads have the platform's main-thread stack (8 MiB); rayon's default is 2.
+    const STACK: usize = 8 << 20;
+    static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
+    static ONE_RUN: Mutex<()> = Mutex::new(());
+    let pool = POOL.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .thread_name(|i| format!("quench-run-{i}"))
+            .stack_size(STACK)
+            .build()
+            .ok()
+    });
+    match pool {
+        Some(pool) if pool.current_thread_index().is_none() => {
+            let _one = ONE_RUN.lock().unwrap_or_else(PoisonError::into_inner);
+            pool.install(work)
+        }
+        _ => work(),
+    }
+}
+
 /// `buffer` cut into `count` pieces of `len` values, one per job (`len` may be zero: `count`
 /// empty pieces, where `chunks_exact_mut` would panic).
 pub fn pieces<T>(buffer: &mut [T], count: usize, len: usize) -> Vec<&mut [T]> {
@@ -58,6 +93,51 @@ pub fn pieces<T>(buffer: &mut [T], count: usize, len: usize) -> Vec<&mut [T]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn work_runs_in_the_runs_pool_one_run_at_a_time_and_splits_from_there() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        assert_eq!(rayon::current_thread_index(), None, "tests run outside");
+        let running = AtomicUsize::new(0);
+        let run = || {
+            on_host_threads(|| {
+                assert_eq!(
+                    running.fetch_add(1, Ordering::SeqCst),
+                    0,
+                    "one run at a time"
+                );
+                let inside = rayon::current_thread_index().is_some();
+                let name = std::thread::current().name().map(str::to_owned);
+                // A run inside a run goes on in place (waiting for the first would never end).
+                let nested = on_host_threads(|| std::thread::current().id());
+                let sums = in_lanes((1..=8).collect(), 2, |group: Vec<u32>| {
+                    group.iter().sum::<u32>()
+                });
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                running.fetch_sub(1, Ordering::SeqCst);
+                (inside, name, nested == std::thread::current().id(), sums)
+            })
+        };
+        let (a, b) = std::thread::scope(|s| {
+            let a = s.spawn(run);
+            let b = s.spawn(run);
+            (a.join(), b.join())
+        });
+        for result in [a, b] {
+            let (inside, name, nested_in_place, sums) = result.expect("a run panicked");
+            assert!(inside, "the work ran on a pool's thread");
+            assert!(
+                name.is_some_and(|n| n.starts_with("quench-run-")),
+                "the runs' own pool, not rayon's global one"
+            );
+            assert!(nested_in_place);
+            assert_eq!(
+                sums,
+                [10, 26],
+                "lanes from inside the pool keep their order"
+            );
+        }
+    }
 
     #[test]
     fn groups_cover_every_job_once_in_order() {

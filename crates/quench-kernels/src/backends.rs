@@ -7,6 +7,7 @@ use std::fmt;
 use burn::backend::{Autodiff, NdArray};
 
 use crate::ops::{QuenchBackend, QuenchOps};
+use quench_host::lanes::on_host_threads;
 use quench_platform::adapters::{AdapterKind, adapters};
 use quench_platform::error::BackendError;
 
@@ -115,10 +116,11 @@ impl fmt::Display for SelectedDevice {
 /// A piece of work that is generic over the backend; [`run_on`] picks the backend.
 ///
 /// Rust has no generic closures, so callers implement this trait on a small struct that
-/// carries the work's inputs.
-pub trait OnDevice {
+/// carries the work's inputs. The work and its output cross to the thread that runs it
+/// ([`run_on`]), hence `Send`.
+pub trait OnDevice: Send {
     /// What the work returns.
-    type Output;
+    type Output: Send;
 
     /// Runs the work on backend `B` and its `device`.
     fn run<B: QuenchBackend>(self, device: &B::Device) -> Self::Output;
@@ -132,10 +134,15 @@ pub fn host_lanes<B: QuenchOps>() -> usize {
     B::host_lanes()
 }
 
-/// Runs `task` on the backend behind `device`.
+/// Runs `task` on the backend behind `device`. On the CPU it runs on one of the host
+/// kernels' threads ([`on_host_threads`]), so that their parallel work is split from inside
+/// the pool rather than handed over from outside at every kernel.
 pub fn run_on<T: OnDevice>(device: SelectedDevice, task: T) -> Result<T::Output, BackendError> {
     match device {
-        SelectedDevice::Cpu => Ok(task.run::<CpuBackend>(&Default::default())),
+        // On a thread of the host kernels' pool: measured in docs/benchmarks.md (issue 54).
+        SelectedDevice::Cpu => Ok(on_host_threads(|| {
+            task.run::<CpuBackend>(&Default::default())
+        })),
         #[cfg(feature = "cuda")]
         SelectedDevice::Cuda(index) => {
             let device = burn::backend::cuda::CudaDevice::new(index);

@@ -11,6 +11,16 @@ pub enum ScaleError {
         /// The launcher's variable that was found.
         variable: &'static str,
     },
+    /// The MPI library does not allow calls from threads other than the one that initialised
+    /// it.
+    #[error(
+        "the MPI library provides thread level {provided}; Quench needs Serialized (calls \
+         from any thread, one at a time): use an MPI built with thread support"
+    )]
+    Threading {
+        /// The level MPI provided.
+        provided: String,
+    },
     /// The program was started by an MPI launcher but built without MPI.
     #[error(
         "started by an MPI launcher ({variable} is set) but built without the `mpi` feature: \
@@ -74,11 +84,44 @@ impl std::fmt::Debug for World {
 enum Inner {
     Alone,
     #[cfg(feature = "mpi")]
-    Mpi {
-        // Finalises MPI when dropped; kept for the communicator's lifetime.
-        _universe: mpi::environment::Universe,
-        world: mpi::topology::SimpleCommunicator,
-    },
+    Mpi(Mpi),
+}
+
+/// MPI's world communicator, for calls from any thread one at a time.
+#[cfg(feature = "mpi")]
+struct Mpi {
+    // Finalises MPI when dropped; kept for the communicator's lifetime.
+    _universe: mpi::environment::Universe,
+    world: mpi::topology::SimpleCommunicator,
+    /// This rank and the world's size, asked once.
+    shard: Shard,
+    /// Held around every call into MPI: the thread level asked for (`Serialized`) allows
+    /// calls from any thread but not at the same time.
+    calls: std::sync::Mutex<()>,
+}
+
+// SAFETY: `World::init` initialises MPI at thread level `Serialized` or above (it fails
+// otherwise), under which any thread may call MPI as long as no two calls overlap, and every
+// call through a shared `Mpi` holds `calls`. `Mpi` is not `Send`: MPI is finalised where the
+// world is dropped, the thread that initialised it.
+#[cfg(feature = "mpi")]
+unsafe impl Sync for Mpi {}
+
+#[cfg(feature = "mpi")]
+impl Mpi {
+    /// The communicator, MPI held for this thread until the guard is dropped.
+    fn world(
+        &self,
+    ) -> (
+        &mpi::topology::SimpleCommunicator,
+        std::sync::MutexGuard<'_, ()>,
+    ) {
+        let guard = self
+            .calls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        (&self.world, guard)
+    }
 }
 
 impl World {
@@ -99,16 +142,34 @@ impl World {
         #[cfg(feature = "mpi")]
         {
             use mpi::topology::Communicator as _;
-            let universe = mpi::initialize().ok_or(ScaleError::Init { variable })?;
+            // A CPU run goes on one of the host kernels' threads (`quench_kernels::run_on`),
+            // not the thread that initialised MPI: MPI must allow calls from any thread, one
+            // at a time.
+            let (universe, provided) = mpi::initialize_with_threading(mpi::Threading::Serialized)
+                .ok_or(ScaleError::Init { variable })?;
+            if !matches!(
+                provided,
+                mpi::Threading::Serialized | mpi::Threading::Multiple
+            ) {
+                return Err(ScaleError::Threading {
+                    provided: format!("{provided:?}"),
+                });
+            }
             let world = universe.world();
             if world.size() == 1 {
                 return Ok(Self::alone());
             }
+            let shard = Shard {
+                rank: world.rank() as usize,
+                ranks: world.size() as usize,
+            };
             Ok(Self {
-                inner: Inner::Mpi {
+                inner: Inner::Mpi(Mpi {
                     _universe: universe,
                     world,
-                },
+                    shard,
+                    calls: std::sync::Mutex::new(()),
+                }),
             })
         }
         #[cfg(not(feature = "mpi"))]
@@ -129,13 +190,7 @@ impl World {
         match &self.inner {
             Inner::Alone => Shard::ALONE,
             #[cfg(feature = "mpi")]
-            Inner::Mpi { world, .. } => {
-                use mpi::topology::Communicator as _;
-                Shard {
-                    rank: world.rank() as usize,
-                    ranks: world.size() as usize,
-                }
-            }
+            Inner::Mpi(mpi) => mpi.shard,
         }
     }
 
@@ -154,8 +209,9 @@ impl World {
     fn sum_of<T: mpi::datatype::Equivalence + Copy>(&self, values: &mut [T]) {
         match &self.inner {
             Inner::Alone => {}
-            Inner::Mpi { world, .. } => {
+            Inner::Mpi(mpi) => {
                 use mpi::collective::{CommunicatorCollectives as _, SystemOperation};
+                let (world, _calls) = mpi.world();
                 let mine = values.to_vec();
                 world.all_reduce_into(&mine[..], values, SystemOperation::sum());
             }
@@ -171,8 +227,9 @@ impl World {
         match &self.inner {
             Inner::Alone => {}
             #[cfg(feature = "mpi")]
-            Inner::Mpi { world, .. } => {
+            Inner::Mpi(mpi) => {
                 use mpi::collective::CommunicatorCollectives as _;
+                let (world, _calls) = mpi.world();
                 world.barrier();
             }
         }
@@ -183,11 +240,12 @@ impl World {
         match &self.inner {
             Inner::Alone => Ok(Some(vec![bytes.to_vec()])),
             #[cfg(feature = "mpi")]
-            Inner::Mpi { world, .. } => {
+            Inner::Mpi(mpi) => {
                 use mpi::collective::Root as _;
                 use mpi::datatype::PartitionMut;
                 use mpi::topology::Communicator as _;
-                let shard = self.shard();
+                let shard = mpi.shard;
+                let (world, _calls) = mpi.world();
                 let len = i32::try_from(bytes.len()).map_err(|_| ScaleError::TooLarge {
                     rank: shard.rank,
                     len: bytes.len(),
@@ -235,8 +293,9 @@ impl World {
         match &self.inner {
             Inner::Alone => std::process::exit(1),
             #[cfg(feature = "mpi")]
-            Inner::Mpi { world, .. } => {
+            Inner::Mpi(mpi) => {
                 use mpi::topology::Communicator as _;
+                let (world, _calls) = mpi.world();
                 world.abort(1)
             }
         }

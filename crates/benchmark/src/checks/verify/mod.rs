@@ -78,7 +78,7 @@ impl fmt::Display for Check {
 pub fn verify(
     device: SelectedDevice,
     precision: &CheckedPrecision,
-    on_check: &mut dyn FnMut(&Check),
+    on_check: &mut (dyn FnMut(&Check) + Send),
 ) -> anyhow::Result<Vec<Check>> {
     run_on(
         device,
@@ -100,7 +100,7 @@ struct Checks<'a> {
 /// The checks so far, each shown to `on_check` when it is added.
 struct Found<'a> {
     checks: Vec<Check>,
-    on_check: &'a mut dyn FnMut(&Check),
+    on_check: &'a mut (dyn FnMut(&Check) + Send),
 }
 
 impl Found<'_> {
