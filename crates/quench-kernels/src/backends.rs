@@ -134,12 +134,17 @@ pub fn host_lanes<B: QuenchOps>() -> usize {
     B::host_lanes()
 }
 
-/// Runs `task` on the backend behind `device`. On the CPU it runs on one of the host
-/// kernels' threads ([`on_host_threads`]), so that their parallel work is split from inside
-/// the pool rather than handed over from outside at every kernel.
+/// Runs `task` on the backend behind `device`. On the CPU it runs on a thread of the runs'
+/// pool ([`on_host_threads`]), so that the host kernels' parallel work is split from inside a
+/// pool rather than handed over from outside at every kernel; where the caller has a stop
+/// check installed on its thread ([`quench_support::interrupt::checked`]) it runs there.
 pub fn run_on<T: OnDevice>(device: SelectedDevice, task: T) -> Result<T::Output, BackendError> {
     match device {
-        // On a thread of the host kernels' pool: measured in docs/benchmarks.md (issue 54).
+        // A caller that asks between epochs whether to stop (Python's Ctrl-C) is asked on its
+        // own thread; other runs go to the host kernels' pool (docs/benchmarks.md, issue 54).
+        SelectedDevice::Cpu if quench_support::interrupt::installed() => {
+            Ok(task.run::<CpuBackend>(&Default::default()))
+        }
         SelectedDevice::Cpu => Ok(on_host_threads(|| {
             task.run::<CpuBackend>(&Default::default())
         })),

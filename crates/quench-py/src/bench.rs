@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 
-use crate::device;
+use crate::{device, settings};
 use crate::errors::{Failure, guarded};
 
 impl From<benchmark::api::Failure> for Failure {
@@ -46,10 +46,12 @@ pub fn bench_run(
         peers: peers.then_some(python),
     };
     guarded(py, move || {
-        // Python's signal handlers run with the GIL, taken for a moment after each variant: a
-        // pending Ctrl-C stops the run there.
-        let mut stop = || Python::attach(|py| py.check_signals().is_err());
-        let ended = benchmark::api::run(&request, &mut stop)?;
+        // Python's signal handlers run with the GIL, taken for a moment after each variant
+        // (`settings::between_epochs`, on this thread): a pending Ctrl-C stops the run there.
+        let (ended, _) = settings::between_epochs(|| {
+            benchmark::api::run(&request, &mut quench_support::interrupt::requested)
+        });
+        let ended = ended?;
         let (report, stopped) = match ended {
             benchmark::api::Ended::Complete(report) => (report, false),
             benchmark::api::Ended::Stopped(report) => (report, true),

@@ -25,14 +25,12 @@ impl OnDevice for Train {
 
     fn run<B: QuenchBackend>(self, device: &B::Device) -> Self::Output {
         let mut run = MetaRun::<B>::new(&self.config, &mut OperatorCache::new(), device)?;
-        let mut interrupted = false;
+        // The caller's check (`settings::between_epochs`: a pending Ctrl-C) is asked between
+        // iterations.
         let history = run.train_while(&World::alone(), |_, _| {
-            // Python's signal handlers run with the GIL, taken for a moment between
-            // iterations: a pending Ctrl-C is an error here, and the run stops.
-            interrupted = Python::attach(|py| py.check_signals().is_err());
-            !interrupted
+            !quench_support::interrupt::requested()
         })?;
-        Ok((history, interrupted))
+        Ok((history, quench_support::interrupt::requested()))
     }
 }
 
@@ -49,7 +47,8 @@ pub fn meta_train(
     device: &str,
 ) -> PyResult<String> {
     settings::call::<MetaConfig, _>(py, path, settings, device, |config, selected| {
-        let (history, interrupted) = device::run(selected, Train { config })?;
+        let (run, _) = settings::between_epochs(|| device::run(selected, Train { config }));
+        let (history, interrupted) = run?;
         Ok(json!({ "history": history, "interrupted": interrupted }).to_string())
     })
 }

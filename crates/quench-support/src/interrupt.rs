@@ -36,6 +36,13 @@ pub fn checked<T>(check: impl FnMut() -> bool + 'static, work: impl FnOnce() -> 
     (result, stopped)
 }
 
+/// Whether a check is installed on this thread ([`checked`]): work that would move to
+/// another thread stays here then, where the check can be asked (Python's pending signals are
+/// seen only on its main thread).
+pub fn installed() -> bool {
+    CHECK.with(|slot| slot.borrow().is_some())
+}
+
 /// Whether the caller asked to stop: the installed check is run (once it has said yes, it is
 /// not asked again and the answer stays yes until its [`checked`] ends).
 pub fn requested() -> bool {
@@ -78,6 +85,9 @@ mod tests {
             },
         );
         assert_eq!((steps, stopped, counter.get()), (2, true, 3));
+        assert!(!installed(), "removed when its call ends");
+        let (inside, _) = checked(|| false, installed);
+        assert!(inside, "installed on this thread for the call");
         assert!(!requested());
     }
 
