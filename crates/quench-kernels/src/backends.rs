@@ -140,14 +140,17 @@ pub fn host_lanes<B: QuenchOps>() -> usize {
 /// check installed on its thread ([`quench_support::interrupt::checked`]) it runs there.
 pub fn run_on<T: OnDevice>(device: SelectedDevice, task: T) -> Result<T::Output, BackendError> {
     match device {
-        // A caller that asks between epochs whether to stop (Python's Ctrl-C) is asked on its
-        // own thread; other runs go to the host kernels' pool (docs/benchmarks.md, issue 54).
-        SelectedDevice::Cpu if quench_support::interrupt::installed() => {
-            Ok(task.run::<CpuBackend>(&Default::default()))
+        SelectedDevice::Cpu => {
+            let run = || task.run::<CpuBackend>(&Default::default());
+            // A caller that asks between epochs whether to stop (Python's Ctrl-C) is asked on
+            // its own thread; other runs go to the host kernels' pool (docs/benchmarks.md,
+            // issue 54).
+            Ok(if quench_support::interrupt::installed() {
+                run()
+            } else {
+                on_host_threads(run)
+            })
         }
-        SelectedDevice::Cpu => Ok(on_host_threads(|| {
-            task.run::<CpuBackend>(&Default::default())
-        })),
         #[cfg(feature = "cuda")]
         SelectedDevice::Cuda(index) => {
             let device = burn::backend::cuda::CudaDevice::new(index);

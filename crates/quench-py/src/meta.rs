@@ -20,17 +20,16 @@ struct Train {
 }
 
 impl OnDevice for Train {
-    /// The history and whether a Ctrl-C stopped it.
-    type Output = Result<(quench_meta::History, bool), MetaError>;
+    /// The history of the iterations that finished.
+    type Output = Result<quench_meta::History, MetaError>;
 
     fn run<B: QuenchBackend>(self, device: &B::Device) -> Self::Output {
         let mut run = MetaRun::<B>::new(&self.config, &mut OperatorCache::new(), device)?;
         // The caller's check (`settings::between_epochs`: a pending Ctrl-C) is asked between
         // iterations.
-        let history = run.train_while(&World::alone(), |_, _| {
+        run.train_while(&World::alone(), |_, _| {
             !quench_support::interrupt::requested()
-        })?;
-        Ok((history, quench_support::interrupt::requested()))
+        })
     }
 }
 
@@ -47,8 +46,9 @@ pub fn meta_train(
     device: &str,
 ) -> PyResult<String> {
     settings::call::<MetaConfig, _>(py, path, settings, device, |config, selected| {
-        let (run, _) = settings::between_epochs(|| device::run(selected, Train { config }));
-        let (history, interrupted) = run?;
+        let (run, interrupted) =
+            settings::between_epochs(|| device::run(selected, Train { config }));
+        let history = run?;
         Ok(json!({ "history": history, "interrupted": interrupted }).to_string())
     })
 }
