@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 
-use crate::{device, settings};
 use crate::errors::{Failure, guarded};
+use crate::{device, settings};
 
 impl From<benchmark::api::Failure> for Failure {
     fn from(failure: benchmark::api::Failure) -> Self {
