@@ -136,21 +136,14 @@ pub fn host_lanes<B: QuenchOps>() -> usize {
 
 /// Runs `task` on the backend behind `device`. On the CPU it runs on a thread of the runs'
 /// pool ([`on_host_threads`]), so that the host kernels' parallel work is split from inside a
-/// pool rather than handed over from outside at every kernel; where the caller has a stop
-/// check installed on its thread ([`quench_support::interrupt::checked`]) it runs there.
+/// pool rather than handed over from outside at every kernel; a stop check installed on the
+/// caller's thread ([`quench_support::interrupt::checked`], Python's Ctrl-C) is asked there
+/// meanwhile and relayed to the run ([`quench_support::interrupt::relayed`]).
 pub fn run_on<T: OnDevice>(device: SelectedDevice, task: T) -> Result<T::Output, BackendError> {
     match device {
-        SelectedDevice::Cpu => {
-            let run = || task.run::<CpuBackend>(&Default::default());
-            // A caller that asks between epochs whether to stop (Python's Ctrl-C) is asked on
-            // its own thread; other runs go to the host kernels' pool (docs/benchmarks.md,
-            // issue 54).
-            Ok(if quench_support::interrupt::installed() {
-                run()
-            } else {
-                on_host_threads(run)
-            })
-        }
+        SelectedDevice::Cpu => Ok(quench_support::interrupt::relayed(|relay| {
+            on_host_threads(|| relay.install(|| task.run::<CpuBackend>(&Default::default())))
+        })),
         #[cfg(feature = "cuda")]
         SelectedDevice::Cuda(index) => {
             let device = burn::backend::cuda::CudaDevice::new(index);

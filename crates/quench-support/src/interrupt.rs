@@ -2,9 +2,16 @@
 //! package installs a check of Python's pending signals (Ctrl-C) around a training call, and
 //! the training loops ask [`requested`] between epochs. The check lives with the thread that
 //! runs the work, for the length of one [`checked`] call; without one, [`requested`] is always
-//! false and costs a thread-local read.
+//! false and costs a thread-local read. Work that moves to another thread takes the caller's
+//! requests with it through [`relayed`]: the caller's thread keeps asking its check (Python's
+//! pending signals are seen only on Python's main thread) and the work's thread reads the
+//! answer.
 
 use std::cell::{Cell, RefCell};
+use std::panic::resume_unwind;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 /// A check installed by [`checked`].
 type Check = Box<dyn FnMut() -> bool>;
@@ -12,6 +19,8 @@ type Check = Box<dyn FnMut() -> bool>;
 thread_local! {
     static CHECK: RefCell<Option<Check>> = const { RefCell::new(None) };
     static FIRED: Cell<bool> = const { Cell::new(false) };
+    /// Whether this thread's check reads a [`Relay`] (it is asked on another thread already).
+    static RELAYING: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Removes the check when [`checked`] ends, a panic included.
@@ -36,11 +45,71 @@ pub fn checked<T>(check: impl FnMut() -> bool + 'static, work: impl FnOnce() -> 
     (result, stopped)
 }
 
-/// Whether a check is installed on this thread ([`checked`]): work that would move to
-/// another thread stays here then, where the check can be asked (Python's pending signals are
-/// seen only on its main thread).
-pub fn installed() -> bool {
-    CHECK.with(|slot| slot.borrow().is_some())
+/// How often a caller whose work runs elsewhere asks its check ([`relayed`]): Ctrl-C is seen
+/// within this much of being pressed, and a check costs microseconds (Python's: the GIL taken
+/// for a moment), so asking 50 times a second costs nothing measurable.
+const POLL: Duration = Duration::from_millis(20);
+
+/// The caller's stop requests as seen by work on another thread ([`relayed`]); inert where
+/// the caller has no check.
+#[derive(Clone, Default)]
+pub struct Relay(Option<Arc<AtomicBool>>);
+
+impl Relay {
+    /// Runs `work` on this thread with the caller's requests answering [`requested`].
+    pub fn install<T>(self, work: impl FnOnce() -> T) -> T {
+        match self.0 {
+            Some(flag) => {
+                let outer = RELAYING.with(|relaying| relaying.replace(true));
+                let (result, _) = checked(move || flag.load(Ordering::Relaxed), work);
+                RELAYING.with(|relaying| relaying.set(outer));
+                result
+            }
+            None => work(),
+        }
+    }
+}
+
+/// Runs `work`, which may move itself to other threads, with this thread's check relayed to
+/// it: where a check is installed here ([`checked`]) and not already a relay, `work` runs on a
+/// thread of its own (8 MiB of stack, a main thread's) while this one asks the check every
+/// [`POLL`] and passes a request on through the [`Relay`] `work` is given, until `work` ends.
+/// Otherwise (no check, a relay already, or no thread to be had) `work` runs here with an
+/// inert relay and [`requested`] asks this thread's check directly. A panic in `work` is
+/// resumed here.
+pub fn relayed<T: Send>(work: impl FnOnce(Relay) -> T + Send) -> T {
+    const STACK: usize = 8 << 20;
+    let here = CHECK.with(|slot| slot.borrow().is_none()) || RELAYING.with(Cell::get);
+    if here {
+        return work(Relay::default());
+    }
+    let flag = Arc::new(AtomicBool::new(false));
+    let relay = Relay(Some(flag.clone()));
+    // The work stays reachable from here, so that it can run here when no thread is given.
+    let slot = Mutex::new(Some(work));
+    let take = || slot.lock().unwrap_or_else(PoisonError::into_inner).take();
+    std::thread::scope(|scope| {
+        let caller = std::thread::current();
+        let spawned = std::thread::Builder::new()
+            .name("quench-relayed".into())
+            .stack_size(STACK)
+            .spawn_scoped(scope, move || {
+                let result = take().map(|work| work(relay));
+                caller.unpark();
+                result
+            });
+        let Ok(handle) = spawned else {
+            return take().map(|work| work(Relay::default()));
+        };
+        while !handle.is_finished() {
+            if !flag.load(Ordering::Relaxed) && requested() {
+                flag.store(true, Ordering::Relaxed);
+            }
+            std::thread::park_timeout(POLL);
+        }
+        handle.join().unwrap_or_else(|panic| resume_unwind(panic))
+    })
+    .expect("the work is taken once, by the thread that runs it")
 }
 
 /// Whether the caller asked to stop: the installed check is run (once it has said yes, it is
@@ -85,10 +154,7 @@ mod tests {
             },
         );
         assert_eq!((steps, stopped, counter.get()), (2, true, 3));
-        assert!(!installed(), "removed when its call ends");
-        let (inside, _) = checked(|| false, installed);
-        assert!(inside, "installed on this thread for the call");
-        assert!(!requested());
+        assert!(!requested(), "removed when its call ends");
     }
 
     #[test]
@@ -101,5 +167,59 @@ mod tests {
             },
         );
         assert_eq!((inner, after, outer), ((true, true), false, false));
+    }
+
+    #[test]
+    fn without_a_check_relayed_work_runs_here() {
+        let caller = std::thread::current().id();
+        let (thread, asked) =
+            relayed(|relay| relay.install(|| (std::thread::current().id(), requested())));
+        assert_eq!((thread, asked), (caller, false));
+    }
+
+    #[test]
+    fn the_callers_check_is_asked_on_its_thread_and_relayed_to_the_work() {
+        let caller = std::thread::current().id();
+        let asked_elsewhere = Arc::new(AtomicBool::new(false));
+        let asks = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (seen, stop) = (asked_elsewhere.clone(), asks.clone());
+        let ((worker, nested), stopped) = checked(
+            move || {
+                seen.fetch_or(std::thread::current().id() != caller, Ordering::SeqCst);
+                // Says stop at its third asking, some POLLs into the work.
+                stop.fetch_add(1, Ordering::SeqCst) + 1 >= 3
+            },
+            || {
+                relayed(|relay| {
+                    relay.install(|| {
+                        let worker = std::thread::current().id();
+                        // Relayed work inside relayed work goes on in place.
+                        let nested = relayed(|inner| inner.install(|| std::thread::current().id()));
+                        // Ends only once the caller's request has reached this thread.
+                        while !requested() {
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                        (worker, nested)
+                    })
+                })
+            },
+        );
+        assert!(stopped, "the caller's check said stop");
+        assert_ne!(worker, caller, "the work ran on a thread of its own");
+        assert_eq!(nested, worker);
+        assert!(
+            !asked_elsewhere.load(Ordering::SeqCst),
+            "asked on the caller's thread only"
+        );
+        assert!(asks.load(Ordering::SeqCst) >= 3);
+    }
+
+    #[test]
+    fn a_panic_in_relayed_work_is_resumed_on_the_caller() {
+        let outcome = std::panic::catch_unwind(|| {
+            checked(|| false, || relayed(|_| -> u8 { panic!("in the work") }))
+        });
+        let payload = outcome.expect_err("the panic reaches the caller");
+        assert_eq!(payload.downcast_ref::<&str>(), Some(&"in the work"));
     }
 }
