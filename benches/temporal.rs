@@ -250,17 +250,16 @@ fn attention(c: &mut Criterion) {
     let mut group = c.benchmark_group("attention_b256");
     group.sample_size(20);
     group.throughput(Throughput::Elements(BATCH as u64));
+    // Each pass on a thread of the runs' pool, as a run's are (its groups split as joins).
     group.bench_function("forward", |b| {
-        b.iter(|| black_box(Cpu::attention_forward(&inputs)))
+        b.iter(|| black_box(on_host_threads(|| Cpu::attention_forward(&inputs))))
     });
     group.bench_function("forward-backward", |b| {
         b.iter(|| {
-            let out = Cpu::attention_forward(&inputs);
-            black_box(Cpu::attention_backward(
-                inputs.clone(),
-                out.weights,
-                d_context.clone(),
-            ))
+            black_box(on_host_threads(|| {
+                let out = Cpu::attention_forward(&inputs);
+                Cpu::attention_backward(inputs.clone(), out.weights, d_context.clone())
+            }))
         })
     });
     group.finish();
