@@ -61,24 +61,35 @@ pub fn in_lanes<J: Send, T: Send>(
 /// pool cannot be started the work runs on the caller. The work's values do not depend on the
 /// thread it runs on; a panic in it is resumed on the caller.
 pub fn on_host_threads<R: Send>(work: impl FnOnce() -> R + Send) -> R {
-    /// Callers' threads have the platform's main-thread stack (8 MiB); rayon's default is 2.
-    const STACK: usize = 8 << 20;
-    static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
     static ONE_RUN: Mutex<()> = Mutex::new(());
-    let pool = POOL.get_or_init(|| {
-        rayon::ThreadPoolBuilder::new()
-            .thread_name(|i| format!("quench-run-{i}"))
-            .stack_size(STACK)
-            .build()
-            .ok()
-    });
-    match pool {
+    match runs_pool() {
         Some(pool) if pool.current_thread_index().is_none() => {
             let _one = ONE_RUN.lock().unwrap_or_else(PoisonError::into_inner);
             pool.install(work)
         }
         _ => work(),
     }
+}
+
+/// Whether this thread works for a run ([`on_host_threads`]): a run started here goes on in
+/// place.
+pub fn in_a_run() -> bool {
+    runs_pool().is_some_and(|pool| pool.current_thread_index().is_some())
+}
+
+/// The pool whole runs go to, started on first use; `None` where it cannot be started.
+fn runs_pool() -> Option<&'static rayon::ThreadPool> {
+    /// Callers' threads have the platform's main-thread stack (8 MiB); rayon's default is 2.
+    const STACK: usize = 8 << 20;
+    static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .thread_name(|i| format!("quench-run-{i}"))
+            .stack_size(STACK)
+            .build()
+            .ok()
+    })
+    .as_ref()
 }
 
 /// `buffer` cut into `count` pieces of `len` values, one per job (`len` may be zero: `count`

@@ -7,7 +7,7 @@ use std::fmt;
 use burn::backend::{Autodiff, NdArray};
 
 use crate::ops::{QuenchBackend, QuenchOps};
-use quench_host::lanes::on_host_threads;
+use quench_host::lanes::{in_a_run, on_host_threads};
 use quench_platform::adapters::{AdapterKind, adapters};
 use quench_platform::error::BackendError;
 
@@ -141,9 +141,20 @@ pub fn host_lanes<B: QuenchOps>() -> usize {
 /// meanwhile and relayed to the run ([`quench_support::interrupt::relayed`]).
 pub fn run_on<T: OnDevice>(device: SelectedDevice, task: T) -> Result<T::Output, BackendError> {
     match device {
-        SelectedDevice::Cpu => Ok(quench_support::interrupt::relayed(|relay| {
-            on_host_threads(|| relay.install(|| task.run::<CpuBackend>(&Default::default())))
-        })),
+        SelectedDevice::Cpu => {
+            let run = || task.run::<CpuBackend>(&Default::default());
+            // A run inside a run goes on in place, where its caller's check already is.
+            if in_a_run() {
+                return Ok(run());
+            }
+            Ok(quench_support::interrupt::relayed(|relay| {
+                if relay.stays_here() {
+                    run()
+                } else {
+                    on_host_threads(|| relay.install(run))
+                }
+            }))
+        }
         #[cfg(feature = "cuda")]
         SelectedDevice::Cuda(index) => {
             let device = burn::backend::cuda::CudaDevice::new(index);
@@ -178,6 +189,41 @@ mod tests {
                 .into_scalar()
                 .elem()
         }
+    }
+
+    /// A run that starts a run of its own inside: whether it worked for a run, and the inner
+    /// run's sum.
+    struct Nested;
+
+    impl OnDevice for Nested {
+        type Output = (bool, f32);
+        fn run<B: QuenchBackend>(self, _device: &B::Device) -> (bool, f32) {
+            let inner = run_on(SelectedDevice::Cpu, SumOnDevice(vec![1.0, 2.0]));
+            (in_a_run(), inner.unwrap_or(f32::NAN))
+        }
+    }
+
+    #[test]
+    fn a_run_with_a_stop_check_works_in_the_pool_and_a_run_inside_it_goes_on_in_place() {
+        use std::sync::mpsc;
+        use std::time::Duration;
+        // On a thread of its own, so that a deadlock (a nested run waiting for the pool its
+        // caller holds) fails the test instead of hanging the suite.
+        let (sender, answer) = mpsc::channel();
+        std::thread::spawn(move || {
+            let outcome = quench_support::interrupt::checked(
+                || false,
+                || run_on(SelectedDevice::Cpu, Nested).ok(),
+            );
+            // The receiver waits below unless the test has already failed.
+            let _ = sender.send(outcome);
+        });
+        let outcome = answer.recv_timeout(Duration::from_secs(120));
+        assert_eq!(
+            outcome.expect("the runs ended"),
+            (Some((true, 3.0)), false),
+            "in the runs' pool, the inner run's sum, no stop asked"
+        );
     }
 
     #[test]

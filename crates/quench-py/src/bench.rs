@@ -46,8 +46,8 @@ pub fn bench_run(
         peers: peers.then_some(python),
     };
     guarded(py, move || {
-        // Python's signal handlers run with the GIL, taken for a moment after each variant
-        // (`settings::between_epochs`, on this thread): a pending Ctrl-C stops the run there.
+        // Python's signal handlers run with the GIL, taken for a moment on this thread
+        // (`settings::between_epochs`): a Ctrl-C stops the suite after the variant in flight.
         let (ended, _) = settings::between_epochs(|| {
             benchmark::api::run(&request, &mut quench_support::interrupt::requested)
         });

@@ -25,8 +25,8 @@ impl OnDevice for Train {
 
     fn run<B: QuenchBackend>(self, device: &B::Device) -> Self::Output {
         let mut run = MetaRun::<B>::new(&self.config, &mut OperatorCache::new(), device)?;
-        // The caller's check (`settings::between_epochs`: a pending Ctrl-C) is asked between
-        // iterations.
+        // The caller's requests (`settings::between_epochs`: a Ctrl-C, relayed to this run)
+        // are read between iterations.
         run.train_while(&World::alone(), |_, _| {
             !quench_support::interrupt::requested()
         })

@@ -70,10 +70,13 @@ pub fn read<T: DeserializeOwned>(
     }
 }
 
-/// Runs `work` with Ctrl-C honoured between its training epochs (the epoch loop asks
-/// [`quench_support::interrupt::requested`], which checks Python's pending signals, the GIL
-/// taken for a moment); returns its result and whether a Ctrl-C stopped it. A stopped run
-/// keeps every member's best weights so far and is scored on them.
+/// Runs `work` with Ctrl-C honoured between its training epochs; returns its result and
+/// whether a Ctrl-C came during the call. Python's pending signals are checked (the GIL taken
+/// for a moment) on this thread, Python's: every 20 ms while a CPU run works in the runs'
+/// pool, the request relayed to the run (`quench_support::interrupt::relayed`), else where the
+/// run asks [`quench_support::interrupt::requested`]. The run stops at its next epoch
+/// boundary, keeping every member's best weights so far and scored on them; a Ctrl-C after
+/// its last epoch still reports `true` with the whole run's result.
 pub fn between_epochs<T>(work: impl FnOnce() -> T) -> (T, bool) {
     quench_support::interrupt::checked(|| Python::attach(|py| py.check_signals().is_err()), work)
 }

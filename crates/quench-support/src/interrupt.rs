@@ -50,58 +50,111 @@ pub fn checked<T>(check: impl FnMut() -> bool + 'static, work: impl FnOnce() -> 
 /// for a moment), so asking 50 times a second costs nothing measurable.
 const POLL: Duration = Duration::from_millis(20);
 
-/// The caller's stop requests as seen by work on another thread ([`relayed`]); inert where
-/// the caller has no check.
-#[derive(Clone, Default)]
-pub struct Relay(Option<Arc<AtomicBool>>);
+/// The caller's stop requests as [`relayed`] hands them to its work.
+#[derive(Default)]
+pub struct Relay(Route);
+
+/// Where a [`Relay`]'s requests come from.
+#[derive(Default)]
+enum Route {
+    /// Nowhere: the caller has no check, or its check is a relay already (asked on the
+    /// thread that relays it).
+    #[default]
+    None,
+    /// The caller's own thread, which keeps its check: no thread could be had to relay it
+    /// from, so work that wants the check asked stays on this thread ([`Relay::stays_here`]).
+    Here,
+    /// A flag the caller's thread sets when its check says stop.
+    Flag(Arc<AtomicBool>),
+}
 
 impl Relay {
+    /// Whether the caller's check can be asked only on this thread: work that would move to
+    /// another thread runs here instead, where [`requested`] asks the check directly.
+    pub fn stays_here(&self) -> bool {
+        matches!(self.0, Route::Here)
+    }
+
     /// Runs `work` on this thread with the caller's requests answering [`requested`].
     pub fn install<T>(self, work: impl FnOnce() -> T) -> T {
         match self.0 {
-            Some(flag) => {
-                let outer = RELAYING.with(|relaying| relaying.replace(true));
-                let (result, _) = checked(move || flag.load(Ordering::Relaxed), work);
-                RELAYING.with(|relaying| relaying.set(outer));
-                result
+            Route::Flag(flag) => {
+                let _relaying = Relaying::mark();
+                checked(move || flag.load(Ordering::Relaxed), work).0
             }
-            None => work(),
+            Route::None | Route::Here => work(),
         }
+    }
+}
+
+/// Marks this thread's check as a relay while it lives (a relayed call inside relayed work
+/// goes on in place), restoring the mark it found when dropped, a panic included: a pool
+/// thread lives on after a run's panic.
+struct Relaying(bool);
+
+impl Relaying {
+    fn mark() -> Self {
+        Self(RELAYING.with(|relaying| relaying.replace(true)))
+    }
+}
+
+impl Drop for Relaying {
+    fn drop(&mut self) {
+        RELAYING.with(|relaying| relaying.set(self.0));
+    }
+}
+
+/// Tells the caller of [`relayed`] that its work has ended, however it ends.
+struct Ended<'a> {
+    done: &'a AtomicBool,
+    caller: std::thread::Thread,
+}
+
+impl Drop for Ended<'_> {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::Release);
+        self.caller.unpark();
     }
 }
 
 /// Runs `work`, which may move itself to other threads, with this thread's check relayed to
 /// it: where a check is installed here ([`checked`]) and not already a relay, `work` runs on a
-/// thread of its own (8 MiB of stack, a main thread's) while this one asks the check every
-/// [`POLL`] and passes a request on through the [`Relay`] `work` is given, until `work` ends.
-/// Otherwise (no check, a relay already, or no thread to be had) `work` runs here with an
-/// inert relay and [`requested`] asks this thread's check directly. A panic in `work` is
-/// resumed here.
+/// thread of its own while this one asks the check every [`POLL`] and passes a request on
+/// through the [`Relay`] `work` is given, until `work` ends; a request it asked stays
+/// requested here ([`requested`]) after `work` ends, read or not. Without a check, or inside
+/// relayed work, `work` runs here with a relay that installs nothing. Where no thread can be
+/// had, `work` runs here with a relay that [`Relay::stays_here`]. A panic in `work` is resumed
+/// here.
 pub fn relayed<T: Send>(work: impl FnOnce(Relay) -> T + Send) -> T {
+    // A main thread's stack: the work runs on this thread where it cannot move to a pool.
     const STACK: usize = 8 << 20;
-    let here = CHECK.with(|slot| slot.borrow().is_none()) || RELAYING.with(Cell::get);
-    if here {
+    if CHECK.with(|slot| slot.borrow().is_none()) || RELAYING.with(Cell::get) {
         return work(Relay::default());
     }
     let flag = Arc::new(AtomicBool::new(false));
-    let relay = Relay(Some(flag.clone()));
+    let done = AtomicBool::new(false);
     // The work stays reachable from here, so that it can run here when no thread is given.
     let slot = Mutex::new(Some(work));
     let take = || slot.lock().unwrap_or_else(PoisonError::into_inner).take();
     std::thread::scope(|scope| {
-        let caller = std::thread::current();
+        let relay = Relay(Route::Flag(flag.clone()));
+        let ended = Ended {
+            done: &done,
+            caller: std::thread::current(),
+        };
         let spawned = std::thread::Builder::new()
             .name("quench-relayed".into())
             .stack_size(STACK)
             .spawn_scoped(scope, move || {
-                let result = take().map(|work| work(relay));
-                caller.unpark();
-                result
+                let _ended = ended;
+                take().map(|work| work(relay))
             });
         let Ok(handle) = spawned else {
-            return take().map(|work| work(Relay::default()));
+            return take().map(|work| work(Relay(Route::Here)));
         };
-        while !handle.is_finished() {
+        // `done` rather than the handle's `is_finished`, which turns true only after the
+        // thread has stored its result: woken first, this thread would sleep a whole POLL.
+        while !done.load(Ordering::Acquire) {
             if !flag.load(Ordering::Relaxed) && requested() {
                 flag.store(true, Ordering::Relaxed);
             }
@@ -182,8 +235,8 @@ mod tests {
         let caller = std::thread::current().id();
         let asked_elsewhere = Arc::new(AtomicBool::new(false));
         let asks = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let (seen, stop) = (asked_elsewhere.clone(), asks.clone());
-        let ((worker, nested), stopped) = checked(
+        let (seen, stop) = (asked_elsewhere.clone(), asks);
+        let ((worker, nested, relaying), stopped) = checked(
             move || {
                 seen.fetch_or(std::thread::current().id() != caller, Ordering::SeqCst);
                 // Says stop at its third asking, some POLLs into the work.
@@ -195,11 +248,14 @@ mod tests {
                         let worker = std::thread::current().id();
                         // Relayed work inside relayed work goes on in place.
                         let nested = relayed(|inner| inner.install(|| std::thread::current().id()));
-                        // Ends only once the caller's request has reached this thread.
+                        // Ends once the caller's request has reached this thread; a broken
+                        // relay fails the test rather than hanging it.
+                        let deadline = std::time::Instant::now() + Duration::from_secs(30);
                         while !requested() {
+                            assert!(std::time::Instant::now() < deadline, "never relayed");
                             std::thread::sleep(Duration::from_millis(1));
                         }
-                        (worker, nested)
+                        (worker, nested, RELAYING.with(Cell::get))
                     })
                 })
             },
@@ -207,11 +263,30 @@ mod tests {
         assert!(stopped, "the caller's check said stop");
         assert_ne!(worker, caller, "the work ran on a thread of its own");
         assert_eq!(nested, worker);
+        assert!(relaying, "marked as a relay while the work ran");
         assert!(
             !asked_elsewhere.load(Ordering::SeqCst),
             "asked on the caller's thread only"
         );
-        assert!(asks.load(Ordering::SeqCst) >= 3);
+        assert!(
+            requested() == false,
+            "nothing installed here after the call"
+        );
+    }
+
+    #[test]
+    fn a_relay_leaves_its_thread_as_it_found_it_after_a_panic() {
+        let relay = Relay(Route::Flag(Arc::new(AtomicBool::new(true))));
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            relay.install(|| {
+                assert!(requested(), "the flag answers");
+                panic!("in the work")
+            })
+        }));
+        assert!(outcome.is_err());
+        assert!(!RELAYING.with(Cell::get), "unmarked");
+        assert!(!requested(), "the check removed");
+        assert!(!Relay::default().stays_here() && Relay(Route::Here).stays_here());
     }
 
     #[test]
