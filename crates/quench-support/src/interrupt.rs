@@ -268,10 +268,7 @@ mod tests {
             !asked_elsewhere.load(Ordering::SeqCst),
             "asked on the caller's thread only"
         );
-        assert!(
-            requested() == false,
-            "nothing installed here after the call"
-        );
+        assert!(!requested(), "nothing installed here after the call");
     }
 
     #[test]
