@@ -91,7 +91,7 @@ pub fn gemm(dst: &mut [f32], lhs: MatRef<'_>, rhs: MatRef<'_>, accumulate: bool)
     gemm_strided(dst, n, lhs, rhs, accumulate);
 }
 
-/// [`gemm`] into rows `row_stride` apart in `dst` (a block of a wider matrix, or every `k`-th
+/// [`gemm()`] into rows `row_stride` apart in `dst` (a block of a wider matrix, or every `k`-th
 /// row of one).
 pub fn gemm_strided(
     dst: &mut [f32],

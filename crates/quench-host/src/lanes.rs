@@ -16,7 +16,7 @@ pub fn host_cores() -> usize {
 /// as much as a million of them.
 const SPLIT_FROM: usize = 1 << 21;
 
-/// The lanes for `work` multiply-adds: one below [`SPLIT_FROM`], else every core.
+/// The lanes for `work` multiply-adds: one below `SPLIT_FROM` (2^21), else every core.
 pub fn lanes_for(work: usize) -> usize {
     if work < SPLIT_FROM { 1 } else { host_cores() }
 }

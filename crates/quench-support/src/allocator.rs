@@ -15,6 +15,9 @@
 //! does not choose a program's allocator: each of Quench's programs (the `benchmark` binary,
 //! the examples, the benches and the test binaries) names it with [`aligned_allocator!`], and a
 //! program of a library user that wants CPU runs to repeat bit for bit does the same.
+//!
+//! [`aligned_allocator!`]: crate::aligned_allocator
+//! [`counting_allocator!`]: crate::counting_allocator
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -64,6 +67,8 @@ pub const ALIGNED_FROM: usize = 128;
 /// The system allocator, with every block of [`ALIGNED_FROM`] bytes or more starting on a
 /// [`VECTOR_ALIGN`]-byte boundary: the global allocator of every Quench program
 /// ([`aligned_allocator!`]).
+///
+/// [`aligned_allocator!`]: crate::aligned_allocator
 ///
 /// Why: burn-ndarray 0.21's SIMD `recip` (the forward `Tensor::recip`, and the backward pass
 /// of every division and logarithm: cross-entropy, softmax, layer norm) works in place on a
@@ -235,6 +240,8 @@ unsafe impl GlobalAlloc for VectorAligned {
 /// `realloc`) and their bytes ([`Allocations::now`]): the global allocator of the programs that
 /// measure allocations per step ([`counting_allocator!`]). Each block costs two atomic adds on
 /// counters every thread shares, so Quench's other programs do not count.
+///
+/// [`counting_allocator!`]: crate::counting_allocator
 pub struct CountingVectorAligned;
 
 /// Blocks handed out by [`CountingVectorAligned`] since the program started.
@@ -244,6 +251,8 @@ static BYTES: AtomicU64 = AtomicU64::new(0);
 
 /// Makes [`CountingVectorAligned`] the global allocator of the program whose crate root
 /// invokes it (in place of [`aligned_allocator!`]).
+///
+/// [`aligned_allocator!`]: crate::aligned_allocator
 #[macro_export]
 macro_rules! counting_allocator {
     () => {

@@ -119,7 +119,7 @@ impl Drop for Ended<'_> {
 
 /// Runs `work`, which may move itself to other threads, with this thread's check relayed to
 /// it: where a check is installed here ([`checked`]) and not already a relay, `work` runs on a
-/// thread of its own while this one asks the check every [`POLL`] and passes a request on
+/// thread of its own while this one asks the check every `POLL` (20 ms) and passes a request on
 /// through the [`Relay`] `work` is given, until `work` ends; a request it asked stays
 /// requested here ([`requested`]) after `work` ends, read or not. Without a check, or inside
 /// relayed work, `work` runs here with a relay that installs nothing. Where no thread can be
