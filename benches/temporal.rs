@@ -10,8 +10,8 @@
 //! and batch, one seed, a synthetic market of two symbols): the network made, the windows
 //! uploaded, every training batch, the validation pass, the test evaluation; its throughput in
 //! training windows, to set beside the step's; on a thread of the runs' pool, as the workload
-//! runs. And one encoder layer's attention (the host
-//! kernel at the Transformer's shape, its dropout mask, forward and backward).
+//! runs. And one encoder layer's attention (the host kernel at the Transformer's shape, its
+//! dropout mask, forward and backward), on that pool too.
 
 // criterion_group! defines a public function that cannot carry a doc comment.
 #![allow(missing_docs)]

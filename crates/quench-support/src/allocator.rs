@@ -68,8 +68,6 @@ pub const ALIGNED_FROM: usize = 128;
 /// [`VECTOR_ALIGN`]-byte boundary: the global allocator of every Quench program
 /// ([`aligned_allocator!`]).
 ///
-/// [`aligned_allocator!`]: crate::aligned_allocator
-///
 /// Why: burn-ndarray 0.21's SIMD `recip` (the forward `Tensor::recip`, and the backward pass
 /// of every division and logarithm: cross-entropy, softmax, layer norm) works in place on a
 /// buffer it owns by splitting it at vector boundaries: the aligned middle gets the CPU's
@@ -87,6 +85,8 @@ pub const ALIGNED_FROM: usize = 128;
 /// boundary past its start is handed out, with the start written just below it. `malloc` keeps
 /// its thread caches and its in-place `realloc` (glibc's `posix_memalign` has neither: it took
 /// 50-160 ns a block against malloc's 9-16 ns here); a block costs 64 bytes more.
+///
+/// [`aligned_allocator!`]: crate::aligned_allocator
 pub struct VectorAligned;
 
 /// Makes [`VectorAligned`] the global allocator of the program whose crate root invokes it:
