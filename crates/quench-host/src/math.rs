@@ -81,17 +81,21 @@ fn erf_and_gauss(x: f32) -> (f32, f32) {
 /// The exact GELU, `x Phi(x) = x (1 + erf(x / sqrt 2)) / 2`.
 #[inline(always)]
 pub fn gelu(x: f32) -> f32 {
-    0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2))
+    gelu_and_slope(x).0
 }
 
-/// The GELU's derivative, `Phi(x) + x phi(x)`: `phi(x)`'s `e^{-x^2 / 2}` is the one `erf(x /
-/// sqrt 2)` computes.
+/// The GELU and its derivative, `(x Phi(x), Phi(x) + x phi(x))`, from one `erf(x / sqrt 2)`,
+/// whose `e^{-x^2 / 2}` is `phi(x)`'s: a layer computes its output and the slope its backward
+/// pass keeps in one go.
 #[inline(always)]
-pub fn gelu_slope(x: f32) -> f32 {
+pub fn gelu_and_slope(x: f32) -> (f32, f32) {
     // 1 / sqrt(2 pi).
     const DENSITY: f32 = 0.398_942_3;
     let (erf_value, gauss) = erf_and_gauss(x * std::f32::consts::FRAC_1_SQRT_2);
-    0.5 * (1.0 + erf_value) + x * DENSITY * gauss
+    (
+        0.5 * x * (1.0 + erf_value),
+        0.5 * (1.0 + erf_value) + x * DENSITY * gauss,
+    )
 }
 
 /// Partial results the host kernels' float reductions (sums, maxima, [`lane_dot`]) keep side
@@ -382,7 +386,7 @@ mod tests {
             let density = (-0.5 * xf * xf).exp() / (2.0 * std::f64::consts::PI).sqrt();
             assert!((f64::from(gelu(x)) - xf * cdf).abs() < 5e-7, "gelu({x})");
             assert!(
-                (f64::from(gelu_slope(x)) - (cdf + xf * density)).abs() < 5e-7,
+                (f64::from(gelu_and_slope(x).1) - (cdf + xf * density)).abs() < 5e-7,
                 "gelu'({x})"
             );
         }

@@ -4,7 +4,8 @@
 //! Design:
 //! - the dense epilogue: one unit per output value, `activation(z + b)` and what the backward
 //!   pass keeps in one pass (the composition takes a bias add and an activation, two or three
-//!   launches); its backward pass's `dz = dy f'(kept)` likewise one pass;
+//!   launches); its backward pass's `dz = dy f'` likewise one pass, from the output or, for
+//!   leaky ReLU and GELU, the slope the epilogue kept (no second `erf` backward);
 //! - layer normalisation: one unit per row (the widths here are 16 to 512), which reads its
 //!   row twice (mean, then variance) and writes the normalised row, the output and `1 / std`:
 //!   one launch where the composition takes nine. The backward pass is two launches: one unit
@@ -39,8 +40,8 @@ fn normal_cdf<F: Float>(z: F) -> F {
     (F::new(1.0) + F::erf(z * F::new(std::f32::consts::FRAC_1_SQRT_2))) * F::new(0.5)
 }
 
-/// `activation(z + bias)` per value, and what the backward pass keeps (the pre-activation
-/// where the activation needs it, else the output). `width` is the output's last axis;
+/// `activation(z + bias)` per value, and what the backward pass keeps (the slope where the
+/// activation keeps it, else the output). `width` is the output's last axis;
 /// `per_member` its values per member.
 #[cube(launch)]
 fn dense_epilogue_kernel<F: Float>(
@@ -64,6 +65,8 @@ fn dense_epilogue_kernel<F: Float>(
     let row = member % (bias.len() / width as usize);
     let value = z[position] + bias[row * width as usize + column];
     let mut out = value;
+    // Tanh and ReLU find their slope from the output; leaky ReLU and GELU keep theirs.
+    let mut derivative = F::new(1.0);
     if activation == 1 {
         out = F::max(value, F::new(0.0));
     } else if activation == 2 {
@@ -71,14 +74,18 @@ fn dense_epilogue_kernel<F: Float>(
     } else if activation == 3 {
         if value < F::new(0.0) {
             out = value * F::cast_from(slope);
+            derivative = F::cast_from(slope);
         }
     } else if activation == 4 {
-        out = value * normal_cdf::<F>(value);
+        // Phi(z) + z phi(z), phi the standard normal density.
+        let cdf = normal_cdf::<F>(value);
+        let density = F::exp(value * value * F::new(-0.5)) * F::new(0.398_942_3);
+        out = value * cdf;
+        derivative = cdf + value * density;
     }
     output[position] = out;
-    // Tanh and ReLU find their slope from the output; leaky ReLU and GELU need the input.
     if activation >= 3 {
-        kept[position] = value;
+        kept[position] = derivative;
     } else {
         kept[position] = out;
     }
@@ -91,7 +98,6 @@ fn activation_gradient_kernel<F: Float>(
     kept: &Tensor<F>,
     dz: &mut Tensor<F>,
     activation: u32,
-    slope: f32,
     #[define(F)] _dtype: StorageType,
 ) {
     let position = ABSOLUTE_POS;
@@ -107,14 +113,9 @@ fn activation_gradient_kernel<F: Float>(
         }
     } else if activation == 2 {
         d = g * (F::new(1.0) - k * k);
-    } else if activation == 3 {
-        if k < F::new(0.0) {
-            d = g * F::cast_from(slope);
-        }
-    } else if activation == 4 {
-        // Phi(z) + z phi(z), phi the standard normal density.
-        let density = F::exp(k * k * F::new(-0.5)) * F::new(0.398_942_3);
-        d = g * (normal_cdf::<F>(k) + k * density);
+    } else if activation >= 3 {
+        // The slope itself.
+        d = g * k;
     }
     dz[position] = d;
 }
@@ -166,7 +167,7 @@ fn pre_activation_gradient<R: CubeRuntime>(
     if activation.is_none() {
         return dy;
     }
-    let (activation, slope) = code(activation);
+    let (activation, _) = code(activation);
     let dz = empty_like(&dy);
     let client = dy.client.clone();
     let values = dy.meta.shape().num_elements();
@@ -180,7 +181,6 @@ fn pre_activation_gradient<R: CubeRuntime>(
         kept.into_tensor_arg(),
         dz.clone().into_tensor_arg(),
         activation,
-        slope,
         dtype.into(),
     );
     dz

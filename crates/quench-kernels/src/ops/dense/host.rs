@@ -2,9 +2,9 @@
 //! backend in f32.
 //!
 //! The dense layer is one product per member through [`quench_host::gemm`], then, per block
-//! while it is in cache, one pass adding the bias and applying the activation (in place, or
-//! into a buffer of its own where the pre-activation is kept); backward, one pass
-//! for the pre-activation gradient, then `dx = dz W^T`, `dW = x^T dz` and the bias sums. Large
+//! while it is in cache, one pass adding the bias and applying the activation in place (and,
+//! where the layer keeps its slope, writing the slope into a buffer of its own); backward, one
+//! pass for the pre-activation gradient (a product with the kept slope), then `dx = dz W^T`, `dW = x^T dz` and the bias sums. Large
 //! layers split over lanes: rows of `x` forward and for `dx`, rows of `dW` (columns of `x`)
 //! for the weight gradient. Layer normalisation is three passes over each row forward (mean,
 //! centred variance, output) and two backward, rows split over lanes.
@@ -17,7 +17,7 @@ use quench_host::buffers::{recycle, recycle_tensor, take};
 use quench_host::gemm::{MatRef, add_rows, gemm, gemm_strided};
 use quench_host::lanes::{in_lanes, lanes_for};
 use quench_host::layer_norm::{norm_rows, norm_rows_backward};
-use quench_host::math::{gelu, gelu_slope, relu, tanh};
+use quench_host::math::{gelu, gelu_and_slope, relu, tanh};
 use quench_host::tensor::{Host, in_f32, tensor, values};
 
 /// `0..len` cut into `parts` nearly equal ranges.
@@ -64,20 +64,38 @@ fn activated(v: f32, activation: Activation) -> f32 {
     }
 }
 
+/// `activation` at `v` and its derivative there (leaky ReLU's slope is 1 from zero up, ReLU's
+/// 0 at zero).
+#[inline(always)]
+fn activated_and_slope(v: f32, activation: Activation) -> (f32, f32) {
+    match activation {
+        Activation::Relu => (relu(v), if v > 0.0 { 1.0 } else { 0.0 }),
+        Activation::Tanh => {
+            let y = tanh(v);
+            (y, 1.0 - y * y)
+        }
+        Activation::LeakyRelu(slope) => (
+            activated(v, activation),
+            if v >= 0.0 { 1.0 } else { slope as f32 },
+        ),
+        Activation::Gelu => gelu_and_slope(v),
+    }
+}
+
 quench_host::simd_dispatch! {
-    /// Adds `bias` to every row of `z` (`bias.len()` wide), then applies `activation` if any:
-    /// into `post` where it is not empty (`z` keeps the pre-activation), else in place.
-    fn bias_activate(z: &mut [f32], post: &mut [f32], bias: &[f32], activation: Option<Activation>) => bias_activate_portable
+    /// Adds `bias` to every row of `z` (`bias.len()` wide), then applies `activation` if any,
+    /// in place; where `slope` is not empty, the activation's derivative at each value into it.
+    fn bias_activate(z: &mut [f32], slope: &mut [f32], bias: &[f32], activation: Option<Activation>) => bias_activate_portable
 }
 
 #[inline(always)]
 fn bias_activate_portable(
     z: &mut [f32],
-    post: &mut [f32],
+    slope: &mut [f32],
     bias: &[f32],
     activation: Option<Activation>,
 ) {
-    debug_assert!(post.is_empty() || (activation.is_some() && post.len() == z.len()));
+    debug_assert!(slope.is_empty() || (activation.is_some() && slope.len() == z.len()));
     let width = bias.len();
     if width == 0 {
         return;
@@ -86,17 +104,16 @@ fn bias_activate_portable(
     // One loop per activation, so each vectorises on its own.
     macro_rules! each {
         ($a:expr) => {
-            if post.is_empty() {
+            if slope.is_empty() {
                 for row in rows {
                     for (v, b) in row.iter_mut().zip(bias) {
                         *v = activated(*v + b, $a);
                     }
                 }
             } else {
-                for (row, post) in rows.zip(post.chunks_exact_mut(width)) {
-                    for ((v, p), b) in row.iter_mut().zip(post).zip(bias) {
-                        *v += b;
-                        *p = activated(*v, $a);
+                for (row, slope) in rows.zip(slope.chunks_exact_mut(width)) {
+                    for ((v, s), b) in row.iter_mut().zip(slope).zip(bias) {
+                        (*v, *s) = activated_and_slope(*v + b, $a);
                     }
                 }
             }
@@ -112,8 +129,8 @@ fn bias_activate_portable(
 }
 
 quench_host::simd_dispatch! {
-    /// `dz = dy f'(z)` from what the layer kept: the pre-activation `z` where the activation
-    /// keeps its input, else its output.
+    /// `dz = dy f'(z)` from what the layer kept: the slope `f'(z)` itself where the activation
+    /// keeps its slope, else its output.
     pub(crate) fn pre_activation_gradient(dz: &mut [f32], kept: &[f32], dy: &[f32], activation: Activation) => pre_activation_gradient_portable
 }
 
@@ -124,38 +141,29 @@ fn pre_activation_gradient_portable(
     dy: &[f32],
     activation: Activation,
 ) {
-    let slope = match activation {
-        Activation::Relu => 0.0,
-        Activation::LeakyRelu(slope) => slope as f32,
+    match activation {
+        Activation::LeakyRelu(_) | Activation::Gelu => {
+            for ((d, s), g) in dz.iter_mut().zip(kept).zip(dy) {
+                *d = g * s;
+            }
+        }
         Activation::Tanh => {
             for ((d, y), g) in dz.iter_mut().zip(kept).zip(dy) {
                 *d = g * (1.0 - y * y);
             }
-            return;
         }
-        Activation::Gelu => {
-            for ((d, z), g) in dz.iter_mut().zip(kept).zip(dy) {
-                *d = g * gelu_slope(*z);
+        // From its output: positive where the input is.
+        Activation::Relu => {
+            for ((d, k), g) in dz.iter_mut().zip(kept).zip(dy) {
+                *d = if *k > 0.0 { *g } else { 0.0 };
             }
-            return;
-        }
-    };
-    // ReLU from its output (positive where the input is), leaky ReLU from its input (slope 1
-    // from zero up, as `Activation::slope` has it).
-    if matches!(activation, Activation::Relu) {
-        for ((d, k), g) in dz.iter_mut().zip(kept).zip(dy) {
-            *d = if *k > 0.0 { *g } else { 0.0 };
-        }
-    } else {
-        for ((d, k), g) in dz.iter_mut().zip(kept).zip(dy) {
-            *d = if *k >= 0.0 { *g } else { slope * g };
         }
     }
 }
 
 /// `activation(x W + b)` for `x` `[members, rows, fan_in]`, `weight` `[members, fan_in,
-/// fan_out]`, `bias` `[members, 1, fan_out]`, and what the backward pass needs (the
-/// pre-activation where the activation keeps its input, else the output).
+/// fan_out]`, `bias` `[members, 1, fan_out]`, and what the backward pass needs (the slope where
+/// the activation keeps it, else the output).
 pub(crate) fn dense_forward(
     x: FloatTensor<Host>,
     weight: FloatTensor<Host>,
@@ -168,10 +176,10 @@ pub(crate) fn dense_forward(
     let shape = [members, rows, fan_out];
     let (xv, wv, bv) = (values(&x), values(&weight), values(&bias));
     // Every row is written by its product, then takes its bias and activation; an activation
-    // that keeps its input writes its own buffer from it, every value.
+    // that keeps its slope writes it into its own buffer, every value.
     let mut out = take(members * rows * fan_out);
-    let keeps_input = activation.is_some_and(|a| a.keeps_input());
-    let mut post = if keeps_input {
+    let keeps_slope = activation.is_some_and(|a| a.keeps_slope());
+    let mut slopes = if keeps_slope {
         take(out.len())
     } else {
         Vec::new()
@@ -182,22 +190,22 @@ pub(crate) fn dense_forward(
     }
     // As many lanes as the product needs, or the epilogue (about 8 operations per value).
     let parts = lanes_for(members * rows * fan_out * fan_in.max(8));
-    // Jobs: (member, its rows' range, those rows of the output, and of the activated output
-    // where it has its own).
+    // Jobs: (member, its rows' range, those rows of the output, and of the slopes where they
+    // are kept).
     let outs = member_rows(&mut out, shape, parts);
-    let mut posts = if keeps_input {
-        member_rows(&mut post, shape, parts)
+    let mut slope_parts = if keeps_slope {
+        member_rows(&mut slopes, shape, parts)
     } else {
         Vec::new()
     }
     .into_iter();
     let jobs: Vec<_> = outs
         .into_iter()
-        .map(|(m, range, part)| (m, range, part, posts.next().map(|(_, _, p)| p)))
+        .map(|(m, range, part)| (m, range, part, slope_parts.next().map(|(_, _, s)| s)))
         .collect();
     let lanes = parts.min(jobs.len());
     in_lanes(jobs, lanes, |group| {
-        for (m, range, part, post) in group {
+        for (m, range, part, slopes) in group {
             let x_rows = &xv[(m * rows + range.start) * fan_in..(m * rows + range.end) * fan_in];
             gemm(
                 part,
@@ -210,14 +218,14 @@ pub(crate) fn dense_forward(
                 false,
             );
             // While the block is in cache.
-            let post = post.unwrap_or_default();
-            bias_activate(part, post, &bv[m * fan_out..(m + 1) * fan_out], activation);
+            let slopes = slopes.unwrap_or_default();
+            bias_activate(part, slopes, &bv[m * fan_out..(m + 1) * fan_out], activation);
         }
     });
     drop((xv, wv, bv));
     let out = tensor(out, shape);
-    if keeps_input {
-        [tensor(post, shape), out]
+    if keeps_slope {
+        [out, tensor(slopes, shape)]
     } else {
         [out.clone(), out]
     }

@@ -43,72 +43,52 @@ impl Activation {
         }
     }
 
-    /// The nonlinearity at one value, on the host (libm's `tanh`).
-    pub fn at(self, x: f32) -> f32 {
-        match self {
-            Self::Relu => quench_host::math::relu(x),
-            Self::Tanh => x.tanh(),
-            Self::LeakyRelu(slope) => {
-                if x >= 0.0 {
-                    x
-                } else {
-                    slope as f32 * x
-                }
-            }
-            Self::Gelu => quench_host::math::gelu(x),
-        }
-    }
-
-    /// The derivative at pre-activation `pre`, whose activation is `post`, on the host.
-    pub fn slope(self, pre: f32, post: f32) -> f32 {
-        match self {
-            Self::Relu => f32::from(u8::from(pre > 0.0)),
-            Self::Tanh => 1.0 - post * post,
-            Self::LeakyRelu(slope) => {
-                if pre >= 0.0 {
-                    1.0
-                } else {
-                    slope as f32
-                }
-            }
-            Self::Gelu => quench_host::math::gelu_slope(pre),
-        }
-    }
-
-    /// Whether the derivative needs the pre-activation (what the fused layer then keeps),
-    /// rather than following from the output: GELU's, and a leaky ReLU's (whose output's sign
-    /// is the input's only for a positive slope).
-    pub fn keeps_input(self) -> bool {
+    /// Whether the layer keeps the derivative itself for its backward pass (what
+    /// [`DenseOutput::kept`] then holds), rather than its output: GELU's derivative needs the
+    /// input (computed with the output, it costs a few operations where the backward pass would
+    /// take a second `erf`), and a leaky ReLU's too (its output's sign is the input's only for
+    /// a positive slope). The kept tensor is as large as the pre-activation it replaces.
+    pub fn keeps_slope(self) -> bool {
         matches!(self, Self::Gelu | Self::LeakyRelu(_))
     }
 
-    /// The derivative as tensor ops, from what the layer kept: the pre-activation `z` where
-    /// [`Activation::keeps_input`], else the output.
-    fn derivative<B: Backend>(self, kept: Tensor<B, 3>) -> Tensor<B, 3> {
+    /// The derivative at the pre-activation `z`, as tensor ops (what the layer keeps where
+    /// [`Activation::keeps_slope`]); a leaky ReLU's slope is 1 from zero up.
+    fn slope_at<B: Backend>(self, z: Tensor<B, 3>) -> Tensor<B, 3> {
         match self {
-            Self::Tanh => (kept.clone() * kept).neg().add_scalar(1.0),
-            Self::Relu => kept.greater_elem(0.0).float(),
+            Self::Tanh => Self::Tanh.slope_from_kept(z.tanh()),
+            Self::Relu => z.greater_elem(0.0).float(),
             Self::LeakyRelu(slope) => {
-                // Slope 1 from zero up, as `Activation::slope` has it.
-                let positive = kept.greater_equal_elem(0.0).float();
+                let positive = z.greater_equal_elem(0.0).float();
                 positive.mul_scalar(1.0 - slope).add_scalar(slope)
             }
             Self::Gelu => {
                 // Phi(z) + z phi(z).
-                let cdf = kept
+                let cdf = z
                     .clone()
                     .div_scalar(std::f64::consts::SQRT_2)
                     .erf()
                     .add_scalar(1.0)
                     .mul_scalar(0.5);
-                let density = kept
+                let density = z
                     .clone()
                     .powi_scalar(2)
                     .mul_scalar(-0.5)
                     .exp()
                     .mul_scalar(1.0 / (2.0 * std::f64::consts::PI).sqrt());
-                cdf + kept * density
+                cdf + z * density
             }
+        }
+    }
+
+    /// The derivative as tensor ops from what the layer kept: the slope itself where
+    /// [`Activation::keeps_slope`], else the output.
+    fn slope_from_kept<B: Backend>(self, kept: Tensor<B, 3>) -> Tensor<B, 3> {
+        match self {
+            Self::Tanh => (kept.clone() * kept).neg().add_scalar(1.0),
+            // Positive where the input is.
+            Self::Relu => kept.greater_elem(0.0).float(),
+            Self::LeakyRelu(_) | Self::Gelu => kept,
         }
     }
 }
@@ -118,7 +98,8 @@ impl Activation {
 pub struct DenseOutput<B: Backend> {
     /// `activation(x W + b)` `[members, rows, fan_out]`.
     pub output: Tensor<B, 3>,
-    /// The pre-activation `x W + b` where [`Activation::keeps_input`], else the output.
+    /// The activation's derivative at `x W + b` where [`Activation::keeps_slope`], else the
+    /// output.
     pub kept: Tensor<B, 3>,
 }
 
@@ -161,7 +142,11 @@ pub fn composed_dense<B: Backend>(
     match activation {
         Some(a) => {
             let output = a.apply(z.clone());
-            let kept = if a.keeps_input() { z } else { output.clone() };
+            let kept = if a.keeps_slope() {
+                a.slope_at(z)
+            } else {
+                output.clone()
+            };
             DenseOutput { output, kept }
         }
         None => DenseOutput {
@@ -181,7 +166,7 @@ pub fn composed_dense_backward<B: Backend>(
     activation: Option<Activation>,
 ) -> DenseGradients<B> {
     let dz = match activation {
-        Some(a) => dy * a.derivative(kept),
+        Some(a) => dy * a.slope_from_kept(kept),
         None => dy,
     };
     DenseGradients {
@@ -422,7 +407,7 @@ mod tests {
         use quench_host::buffers::{address_of, holds, holds_length};
         let _generator = crate::SeededGenerator::acquire::<Host>(&Default::default(), 24);
         // Lengths large enough to be kept (`host::buffers`) that no other test in this crate
-        // uses: x 2 x 700 x 51, the pre-activation and the norm's rows 2 x 700 x 61.
+        // uses: x 2 x 700 x 51, the kept slopes and the norm's rows 2 x 700 x 61.
         let (x_len, out_len) = (2 * 700 * 51, 2 * 700 * 61);
         let x = random::<Host>([2, 700, 51], 1.0);
         let w = random::<Host>([2, 51, 61], 0.5);
@@ -432,7 +417,7 @@ mod tests {
         let kept = address_of(&out.kept);
         // The caller's x stays with the caller; the layer's own copy of it goes back.
         let _ = Host::dense_backward(x.clone(), &w, out.kept, dy.clone(), None);
-        assert!(holds(kept), "the pre-activation");
+        assert!(holds(kept), "the kept slopes");
         assert!(!holds_length(x_len), "x, held by the caller");
         let own_x = x.clone().add_scalar(0.0);
         let own_address = address_of(&own_x);

@@ -40,7 +40,7 @@ pub struct MlpTape<B: Backend> {
     /// the layer below after its activation and dropout mask.
     pub inputs: Vec<Tensor<B, 3>>,
     /// Every hidden layer's [`DenseOutput::kept`](super::dense::DenseOutput::kept) `[members,
-    /// rows, width]` (its pre-activation or its activation, before the dropout mask).
+    /// rows, width]` (its activation's slope or its output, before the dropout mask).
     pub kept: Vec<Tensor<B, 3>>,
     /// Every hidden layer's dropout mask (`0` where a unit is dropped, `1 / keep` elsewhere)
     /// `[members, rows, width]`; empty without dropout.
