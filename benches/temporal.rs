@@ -173,7 +173,11 @@ fn lstm_layer(c: &mut Criterion) {
     let mut group = c.benchmark_group("lstm_layer_b256");
     group.sample_size(20);
     group.throughput(Throughput::Elements(flops as u64));
-    for lanes in [quench_kernels::host_lanes::<Cpu>(), 1] {
+    let cores = quench_kernels::host_lanes::<Cpu>();
+    // One case on a one-core machine (criterion refuses two of the same name).
+    let mut cases = vec![cores, 1];
+    cases.dedup();
+    for lanes in cases {
         group.bench_function(BenchmarkId::new("lanes", lanes), |b| {
             b.iter(|| {
                 let (y, tape) = quench_temporal::lstm::forward_taped(&layer, x.clone(), lanes);

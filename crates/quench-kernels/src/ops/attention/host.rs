@@ -86,11 +86,13 @@ pub(crate) fn forward(
         .collect();
     let lanes = quench_host::lanes::lanes_for(s.groups * s.scores() * s.d_k * 2);
     in_lanes(jobs, lanes, |group| {
+        let mut columns = Vec::new();
         for (g, (context, weights)) in group {
             let block = g * s.group()..(g + 1) * s.group();
             let (q, k, v) = (&qv[block.clone()], &kv[block.clone()], &vv[block]);
+            transpose_heads(k, s, &mut columns);
             for (h, w) in weights.chunks_exact_mut(s.seq * s.seq).enumerate() {
-                dots(w, q, k, s, h);
+                dots(w, q, k, &columns, s, h);
                 let mask = match &mv {
                     Some(m) => {
                         let start = (g * s.heads + h) * s.seq * s.seq;
@@ -114,6 +116,10 @@ pub(crate) fn forward(
 /// 16-wide heads over 20-bar windows. Other shapes take the `gemm` crate.
 const HEAD: usize = 16;
 const PADDED: usize = 32;
+/// Output rows the register kernels sum side by side ([`each_row_sum`]): sixteen AVX2 vectors
+/// hold four rows of a head or two of a padded score row, with room for the term's row.
+const COMBINE_ROWS: usize = 4;
+const DOT_ROWS: usize = 2;
 
 /// Whether the register kernels take `s`.
 fn in_registers(s: Shape) -> bool {
@@ -125,11 +131,29 @@ fn head(group: &[f32], s: Shape, h: usize) -> MatRef<'_> {
     MatRef::strided(&group[h * s.d_k..], s.seq, s.d_k, s.width())
 }
 
+/// A group's `[seq, heads d_k]` rows `b` transposed for [`dots_in_registers`] into `columns`,
+/// `[heads d_k]` columns of `PADDED` zero-padded values, where the register kernels take `s`
+/// (else left empty). All heads at once, before any is read: a vector load of a column just
+/// written value by value waits for those stores to retire (they cannot be forwarded to it),
+/// which cost a head's transposition written just before its product as much as the product.
+fn transpose_heads(b: &[f32], s: Shape, columns: &mut Vec<[f32; PADDED]>) {
+    if !in_registers(s) {
+        return;
+    }
+    // The padding past `seq` stays zero: only the first `seq` values are ever written.
+    columns.resize(s.width(), [0.0; PADDED]);
+    for (j, row) in b.chunks_exact(s.width()).enumerate().take(s.seq) {
+        for (column, &value) in columns.iter_mut().zip(row) {
+            column[j] = value;
+        }
+    }
+}
+
 /// `out[i, j] = a_i . b_j` over head `h`'s rows of a group's `a` and `b` (`[seq, heads d_k]`),
-/// `out` `[seq, seq]`.
-fn dots(out: &mut [f32], a: &[f32], b: &[f32], s: Shape, h: usize) {
+/// `out` `[seq, seq]`; `columns` is `b` as [`transpose_heads`] left it.
+fn dots(out: &mut [f32], a: &[f32], b: &[f32], columns: &[[f32; PADDED]], s: Shape, h: usize) {
     if in_registers(s) {
-        return dots_in_registers(out, a, b, s, h);
+        return dots_in_registers(out, a, &columns[h * HEAD..(h + 1) * HEAD], s, h);
     }
     gemm(out, head(a, s, h), head(b, s, h).t(), false);
 }
@@ -151,57 +175,97 @@ fn combine(out: &mut [f32], w: &[f32], transposed: bool, x: &[f32], s: Shape, h:
     );
 }
 
+/// `sums[r] = sum_j weight(first + r, j) x(j)` for `j < terms`, the `R` output rows `N` wide in
+/// vector registers; each row's terms added in `j` order from zero, so a row's values do not
+/// depend on `R` or on the rows summed beside it.
+#[inline(always)]
+fn row_sums<const N: usize, const R: usize>(
+    first: usize,
+    terms: usize,
+    weight: impl Fn(usize, usize) -> f32,
+    x: impl Fn(usize) -> [f32; N],
+) -> [[f32; N]; R] {
+    let mut sums = [[0.0f32; N]; R];
+    for j in 0..terms {
+        let xj = x(j);
+        for (r, sum) in sums.iter_mut().enumerate() {
+            let p = weight(first + r, j);
+            for (s, &v) in sum.iter_mut().zip(&xj) {
+                *s += p * v;
+            }
+        }
+    }
+    sums
+}
+
+/// `rows` output rows by [`row_sums`], `R` at a time and then one at a time, each row handed
+/// to `put(i, sums)`. Rows side by side load each term's row `x_j` once for all of them, and
+/// their sums are independent chains of adds (one row's sums are one chain per vector, each
+/// add waiting on the last); `R N` is bounded by the vector registers.
+#[inline(always)]
+fn each_row_sum<const N: usize, const R: usize>(
+    rows: usize,
+    terms: usize,
+    weight: impl Fn(usize, usize) -> f32 + Copy,
+    x: impl Fn(usize) -> [f32; N] + Copy,
+    mut put: impl FnMut(usize, &[f32; N]),
+) {
+    let whole = rows / R * R;
+    for first in (0..whole).step_by(R) {
+        let sums = row_sums::<N, R>(first, terms, weight, x);
+        for (r, sum) in sums.iter().enumerate() {
+            put(first + r, sum);
+        }
+    }
+    for i in whole..rows {
+        let [sum] = row_sums::<N, 1>(i, terms, weight, x);
+        put(i, &sum);
+    }
+}
+
+/// `N` values of `values` from `start`.
+#[inline(always)]
+fn lanes<const N: usize>(values: &[f32], start: usize) -> [f32; N] {
+    let mut row = [0.0f32; N];
+    row.copy_from_slice(&values[start..start + N]);
+    row
+}
+
 quench_host::simd_dispatch! {
-    /// [`dots`] with `b`'s head transposed into a zero-padded block and each row of `out`
-    /// summed in registers (`k` order).
-    fn dots_in_registers(out: &mut [f32], a: &[f32], b: &[f32], s: Shape, h: usize) => dots_portable
+    /// [`dots`] from head `h`'s `HEAD` zero-padded columns of `b`, the rows of `out` summed in
+    /// registers, [`DOT_ROWS`] at a time (`k` order).
+    fn dots_in_registers(out: &mut [f32], a: &[f32], columns: &[[f32; PADDED]], s: Shape, h: usize) => dots_portable
 }
 
 #[inline(always)]
-fn dots_portable(out: &mut [f32], a: &[f32], b: &[f32], s: Shape, h: usize) {
+fn dots_portable(out: &mut [f32], a: &[f32], columns: &[[f32; PADDED]], s: Shape, h: usize) {
     let (seq, width, at) = (s.seq, s.width(), h * HEAD);
-    let mut columns = [[0.0f32; PADDED]; HEAD];
-    for j in 0..seq {
-        for (kk, column) in columns.iter_mut().enumerate() {
-            column[j] = b[j * width + at + kk];
-        }
-    }
-    for (i, row) in out.chunks_exact_mut(seq).enumerate().take(seq) {
-        let mut sums = [0.0f32; PADDED];
-        let ai = &a[i * width + at..i * width + at + HEAD];
-        for (&x, column) in ai.iter().zip(&columns) {
-            for (sum, &c) in sums.iter_mut().zip(column) {
-                *sum += x * c;
-            }
-        }
-        row.copy_from_slice(&sums[..seq]);
-    }
+    each_row_sum::<PADDED, DOT_ROWS>(
+        seq,
+        HEAD,
+        |i, k| a[i * width + at + k],
+        |k| columns[k],
+        |i, sums| out[i * seq..(i + 1) * seq].copy_from_slice(&sums[..seq]),
+    );
 }
 
 quench_host::simd_dispatch! {
-    /// [`combine`] with each output row summed in registers (`j` order).
+    /// [`combine`] with the output rows summed in registers, [`COMBINE_ROWS`] at a time (`j`
+    /// order).
     fn combine_in_registers(out: &mut [f32], w: &[f32], transposed: bool, x: &[f32], s: Shape, h: usize) => combine_portable
 }
 
 #[inline(always)]
 fn combine_portable(out: &mut [f32], w: &[f32], transposed: bool, x: &[f32], s: Shape, h: usize) {
     let (seq, width, at) = (s.seq, s.width(), h * HEAD);
-    for i in 0..seq {
-        let mut sums = [0.0f32; HEAD];
-        for j in 0..seq {
-            let p = if transposed {
-                w[j * seq + i]
-            } else {
-                w[i * seq + j]
-            };
-            let row: &[f32; HEAD] = x[j * width + at..j * width + at + HEAD]
-                .try_into()
-                .unwrap_or_else(|_| unreachable!("a head's row is HEAD wide"));
-            for (sum, &v) in sums.iter_mut().zip(row) {
-                *sum += p * v;
-            }
-        }
-        out[i * width + at..i * width + at + HEAD].copy_from_slice(&sums);
+    let x_row = |j| lanes::<HEAD>(x, j * width + at);
+    let mut put = |i: usize, sums: &[f32; HEAD]| {
+        out[i * width + at..i * width + at + HEAD].copy_from_slice(sums);
+    };
+    if transposed {
+        each_row_sum::<HEAD, COMBINE_ROWS>(seq, seq, |i, j| w[j * seq + i], x_row, &mut put);
+    } else {
+        each_row_sum::<HEAD, COMBINE_ROWS>(seq, seq, |i, j| w[i * seq + j], x_row, &mut put);
     }
 }
 
@@ -231,6 +295,7 @@ pub(crate) fn backward(
     let lanes = quench_host::lanes::lanes_for(s.groups * s.scores() * s.d_k * 4);
     in_lanes(jobs, lanes, |group| {
         let mut ds = vec![0.0; s.seq * s.seq];
+        let mut columns = Vec::new();
         for (g, ((dq, dk), dv)) in group {
             let block = g * s.group()..(g + 1) * s.group();
             let (q, k, v, dc) = (
@@ -239,12 +304,13 @@ pub(crate) fn backward(
                 &vv[block.clone()],
                 &dcv[block],
             );
+            transpose_heads(v, s, &mut columns);
             for h in 0..s.heads {
                 let at = (g * s.heads + h) * s.seq * s.seq;
                 let w = &wv[at..at + s.seq * s.seq];
                 // dV = W^T dC; dW = dC V^T, turned into the scores' gradient in place.
                 combine(dv, w, true, dc, s, h);
-                dots(&mut ds, dc, v, s, h);
+                dots(&mut ds, dc, v, &columns, s, h);
                 let mask = match &mv {
                     Some(m) => &m[at..at + s.seq * s.seq],
                     None => &[][..],
