@@ -54,10 +54,11 @@ fn main() {
     println!("per training step (validation's share included), or per GAN epoch:");
     let market = epoch_market();
     for (kind, name) in [
+        // Both train at `TemporalConfig::for_model`'s batch of 256.
         (ModelKind::Lstm, "temporal-lstm all, per step of 256"),
         (
             ModelKind::Transformer,
-            "temporal-transformer all, per step of 512",
+            "temporal-transformer all, per step of 256",
         ),
     ] {
         per_unit(name, |epochs| {

@@ -219,7 +219,12 @@ pub(crate) fn dense_forward(
             );
             // While the block is in cache.
             let slopes = slopes.unwrap_or_default();
-            bias_activate(part, slopes, &bv[m * fan_out..(m + 1) * fan_out], activation);
+            bias_activate(
+                part,
+                slopes,
+                &bv[m * fan_out..(m + 1) * fan_out],
+                activation,
+            );
         }
     });
     drop((xv, wv, bv));
