@@ -116,9 +116,10 @@ pub(crate) fn forward(
 /// 16-wide heads over 20-bar windows. Other shapes take the `gemm` crate.
 const HEAD: usize = 16;
 const PADDED: usize = 32;
-/// Output rows the register kernels sum side by side ([`each_row_sum`]): sixteen AVX2 vectors
-/// hold four rows of a head or two of a padded score row, with room for the term's row.
+/// Output rows the weighted sums' register kernel sums side by side ([`each_row_sum`]): four
+/// rows of a head are eight AVX2 vectors, with room for the term's row in the sixteen.
 const COMBINE_ROWS: usize = 4;
+/// The same for the score dots: two padded score rows are eight AVX2 vectors (four spilled).
 const DOT_ROWS: usize = 2;
 
 /// Whether the register kernels take `s`.
@@ -223,9 +224,9 @@ fn each_row_sum<const N: usize, const R: usize>(
     }
 }
 
-/// `N` values of `values` from `start`.
+/// `N` values of `values` from `start`: a head's row.
 #[inline(always)]
-fn lanes<const N: usize>(values: &[f32], start: usize) -> [f32; N] {
+fn head_row<const N: usize>(values: &[f32], start: usize) -> [f32; N] {
     let mut row = [0.0f32; N];
     row.copy_from_slice(&values[start..start + N]);
     row
@@ -258,7 +259,7 @@ quench_host::simd_dispatch! {
 #[inline(always)]
 fn combine_portable(out: &mut [f32], w: &[f32], transposed: bool, x: &[f32], s: Shape, h: usize) {
     let (seq, width, at) = (s.seq, s.width(), h * HEAD);
-    let x_row = |j| lanes::<HEAD>(x, j * width + at);
+    let x_row = |j| head_row::<HEAD>(x, j * width + at);
     let mut put = |i: usize, sums: &[f32; HEAD]| {
         out[i * width + at..i * width + at + HEAD].copy_from_slice(sums);
     };
