@@ -53,14 +53,13 @@ fn main() {
     let device = Default::default();
     println!("per training step (validation's share included), or per GAN epoch:");
     let market = epoch_market();
-    for (kind, name) in [
-        // Both train at `TemporalConfig::for_model`'s batch of 256.
-        (ModelKind::Lstm, "temporal-lstm all, per step of 256"),
-        (
-            ModelKind::Transformer,
-            "temporal-transformer all, per step of 256",
-        ),
+    for (kind, model) in [
+        (ModelKind::Lstm, "temporal-lstm"),
+        (ModelKind::Transformer, "temporal-transformer"),
     ] {
+        let batch = TemporalConfig::for_model(kind).batch_size;
+        let name = format!("{model} all, per step of {batch}");
+        let name = name.as_str();
         per_unit(name, |epochs| {
             let config = Valid::new(TemporalConfig {
                 epochs,

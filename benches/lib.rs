@@ -9,7 +9,7 @@ use quench_hybrid::training::{Execution, FeatureMode};
 use quench_hybrid::{CircuitMode, HybridData};
 
 /// Bars per symbol of the whole-run benches' synthetic market: about 2,000 training windows of
-/// two symbols (eight LSTM batches of 256, four Transformer batches of 512).
+/// two symbols (eight batches of 256, the batch both temporal models train at).
 pub const EPOCH_BARS: usize = 1_500;
 
 /// The whole-run benches' market: two symbols of [`EPOCH_BARS`] synthetic bars, windowed as

@@ -1,6 +1,6 @@
 //! Activations for host kernels that vectorise: an exponential of our own (Cody-Waite range
 //! reduction and a degree-7 polynomial, below 1e-7 relative error), branch-free and without
-//! float-to-int conversions, and the sigmoid and tanh built on it. libm's `tanhf` and `expf`
+//! float-to-int conversions, and the sigmoid, tanh and GELU built on it. libm's `tanhf` and `expf`
 //! are a call per element, which keeps a loop scalar. Also the dot product in partial sums
 //! that the kernels' reductions share.
 
@@ -58,15 +58,10 @@ pub fn tanh(x: f32) -> f32 {
     1.0 - 2.0 / (1.0 + exp(2.0 * x))
 }
 
-/// `erf x` by Abramowitz and Stegun's 7.1.26 (absolute error below 1.5e-7) on our
-/// exponential: branch-free, so loops over it vectorise.
-#[inline(always)]
-pub fn erf(x: f32) -> f32 {
-    erf_and_gauss(x).0
-}
-
-/// `(erf x, e^{-x^2})`: the Gaussian factor that 7.1.26 computes on the way, for a caller that
-/// needs both (the GELU's slope), so that it costs one exponential rather than two.
+/// `(erf x, e^{-x^2})`, `erf` by Abramowitz and Stegun's 7.1.26 (absolute error below 1.5e-7)
+/// on our exponential, branch-free so that loops over it vectorise; the Gaussian factor is the
+/// one 7.1.26 computes on the way, for a caller that needs both (the GELU's derivative), so
+/// that it costs one exponential rather than two.
 #[inline(always)]
 fn erf_and_gauss(x: f32) -> (f32, f32) {
     let a = x.abs();
@@ -78,17 +73,11 @@ fn erf_and_gauss(x: f32) -> (f32, f32) {
     ((1.0 - poly * gauss).copysign(x), gauss)
 }
 
-/// The exact GELU, `x Phi(x) = x (1 + erf(x / sqrt 2)) / 2`.
+/// The exact GELU and its derivative, `(x Phi(x), Phi(x) + x phi(x))` with `Phi` the standard
+/// normal distribution function, from one `erf(x / sqrt 2)`, whose `e^{-x^2 / 2}` is `phi(x)`'s:
+/// a layer computes its output and the derivative its backward pass keeps in one go.
 #[inline(always)]
-pub fn gelu(x: f32) -> f32 {
-    gelu_and_slope(x).0
-}
-
-/// The GELU and its derivative, `(x Phi(x), Phi(x) + x phi(x))`, from one `erf(x / sqrt 2)`,
-/// whose `e^{-x^2 / 2}` is `phi(x)`'s: a layer computes its output and the slope its backward
-/// pass keeps in one go.
-#[inline(always)]
-pub fn gelu_and_slope(x: f32) -> (f32, f32) {
+pub fn gelu_and_derivative(x: f32) -> (f32, f32) {
     // 1 / sqrt(2 pi).
     const DENSITY: f32 = 0.398_942_3;
     let (erf_value, gauss) = erf_and_gauss(x * std::f32::consts::FRAC_1_SQRT_2);
@@ -369,7 +358,8 @@ mod tests {
             }
         }
         assert!(worst.iter().all(|&w| w < 3e-7), "worst errors {worst:?}");
-        // The GELU and its slope against f64 (erf by its series, which converges for |x| < 6).
+        // The GELU and its derivative against f64 (erf by its series, which converges for
+        // |x| < 6).
         let erf64 = |x: f64| {
             let mut term = x;
             let mut sum = x;
@@ -384,9 +374,10 @@ mod tests {
             let xf = f64::from(x);
             let cdf = 0.5 * (1.0 + erf64(xf / std::f64::consts::SQRT_2));
             let density = (-0.5 * xf * xf).exp() / (2.0 * std::f64::consts::PI).sqrt();
-            assert!((f64::from(gelu(x)) - xf * cdf).abs() < 5e-7, "gelu({x})");
+            let (gelu, derivative) = gelu_and_derivative(x);
+            assert!((f64::from(gelu) - xf * cdf).abs() < 5e-7, "gelu({x})");
             assert!(
-                (f64::from(gelu_and_slope(x).1) - (cdf + xf * density)).abs() < 5e-7,
+                (f64::from(derivative) - (cdf + xf * density)).abs() < 5e-7,
                 "gelu'({x})"
             );
         }

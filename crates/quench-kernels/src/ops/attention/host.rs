@@ -2,8 +2,8 @@
 //! (one sequence) and head, the small products on the head's rows of the `[seq, heads d_k]`
 //! inputs, so no head is ever copied out or merged back, and the softmax in one pass per row;
 //! groups spread over lanes. Heads 16 wide over sequences of at most 32 (guide 004's
-//! Transformer) take register kernels (each output row's sums in vector registers, no
-//! allocation); others take [`quench_host::gemm`], which allocates and packs its operands on
+//! Transformer) take register kernels (output rows' sums in vector registers; one buffer per
+//! lane and call, for a group's transposed keys or values); others take [`quench_host::gemm`], which allocates and packs its operands on
 //! every call: at five calls per head, sequence and layer, about 85 % of the Transformer
 //! step's allocations, for the same time.
 
@@ -119,7 +119,8 @@ const PADDED: usize = 32;
 /// Output rows the weighted sums' register kernel sums side by side ([`each_row_sum`]): four
 /// rows of a head are eight AVX2 vectors, with room for the term's row in the sixteen.
 const COMBINE_ROWS: usize = 4;
-/// The same for the score dots: two padded score rows are eight AVX2 vectors (four spilled).
+/// The same for the score dots: two padded score rows are eight AVX2 vectors with the term's
+/// four beside them (four rows spilled).
 const DOT_ROWS: usize = 2;
 
 /// Whether the register kernels take `s`.

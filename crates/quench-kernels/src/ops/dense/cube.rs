@@ -4,8 +4,8 @@
 //! Design:
 //! - the dense epilogue: one unit per output value, `activation(z + b)` and what the backward
 //!   pass keeps in one pass (the composition takes a bias add and an activation, two or three
-//!   launches); its backward pass's `dz = dy f'` likewise one pass, from the output or, for
-//!   leaky ReLU and GELU, the slope the epilogue kept (no second `erf` backward);
+//!   launches); its backward pass's `dz = dy f'` likewise one pass, `f'` from the output or,
+//!   for leaky ReLU and GELU, the derivative the epilogue kept (no second `erf` backward);
 //! - layer normalisation: one unit per row (the widths here are 16 to 512), which reads its
 //!   row twice (mean, then variance) and writes the normalised row, the output and `1 / std`:
 //!   one launch where the composition takes nine. The backward pass is two launches: one unit
@@ -40,9 +40,9 @@ fn normal_cdf<F: Float>(z: F) -> F {
     (F::new(1.0) + F::erf(z * F::new(std::f32::consts::FRAC_1_SQRT_2))) * F::new(0.5)
 }
 
-/// `activation(z + bias)` per value, and what the backward pass keeps (the slope where the
-/// activation keeps it, else the output). `width` is the output's last axis;
-/// `per_member` its values per member.
+/// `activation(z + bias)` per value, and what the backward pass keeps (the derivative where the
+/// activation keeps it, else the output). `slope` is a leaky ReLU's below zero, `width` the
+/// output's last axis, `per_member` its values per member.
 #[cube(launch)]
 fn dense_epilogue_kernel<F: Float>(
     z: &Tensor<F>,
@@ -65,7 +65,7 @@ fn dense_epilogue_kernel<F: Float>(
     let row = member % (bias.len() / width as usize);
     let value = z[position] + bias[row * width as usize + column];
     let mut out = value;
-    // Tanh and ReLU find their slope from the output; leaky ReLU and GELU keep theirs.
+    // Tanh and ReLU find their derivative from the output; leaky ReLU and GELU keep theirs.
     let mut derivative = F::new(1.0);
     if activation == 1 {
         out = F::max(value, F::new(0.0));
@@ -91,7 +91,8 @@ fn dense_epilogue_kernel<F: Float>(
     }
 }
 
-/// `dz = dy f'(kept)` per value, `kept` as [`dense_epilogue_kernel`] wrote it.
+/// `dz = dy f'` per value from `kept` as [`dense_epilogue_kernel`] wrote it: `f'` from the
+/// output (ReLU, tanh) or the kept derivative itself (leaky ReLU, GELU).
 #[cube(launch)]
 fn activation_gradient_kernel<F: Float>(
     dy: &Tensor<F>,
@@ -114,7 +115,7 @@ fn activation_gradient_kernel<F: Float>(
     } else if activation == 2 {
         d = g * (F::new(1.0) - k * k);
     } else if activation >= 3 {
-        // The slope itself.
+        // The derivative itself.
         d = g * k;
     }
     dz[position] = d;
@@ -158,7 +159,8 @@ pub(crate) fn dense_forward<R: CubeRuntime, BT: BoolElement>(
     }
 }
 
-/// `dz = dy f'(kept)` in one launch (`dy` itself without an activation).
+/// `dz = dy f'` in one launch from what the epilogue kept (`dy` itself without an
+/// activation).
 fn pre_activation_gradient<R: CubeRuntime>(
     dy: CubeTensor<R>,
     kept: CubeTensor<R>,

@@ -1,11 +1,12 @@
 //! Host kernels of the dense layer and layer normalisation ([`crate::ops::dense`]) on the CPU
 //! backend in f32.
 //!
-//! The dense layer is one product per member through [`quench_host::gemm`], then, per block
-//! while it is in cache, one pass adding the bias and applying the activation in place (and,
-//! where the layer keeps its slope, writing the slope into a buffer of its own); backward, one
-//! pass for the pre-activation gradient (a product with the kept slope), then `dx = dz W^T`, `dW = x^T dz` and the bias sums. Large
-//! layers split over lanes: rows of `x` forward and for `dx`, rows of `dW` (columns of `x`)
+//! The dense layer is one product per member through [`quench_host::gemm`], then one pass
+//! adding the bias and applying the activation in place (and, where the layer keeps the
+//! activation's derivative, writing it into a buffer of its own); backward, one pass for the
+//! pre-activation gradient (the output's gradient times the kept derivative, or the derivative
+//! found from the output), then `dx = dz W^T`, `dW = x^T dz` and the bias sums. Large layers
+//! split over lanes: rows of `x` forward and for `dx`, rows of `dW` (columns of `x`)
 //! for the weight gradient. Layer normalisation is three passes over each row forward (mean,
 //! centred variance, output) and two backward, rows split over lanes.
 
@@ -17,7 +18,7 @@ use quench_host::buffers::{recycle, recycle_tensor, take};
 use quench_host::gemm::{MatRef, add_rows, gemm, gemm_strided};
 use quench_host::lanes::{in_lanes, lanes_for};
 use quench_host::layer_norm::{norm_rows, norm_rows_backward};
-use quench_host::math::{gelu, gelu_and_slope, relu, tanh};
+use quench_host::math::{gelu_and_derivative, relu, tanh};
 use quench_host::tensor::{Host, in_f32, tensor, values};
 
 /// `0..len` cut into `parts` nearly equal ranges.
@@ -47,90 +48,66 @@ fn member_rows(
     jobs
 }
 
-/// `activation` at `v`.
-#[inline(always)]
-fn activated(v: f32, activation: Activation) -> f32 {
-    match activation {
-        Activation::Relu => relu(v),
-        Activation::Tanh => tanh(v),
-        Activation::LeakyRelu(slope) => {
-            if v > 0.0 {
-                v
-            } else {
-                slope as f32 * v
-            }
-        }
-        Activation::Gelu => gelu(v),
-    }
-}
-
-/// `activation` at `v` and its derivative there (leaky ReLU's slope is 1 from zero up, ReLU's
-/// 0 at zero).
-#[inline(always)]
-fn activated_and_slope(v: f32, activation: Activation) -> (f32, f32) {
-    match activation {
-        Activation::Relu => (relu(v), if v > 0.0 { 1.0 } else { 0.0 }),
-        Activation::Tanh => {
-            let y = tanh(v);
-            (y, 1.0 - y * y)
-        }
-        Activation::LeakyRelu(slope) => (
-            activated(v, activation),
-            if v >= 0.0 { 1.0 } else { slope as f32 },
-        ),
-        Activation::Gelu => gelu_and_slope(v),
-    }
-}
-
 quench_host::simd_dispatch! {
     /// Adds `bias` to every row of `z` (`bias.len()` wide), then applies `activation` if any,
-    /// in place; where `slope` is not empty, the activation's derivative at each value into it.
-    fn bias_activate(z: &mut [f32], slope: &mut [f32], bias: &[f32], activation: Option<Activation>) => bias_activate_portable
+    /// in place; where the activation keeps its derivative
+    /// ([`Activation::keeps_derivative`]), the derivative at each value into `derivatives`
+    /// (`z`'s length; empty otherwise).
+    fn bias_activate(z: &mut [f32], derivatives: &mut [f32], bias: &[f32], activation: Option<Activation>) => bias_activate_portable
 }
 
 #[inline(always)]
 fn bias_activate_portable(
     z: &mut [f32],
-    slope: &mut [f32],
+    derivatives: &mut [f32],
     bias: &[f32],
     activation: Option<Activation>,
 ) {
-    debug_assert!(slope.is_empty() || (activation.is_some() && slope.len() == z.len()));
+    let keeps = activation.is_some_and(|a| a.keeps_derivative());
+    debug_assert_eq!(derivatives.len(), if keeps { z.len() } else { 0 });
     let width = bias.len();
     if width == 0 {
         return;
     }
     let rows = z.chunks_exact_mut(width);
     // One loop per activation, so each vectorises on its own.
-    macro_rules! each {
-        ($a:expr) => {
-            if slope.is_empty() {
-                for row in rows {
-                    for (v, b) in row.iter_mut().zip(bias) {
-                        *v = activated(*v + b, $a);
-                    }
+    macro_rules! in_place {
+        ($f:expr) => {
+            for row in rows {
+                for (v, b) in row.iter_mut().zip(bias) {
+                    *v = $f(*v + b);
                 }
-            } else {
-                for (row, slope) in rows.zip(slope.chunks_exact_mut(width)) {
-                    for ((v, s), b) in row.iter_mut().zip(slope).zip(bias) {
-                        (*v, *s) = activated_and_slope(*v + b, $a);
-                    }
+            }
+        };
+    }
+    macro_rules! with_derivative {
+        ($f:expr) => {
+            for (row, derivatives) in rows.zip(derivatives.chunks_exact_mut(width)) {
+                for ((v, d), b) in row.iter_mut().zip(derivatives).zip(bias) {
+                    (*v, *d) = $f(*v + b);
                 }
             }
         };
     }
     match activation {
         None => rows.for_each(|row| row.iter_mut().zip(bias).for_each(|(v, b)| *v += b)),
-        Some(Activation::Relu) => each!(Activation::Relu),
-        Some(Activation::Tanh) => each!(Activation::Tanh),
-        Some(Activation::LeakyRelu(slope)) => each!(Activation::LeakyRelu(slope)),
-        Some(Activation::Gelu) => each!(Activation::Gelu),
+        Some(Activation::Relu) => in_place!(relu),
+        Some(Activation::Tanh) => in_place!(tanh),
+        Some(Activation::LeakyRelu(negative_slope)) => {
+            let negative_slope = negative_slope as f32;
+            // Slope 1 from zero up.
+            with_derivative!(|v: f32| (
+                if v > 0.0 { v } else { negative_slope * v },
+                if v >= 0.0 { 1.0 } else { negative_slope },
+            ))
+        }
+        Some(Activation::Gelu) => with_derivative!(gelu_and_derivative),
     }
 }
 
 quench_host::simd_dispatch! {
-    /// `dz = dy f'(z)` from what the layer kept: the slope `f'(z)` itself where the activation
-    /// keeps its slope, else its output.
+    /// `dz = dy f'(z)` from what the layer kept: the derivative `f'(z)` itself where the
+    /// activation keeps it, else its output.
     pub(crate) fn pre_activation_gradient(dz: &mut [f32], kept: &[f32], dy: &[f32], activation: Activation) => pre_activation_gradient_portable
 }
 
@@ -162,8 +139,8 @@ fn pre_activation_gradient_portable(
 }
 
 /// `activation(x W + b)` for `x` `[members, rows, fan_in]`, `weight` `[members, fan_in,
-/// fan_out]`, `bias` `[members, 1, fan_out]`, and what the backward pass needs (the slope where
-/// the activation keeps it, else the output).
+/// fan_out]`, `bias` `[members, 1, fan_out]`, and what the backward pass needs (the
+/// activation's derivative where it keeps it, else the output).
 pub(crate) fn dense_forward(
     x: FloatTensor<Host>,
     weight: FloatTensor<Host>,
@@ -176,10 +153,10 @@ pub(crate) fn dense_forward(
     let shape = [members, rows, fan_out];
     let (xv, wv, bv) = (values(&x), values(&weight), values(&bias));
     // Every row is written by its product, then takes its bias and activation; an activation
-    // that keeps its slope writes it into its own buffer, every value.
+    // that keeps its derivative writes it into its own buffer, every value.
     let mut out = take(members * rows * fan_out);
-    let keeps_slope = activation.is_some_and(|a| a.keeps_slope());
-    let mut slopes = if keeps_slope {
+    let keeps_derivative = activation.is_some_and(|a| a.keeps_derivative());
+    let mut derivatives = if keeps_derivative {
         take(out.len())
     } else {
         Vec::new()
@@ -190,22 +167,22 @@ pub(crate) fn dense_forward(
     }
     // As many lanes as the product needs, or the epilogue (about 8 operations per value).
     let parts = lanes_for(members * rows * fan_out * fan_in.max(8));
-    // Jobs: (member, its rows' range, those rows of the output, and of the slopes where they
-    // are kept).
+    // Jobs: (member, its rows' range, those rows of the output, and of the derivatives where
+    // they are kept).
     let outs = member_rows(&mut out, shape, parts);
-    let mut slope_parts = if keeps_slope {
-        member_rows(&mut slopes, shape, parts)
+    let mut derivative_parts = if keeps_derivative {
+        member_rows(&mut derivatives, shape, parts)
     } else {
         Vec::new()
     }
     .into_iter();
     let jobs: Vec<_> = outs
         .into_iter()
-        .map(|(m, range, part)| (m, range, part, slope_parts.next().map(|(_, _, s)| s)))
+        .map(|(m, range, part)| (m, range, part, derivative_parts.next().map(|(_, _, d)| d)))
         .collect();
     let lanes = parts.min(jobs.len());
     in_lanes(jobs, lanes, |group| {
-        for (m, range, part, slopes) in group {
+        for (m, range, part, derivatives) in group {
             let x_rows = &xv[(m * rows + range.start) * fan_in..(m * rows + range.end) * fan_in];
             gemm(
                 part,
@@ -218,10 +195,10 @@ pub(crate) fn dense_forward(
                 false,
             );
             // While the block is in cache.
-            let slopes = slopes.unwrap_or_default();
+            let derivatives = derivatives.unwrap_or_default();
             bias_activate(
                 part,
-                slopes,
+                derivatives,
                 &bv[m * fan_out..(m + 1) * fan_out],
                 activation,
             );
@@ -229,8 +206,8 @@ pub(crate) fn dense_forward(
     });
     drop((xv, wv, bv));
     let out = tensor(out, shape);
-    if keeps_slope {
-        [out, tensor(slopes, shape)]
+    if keeps_derivative {
+        [out, tensor(derivatives, shape)]
     } else {
         [out.clone(), out]
     }

@@ -25,7 +25,7 @@ pub enum Activation {
     Relu,
     /// `tanh(x)`.
     Tanh,
-    /// `x` for positive inputs, `slope x` otherwise.
+    /// `x` for positive inputs, `negative_slope x` otherwise.
     LeakyRelu(f64),
     /// `x Phi(x)` with `Phi` the standard normal distribution function (the exact GELU, as
     /// PyTorch's and Burn's default).
@@ -38,29 +38,36 @@ impl Activation {
         match self {
             Self::Relu => relu(x),
             Self::Tanh => x.tanh(),
-            Self::LeakyRelu(slope) => leaky_relu(x, slope),
+            Self::LeakyRelu(negative_slope) => leaky_relu(x, negative_slope),
             Self::Gelu => gelu(x),
         }
     }
 
-    /// Whether the layer keeps the derivative itself for its backward pass (what
-    /// [`DenseOutput::kept`] then holds), rather than its output: GELU's derivative needs the
-    /// input (computed with the output, it costs a few operations where the backward pass would
-    /// take a second `erf`), and a leaky ReLU's too (its output's sign is the input's only for
-    /// a positive slope). The kept tensor is as large as the pre-activation it replaces.
-    pub fn keeps_slope(self) -> bool {
+    /// Whether the layer keeps the activation's derivative itself for its backward pass (what
+    /// [`DenseOutput::kept`] then holds), rather than its output: GELU's derivative is not a
+    /// function of the output (found with the output in one pass, it costs a few operations
+    /// where the backward pass would take a second `erf`), nor is a leaky ReLU's (the output's
+    /// sign is the input's only where the slope below zero is positive). Either way the kept
+    /// tensor is as large as the output.
+    pub fn keeps_derivative(self) -> bool {
         matches!(self, Self::Gelu | Self::LeakyRelu(_))
     }
 
-    /// The derivative at the pre-activation `z`, as tensor ops (what the layer keeps where
-    /// [`Activation::keeps_slope`]); a leaky ReLU's slope is 1 from zero up.
-    fn slope_at<B: Backend>(self, z: Tensor<B, 3>) -> Tensor<B, 3> {
+    /// The output at pre-activation `z` and what the layer keeps (the derivative where
+    /// [`Activation::keeps_derivative`], else the output), as tensor ops; a leaky ReLU's
+    /// derivative is 1 from zero up.
+    fn output_and_kept<B: Backend>(self, z: Tensor<B, 3>) -> (Tensor<B, 3>, Tensor<B, 3>) {
         match self {
-            Self::Tanh => Self::Tanh.slope_from_kept(z.tanh()),
-            Self::Relu => z.greater_elem(0.0).float(),
-            Self::LeakyRelu(slope) => {
-                let positive = z.greater_equal_elem(0.0).float();
-                positive.mul_scalar(1.0 - slope).add_scalar(slope)
+            Self::Relu | Self::Tanh => {
+                let output = self.apply(z);
+                (output.clone(), output)
+            }
+            Self::LeakyRelu(negative_slope) => {
+                let positive = z.clone().greater_equal_elem(0.0).float();
+                let derivative = positive
+                    .mul_scalar(1.0 - negative_slope)
+                    .add_scalar(negative_slope);
+                (self.apply(z), derivative)
             }
             Self::Gelu => {
                 // Phi(z) + z phi(z).
@@ -76,14 +83,13 @@ impl Activation {
                     .mul_scalar(-0.5)
                     .exp()
                     .mul_scalar(1.0 / (2.0 * std::f64::consts::PI).sqrt());
-                cdf + z * density
+                (self.apply(z.clone()), cdf + z * density)
             }
         }
     }
 
-    /// The derivative as tensor ops from what the layer kept: the slope itself where
-    /// [`Activation::keeps_slope`], else the output.
-    fn slope_from_kept<B: Backend>(self, kept: Tensor<B, 3>) -> Tensor<B, 3> {
+    /// The derivative as tensor ops from what the layer kept ([`Activation::output_and_kept`]).
+    fn derivative_from_kept<B: Backend>(self, kept: Tensor<B, 3>) -> Tensor<B, 3> {
         match self {
             Self::Tanh => (kept.clone() * kept).neg().add_scalar(1.0),
             // Positive where the input is.
@@ -98,8 +104,8 @@ impl Activation {
 pub struct DenseOutput<B: Backend> {
     /// `activation(x W + b)` `[members, rows, fan_out]`.
     pub output: Tensor<B, 3>,
-    /// The activation's derivative at `x W + b` where [`Activation::keeps_slope`], else the
-    /// output.
+    /// The activation's derivative at `x W + b` where [`Activation::keeps_derivative`], else
+    /// the output.
     pub kept: Tensor<B, 3>,
 }
 
@@ -126,7 +132,12 @@ pub fn dense<B: QuenchOps>(
 ) -> Tensor<B, 3> {
     let members = x.dims()[0];
     if weight.dims()[0] != members || bias.dims()[0] != members {
-        return composed_dense(x, weight, bias, activation).output;
+        // The output alone: nothing here takes a backward pass but Burn's autodiff.
+        let z = x.matmul(weight.clone()) + bias.clone();
+        return match activation {
+            Some(a) => a.apply(z),
+            None => z,
+        };
     }
     B::dense_forward(x, weight, bias, activation).output
 }
@@ -139,21 +150,11 @@ pub fn composed_dense<B: Backend>(
     activation: Option<Activation>,
 ) -> DenseOutput<B> {
     let z = x.matmul(weight.clone()) + bias.clone();
-    match activation {
-        Some(a) => {
-            let output = a.apply(z.clone());
-            let kept = if a.keeps_slope() {
-                a.slope_at(z)
-            } else {
-                output.clone()
-            };
-            DenseOutput { output, kept }
-        }
-        None => DenseOutput {
-            output: z.clone(),
-            kept: z,
-        },
-    }
+    let (output, kept) = match activation {
+        Some(a) => a.output_and_kept(z),
+        None => (z.clone(), z),
+    };
+    DenseOutput { output, kept }
 }
 
 /// The dense layer's gradients as Burn ops, from its input `x`, `weight`, what the forward
@@ -166,7 +167,7 @@ pub fn composed_dense_backward<B: Backend>(
     activation: Option<Activation>,
 ) -> DenseGradients<B> {
     let dz = match activation {
-        Some(a) => dy * a.slope_from_kept(kept),
+        Some(a) => dy * a.derivative_from_kept(kept),
         None => dy,
     };
     DenseGradients {
@@ -407,7 +408,7 @@ mod tests {
         use quench_host::buffers::{address_of, holds, holds_length};
         let _generator = crate::SeededGenerator::acquire::<Host>(&Default::default(), 24);
         // Lengths large enough to be kept (`host::buffers`) that no other test in this crate
-        // uses: x 2 x 700 x 51, the kept slopes and the norm's rows 2 x 700 x 61.
+        // uses: x 2 x 700 x 51, the kept derivatives and the norm's rows 2 x 700 x 61.
         let (x_len, out_len) = (2 * 700 * 51, 2 * 700 * 61);
         let x = random::<Host>([2, 700, 51], 1.0);
         let w = random::<Host>([2, 51, 61], 0.5);
@@ -417,7 +418,7 @@ mod tests {
         let kept = address_of(&out.kept);
         // The caller's x stays with the caller; the layer's own copy of it goes back.
         let _ = Host::dense_backward(x.clone(), &w, out.kept, dy.clone(), None);
-        assert!(holds(kept), "the kept slopes");
+        assert!(holds(kept), "the kept derivatives");
         assert!(!holds_length(x_len), "x, held by the caller");
         let own_x = x.clone().add_scalar(0.0);
         let own_address = address_of(&own_x);

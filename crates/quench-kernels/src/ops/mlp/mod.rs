@@ -40,7 +40,7 @@ pub struct MlpTape<B: Backend> {
     /// the layer below after its activation and dropout mask.
     pub inputs: Vec<Tensor<B, 3>>,
     /// Every hidden layer's [`DenseOutput::kept`](super::dense::DenseOutput::kept) `[members,
-    /// rows, width]` (its activation's slope or its output, before the dropout mask).
+    /// rows, width]` (its activation's derivative or its output, before the dropout mask).
     pub kept: Vec<Tensor<B, 3>>,
     /// Every hidden layer's dropout mask (`0` where a unit is dropped, `1 / keep` elsewhere)
     /// `[members, rows, width]`; empty without dropout.
@@ -624,7 +624,7 @@ mod tests {
 
     /// [`forward`] and [`backward`] with dropout give autodiff's values and gradients of
     /// `sum(output * upstream)` (the same products and sums, each a few f32 roundings of
-    /// values of order 1). GELU's slope against autodiff's, which goes through the CPU's
+    /// values of order 1). GELU's derivative against autodiff's, which goes through the CPU's
     /// reciprocal estimate, is the dense operation's own test.
     #[test]
     fn the_passes_are_autodiffs() {
