@@ -59,8 +59,7 @@ fn main() {
     ] {
         let batch = TemporalConfig::for_model(kind).batch_size;
         let name = format!("{model} all, per step of {batch}");
-        let name = name.as_str();
-        per_unit(name, |epochs| {
+        per_unit(&name, |epochs| {
             let config = Valid::new(TemporalConfig {
                 epochs,
                 ..TemporalConfig::for_model(kind)
