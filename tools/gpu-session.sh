@@ -25,7 +25,8 @@
 # and peer as it starts and ends, with the seconds since the start, so a step stopped by its
 # limit still shows where it was.
 # Steps: doctor verify-f32 verify-f32-warm (the same again, to time a warm start) verify-bf16
-# verify-f16 devices devices-warm quick-a quick-b quick-c quick-d meta1024 sgldfull (default: verify-f32 verify-bf16 verify-f16 quick-a).
+# verify-f16 devices devices-warm quick-a quick-b quick-c quick-d all-b all-c all-d meta1024 sgldfull
+# (default: verify-f32 verify-bf16 verify-f16 quick-a).
 set -u
 OUT=${OUT:-/tmp/gpu-out}
 LIMIT=${LIMIT:-120}
@@ -95,8 +96,10 @@ step() { # step NAME COMMAND...: stopped at the step's limit, its log printed wh
     stamp "$name: exit $rc"
 }
 
-quick() { # quick NAME WORKLOADS: part of the default suite, with PyTorch peers on the GPU
-    step "$1" "$B" run --device cuda --peers --only "$2" --out "/tmp/quench/out/$1"
+# REPEATS (optional): timed repeats of every variant in the quick steps, in place of the suite's
+# 5; a lease of 15 minutes fits the quick suite's baselines only with fewer.
+quick() { # quick NAME WORKLOADS [VARIANTS]: part of the default suite, with PyTorch peers on the GPU
+    step "$1" "$B" run --device cuda --peers --only "$2" ${3:+--variants "$3"} ${REPEATS:+--repeats "$REPEATS"} --out "/tmp/quench/out/$1"
 }
 
 # The GPU's load while the steps run, every 30 s.
@@ -115,6 +118,12 @@ run_step() { # run_step NAME: one step of the list below
     quick-b) quick quick-b qrng-gan,qrng-classifier,sgld ;;
     quick-c) quick quick-c hybrid ;;
     quick-d) quick quick-d temporal-lstm,temporal-transformer,temporal-mlp ;;
+    # The product's own path beside PyTorch, without the baselines, which on a GPU run op by op
+    # for minutes (on 2026-11-30 the classifier's three baselines took 110 s of a 200 s step,
+    # and the temporal and hybrid baselines did not finish in 170 and 120 s).
+    all-b) quick all-b qrng-gan,qrng-classifier,sgld all ;;
+    all-c) quick all-c hybrid all ;;
+    all-d) quick all-d temporal-lstm,temporal-transformer,temporal-mlp all ;;
     meta1024) step meta1024 "$B" run --suite configs/gpu-targets.toml --only lindblad-meta --device cuda --out /tmp/quench/out/meta1024 ;;
     sgldfull) step sgldfull "$B" run --suite configs/gpu-targets.toml --only sgld --device cuda --out /tmp/quench/out/sgldfull ;;
     *) echo "unknown step $1" ;;
