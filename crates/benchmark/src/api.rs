@@ -63,6 +63,8 @@ pub struct SuiteRun {
     pub suite: Option<PathBuf>,
     /// Only these workloads.
     pub only: Option<Vec<String>>,
+    /// Only the variants of these names (`--variants`).
+    pub variants: Option<Vec<String>>,
     /// The device, as `--device` names it.
     pub device: DeviceSpec,
     /// `--precision` (`auto`, `f32`, `tf32`, `bf16`, `f16`; `None`: `auto`).
@@ -177,6 +179,7 @@ pub fn run(request: &SuiteRun, stop: &mut dyn FnMut() -> bool) -> Result<Ended, 
         &RunRequest {
             suite_path: &suite_path,
             only: request.only.clone(),
+            variants: request.variants.clone(),
             selection,
             precision,
             repeats: request.repeats,

@@ -154,6 +154,10 @@ struct RunArgs {
     /// Timed repeats of every variant (overrides the suite).
     #[arg(long)]
     repeats: Option<usize>,
+    /// Only the variants of these names (comma separated), of those the suite selects in each
+    /// workload, e.g. `all` for the product's own path without the baselines.
+    #[arg(long, value_delimiter = ',')]
+    variants: Option<Vec<String>>,
     /// Also run each workload's PyTorch peer (`peers/`) on the same device and add its row and
     /// every variant's ratio against it; without a Python with torch the run says so and goes
     /// on.
@@ -237,7 +241,7 @@ where
         && cli.run != RunArgs::default()
     {
         eprintln!(
-            "error: options of `run` (--suite, --only, --repeats, --peers, --python, \
+            "error: options of `run` (--suite, --only, --repeats, --variants, --peers, --python, \
              --count-launches, --count-compilations, --wide) were given before the command \
              `{}`: put them after `run`, or leave the command out",
             command.name()
@@ -383,6 +387,7 @@ fn run_ranked(
         &run::RunRequest {
             suite_path: &suite_path,
             only: args.suite_args.only.clone(),
+            variants: args.variants.clone(),
             selection,
             precision,
             repeats: args.repeats,

@@ -22,12 +22,13 @@ impl From<benchmark::api::Failure> for Failure {
 /// with `python`, or the first Python that imports torch) and returns `(report, stopped)`:
 /// the report as JSON text and whether a Ctrl-C, seen between variants, ended it.
 #[pyfunction]
-#[pyo3(signature = (suite, only, device, precision, repeats, out, peers, python))]
+#[pyo3(signature = (suite, only, variants, device, precision, repeats, out, peers, python))]
 #[allow(clippy::too_many_arguments)] // one per keyword of `quench.bench.run`
 pub fn bench_run(
     py: Python<'_>,
     suite: Option<PathBuf>,
     only: Option<Vec<String>>,
+    variants: Option<Vec<String>>,
     device: &str,
     precision: Option<String>,
     repeats: Option<usize>,
@@ -39,6 +40,7 @@ pub fn bench_run(
     let request = benchmark::api::SuiteRun {
         suite,
         only,
+        variants,
         device: spec,
         precision,
         repeats,

@@ -34,9 +34,15 @@ def qualities(report):
 
 def test_a_suite_from_python_equals_the_command_line_run_bit_for_bit(in_root, tmp_path):
     only = ["qrng-gan", "sgld"]
-    report = bench.run(SUITE, device="cpu", only=only, repeats=1, out=tmp_path / "py")
+    variants = ["all", "fused-step"]
+    report = bench.run(
+        SUITE, device="cpu", only=only, variants=variants, repeats=1, out=tmp_path / "py"
+    )
     assert report["status"] == "complete"
     assert [w["name"] for w in report["workloads"]] == only
+    assert [[v["name"] for v in w["variants"]] for w in report["workloads"]] == [
+        ["all"], ["fused-step"]
+    ]
     for workload in report["workloads"]:
         assert workload["failed"] == [] and workload["variants"]
         for variant in workload["variants"]:
@@ -47,7 +53,7 @@ def test_a_suite_from_python_equals_the_command_line_run_bit_for_bit(in_root, tm
     # The command line, through `python -m quench`, in a process of its own.
     done = subprocess.run(
         [sys.executable, "-m", "quench", "run", "--suite", str(SUITE), "--only", ",".join(only),
-         "--device", "cpu", "--repeats", "1", "--out", str(tmp_path / "cli")],
+         "--variants", ",".join(variants), "--device", "cpu", "--repeats", "1", "--out", str(tmp_path / "cli")],
         capture_output=True, text=True, timeout=600,
     )
     assert done.returncode == 0, done.stderr
@@ -82,6 +88,9 @@ def test_ctrl_c_stops_after_the_variant_in_flight_keeping_what_finished(in_root,
         ({"suite": SUITE, "precision": "f99"}, "f99"),
         ({"suite": SUITE, "only": [3]}, "only"),
         ({"suite": SUITE, "only": 5}, "only"),
+        ({"suite": SUITE, "variants": ["no-such-variant"]}, "no-such-variant"),
+        ({"suite": SUITE, "variants": [1]}, "variants"),
+        ({"suite": SUITE, "only": "qrng-gan", "variants": "fused-step"}, "qrng-gan"),
         ({"suite": SUITE, "repeats": 10**30}, "repeats"),
         ({"suite": SUITE, "repeats": 2**31}, "repeats"),
         ({"suite": SUITE, "out": ""}, "out"),

@@ -34,6 +34,9 @@ pub struct RunRequest<'a> {
     pub suite_path: &'a Path,
     /// Only these workloads, when given.
     pub only: Option<Vec<String>>,
+    /// Of each workload's variants (the suite's selection), only those of these names, when
+    /// given (`--variants`).
+    pub variants: Option<Vec<String>>,
     /// The selected device.
     pub selection: Selection,
     /// The run's `--precision`, checked on the selected device.
@@ -79,6 +82,9 @@ pub fn run_suite(
         request.only.as_deref(),
         &workloads,
     )?;
+    if let Some(names) = &request.variants {
+        check_variant_names(names, planned.iter().map(|(workload, _, _)| *workload))?;
+    }
     let ctx = RunContext {
         device: request.selection.device,
         precision: request.precision.clone(),
@@ -89,6 +95,7 @@ pub fn run_suite(
 
     let mut plan = Vec::new();
     for (workload, selected, prepared) in planned {
+        let selected = narrow_variants(workload, selected, request.variants.as_deref())?;
         let variants = choose_variants(workload, selected.as_deref())?;
         plan.push((workload, prepared, variants));
     }
@@ -433,6 +440,66 @@ fn choose_variants(
     Ok(chosen)
 }
 
+/// Refuses a `--variants` name that none of the selected workloads has (a typo would
+/// otherwise run less than asked without a word).
+fn check_variant_names<'w>(
+    names: &[String],
+    workloads: impl Iterator<Item = &'w dyn Workload> + Clone,
+) -> anyhow::Result<()> {
+    for name in names {
+        if !workloads
+            .clone()
+            .any(|w| w.variants().iter().any(|v| v.name == name))
+        {
+            anyhow::bail!(
+                "--variants {name}: none of the selected workloads ({}) has a variant of that \
+                 name (`benchmark list` names them)",
+                workloads
+                    .clone()
+                    .map(|w| w.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The suite's selection of `workload`'s variants (`None`: all) narrowed to `names`
+/// (`--variants`), in the suite's order. Refused when none is left: a workload the run would
+/// skip without a word.
+fn narrow_variants(
+    workload: &dyn Workload,
+    selected: Option<Vec<String>>,
+    names: Option<&[String]>,
+) -> anyhow::Result<Option<Vec<String>>> {
+    let Some(names) = names else {
+        return Ok(selected);
+    };
+    let candidates = selected.unwrap_or_else(|| {
+        workload
+            .variants()
+            .iter()
+            .map(|v| v.name.to_string())
+            .collect()
+    });
+    let kept: Vec<String> = candidates
+        .iter()
+        .filter(|name| names.contains(name))
+        .cloned()
+        .collect();
+    if kept.is_empty() {
+        anyhow::bail!(
+            "--variants {}: workload `{}` would run none of its variants here ({}); leave it out \
+             with --only",
+            names.join(","),
+            workload.name(),
+            candidates.join(", ")
+        );
+    }
+    Ok(Some(kept))
+}
+
 fn names(workloads: &[Box<dyn Workload>]) -> String {
     workloads
         .iter()
@@ -488,6 +555,7 @@ mod tests {
             peer_inputs: suite_path.with_file_name("peer-inputs"),
             suite_path,
             only: None,
+            variants: None,
             selection: Selection {
                 device: SelectedDevice::Cpu,
                 fallback: None,
@@ -708,6 +776,51 @@ mod tests {
         let err = run_suite(&request, &mut |_| Ok(())).unwrap_err();
         assert!(
             err.to_string().contains("no selected variant follows it"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn variants_narrow_each_workload_and_a_name_that_selects_nothing_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("suite.toml");
+        std::fs::write(
+            &path,
+            "[timing]\nwarmup = 0\nrepeats = 1\n\n\
+             [workloads.qrng-gan]\ntournament = { epochs = 2, bits = 4 }\n\n\
+             [workloads.qrng-classifier]\nvariants = [\"baseline\"]\n\
+             data = { source = \"synthetic\", synthetic_lines = 1 }\n",
+        )
+        .unwrap();
+        let mut narrowed = request(&path, auto());
+        narrowed.only = Some(vec!["qrng-gan".into()]);
+        narrowed.variants = Some(vec!["all".into()]);
+        let report = run_suite(&narrowed, &mut |_| Ok(())).unwrap();
+        let ran: Vec<&str> = report.workloads[0]
+            .variants
+            .iter()
+            .map(|v| v.name.as_str())
+            .collect();
+        assert_eq!(
+            ran,
+            ["all"],
+            "the baseline and batched variants are left out"
+        );
+        assert!(report.workloads[0].variants[0].speedup.is_none());
+
+        narrowed.variants = Some(vec!["all".into(), "no-such-variant".into()]);
+        let err = run_suite(&narrowed, &mut |_| Ok(())).unwrap_err();
+        assert!(
+            err.to_string().contains("--variants no-such-variant"),
+            "{err}"
+        );
+
+        // The classifier has `all`, but the suite selects only its baseline.
+        narrowed.only = None;
+        narrowed.variants = Some(vec!["all".into()]);
+        let err = run_suite(&narrowed, &mut |_| Ok(())).unwrap_err();
+        assert!(
+            err.to_string().contains("`qrng-classifier` would run none"),
             "{err}"
         );
     }

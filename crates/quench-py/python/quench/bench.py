@@ -27,11 +27,23 @@ def _path(name, value):
     raise ValueError(f"{name}: a path, not {type(value).__name__}")
 
 
+def _names(keyword, what, value):
+    """``value`` as a list of names: one name, or a list or tuple of them (``None`` stays)."""
+    if isinstance(value, str):
+        return [value]
+    if value is not None:
+        if not isinstance(value, (list, tuple)) or not all(isinstance(n, str) for n in value):
+            raise ValueError(f"{keyword}: {what} or a list of names as strings")
+        return list(value)
+    return None
+
+
 def run(
     suite=None,
     *,
     device="auto",
     only=None,
+    variants=None,
     precision=None,
     repeats=None,
     out=None,
@@ -44,7 +56,10 @@ def run(
     ``throughput``, ``quality``, ``speedup``, ``claim``, ``vs_pytorch``, ...), ``failed``,
     ``unsupported`` and ``peer``).
 
-    ``only``: workload names (a list, or one name); ``precision``: ``"auto"``, ``"f32"``,
+    ``only``: workload names (a list, or one name); ``variants``: of each workload's variants
+    (those the suite selects), only those of these names (a list, or one name; ``"all"`` runs
+    the product's own path without the baselines; a name no selected workload has, or a
+    workload left with none, is a ``ValueError``); ``precision``: ``"auto"``, ``"f32"``,
     ``"tf32"``, ``"bf16"`` or ``"f16"`` for the variants that follow it; ``repeats``: timed
     repeats of every variant (default: the suite's); ``out``: a folder where ``report.json``,
     ``report.md`` and the plots are written after every variant (default: none); ``peers``:
@@ -60,12 +75,8 @@ def run(
     workload, a setting or an output folder that cannot be used (the message names it),
     ``RuntimeError`` for a device that cannot be used or cannot run the precision asked for.
     """
-    if isinstance(only, str):
-        only = [only]
-    if only is not None:
-        if not isinstance(only, (list, tuple)) or not all(isinstance(n, str) for n in only):
-            raise ValueError("only: a workload's name or a list of names as strings")
-        only = list(only)
+    only = _names("only", "a workload's name", only)
+    variants = _names("variants", "a variant's name", variants)
     if repeats is not None and (
         isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1
     ):
@@ -78,6 +89,7 @@ def run(
     answer, stopped = _native.bench_run(
         _path("suite", suite),
         only,
+        variants,
         device,
         precision,
         repeats,
