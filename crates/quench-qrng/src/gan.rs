@@ -437,17 +437,73 @@ fn target_tensor<B: QuenchOps>(targets: &[Vec<f32>], device: &B::Device) -> Tens
     float_tensor(flat, [targets.len(), 1, points], device)
 }
 
-/// Each member's KL history from the per-epoch tensors `[members]`, `[members][epochs]`.
-fn kl_histories<B: QuenchOps>(history: Vec<Tensor<B, 1>>, members: usize) -> Vec<Vec<f64>> {
-    let epochs = history.len();
-    let kl: Vec<f32> = to_host_f32(Tensor::stack::<2>(history, 0));
-    (0..members)
-        .map(|member| {
-            (0..epochs)
-                .map(|e| f64::from(kl[e * members + member]))
-                .collect()
-        })
-        .collect()
+/// Epochs whose KL the fused path computes in one pass. The metric is a dozen small
+/// operations, on a GPU as many launches as an eighth of the fused epoch, and an epoch's KL
+/// needs only that epoch's generator output (kept until its pass: `[members, 1, points]` each).
+const KL_EPOCHS_PER_PASS: usize = 32;
+
+/// Each member's KL against its target per epoch, from the generator's outputs, computed
+/// `per_pass` epochs at a time ([`kl_metric`] on the outputs stacked along the member axis:
+/// each row's arithmetic is the one it has alone).
+struct KlHistory<B: QuenchOps> {
+    /// The targets, `[members, 1, points]`.
+    target: Tensor<B, 3>,
+    per_pass: usize,
+    /// The generator's outputs `[members, 1, points]` of the epochs not yet computed.
+    outputs: Vec<Tensor<B, 3>>,
+    /// The KLs of the passes so far, `[epochs of the pass x members]` each, epoch-major.
+    computed: Vec<Tensor<B, 1>>,
+}
+
+impl<B: QuenchOps> KlHistory<B> {
+    fn new(target: Tensor<B, 3>, per_pass: usize) -> Self {
+        Self {
+            target,
+            per_pass: per_pass.max(1),
+            outputs: Vec::new(),
+            computed: Vec::new(),
+        }
+    }
+
+    /// Keeps one epoch's generator output `[members, 1, points]`.
+    fn push(&mut self, output: Tensor<B, 3>) {
+        self.outputs.push(output);
+        if self.outputs.len() == self.per_pass {
+            self.pass();
+        }
+    }
+
+    fn pass(&mut self) {
+        let epochs = self.outputs.len();
+        let outputs = std::mem::take(&mut self.outputs);
+        let kl = match epochs {
+            0 => return,
+            1 => kl_metric(self.target.clone(), Tensor::cat(outputs, 0)),
+            _ => kl_metric(
+                self.target.clone().repeat_dim(0, epochs),
+                Tensor::cat(outputs, 0),
+            ),
+        };
+        self.computed.push(kl);
+    }
+
+    /// Each member's history, `[members][epochs]`, read back at once.
+    fn finish(mut self) -> Vec<Vec<f64>> {
+        self.pass();
+        let members = self.target.dims()[0];
+        if self.computed.is_empty() || members == 0 {
+            return vec![Vec::new(); members];
+        }
+        let kl: Vec<f32> = to_host_f32(Tensor::cat(self.computed, 0));
+        let epochs = kl.len() / members;
+        (0..members)
+            .map(|member| {
+                (0..epochs)
+                    .map(|e| f64::from(kl[e * members + member]))
+                    .collect()
+            })
+            .collect()
+    }
 }
 
 /// Trains `members` (each with its target `[bits^2]`) as one batched program and returns each
@@ -477,7 +533,8 @@ fn train_gan<B: QuenchBackend>(
     )
     .expand([m, points, 2]);
     let mut noise = NoiseSource::new(config.noise, members, points);
-    let mut history = Vec::with_capacity(config.epochs);
+    // Every epoch's KL in its epoch, as the original computed it.
+    let mut history = KlHistory::new(target.clone(), 1);
     for _ in 0..config.epochs {
         let z = Tensor::<B, 3>::from_inner(noise.draw::<Inner<B>>(device));
         let p = require_grad::<B>(params.clone());
@@ -501,10 +558,10 @@ fn train_gan<B: QuenchBackend>(
         let discriminator_loss =
             ((real * log_real).sum_all() + (g.clone().detach() * log_fake).sum_all()).neg() / 2.0;
         let grads = (generator_loss + discriminator_loss).backward();
-        history.push(kl_metric(target.clone(), g.inner()));
+        history.push(g.inner());
         params = adam.step(params, gradients(&p, &grads), lr.clone(), None);
     }
-    kl_histories(history, m)
+    history.finish()
 }
 
 /// [`train_gan`] with [`GanConfig::fused`], on a backend without autodiff: the losses'
@@ -534,13 +591,13 @@ fn train_gan_fused<B: QuenchOps>(
     )
     .expand([m, points, 2]);
     let mut noise = NoiseSource::new(config.noise, members, points);
-    let mut history = Vec::with_capacity(config.epochs);
+    let mut history = KlHistory::new(target.clone(), KL_EPOCHS_PER_PASS);
     for _ in 0..config.epochs {
         let [(g_params, g_activation), (d_params, d_activation)] = &players;
         let g_tape = mlp::forward(g_params, *g_activation, noise.draw(device), vec![]);
         let d_tape = mlp::forward(d_params, *d_activation, coords.clone(), vec![]);
         let g = softmax(g_tape.output.clone(), 2);
-        history.push(kl_metric(target.clone(), g.clone()));
+        history.push(g.clone());
         let d = sigmoid(d_tape.output.clone().reshape_to([m, 1, points]));
         // Generator: L = -sum g_k log(d_k + eps) through the softmax,
         // dL/do_j = g_j (sum_k g_k r_k - r_j) with r = log(d + eps).
@@ -574,7 +631,7 @@ fn train_gan_fused<B: QuenchOps>(
                 .0;
         }
     }
-    kl_histories(history, m)
+    history.finish()
 }
 
 /// `KL(p || g)` per member after flooring both at 1e-10 and renormalising (the original's
@@ -640,5 +697,58 @@ impl NoiseSource {
                 float_tensor(values, shape, device)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::NdArray;
+
+    type Cpu = NdArray<f32>;
+
+    /// `[members, 1, points]` of positive values from a fixed sequence, different per call.
+    fn distribution(members: usize, points: usize, offset: usize) -> Tensor<Cpu, 3> {
+        let values = (0..members * points)
+            .map(|i| 0.05 + ((i * 7 + offset * 13) % 17) as f32 / 17.0)
+            .collect();
+        float_tensor(values, [members, 1, points], &Default::default())
+    }
+
+    #[test]
+    fn kl_in_passes_of_several_epochs_is_each_epochs_own() {
+        let (members, points, epochs) = (2, 16, 7);
+        let target = distribution(members, points, 0);
+        let outputs: Vec<_> = (1..=epochs)
+            .map(|e| distribution(members, points, e))
+            .collect();
+        // Passes of 3 epochs leave one epoch for the last, partial pass.
+        let mut passes = KlHistory::new(target.clone(), 3);
+        let mut alone = KlHistory::new(target.clone(), 1);
+        for output in &outputs {
+            passes.push(output.clone());
+            alone.push(output.clone());
+        }
+        let (passes, alone) = (passes.finish(), alone.finish());
+        assert_eq!(passes.len(), members);
+        // Each row's operations are the same in a pass of one epoch or of three; summation
+        // order may differ with the tensor's shape: a KL term p (log p - log g) is at most
+        // log(1e10) ~ 23 in size after the floor, so `points` of them round by at most
+        // points * 23 * eps.
+        let tolerance = points as f64 * 23.0 * f64::from(f32::EPSILON);
+        for member in 0..members {
+            assert_eq!(passes[member].len(), epochs);
+            for (e, output) in outputs.iter().enumerate() {
+                let want = kl_metric(
+                    target.clone().narrow(0, member, 1),
+                    output.clone().narrow(0, member, 1),
+                );
+                let want = f64::from(to_host_f32(want)[0]);
+                assert!((passes[member][e] - want).abs() <= tolerance, "{passes:?}");
+                assert!((alone[member][e] - want).abs() <= tolerance, "{alone:?}");
+            }
+        }
+        // The epochs differ, so an epoch read from the wrong row would show.
+        assert!((passes[0][0] - passes[0][1]).abs() > 10.0 * tolerance);
     }
 }

@@ -112,6 +112,7 @@ fn the_fused_step_trains_as_autodiff_does() {
         let b = gan_tournament::<Train>(&strings, &autodiff, Batching::Members, &device).unwrap();
         let mut moved = false;
         for (x, y) in a.matches.iter().zip(&b.matches) {
+            assert_eq!((x.kl_history.len(), y.kl_history.len()), (8, 8));
             moved |= x.kl_history[0] != x.final_kl();
             for (p, q) in x.kl_history.iter().zip(&y.kl_history) {
                 assert!(
