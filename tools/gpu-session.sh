@@ -97,9 +97,12 @@ step() { # step NAME COMMAND...: stopped at the step's limit, its log printed wh
 }
 
 # REPEATS (optional): timed repeats of every variant in the quick steps, in place of the suite's
-# 5; a lease of 15 minutes fits the quick suite's baselines only with fewer.
+# 5; a lease of 15 minutes fits the quick suite's baselines only with fewer. PRECISION
+# (optional): the quick steps' --precision (default auto: bf16 where a variant follows it, whose
+# kernels a cold cache compiles anew; f32 runs what the f32 steps already compiled).
 quick() { # quick NAME WORKLOADS [VARIANTS]: part of the default suite, with PyTorch peers on the GPU
-    step "$1" "$B" run --device cuda --peers --only "$2" ${3:+--variants "$3"} ${REPEATS:+--repeats "$REPEATS"} --out "/tmp/quench/out/$1"
+    step "$1" "$B" run --device cuda --peers --only "$2" ${3:+--variants "$3"} ${REPEATS:+--repeats "$REPEATS"} \
+        ${PRECISION:+--precision "$PRECISION"} --out "/tmp/quench/out/$1"
 }
 
 # The GPU's load while the steps run, every 30 s.
