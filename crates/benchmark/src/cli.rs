@@ -527,11 +527,12 @@ fn run_peers(args: &PeersArgs, global: &GlobalArgs) -> anyhow::Result<()> {
         &suite,
         &suite_path,
         args.suite_args.only.as_deref(),
+        None,
         &workloads,
     )?;
     // The files peers read (windows, tasks) live as long as this command.
     let inputs = tempfile::tempdir().context("cannot create a folder for the peers' inputs")?;
-    for (workload, _, prepared) in planned {
+    for (workload, prepared, _) in planned {
         let found = python.as_ref().map_err(String::as_str);
         let peer = || prepared.peer(&inputs.path().join(workload.name()));
         match peers::measure(found, peer, &device, suite.timing) {

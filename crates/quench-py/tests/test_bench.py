@@ -90,7 +90,9 @@ def test_ctrl_c_stops_after_the_variant_in_flight_keeping_what_finished(in_root,
         ({"suite": SUITE, "only": 5}, "only"),
         ({"suite": SUITE, "variants": ["no-such-variant"]}, "no-such-variant"),
         ({"suite": SUITE, "variants": [1]}, "variants"),
-        ({"suite": SUITE, "only": "qrng-gan", "variants": "fused-step"}, "qrng-gan"),
+        ({"suite": SUITE, "only": "qrng-gan", "variants": "fused-step"}, "`fused-step`"),
+        ({"suite": SUITE, "only": ["qrng-gan", "sgld"], "variants": "all"}, "`sgld` would run none"),
+        ({"suite": SUITE, "variants": []}, "variants"),
         ({"suite": SUITE, "repeats": 10**30}, "repeats"),
         ({"suite": SUITE, "repeats": 2**31}, "repeats"),
         ({"suite": SUITE, "out": ""}, "out"),
@@ -100,6 +102,18 @@ def test_ctrl_c_stops_after_the_variant_in_flight_keeping_what_finished(in_root,
 def test_bad_requests_are_value_errors_naming_what_is_wrong(in_root, arguments, message):
     with pytest.raises(ValueError, match=message):
         bench.run(**{"device": "cpu", **arguments})
+
+
+def test_variants_leave_out_the_rest_of_a_workloads_variants(in_root, tmp_path):
+    suite = tmp_path / "gan.toml"
+    suite.write_text(
+        "[timing]\nwarmup = 0\nrepeats = 1\n\n"
+        "[workloads.qrng-gan]\ntournament = { epochs = 2, bits = 4 }\n"
+    )
+    every = bench.run(suite, device="cpu")
+    assert [v["name"] for v in every["workloads"][0]["variants"]] == ["baseline", "batched", "all"]
+    narrowed = bench.run(suite, device="cpu", variants="all")
+    assert [v["name"] for v in narrowed["workloads"][0]["variants"]] == ["all"]
 
 
 def test_an_output_folder_that_is_a_file_is_refused_before_any_work(in_root, tmp_path):

@@ -437,65 +437,73 @@ fn target_tensor<B: QuenchOps>(targets: &[Vec<f32>], device: &B::Device) -> Tens
     float_tensor(flat, [targets.len(), 1, points], device)
 }
 
-/// Epochs whose KL the fused path computes in one pass. The metric is a dozen small
-/// operations, on a GPU as many launches as an eighth of the fused epoch, and an epoch's KL
-/// needs only that epoch's generator output (kept until its pass: `[members, 1, points]` each).
-const KL_EPOCHS_PER_PASS: usize = 32;
+/// Epochs whose KL the fused path computes at once. The metric is a dozen small operations, on
+/// a GPU as many launches as an eighth of the fused epoch, and an epoch's KL needs only that
+/// epoch's generator output (kept until it is computed: `[members, 1, points]` each).
+const KL_EPOCHS_PER_FLUSH: usize = 32;
 
 /// Each member's KL against its target per epoch, from the generator's outputs, computed
-/// `per_pass` epochs at a time ([`kl_metric`] on the outputs stacked along the member axis:
-/// each row's arithmetic is the one it has alone).
+/// `per_flush` epochs at a time: [`kl_metric`] on the outputs stacked along the member axis,
+/// each row the same operations as alone (the values agree to rounding: a reduction's order
+/// may follow the tensor's shape).
 struct KlHistory<B: QuenchOps> {
     /// The targets, `[members, 1, points]`.
     target: Tensor<B, 3>,
-    per_pass: usize,
+    per_flush: usize,
     /// The generator's outputs `[members, 1, points]` of the epochs not yet computed.
     outputs: Vec<Tensor<B, 3>>,
-    /// The KLs of the passes so far, `[epochs of the pass x members]` each, epoch-major.
+    /// The KLs computed so far, `[epochs of the flush x members]` each, epoch-major.
     computed: Vec<Tensor<B, 1>>,
+    /// Epochs pushed.
+    epochs: usize,
 }
 
 impl<B: QuenchOps> KlHistory<B> {
-    fn new(target: Tensor<B, 3>, per_pass: usize) -> Self {
+    fn new(target: Tensor<B, 3>, per_flush: usize) -> Self {
         Self {
             target,
-            per_pass: per_pass.max(1),
+            per_flush: per_flush.max(1),
             outputs: Vec::new(),
             computed: Vec::new(),
+            epochs: 0,
         }
     }
 
     /// Keeps one epoch's generator output `[members, 1, points]`.
     fn push(&mut self, output: Tensor<B, 3>) {
         self.outputs.push(output);
-        if self.outputs.len() == self.per_pass {
-            self.pass();
+        self.epochs += 1;
+        if self.outputs.len() == self.per_flush {
+            self.flush();
         }
     }
 
-    fn pass(&mut self) {
-        let epochs = self.outputs.len();
-        let outputs = std::mem::take(&mut self.outputs);
-        let kl = match epochs {
-            0 => return,
-            1 => kl_metric(self.target.clone(), Tensor::cat(outputs, 0)),
-            _ => kl_metric(
-                self.target.clone().repeat_dim(0, epochs),
-                Tensor::cat(outputs, 0),
-            ),
+    /// The KL of the kept epochs.
+    fn flush(&mut self) {
+        let kl = match <[Tensor<B, 3>; 1]>::try_from(std::mem::take(&mut self.outputs)) {
+            // One epoch, as the original computed it: no stacking (a copy on every backend).
+            Ok([output]) => kl_metric(self.target.clone(), output),
+            Err(outputs) if outputs.is_empty() => return,
+            Err(outputs) => {
+                let epochs = outputs.len();
+                kl_metric(
+                    self.target.clone().repeat_dim(0, epochs),
+                    Tensor::cat(outputs, 0),
+                )
+            }
         };
         self.computed.push(kl);
     }
 
     /// Each member's history, `[members][epochs]`, read back at once.
     fn finish(mut self) -> Vec<Vec<f64>> {
-        self.pass();
-        let members = self.target.dims()[0];
+        self.flush();
+        let (members, epochs) = (self.target.dims()[0], self.epochs);
         if self.computed.is_empty() || members == 0 {
             return vec![Vec::new(); members];
         }
         let kl: Vec<f32> = to_host_f32(Tensor::cat(self.computed, 0));
-        let epochs = kl.len() / members;
+        debug_assert_eq!(kl.len(), epochs * members);
         (0..members)
             .map(|member| {
                 (0..epochs)
@@ -591,7 +599,7 @@ fn train_gan_fused<B: QuenchOps>(
     )
     .expand([m, points, 2]);
     let mut noise = NoiseSource::new(config.noise, members, points);
-    let mut history = KlHistory::new(target.clone(), KL_EPOCHS_PER_PASS);
+    let mut history = KlHistory::new(target.clone(), KL_EPOCHS_PER_FLUSH);
     for _ in 0..config.epochs {
         let [(g_params, g_activation), (d_params, d_activation)] = &players;
         let g_tape = mlp::forward(g_params, *g_activation, noise.draw(device), vec![]);
@@ -601,14 +609,14 @@ fn train_gan_fused<B: QuenchOps>(
         let d = sigmoid(d_tape.output.clone().reshape_to([m, 1, points]));
         // Generator: L = -sum g_k log(d_k + eps) through the softmax,
         // dL/do_j = g_j (sum_k g_k r_k - r_j) with r = log(d + eps).
-        let r = d.clone().add_scalar(LOG_EPSILON).log();
+        let shifted = d.clone().add_scalar(LOG_EPSILON);
+        let r = shifted.clone().log();
         let mean = (g.clone() * r.clone()).sum_along(2);
         let generator_grad = g.clone() * (mean - r);
         // Discriminator: L = -(sum p_k log(d_k + eps) + sum g_k log(1 + eps - d_k)) / 2,
         // through the sigmoid d = s(x), ds/dx = d (1 - d).
-        let by_d = (target.clone() / d.clone().add_scalar(LOG_EPSILON)
-            - g / d.clone().neg().add_scalar(1.0 + LOG_EPSILON))
-        .div_scalar(-2.0);
+        let by_d = (target.clone() / shifted - g / d.clone().neg().add_scalar(1.0 + LOG_EPSILON))
+            .div_scalar(-2.0);
         let slope = d.clone() * d.neg().add_scalar(1.0);
         let discriminator_grad = (by_d * slope).reshape_to([m, points, 1]);
         let steps = [(g_tape, generator_grad), (d_tape, discriminator_grad)];
@@ -716,39 +724,47 @@ mod tests {
     }
 
     #[test]
-    fn kl_in_passes_of_several_epochs_is_each_epochs_own() {
+    fn kl_computed_several_epochs_at_once_is_each_epochs_own() {
         let (members, points, epochs) = (2, 16, 7);
         let target = distribution(members, points, 0);
         let outputs: Vec<_> = (1..=epochs)
             .map(|e| distribution(members, points, e))
             .collect();
-        // Passes of 3 epochs leave one epoch for the last, partial pass.
-        let mut passes = KlHistory::new(target.clone(), 3);
-        let mut alone = KlHistory::new(target.clone(), 1);
-        for output in &outputs {
-            passes.push(output.clone());
-            alone.push(output.clone());
-        }
-        let (passes, alone) = (passes.finish(), alone.finish());
-        assert_eq!(passes.len(), members);
-        // Each row's operations are the same in a pass of one epoch or of three; summation
-        // order may differ with the tensor's shape: a KL term p (log p - log g) is at most
-        // log(1e10) ~ 23 in size after the floor, so `points` of them round by at most
-        // points * 23 * eps.
+        // The error of a sum of n terms is at most (n - 1) eps times the sum of their sizes;
+        // with the target renormalised (sum p = 1) and both floored at 1e-10, the sizes
+        // p |log p - log g| sum to at most log(1e10) ~ 23.
         let tolerance = points as f64 * 23.0 * f64::from(f32::EPSILON);
-        for member in 0..members {
-            assert_eq!(passes[member].len(), epochs);
-            for (e, output) in outputs.iter().enumerate() {
-                let want = kl_metric(
-                    target.clone().narrow(0, member, 1),
-                    output.clone().narrow(0, member, 1),
-                );
-                let want = f64::from(to_host_f32(want)[0]);
-                assert!((passes[member][e] - want).abs() <= tolerance, "{passes:?}");
-                assert!((alone[member][e] - want).abs() <= tolerance, "{alone:?}");
+        let want: Vec<Vec<f64>> = (0..members)
+            .map(|member| {
+                outputs
+                    .iter()
+                    .map(|output| {
+                        let kl = kl_metric(
+                            target.clone().narrow(0, member, 1),
+                            output.clone().narrow(0, member, 1),
+                        );
+                        f64::from(to_host_f32(kl)[0])
+                    })
+                    .collect()
+            })
+            .collect();
+        // The epochs differ, so an epoch read from the wrong row would show.
+        assert!((want[0][0] - want[0][1]).abs() > 10.0 * tolerance);
+        // One at a time, in flushes that leave a partial one, one that divides the epochs,
+        // and more than all of them.
+        for per_flush in 1..=8 {
+            let mut history = KlHistory::new(target.clone(), per_flush);
+            for output in &outputs {
+                history.push(output.clone());
+            }
+            let got = history.finish();
+            assert_eq!(got.len(), members);
+            for (got, want) in got.iter().zip(&want) {
+                assert_eq!(got.len(), epochs, "per_flush {per_flush}");
+                for (g, w) in got.iter().zip(want) {
+                    assert!((g - w).abs() <= tolerance, "per_flush {per_flush}: {got:?}");
+                }
             }
         }
-        // The epochs differ, so an epoch read from the wrong row would show.
-        assert!((passes[0][0] - passes[0][1]).abs() > 10.0 * tolerance);
     }
 }

@@ -115,11 +115,12 @@ impl<B: QuenchOps> MemberAdam<B> {
                 .map(|p| [zeros_like(p), zeros_like(p)])
                 .collect();
         }
-        let advance = match &active {
-            Some(mask) => mask.clone().float(),
-            None => self.steps.ones_like(),
+        // Without a mask every member steps: a scalar sum, one launch on a GPU where a tensor
+        // of ones and a sum were two.
+        self.steps = match &active {
+            Some(mask) => self.steps.clone() + mask.clone().float(),
+            None => self.steps.clone().add_scalar(1.0),
         };
-        self.steps = self.steps.clone() + advance;
         AdamStep::new(self.config, self.steps.clone(), lr, active)
     }
 }

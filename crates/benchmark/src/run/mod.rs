@@ -76,15 +76,13 @@ pub fn run_suite(
     // Before the workloads are prepared (data read, models built): a refusal costs nothing.
     timing.check(&repeats_from, &warmup_from)?;
     let workloads = registry();
-    let planned = plan(
+    let plan = plan(
         &suite,
         request.suite_path,
         request.only.as_deref(),
+        request.variants.as_deref(),
         &workloads,
     )?;
-    if let Some(names) = &request.variants {
-        check_variant_names(names, planned.iter().map(|(workload, _, _)| *workload))?;
-    }
     let ctx = RunContext {
         device: request.selection.device,
         precision: request.precision.clone(),
@@ -92,13 +90,6 @@ pub fn run_suite(
         world: request.world,
     };
     let shard = request.world.shard();
-
-    let mut plan = Vec::new();
-    for (workload, selected, prepared) in planned {
-        let selected = narrow_variants(workload, selected, request.variants.as_deref())?;
-        let variants = choose_variants(workload, selected.as_deref())?;
-        plan.push((workload, prepared, variants));
-    }
 
     if let RunPrecision::Fixed(precision) = request.precision.asked()
         && precision != Precision::F32
@@ -168,8 +159,8 @@ pub fn run_suite(
 }
 
 /// A prepared workload with the variants chosen to run, each with its row in the workload's
-/// table.
-type Chosen<'w> = (
+/// table (baseline first).
+pub type Chosen<'w> = (
     &'w dyn Workload,
     Box<dyn PreparedWorkload + 'w>,
     Vec<(usize, VariantInfo)>,
@@ -315,24 +306,20 @@ fn run_caught(
     )
 }
 
-/// A workload of a suite with its selected variants (`None`: all), prepared: its parameters
-/// validated and its data loaded, once for the run.
-pub type Planned<'w> = (
-    &'w dyn Workload,
-    Option<Vec<String>>,
-    Box<dyn PreparedWorkload + 'w>,
-);
-
-/// The suite's workloads in registry order, those of `only` when given, each with its
-/// selected variants (`None`: all), prepared ([`Workload::prepare`]). Refused: a workload the
-/// registry does not have, an `--only` name the suite does not have, bad parameters, data that
-/// cannot be read.
+/// The suite's workloads in registry order, those of `only` when given, each with the variants
+/// the suite selects (all by default) narrowed to `variants` when given, then prepared
+/// ([`Workload::prepare`]: parameters validated, data loaded, once for the run). Refused before
+/// any workload is prepared: a workload the registry does not have, an `--only` name the suite
+/// does not have, a variant name the workload does not have, a `--variants` name that none of
+/// the selected workloads runs, a workload `--variants` leaves with none; then bad parameters
+/// and data that cannot be read.
 pub fn plan<'w>(
     suite: &Suite,
     suite_path: &Path,
     only: Option<&[String]>,
+    variants: Option<&[String]>,
     workloads: &'w [Box<dyn Workload>],
-) -> anyhow::Result<Vec<Planned<'w>>> {
+) -> anyhow::Result<Vec<Chosen<'w>>> {
     for name in suite.workloads.keys() {
         if !workloads.iter().any(|w| w.name() == name) {
             anyhow::bail!(
@@ -356,7 +343,7 @@ pub fn plan<'w>(
             );
         }
     }
-    let mut planned = Vec::new();
+    let mut selected: Vec<Selected<'w>> = Vec::new();
     for workload in workloads {
         let Some(table) = suite.workloads.get(workload.name()) else {
             continue;
@@ -364,11 +351,17 @@ pub fn plan<'w>(
         if only.is_some_and(|only| !only.iter().any(|n| n == workload.name())) {
             continue;
         }
-        let (selected, params) = split_variants(workload.name(), table)?;
-        let prepared = workload.prepare(&params)?;
-        planned.push((workload.as_ref(), selected, prepared));
+        let (names, params) = split_variants(workload.name(), table)?;
+        let chosen = choose_variants(workload.as_ref(), names.as_deref())?;
+        selected.push((workload.as_ref(), params, chosen));
     }
-    Ok(planned)
+    if let Some(names) = variants {
+        narrow_variants(names, &mut selected)?;
+    }
+    selected
+        .into_iter()
+        .map(|(workload, params, chosen)| Ok((workload, workload.prepare(&params)?, chosen)))
+        .collect()
 }
 
 /// The report of a measured variant, compared with the baseline among `earlier` (the baseline
@@ -440,64 +433,51 @@ fn choose_variants(
     Ok(chosen)
 }
 
-/// Refuses a `--variants` name that none of the selected workloads has (a typo would
-/// otherwise run less than asked without a word).
-fn check_variant_names<'w>(
-    names: &[String],
-    workloads: impl Iterator<Item = &'w dyn Workload> + Clone,
-) -> anyhow::Result<()> {
+/// A workload of the suite with its parameters and the variants chosen to run, before it is
+/// prepared.
+type Selected<'w> = (&'w dyn Workload, toml::Table, Vec<(usize, VariantInfo)>);
+
+/// Keeps, of each workload's chosen variants, those named in `names` (`--variants`). Refused:
+/// no name or an empty one, a name that none of the workloads runs (a typo, or a variant the
+/// suite leaves out, would otherwise run less than asked without a word), and a workload left
+/// with none (one the suite already disables with `variants = []` stays as it is).
+fn narrow_variants(names: &[String], selected: &mut [Selected<'_>]) -> anyhow::Result<()> {
+    if names.is_empty() || names.iter().any(String::is_empty) {
+        anyhow::bail!("--variants: give one or more variant names, comma separated");
+    }
     for name in names {
-        if !workloads
-            .clone()
-            .any(|w| w.variants().iter().any(|v| v.name == name))
+        if !selected
+            .iter()
+            .any(|(_, _, chosen)| chosen.iter().any(|(_, v)| v.name == name))
         {
             anyhow::bail!(
-                "--variants {name}: none of the selected workloads ({}) has a variant of that \
-                 name (`benchmark list` names them)",
-                workloads
-                    .clone()
-                    .map(|w| w.name())
+                "--variants: `{name}` is not among the variants the suite selects in {} \
+                 (`benchmark list` names each workload's)",
+                selected
+                    .iter()
+                    .map(|(w, _, _)| format!("`{}`", w.name()))
                     .collect::<Vec<_>>()
                     .join(", ")
             );
         }
     }
-    Ok(())
-}
-
-/// The suite's selection of `workload`'s variants (`None`: all) narrowed to `names`
-/// (`--variants`), in the suite's order. Refused when none is left: a workload the run would
-/// skip without a word.
-fn narrow_variants(
-    workload: &dyn Workload,
-    selected: Option<Vec<String>>,
-    names: Option<&[String]>,
-) -> anyhow::Result<Option<Vec<String>>> {
-    let Some(names) = names else {
-        return Ok(selected);
-    };
-    let candidates = selected.unwrap_or_else(|| {
-        workload
-            .variants()
-            .iter()
-            .map(|v| v.name.to_string())
-            .collect()
-    });
-    let kept: Vec<String> = candidates
-        .iter()
-        .filter(|name| names.contains(name))
-        .cloned()
-        .collect();
-    if kept.is_empty() {
-        anyhow::bail!(
-            "--variants {}: workload `{}` would run none of its variants here ({}); leave it out \
-             with --only",
-            names.join(","),
-            workload.name(),
-            candidates.join(", ")
-        );
+    for (workload, _, chosen) in selected.iter_mut() {
+        if chosen.is_empty() {
+            continue;
+        }
+        let had: Vec<&str> = chosen.iter().map(|(_, v)| v.name).collect();
+        let had = had.join(", ");
+        chosen.retain(|(_, v)| names.iter().any(|n| n == v.name));
+        if chosen.is_empty() {
+            anyhow::bail!(
+                "--variants {}: workload `{}` would run none of its variants here ({had}); \
+                 leave it out with --only",
+                names.join(","),
+                workload.name(),
+            );
+        }
     }
-    Ok(Some(kept))
+    Ok(())
 }
 
 fn names(workloads: &[Box<dyn Workload>]) -> String {
@@ -808,12 +788,20 @@ mod tests {
         );
         assert!(report.workloads[0].variants[0].speedup.is_none());
 
-        narrowed.variants = Some(vec!["all".into(), "no-such-variant".into()]);
-        let err = run_suite(&narrowed, &mut |_| Ok(())).unwrap_err();
-        assert!(
-            err.to_string().contains("--variants no-such-variant"),
-            "{err}"
-        );
+        // A typo, a variant the suite leaves out, no name: refused, naming what was asked.
+        for (names, named) in [
+            (
+                vec!["all", "no-such-variant"],
+                "`no-such-variant` is not among",
+            ),
+            (vec!["all", "batch-128"], "`batch-128` is not among"),
+            (vec!["all", ""], "give one or more variant names"),
+        ] {
+            narrowed.only = None;
+            narrowed.variants = Some(names.into_iter().map(String::from).collect());
+            let err = run_suite(&narrowed, &mut |_| Ok(())).unwrap_err();
+            assert!(err.to_string().contains(named), "{err}");
+        }
 
         // The classifier has `all`, but the suite selects only its baseline.
         narrowed.only = None;

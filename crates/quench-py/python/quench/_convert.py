@@ -55,6 +55,16 @@ def text(name, value):
     return value
 
 
+def names(name, value):
+    """``value`` as a list of strings: one string, or a list or tuple of them (``None`` stays
+    ``None``); anything else is refused naming ``name``."""
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        return [text(f"{name}[{i}]", item) for i, item in enumerate(value)]
+    return [text(name, value)]
+
+
 def settings(name, value):
     """A configuration given as a TOML file's path or as a dict of its settings, as the native
     calls take it: ``(path, None)`` or ``(None, JSON text)``."""

@@ -11,7 +11,7 @@ import json
 import os
 
 from . import _native
-from ._convert import text
+from ._convert import names, text
 
 __all__ = ["run"]
 
@@ -25,17 +25,6 @@ def _path(name, value):
             raise ValueError(f"{name}: an empty path")
         return path
     raise ValueError(f"{name}: a path, not {type(value).__name__}")
-
-
-def _names(keyword, what, value):
-    """``value`` as a list of names: one name, or a list or tuple of them (``None`` stays)."""
-    if isinstance(value, str):
-        return [value]
-    if value is not None:
-        if not isinstance(value, (list, tuple)) or not all(isinstance(n, str) for n in value):
-            raise ValueError(f"{keyword}: {what} or a list of names as strings")
-        return list(value)
-    return None
 
 
 def run(
@@ -75,8 +64,8 @@ def run(
     workload, a setting or an output folder that cannot be used (the message names it),
     ``RuntimeError`` for a device that cannot be used or cannot run the precision asked for.
     """
-    only = _names("only", "a workload's name", only)
-    variants = _names("variants", "a variant's name", variants)
+    only = names("only", only)
+    variants = names("variants", variants)
     if repeats is not None and (
         isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1
     ):
