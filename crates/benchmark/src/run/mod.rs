@@ -461,21 +461,22 @@ fn narrow_variants(names: &[String], selected: &mut [Selected<'_>]) -> anyhow::R
             );
         }
     }
+    let named = |v: &VariantInfo| names.iter().any(|n| n == v.name);
     for (workload, _, chosen) in selected.iter_mut() {
-        if chosen.is_empty() {
-            continue;
-        }
-        let had: Vec<&str> = chosen.iter().map(|(_, v)| v.name).collect();
-        let had = had.join(", ");
-        chosen.retain(|(_, v)| names.iter().any(|n| n == v.name));
-        if chosen.is_empty() {
+        if !chosen.is_empty() && !chosen.iter().any(|(_, v)| named(v)) {
             anyhow::bail!(
-                "--variants {}: workload `{}` would run none of its variants here ({had}); \
+                "--variants {}: workload `{}` would run none of its variants here ({}); \
                  leave it out with --only",
                 names.join(","),
                 workload.name(),
+                chosen
+                    .iter()
+                    .map(|(_, v)| v.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             );
         }
+        chosen.retain(|(_, v)| named(v));
     }
     Ok(())
 }
