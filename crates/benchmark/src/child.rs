@@ -90,11 +90,12 @@ fn wait_bounded(child: &mut Child, limit: Duration, what: &str) -> anyhow::Resul
         child.stdout.take().map(|s| tail_reader(Box::new(s))),
         child.stderr.take().map(|s| tail_reader(Box::new(s))),
     ];
-    let deadline = Instant::now() + limit;
+    // A limit past what an `Instant` can hold means no deadline, not a panic.
+    let deadline = Instant::now().checked_add(limit);
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
-            Ok(None) if Instant::now() >= deadline => {
+            Ok(None) if deadline.is_some_and(|deadline| Instant::now() >= deadline) => {
                 kill_group(child.id());
                 let _ = child.kill();
                 let _ = child.wait();
@@ -204,6 +205,13 @@ mod tests {
         assert!(out.status.success());
         assert!(out.stdout.len() <= KEPT_BYTES);
         assert!(out.stdout.ends_with(b"\nLAST\n"));
+    }
+
+    #[test]
+    fn a_limit_past_what_an_instant_holds_means_no_deadline() {
+        let out = run(&mut shell("echo ok"), Duration::MAX, "the unbounded").unwrap();
+        assert!(out.status.success());
+        assert_eq!(out.stdout, b"ok\n");
     }
 
     #[test]

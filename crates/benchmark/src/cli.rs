@@ -19,6 +19,32 @@ use crate::{checks, peers, report, run, workloads};
 const EXIT_DEVICE: u8 = 2;
 /// Exit status for a command line that cannot be read (as clap's own).
 const EXIT_USAGE: u8 = 2;
+/// Exit status when standard output's reader has gone (`benchmark list | head -1`): what a
+/// shell reports for a program that SIGPIPE ended, said without a message.
+const EXIT_BROKEN_PIPE: u8 = 128 + 13;
+
+/// Standard output could not be written: its reader gone, or a full disk.
+#[derive(Debug)]
+struct StdoutError(std::io::Error);
+
+impl std::fmt::Display for StdoutError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot write to standard output: {}", self.0)
+    }
+}
+
+impl std::error::Error for StdoutError {}
+
+/// Writes `text` to standard output, as `print!` does, but returns the error where `print!`
+/// panics. Flushed, so that a full disk is found here rather than at exit.
+fn out(text: std::fmt::Arguments<'_>) -> Result<(), StdoutError> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_fmt(text)
+        .and_then(|()| stdout.flush())
+        .map_err(StdoutError)
+}
 
 #[derive(Parser, Debug)]
 #[command(name = "benchmark", version, about)]
@@ -131,8 +157,13 @@ struct PythonArgs {
     #[arg(long)]
     python: Option<PathBuf>,
     /// Seconds one PyTorch peer may run before it is stopped and recorded as failed (the run
-    /// goes on).
-    #[arg(long, value_name = "SECONDS", default_value_t = peers::DEFAULT_PEER_TIMEOUT.as_secs())]
+    /// goes on); 1 to 604800 (a week).
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = peers::DEFAULT_PEER_TIMEOUT.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..=peers::MAX_PEER_TIMEOUT_S),
+    )]
     peer_timeout: u64,
 }
 
@@ -266,18 +297,22 @@ where
         None => run(&cli.run, global),
         Some(Command::Doctor) => doctor(global),
         Some(Command::Verify) => verify(global),
-        Some(Command::List) => {
-            list();
-            Ok(())
-        }
+        Some(Command::List) => list(),
         Some(Command::Data { file, format }) => quench_data::summary(file, *format)
-            .map(|summary| println!("{summary}"))
-            .map_err(anyhow::Error::from),
+            .map_err(anyhow::Error::from)
+            .and_then(|summary| Ok(out(format_args!("{summary}\n"))?)),
         Some(Command::Peers(args)) => run_peers(args, global),
         Some(Command::Compare { a, b, agree }) => compare(a, b, *agree),
     };
     match outcome {
         Ok(()) => 0,
+        Err(err)
+            if err
+                .downcast_ref::<StdoutError>()
+                .is_some_and(|e| e.0.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            EXIT_BROKEN_PIPE
+        }
         Err(err) => {
             let status = if err
                 .downcast_ref::<DeviceError>()
@@ -312,15 +347,20 @@ impl Command {
 fn compare(a: &Path, b: &Path, agree: Option<f64>) -> anyhow::Result<()> {
     let a_report = report::Report::read(a)?;
     let b_report = report::Report::read(b)?;
-    print!("{}", report::compare::compare(&a_report, &b_report));
+    out(format_args!(
+        "{}",
+        report::compare::compare(&a_report, &b_report)
+    ))?;
     let Some(within) = agree else { return Ok(()) };
     let found = report::compare::disagreements(&a_report, &b_report, within);
     if found.is_empty() {
-        println!("\nagree: every variant of A ran in B within {within} of its quality");
+        out(format_args!(
+            "\nagree: every variant of A ran in B within {within} of its quality\n"
+        ))?;
         return Ok(());
     }
     for line in &found {
-        println!("disagree: {line}");
+        out(format_args!("disagree: {line}\n"))?;
     }
     anyhow::bail!(
         "{} variant(s) of {} disagree with {} (within {within})",
@@ -357,7 +397,7 @@ fn run_ranked(
     world: &quench_scale::World,
 ) -> anyhow::Result<()> {
     let root = world.shard().is_root();
-    let out = &global.out;
+    let folder = &global.out;
     if args.count_launches {
         // CubeCL reads its configuration once, when a device is first used: before selecting.
         let shard = world.shard();
@@ -366,9 +406,9 @@ fn run_ranked(
         } else {
             "kernel-launches.log".into()
         };
-        std::fs::create_dir_all(out)
-            .with_context(|| format!("creating the output folder {}", out.display()))?;
-        quench_device::counters::log_launches(&out.join(log), args.count_compilations)?;
+        std::fs::create_dir_all(folder)
+            .with_context(|| format!("creating the output folder {}", folder.display()))?;
+        quench_device::counters::log_launches(&folder.join(log), args.count_compilations)?;
     }
     let selection = select_announced(global.device.for_local_rank(quench_scale::local_rank()))?;
     if args.count_launches && selection.device == quench_kernels::SelectedDevice::Cpu {
@@ -379,7 +419,7 @@ fn run_ranked(
     }
     let precision = global.precision.check_on(selection.device)?;
     let suite_path = args.suite_args.path();
-    let output = root.then(|| run::output::Output::new(out)).transpose()?;
+    let output = root.then(|| run::output::Output::new(folder)).transpose()?;
     if let Some(output) = &output {
         output.keep_on_interrupt()?;
     }
@@ -392,7 +432,7 @@ fn run_ranked(
             precision,
             repeats: args.repeats,
             peers: (args.peers && root).then(|| announced_python(&args.python)),
-            peer_inputs: out.join("peer-inputs"),
+            peer_inputs: folder.join("peer-inputs"),
             world,
         },
         &mut |report| output.as_ref().map_or(Ok(()), |o| o.keep(report)),
@@ -412,22 +452,25 @@ fn run_ranked(
         return Ok(());
     };
     output.keep(&report)?;
-    if args.wide {
-        print!("{}", report.wide_table());
+    let table = if args.wide {
+        report.wide_table()
     } else {
-        print!("{}", report.table());
-    }
+        report.table()
+    };
+    out(format_args!("{table}"))?;
     if args.count_compilations
         && let Some(compiled) = quench_device::counters::compilations()
     {
         // Each is distinct; a warm kernel cache compiles none of those it holds.
-        println!("\nkernels compiled by this process: {compiled}");
+        out(format_args!(
+            "\nkernels compiled by this process: {compiled}\n"
+        ))?;
     }
-    println!(
-        "\nreports: {} and {}",
-        out.join("report.json").display(),
-        out.join("report.md").display()
-    );
+    out(format_args!(
+        "\nreports: {} and {}\n",
+        folder.join("report.json").display(),
+        folder.join("report.md").display()
+    ))?;
     let failures = report.failures();
     if !failures.is_empty() {
         anyhow::bail!(
@@ -442,40 +485,49 @@ fn run_ranked(
 fn verify(global: &GlobalArgs) -> anyhow::Result<()> {
     let selection = select_announced(global.device)?;
     let precision = global.precision.check_on(selection.device)?;
-    println!(
-        "verify on {} (--precision {})",
+    out(format_args!(
+        "verify on {} (--precision {})\n",
         selection.device,
         precision.asked()
-    );
+    ))?;
     // Each check is printed as it ends, with the seconds since the start: on a cold GPU most
     // of them are compiling kernels, and a run stopped at a time limit still says how far it got.
+    // The checks go on when standard output fails (their verdict is the exit status); the
+    // first failure to print is reported after them.
     let start = std::time::Instant::now();
+    let mut unprinted = Ok(());
     let checks = checks::verify::verify(selection.device, &precision, &mut |check| {
-        println!("{check}  [{:.1} s]", start.elapsed().as_secs_f64())
+        let printed = out(format_args!(
+            "{check}  [{:.1} s]\n",
+            start.elapsed().as_secs_f64()
+        ));
+        unprinted = std::mem::replace(&mut unprinted, Ok(())).and(printed);
     })?;
+    unprinted?;
     let failed = checks.iter().filter(|c| c.failed()).count();
     if failed > 0 {
         anyhow::bail!("{failed} of {} checks failed", checks.len());
     }
-    println!(
-        "all {} checks passed or were skipped with a reason",
+    out(format_args!(
+        "all {} checks passed or were skipped with a reason\n",
         checks.len()
-    );
+    ))?;
     Ok(())
 }
 
 fn doctor(global: &GlobalArgs) -> anyhow::Result<()> {
     let selection = select_announced(global.device)?;
-    print!(
-        "{}",
-        checks::doctor::doctor(&selection, DiagnosticsConfig::default())?.text
-    );
-    Ok(())
+    let text = checks::doctor::doctor(&selection, DiagnosticsConfig::default())?.text;
+    Ok(out(format_args!("{text}"))?)
 }
 
-fn list() {
+fn list() -> anyhow::Result<()> {
     for workload in workloads::registry() {
-        println!("{}  {}", workload.name(), workload.summary());
+        out(format_args!(
+            "{}  {}\n",
+            workload.name(),
+            workload.summary()
+        ))?;
         for v in workload.variants() {
             let tag = if v.baseline { " (baseline)" } else { "" };
             let follows = if v.precision.follows_run() {
@@ -493,9 +545,13 @@ fn list() {
                     )
                 })
                 .unwrap_or_default();
-            println!("    {}{tag}  {}{claim}{follows}", v.name, v.description);
+            out(format_args!(
+                "    {}{tag}  {}{claim}{follows}\n",
+                v.name, v.description
+            ))?;
         }
     }
+    Ok(())
 }
 
 /// The Python for the peers, said on stderr: which one, or why none and how to get one.
@@ -536,8 +592,8 @@ fn run_peers(args: &PeersArgs, global: &GlobalArgs) -> anyhow::Result<()> {
         let found = python.as_ref().map_err(String::as_str);
         let peer = || prepared.peer(&inputs.path().join(workload.name()));
         match peers::measure(found, peer, &device, suite.timing) {
-            Ok(p) => println!(
-                "{}/pytorch [torch {}, {}]  {} /{}  {} {}",
+            Ok(p) => out(format_args!(
+                "{}/pytorch [torch {}, {}]  {} /{}  {} {}\n",
                 workload.name(),
                 p.torch,
                 p.device,
@@ -545,8 +601,11 @@ fn run_peers(args: &PeersArgs, global: &GlobalArgs) -> anyhow::Result<()> {
                 p.iteration_unit,
                 p.quality_metric,
                 crate::numbers::significant(p.quality)
-            ),
-            Err(why) => println!("{}/pytorch not run: {why}", workload.name()),
+            ))?,
+            Err(why) => out(format_args!(
+                "{}/pytorch not run: {why}\n",
+                workload.name()
+            ))?,
         }
     }
     Ok(())

@@ -35,6 +35,11 @@ pub struct Python {
 /// take seconds to a minute each, the full suite's baselines some minutes.
 pub const DEFAULT_PEER_TIMEOUT: Duration = Duration::from_secs(900);
 
+/// The longest `--peer-timeout`, in seconds: a week, far above any peer's run (the full SYNTH
+/// SGLD grid one chain at a time takes about three hours in PyTorch) and far below the
+/// seconds an `Instant` can be moved by.
+pub const MAX_PEER_TIMEOUT_S: u64 = 7 * 24 * 3600;
+
 /// How long the probe for torch may take: importing torch takes seconds, a first import after
 /// installing it up to a minute.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(120);

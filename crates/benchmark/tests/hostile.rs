@@ -588,3 +588,112 @@ fn compare_refuses_a_reference_that_did_not_measure_what_it_judges() {
     std::fs::write(dir.path().join("bom.json"), format!("\u{feff}{good}")).unwrap();
     assert!(agree("bom.json", "out/report.json").status.success());
 }
+
+#[test]
+fn a_peer_timeout_out_of_range_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    // u64::MAX seconds once overflowed the peer's deadline: a panic after the run.
+    for value in ["0", "18446744073709551615"] {
+        let out = benchmark(
+            &["run", "--device", "cpu", "--peers", "--peer-timeout", value],
+            dir.path(),
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains("--peer-timeout") && stderr.contains(value),
+            "{stderr}"
+        );
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn standard_output_that_cannot_be_written_ends_the_command_without_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = || {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_benchmark"));
+        command.arg("list").current_dir(dir.path());
+        command
+    };
+    // The reader gone before the first line (`benchmark list | head -0`): the status a shell
+    // reports for a program SIGPIPE ended, and nothing said.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = list().stdout(writer).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(141),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    // A full disk: an error naming standard output.
+    if let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") {
+        let out = list().stdout(full).output().unwrap();
+        refused(&out, &["standard output", "No space left"]);
+    }
+}
+
+/// IDX files of MNIST's layout in `dir`: `train` and `test` images of `side` x `side` pixels
+/// (labels cycling through the ten classes).
+fn mnist_like(dir: &Path, side: u32, train: u32, test: u32) {
+    std::fs::create_dir_all(dir).unwrap();
+    for (prefix, count) in [("train", train), ("t10k", test)] {
+        let header = |dims: &[u32]| -> Vec<u8> {
+            let mut bytes = vec![0, 0, 8, dims.len() as u8];
+            dims.iter().for_each(|d| bytes.extend(d.to_be_bytes()));
+            bytes
+        };
+        let mut images = header(&[count, side, side]);
+        images.resize(images.len() + (count * side * side) as usize, 128);
+        let mut labels = header(&[count]);
+        labels.extend((0..count).map(|i| (i % 10) as u8));
+        std::fs::write(dir.join(format!("{prefix}-images-idx3-ubyte")), images).unwrap();
+        std::fs::write(dir.join(format!("{prefix}-labels-idx1-ubyte")), labels).unwrap();
+    }
+}
+
+#[test]
+fn image_folders_the_models_cannot_read_are_refused_by_shape_and_size() {
+    let dir = tempfile::tempdir().unwrap();
+    mnist_like(&dir.path().join("one-pixel"), 1, 200, 200);
+    mnist_like(&dir.path().join("no-test"), 28, 200, 0);
+    let suites = [
+        (
+            "loader",
+            "[workloads.loader]\ntrain_samples = 0\nvariants = [\"baseline\"]\n",
+        ),
+        (
+            "hybrid",
+            "[workloads.hybrid]\nvariants = [\"all\"]\ncalibration_images = 8\nrepeats = 1\n\
+             training = { seeds = [1], epochs = 1 }\n",
+        ),
+    ];
+    for (workload, suite) in suites {
+        std::fs::write(dir.path().join("suite.toml"), suite).unwrap();
+        for (folder, words) in [
+            ("one-pixel", ["sample_shape", "[1, 1]"]),
+            ("no-test", ["0 (test images)", "at least one image"]),
+        ] {
+            let out = common::run_suite_command(dir.path(), &[])
+                .env("QUENCH_MNIST_DIR", dir.path().join(folder))
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(!stderr.contains("panicked"), "{workload} on {folder}: {stderr}");
+            refused(&out, &words);
+        }
+    }
+}
+
+#[test]
+fn a_variant_listed_twice_by_a_suite_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("suite.toml"),
+        "[workloads.qrng-gan]\nvariants = [\"all\", \"baseline\", \"all\"]\n",
+    )
+    .unwrap();
+    refused(&run_suite(dir.path()), &["qrng-gan", "`all` twice"]);
+}

@@ -20,6 +20,30 @@ const CLASSES: u8 = 10;
 pub const MNIST_MEAN: f32 = 0.1307;
 /// Standard deviation of MNIST's usual pixel normalisation.
 pub const MNIST_STD: f32 = 0.3081;
+/// The side of an MNIST image, in pixels: the models that read MNIST (the hybrid's backbone,
+/// the loader's MLP) take 28 x 28 images.
+pub const MNIST_SIDE: usize = 28;
+
+/// Refuses images that are not [`MNIST_SIDE`] x [`MNIST_SIDE`] (a folder of other IDX images:
+/// the models read 784 pixels per sample) and an empty set, named by `part` (`"test"`).
+pub fn check_mnist_images(images: &Dataset, part: &str) -> Result<(), DataError> {
+    if images.sample_shape() != [MNIST_SIDE, MNIST_SIDE] {
+        return Err(DataError::invalid(
+            "sample_shape",
+            format!("{:?} ({part} images)", images.sample_shape()),
+            "the models take 28 x 28 images, as MNIST's",
+        ));
+    }
+    if images.is_empty() {
+        return Err(DataError::invalid(
+            "samples",
+            format!("0 ({part} images)"),
+            "every part needs at least one image: the files hold none",
+        ));
+    }
+    Ok(())
+}
+
 /// Seeds of the stand-in's two splits: fixed, so every run without data sees the same images.
 const STAND_IN_SEEDS: [u64; 2] = [0x5354_414e_4400, 0x5354_414e_4401];
 

@@ -2,7 +2,7 @@
 //! and the frozen backbone's features, computed once per image when asked.
 
 use burn::tensor::Tensor;
-use quench_data::{DataError, Dataset};
+use quench_data::{DataError, Dataset, check_mnist_images};
 use quench_kernels::QuenchOps;
 use quench_kernels::readback::{float_tensor, to_host_f32};
 use rand::SeedableRng;
@@ -89,18 +89,6 @@ impl HybridData {
     }
 }
 
-/// Refuses a data set whose samples are not 28 x 28 images.
-pub fn check_images(images: &Dataset) -> Result<(), DataError> {
-    if images.sample_len() == 784 {
-        return Ok(());
-    }
-    Err(DataError::Invalid {
-        field: "sample_shape",
-        value: format!("{:?}", images.sample_shape()),
-        reason: "the backbone takes 28 x 28 images",
-    })
-}
-
 /// The backbone's features of `images` (`[784]` each) on the device, `[images, 512]`,
 /// [`FEATURE_CHUNK`] images uploaded per call; the convolutions' product weights taken from
 /// `kept` (made at its first use and kept for every later chunk and call).
@@ -110,7 +98,7 @@ pub fn backbone_features<B: QuenchOps>(
     kept: &mut Inference<B>,
     device: &B::Device,
 ) -> Result<Tensor<B, 2>, DataError> {
-    check_images(images)?;
+    check_mnist_images(images, "input")?;
     let chunks = images
         .features()
         .chunks(FEATURE_CHUNK * 784)

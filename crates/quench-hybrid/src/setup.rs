@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use burn::tensor::{Tensor, TensorData};
-use quench_data::{MNIST_MEAN, MNIST_STD, Mnist, MnistSource, Split};
+use quench_data::{MNIST_MEAN, MNIST_STD, Mnist, MnistSource, Split, check_mnist_images};
 use quench_kernels::QuenchOps;
 use serde::{Deserialize, Serialize};
 
@@ -74,6 +74,9 @@ impl HybridSetup {
             test: self.test_samples,
         };
         let (train_images, test_images) = (images(Split::Train)?, images(Split::Test)?);
+        // Before anything is cut from them: the backbone and the calibration read 28 x 28.
+        check_mnist_images(&train_images, "training")?;
+        check_mnist_images(&test_images, "test")?;
         // The original's split: 90 % of the training images train, the rest validate.
         let train_part = train_images.len() * 9 / 10;
         for (name, asked, held) in [
@@ -85,6 +88,13 @@ impl HybridSetup {
             ),
             ("test_samples", sizes.test, test_images.len()),
         ] {
+            if held == 0 {
+                return Err(HybridError::InvalidValue {
+                    name,
+                    value: format!("{asked} (the part holds no image)"),
+                    reason: "every part needs images: the files hold too few",
+                });
+            }
             if asked > held {
                 return Err(HybridError::InvalidValue {
                     name,

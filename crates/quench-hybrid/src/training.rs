@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use burn::tensor::{Int, Tensor, TensorData};
 use quench_circuit::Circuit;
-use quench_data::{Dataset, Loader, LoaderConfig, Mode};
+use quench_data::{Dataset, Loader, LoaderConfig, Mode, check_mnist_images};
 use quench_kernels::readback::{float_tensor, to_host_f32};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -18,7 +18,7 @@ use rand_distr::{Distribution, Normal};
 use serde::{Deserialize, Serialize};
 
 use super::HybridError;
-use super::data::{HybridData, backbone_features, check_images};
+use super::data::{HybridData, backbone_features};
 use super::model::{CircuitMode, ENCODER, HEAD, HybridModel};
 use crate::resnet::{Inference, ResNet18};
 use quench_support::stats::MeanStd;
@@ -275,7 +275,7 @@ pub fn train_hybrid<B: QuenchBackend>(
             device,
         )?),
         FeatureMode::PerBatch => {
-            check_images(&parts.train)?;
+            check_mnist_images(&parts.train, "training")?;
             None
         }
     };

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use quench_lindblad::operators::{hadamard, pauli_x, pauli_y, pauli_z};
-use quench_lindblad::{CMatrix, Solver, System, presets};
+use quench_lindblad::{CMatrix, LindbladError, Solver, System, presets};
 
 use super::error::MetaError;
 use super::maml::Algorithm;
@@ -125,6 +125,22 @@ impl Validate for MetaConfig {
         positive("t_total", self.t_total)?;
         positive("policy.output_scale", self.policy.output_scale)?;
         positive("policy.init_gain", self.policy.init_gain)?;
+        // The simulators' own checks, here rather than at the first evolution: a step, a bound
+        // or a substep count they refuse is the configuration's error, named as such.
+        for (field, solver, tasks) in [
+            ("solver", &self.solver, self.tasks_per_batch),
+            ("val_solver", &self.val_solver, self.val_tasks),
+        ] {
+            solver
+                .validate()
+                .and_then(|()| solver.check_substeps(self.t_total, self.policy.segments, tasks))
+                .map_err(|err| match err {
+                    LindbladError::InvalidValue { name, value, reason } => {
+                        MetaError::config(field, format!("{{ {name} = {value} }}"), reason)
+                    }
+                    other => MetaError::config(field, "as given", other),
+                })?;
+        }
         if !(self.inner_lr.is_finite() && self.inner_lr >= 0.0) {
             return Err(MetaError::config(
                 "inner_lr",
@@ -394,6 +410,36 @@ mod tests {
             ..config
         };
         assert!(config.validate().is_ok());
+    }
+
+    #[test]
+    fn simulator_settings_are_refused_as_the_configurations_field() {
+        let shipped: MetaConfig = quench_support::load_toml(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/lindblad/test.toml"),
+        )
+        .unwrap();
+        shipped.validate().unwrap();
+        let refused = |edit: &dyn Fn(&mut MetaConfig), words: &[&str]| {
+            let mut config = shipped.clone();
+            edit(&mut config);
+            let err = config.validate().unwrap_err().to_string();
+            for word in words {
+                assert!(err.contains(word), "`{word}` not in {err}");
+            }
+        };
+        refused(
+            &|c| c.solver.method = quench_lindblad::Method::Rk4 { dt: 0.0 },
+            &["solver = { dt = 0 }", "positive"],
+        );
+        refused(
+            &|c| c.val_solver.control_bound = -1.0,
+            &["val_solver = { control_bound = -1 }"],
+        );
+        // A step whose substeps exceed the solver's limit: refused before any work.
+        refused(
+            &|c| c.solver.method = quench_lindblad::Method::Euler { dt: 1e-12 },
+            &["solver", "substeps"],
+        );
     }
 
     #[test]

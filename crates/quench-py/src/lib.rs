@@ -52,12 +52,23 @@ fn _panic_for_test(py: Python<'_>) -> PyResult<()> {
     })
 }
 
+/// Refuses `estimate` bytes of host memory for `what` (`amplitudes: shape [..] as float64`)
+/// with the library's own check (`quench_support::budget::check_fits`: the smaller of the
+/// memory available and what is left under `ulimit -v`), so that the Python half sizes a copy
+/// by the same rule as the native calls before making it.
+#[pyfunction]
+fn check_host_memory(what: String, estimate: u128) -> PyResult<()> {
+    quench_support::budget::check_fits(|| what, estimate)
+        .map_err(|too_large| Failure::Input(too_large.to_string()).into())
+}
+
 /// The extension module `quench._native`.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(devices, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
+    m.add_function(wrap_pyfunction!(check_host_memory, m)?)?;
     m.add_class::<lindblad::NativeSystem>()?;
     m.add_function(wrap_pyfunction!(lindblad::lindblad_run, m)?)?;
     m.add_function(wrap_pyfunction!(lindblad::lindblad_native_seconds, m)?)?;

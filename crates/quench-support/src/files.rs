@@ -11,15 +11,37 @@ use std::path::{Path, PathBuf};
 /// the file it names is replaced. Anything else that is not a regular file (a device such as
 /// `/dev/full`, a FIFO, a folder) is refused: the rename would replace the node itself.
 pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
-    let followed;
-    let path = match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.file_type().is_symlink() => {
-            followed = std::fs::canonicalize(path)?;
-            followed.as_path()
-        }
-        _ => path,
+    let (file, target) = stage(path, contents)?;
+    file.persist(target).map(drop).map_err(|err| err.error)
+}
+
+/// Replaces each `(path, contents)` of `files` as [`write_atomically`] does, all or none as
+/// far as the disk allows: every file is written beside its target before the first is
+/// renamed over it, so a refused target, a full disk or a failed write leaves every old file
+/// as it was (only a failing rename, after the others succeeded, could split them). An error
+/// names the file it is about.
+pub fn write_all_atomically(files: &[(&Path, &[u8])]) -> io::Result<()> {
+    let named = |path: &Path, err: io::Error| {
+        io::Error::new(err.kind(), format!("{}: {err}", path.display()))
     };
-    if let Ok(meta) = std::fs::metadata(path)
+    let staged = files
+        .iter()
+        .map(|&(path, contents)| stage(path, contents).map_err(|err| named(path, err)))
+        .collect::<io::Result<Vec<_>>>()?;
+    for (file, target) in staged {
+        file.persist(&target).map_err(|err| named(&target, err.error))?;
+    }
+    Ok(())
+}
+
+/// `contents` written and synced to a temporary file beside `path`'s target (a link
+/// followed), with that target; refused when the target exists and is not a regular file.
+fn stage(path: &Path, contents: &[u8]) -> io::Result<(tempfile::NamedTempFile, PathBuf)> {
+    let path = match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => std::fs::canonicalize(path)?,
+        _ => path.to_path_buf(),
+    };
+    if let Ok(meta) = std::fs::metadata(&path)
         && !meta.is_file()
     {
         return Err(io::Error::new(
@@ -41,12 +63,12 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(path).map_or(0o644, |m| m.permissions().mode() & 0o7777);
+        let mode = std::fs::metadata(&path).map_or(0o644, |m| m.permissions().mode() & 0o7777);
         file.as_file()
             .set_permissions(std::fs::Permissions::from_mode(mode))?;
     }
     file.as_file().sync_all()?;
-    file.persist(path).map(drop).map_err(|err| err.error)
+    Ok((file, path))
 }
 
 /// The largest configuration (TOML, JSON job) [`read_bounded`]'s callers take: 16 MiB.
@@ -335,6 +357,32 @@ mod tests {
         assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
         let err = read_bounded(&fifo, CONFIG_LIMIT).unwrap_err();
         assert!(err.to_string().contains("not a regular file"), "{err}");
+    }
+
+    #[test]
+    fn files_written_together_are_all_replaced_or_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::write(&a, "old a").unwrap();
+        std::fs::write(&b, "old b").unwrap();
+        write_all_atomically(&[(&a, b"new a"), (&b, b"new b")]).unwrap();
+        assert_eq!(std::fs::read_to_string(&a).unwrap(), "new a");
+        assert_eq!(std::fs::read_to_string(&b).unwrap(), "new b");
+        // The second target cannot be replaced: the first keeps its old contents, the error
+        // names the second, and no temporary file is left.
+        let folder = dir.path().join("folder");
+        std::fs::create_dir(&folder).unwrap();
+        let err = write_all_atomically(&[(&a, b"newer a"), (&folder, b"x")]).unwrap_err();
+        assert!(
+            err.to_string().contains("folder") && err.to_string().contains("not a regular file"),
+            "{err}"
+        );
+        assert_eq!(std::fs::read_to_string(&a).unwrap(), "new a");
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left.len(), 3, "{left:?}");
     }
 
     #[test]

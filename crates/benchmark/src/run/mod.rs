@@ -417,7 +417,16 @@ fn choose_variants(
         None => all.iter().cloned().enumerate().collect(),
         Some(names) => names
             .iter()
-            .map(|name| {
+            .enumerate()
+            .map(|(i, name)| {
+                // Twice the same row would be measured twice, and `compare` refuses a report
+                // that lists a variant twice.
+                if names[..i].contains(name) {
+                    anyhow::bail!(
+                        "workload `{}`: variants lists `{name}` twice",
+                        workload.name()
+                    );
+                }
                 let row = all.iter().position(|v| v.name == name);
                 row.map(|row| (row, all[row].clone())).ok_or_else(|| {
                     anyhow::anyhow!(

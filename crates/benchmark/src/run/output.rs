@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use anyhow::Context;
-use quench_support::files::{FolderLock, write_atomically};
+use quench_support::files::{FolderLock, write_all_atomically};
 
 use crate::report::{Report, RunStatus};
 
@@ -187,11 +187,14 @@ pub fn write_report(report: &Report, dir: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)
         .with_context(|| format!("cannot create output folder {}", dir.display()))?;
     let json = serde_json::to_string_pretty(report).context("cannot serialise the report")?;
-    for (name, text) in [("report.json", json), ("report.md", report.markdown())] {
-        let path = dir.join(name);
-        write_atomically(&path, text.as_bytes())
-            .with_context(|| format!("cannot write {}", path.display()))?;
-    }
+    let (json_path, markdown_path) = (dir.join("report.json"), dir.join("report.md"));
+    // Both or neither: a report.md that cannot be replaced must not leave a new report.json
+    // beside the old one (nor a run's first report over an earlier run's).
+    write_all_atomically(&[
+        (&json_path, json.as_bytes()),
+        (&markdown_path, report.markdown().as_bytes()),
+    ])
+    .context("cannot write the report")?;
     // The plots only draw what report.json holds: failing to draw one must not end a run.
     if let Err(err) = crate::report::plots::write_plots(&report.workloads, dir) {
         eprintln!("warning: plots not written: {err:#}");
@@ -291,6 +294,25 @@ mod tests {
         assert!(reserve.exists());
         drop(output);
         assert!(!reserve.exists(), "the reserve goes with the run");
+    }
+
+    #[test]
+    fn a_report_that_cannot_be_written_whole_leaves_the_earlier_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut earlier = sample_report();
+        earlier.status = RunStatus::Complete;
+        write_report(&earlier, dir.path()).unwrap();
+        // report.md replaced by a folder: the next report cannot be written whole.
+        std::fs::remove_file(dir.path().join("report.md")).unwrap();
+        std::fs::create_dir(dir.path().join("report.md")).unwrap();
+        let mut next = sample_report();
+        next.status = RunStatus::Running;
+        let err = write_report(&next, dir.path()).unwrap_err();
+        assert!(format!("{err:#}").contains("report.md"), "{err:#}");
+        assert_eq!(
+            Report::read(&dir.path().join("report.json")).unwrap(),
+            earlier
+        );
     }
 
     #[test]

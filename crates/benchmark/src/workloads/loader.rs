@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use burn::tensor::Tensor;
 use quench_data::{
+    check_mnist_images,
     Dataset, Loader, LoaderConfig, MNIST_MEAN, MNIST_STD, Mnist, MnistSource, Mode, Split,
 };
 use quench_train::amp::MixedPrecision;
@@ -305,12 +306,16 @@ impl BinaryData {
             Ok(images.to_dataset(MNIST_MEAN, MNIST_STD)?.binary(0, 1)?)
         };
         let mut train = binary(Split::Train)?;
+        let test = binary(Split::Test)?;
+        // The MLP reads 784 pixels per image, and the accuracy of no test image is no figure.
+        check_mnist_images(&train, "training")?;
+        check_mnist_images(&test, "test")?;
         if train_samples > 0 && train_samples < train.len() {
             train = train.subset(&(0..train_samples).collect::<Vec<_>>())?;
         }
         Ok(Self {
             train: Arc::new(train),
-            test: binary(Split::Test)?,
+            test,
             source,
         })
     }

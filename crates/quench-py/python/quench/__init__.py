@@ -22,7 +22,8 @@ Submodules:
 
 Every function takes ``device="auto"`` (or ``"cpu"``, ``"cuda"``, ``"cuda:N"``, ``"wgpu"``,
 ``"wgpu:N"``); :func:`devices` lists what this build can use. Bad input raises ``ValueError``
-naming the argument; a device that fails (or a bug inside Quench) raises ``RuntimeError``.
+naming the argument (``TypeError`` for a numpy masked array, whose mask Quench cannot honour); a
+device that fails (or a bug inside Quench) raises ``RuntimeError``.
 """
 
 from . import _native

@@ -11,7 +11,7 @@ import json
 import os
 
 from . import _native
-from ._convert import names, text
+from ._convert import flag, integer, names, text, utf8
 
 __all__ = ["run"]
 
@@ -66,15 +66,13 @@ def run(
     """
     only = names("only", only)
     variants = names("variants", variants)
-    if repeats is not None and (
-        isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1
-    ):
-        raise ValueError(f"repeats: a whole number of at least 1, not {repeats!r}")
-    if repeats is not None and repeats >= 2**63:
-        raise ValueError(f"repeats = {repeats}: beyond any run (at most 1,000,000)")
+    if repeats is not None:
+        repeats = integer("repeats", repeats, least=1)
     device = text("device", device)
-    if precision is not None and not isinstance(precision, str):
-        raise ValueError(f"precision: a name such as \"f32\", not {type(precision).__name__}")
+    if precision is not None:
+        if not isinstance(precision, str):
+            raise ValueError(f"precision: a name such as \"f32\", not {type(precision).__name__}")
+        utf8("precision", precision)
     answer, stopped = _native.bench_run(
         _path("suite", suite),
         only,
@@ -83,7 +81,7 @@ def run(
         precision,
         repeats,
         _path("out", out),
-        bool(peers),
+        flag("peers", peers),
         _path("python", python),
     )
     report = json.loads(answer)

@@ -6,6 +6,7 @@ def run(
     *,
     device: str = "auto",
     only: str | Sequence[str] | None = None,
+    variants: str | Sequence[str] | None = None,
     precision: str | None = None,
     repeats: int | None = None,
     out: str | os.PathLike[str] | None = None,

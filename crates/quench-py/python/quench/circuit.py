@@ -14,21 +14,12 @@ per-sample inputs, an encoding) or ``{"weight": k}`` (entry ``k`` of shared weig
 
 from typing import NamedTuple
 
-import json
-
 import numpy as np
 
 from . import _native
-from ._convert import real_array, text
+from ._convert import encoded, integer, real_array, shown, text
 
 __all__ = ["expectations", "run", "CircuitRun"]
-
-
-def _plain(value):
-    # numpy scalars (an angle taken from an array, a wire from np.arange) as Python numbers.
-    if isinstance(value, np.generic):
-        return value.item()
-    raise TypeError(f"{type(value).__name__} is not a number, list or dict")
 
 
 def expectations(qubits, circuits, device="auto"):
@@ -50,12 +41,9 @@ def expectations(qubits, circuits, device="auto"):
     ``circuits`` or ``device``; ``RuntimeError`` when the device fails.
     """
     device = text("device", device)
-    try:
-        document = json.dumps(
-            {"qubits": qubits, "circuits": circuits}, default=_plain, allow_nan=False
-        )
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"circuits: cannot be written as gate dicts: {error}") from None
+    document = encoded(
+        "circuits", {"qubits": qubits, "circuits": circuits}, "cannot be written as gate dicts"
+    )
     return _native.circuit_expectations(document, device)
 
 
@@ -73,10 +61,22 @@ class CircuitRun(NamedTuple):
 
 
 def _wires(pairs):
-    try:
-        return [(int(i), int(j)) for i, j in pairs]
-    except (TypeError, ValueError):
-        raise ValueError("pairs: expected a list of (i, j) wire pairs") from None
+    """``pairs`` as a list of ``(i, j)`` Python ints, each entry checked by
+    :func:`quench._convert.integer` and named with its index and value (a wire beyond the
+    circuit is the native call's to name: it knows the qubits)."""
+    if isinstance(pairs, (str, bytes)) or not hasattr(pairs, "__iter__"):
+        raise ValueError(f"pairs: expected a list of (i, j) wire pairs, not {type(pairs).__name__}")
+    wires = []
+    for k, pair in enumerate(pairs):
+        try:
+            i, j = pair
+        except (TypeError, ValueError):  # not iterable, or not two items
+            raise ValueError(
+                f"pairs[{k}]: expected a pair (i, j) of wires, found {shown(pair)}"
+            ) from None
+        entry = f"pairs[{k}] = ({shown(i)}, {shown(j)})"
+        wires.append((integer(entry, i), integer(entry, j)))
+    return wires
 
 
 def run(
@@ -100,7 +100,8 @@ def run(
     * ``inputs`` -- float ``[batch, inputs]``, one row per sample (needed when a gate reads an
       input; without, the batch is one row).
     * ``weights`` -- float ``[weights]``, the same for every row.
-    * ``pairs`` -- the wire pairs ``(i, j)`` whose ``<Z_i Z_j>`` are wanted.
+    * ``pairs`` -- the wire pairs ``(i, j)`` whose ``<Z_i Z_j>`` are wanted (Python or numpy
+      integers).
     * ``z_cotangent`` -- float ``[batch, n]``: with it, the gradients of ``sum(z *
       z_cotangent) + sum(zz * zz_cotangent)`` are returned (a vector-Jacobian product, what
       an autograd bridge or an optimiser needs); ``zz_cotangent`` ``[batch, pairs]`` is 0
@@ -114,10 +115,7 @@ def run(
     fails.
     """
     device = text("device", device)
-    try:
-        template = json.dumps({"qubits": qubits, "gates": gates}, default=_plain, allow_nan=False)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"gates: cannot be written as gate dicts: {error}") from None
+    template = encoded("gates", {"qubits": qubits, "gates": gates}, "cannot be written as gate dicts")
 
     def matrix(name, value):
         if value is None:

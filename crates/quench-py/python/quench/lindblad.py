@@ -119,8 +119,12 @@ def fidelity_and_grad(
     ``[tasks, segments, C]``, ``dF / du`` for every task's amplitudes, by Burn's autodiff
     through the solver (32-bit floats on the device).
 
-    Raises as :func:`evolve`; ``target`` is named when it is not a pure state.
+    Raises as :func:`evolve`; ``target`` is named when it is missing or not a pure state.
     """
+    if target is None:
+        # `_run` reads a missing target as an evolution only, which has no fidelities.
+        raise ValueError("target: expected a pure state, a state vector [d] or a density "
+                         "matrix [d, d], not None")
     _, fidelities, gradients = _run(
         system, rho0, amplitudes, rates, t_total, method, dt, device, target
     )

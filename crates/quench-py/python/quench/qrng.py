@@ -15,7 +15,7 @@ import json
 import os
 
 from . import _native
-from ._convert import finished, settings, table, text
+from ._convert import finished, path, settings, table, text
 
 __all__ = ["classify", "tournament"]
 
@@ -24,7 +24,7 @@ def _data(data):
     if data is None:
         return None
     if isinstance(data, (str, os.PathLike)):
-        return json.dumps({"source": "recorded", "path": os.fspath(data)})
+        return json.dumps({"source": "recorded", "path": path("data", data)})
     return table("data", data, "a file's path or a dict of the data table", paths=("path",))
 
 

@@ -17,7 +17,7 @@ import os
 from collections.abc import Mapping
 
 from . import _native
-from ._convert import finished, settings, table, text
+from ._convert import finished, settings, table, text, utf8
 
 __all__ = ["train"]
 
@@ -42,6 +42,7 @@ def train(model, config=None, data=None, device="auto"):
         raise ValueError(
             f"model: \"lstm\", \"transformer\" or \"mlp\", not {type(model).__name__}"
         )
+    utf8("model", model)
     device = text("device", device)
     path, given = settings("config", {} if config is None else config)
     if isinstance(data, Mapping) and isinstance(data.get("files"), (str, bytes, os.PathLike)):
