@@ -602,10 +602,7 @@ fn run_peers(args: &PeersArgs, global: &GlobalArgs) -> anyhow::Result<()> {
                 p.quality_metric,
                 crate::numbers::significant(p.quality)
             ))?,
-            Err(why) => out(format_args!(
-                "{}/pytorch not run: {why}\n",
-                workload.name()
-            ))?,
+            Err(why) => out(format_args!("{}/pytorch not run: {why}\n", workload.name()))?,
         }
     }
     Ok(())

@@ -419,13 +419,23 @@ impl VariantContext<'_> {
     }
 
     /// The suite's timing with the workload's own count of timed runs, where its parameters
-    /// set one (a run of a training workload is a whole training); at least one.
+    /// set one (a run of a training workload is a whole training; checked at prepare by
+    /// [`check_repeats`]).
     pub fn timing_with(&self, repeats: Option<usize>) -> TimingConfig {
         TimingConfig {
-            repeats: repeats.unwrap_or(self.timing.repeats).max(1),
+            repeats: repeats.unwrap_or(self.timing.repeats),
             ..self.timing
         }
     }
+}
+
+/// Refuses a workload's own count of timed runs (its table's `repeats`) that is 0 or above
+/// [`quench_device::timing::MAX_RUNS`], before the workload's data is read.
+pub fn check_repeats(repeats: Option<usize>) -> anyhow::Result<()> {
+    if let Some(repeats) = repeats {
+        TimingConfig { repeats, warmup: 0 }.check("repeats", "warmup")?;
+    }
+    Ok(())
 }
 
 /// A registered workload, as the suite runner sees it; implemented through [`TableWorkload`].

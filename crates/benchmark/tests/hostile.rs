@@ -40,7 +40,7 @@ fn bad_data_files_are_refused_by_what_is_wrong() {
     let magic = write("magic-idx1-ubyte", &[1, 0, 8, 1, 0, 0, 0, 1, 7]);
     refused(
         &benchmark(&["data", &magic], dir.path()),
-        &["01 00 08 01", "--format"],
+        &["magic-idx1-ubyte", "01 00 08 01", "--format"],
     );
     // A gzip IDX declaring one byte that inflates to 16 MiB more.
     let mut bomb = vec![0, 0, 8, 1, 0, 0, 0, 1, 7];
@@ -627,7 +627,11 @@ fn standard_output_that_cannot_be_written_ends_the_command_without_a_panic() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // A full disk: an error naming standard output.
     if let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") {
         let out = list().stdout(full).output().unwrap();
@@ -681,7 +685,10 @@ fn image_folders_the_models_cannot_read_are_refused_by_shape_and_size() {
                 .output()
                 .unwrap();
             let stderr = String::from_utf8_lossy(&out.stderr);
-            assert!(!stderr.contains("panicked"), "{workload} on {folder}: {stderr}");
+            assert!(
+                !stderr.contains("panicked"),
+                "{workload} on {folder}: {stderr}"
+            );
             refused(&out, &words);
         }
     }
@@ -696,4 +703,36 @@ fn a_variant_listed_twice_by_a_suite_is_refused() {
     )
     .unwrap();
     refused(&run_suite(dir.path()), &["qrng-gan", "`all` twice"]);
+}
+
+#[test]
+fn counts_of_zero_are_refused_by_their_setting_not_raised_to_one() {
+    let dir = tempfile::tempdir().unwrap();
+    for (suite, words) in [
+        (
+            "[timing]\nrepeats = 0\n[workloads.qrng-gan]\nvariants = [\"all\"]\n",
+            &["suite.toml: [timing] repeats = 0"][..],
+        ),
+        (
+            "[workloads.temporal-mlp]\nrepeats = 0\n",
+            &["temporal-mlp", "repeats = 0"][..],
+        ),
+        (
+            "[workloads.hybrid]\nrepeats = 100000000000\n",
+            &["hybrid", "repeats = 100000000000", "at most"][..],
+        ),
+        (
+            "[workloads.lindblad-meta]\ntimed_iterations = 0\n",
+            &["timed_iterations = 0", "at least 1"][..],
+        ),
+    ] {
+        std::fs::write(dir.path().join("suite.toml"), suite).unwrap();
+        refused(&run_suite(dir.path()), words);
+        assert!(
+            !dir.path().join("out").join("report.json").exists(),
+            "{suite}: refused before any work"
+        );
+    }
+    let out = common::run_suite(dir.path(), &["--repeats", "0"]);
+    refused(&out, &["--repeats = 0"]);
 }

@@ -26,6 +26,18 @@ pub enum DataError {
         /// What the decoder said.
         source: std::io::Error,
     },
+    /// A file whose format cannot be told from its first bytes.
+    #[error(
+        "{}: starts with binary bytes {head}: not text (qRNG bit strings, OHLCV) and not IDX \
+         (which starts with two zero bytes, or gzip's 1f 8b); pass --format to say what it is",
+        path.display()
+    )]
+    UnknownFormat {
+        /// The file.
+        path: PathBuf,
+        /// Its first bytes, in hexadecimal.
+        head: String,
+    },
     /// The first two bytes of an IDX file are not zero.
     #[error(
         "{}: byte 0: not an IDX file: the magic number must start with two zero bytes, found {:#04x} {:#04x}",

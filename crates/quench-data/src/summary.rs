@@ -48,16 +48,15 @@ impl Format {
         if looks_like_text(&head) {
             return Ok(Self::Qrng);
         }
-        Err(DataError::invalid(
-            "format",
-            head.iter()
+        Err(DataError::UnknownFormat {
+            path: path.to_path_buf(),
+            head: head
+                .iter()
                 .take(8)
                 .map(|b| format!("{b:02x}"))
                 .collect::<Vec<_>>()
                 .join(" "),
-            "the file starts with binary bytes: not text (qRNG bit strings, OHLCV) and not IDX \
-             (which starts with two zero bytes, or gzip's 1f 8b); pass --format to say what it is",
-        ))
+        })
     }
 }
 

@@ -47,8 +47,11 @@ pub enum DeviceError {
     #[error("device synchronisation failed: {0}")]
     Sync(String),
     /// A measurement was asked for with no repeats.
-    #[error("a measurement needs at least one repeat")]
-    NoRepeats,
+    #[error("{setting} = 0: a measurement needs at least one repeat")]
+    NoRepeats {
+        /// Where the count came from (`--repeats`, `[timing] repeats`, ...).
+        setting: String,
+    },
     /// A measurement was asked for with more warm-up runs or repeats than
     /// [`crate::timing::MAX_RUNS`].
     #[error("{setting} = {value}: at most {max} runs of one measurement")]
@@ -67,7 +70,7 @@ impl DeviceError {
     /// measurement's own counts are out of range ([`DeviceError::NoRepeats`],
     /// [`DeviceError::TooManyRuns`]): the benchmark gives the first its own exit status.
     pub fn is_unusable_device(&self) -> bool {
-        !matches!(self, Self::NoRepeats | Self::TooManyRuns { .. })
+        !matches!(self, Self::NoRepeats { .. } | Self::TooManyRuns { .. })
     }
 }
 

@@ -40,7 +40,9 @@ impl TimingConfig {
     /// [`DeviceError::NoRepeats`] or [`DeviceError::TooManyRuns`].
     pub fn check(&self, repeats_from: &str, warmup_from: &str) -> Result<(), DeviceError> {
         if self.repeats == 0 {
-            return Err(DeviceError::NoRepeats);
+            return Err(DeviceError::NoRepeats {
+                setting: repeats_from.to_string(),
+            });
         }
         for (value, setting) in [(self.repeats, repeats_from), (self.warmup, warmup_from)] {
             if value > MAX_RUNS {
@@ -89,8 +91,12 @@ pub fn measure<T>(
         output = Some(out);
     }
     let counts = Counts::now().per_call_since(&before, config.repeats as f64);
-    let seconds = Stats::from_samples(&samples).ok_or(DeviceError::NoRepeats)?;
-    let output = output.ok_or(DeviceError::NoRepeats)?;
+    // Not reached: `check` refused no repeat above.
+    let none = || DeviceError::NoRepeats {
+        setting: "repeats".into(),
+    };
+    let seconds = Stats::from_samples(&samples).ok_or_else(none)?;
+    let output = output.ok_or_else(none)?;
     Ok(Measurement {
         seconds,
         output,
@@ -152,7 +158,7 @@ mod tests {
         };
         assert!(matches!(
             measure(none, || Ok(()), || ()),
-            Err(DeviceError::NoRepeats)
+            Err(DeviceError::NoRepeats { .. })
         ));
         let failing = measure(
             TimingConfig::default(),

@@ -135,9 +135,11 @@ impl Validate for MetaConfig {
                 .validate()
                 .and_then(|()| solver.check_substeps(self.t_total, self.policy.segments, tasks))
                 .map_err(|err| match err {
-                    LindbladError::InvalidValue { name, value, reason } => {
-                        MetaError::config(field, format!("{{ {name} = {value} }}"), reason)
-                    }
+                    LindbladError::InvalidValue {
+                        name,
+                        value,
+                        reason,
+                    } => MetaError::config(field, format!("{{ {name} = {value} }}"), reason),
                     other => MetaError::config(field, "as given", other),
                 })?;
         }

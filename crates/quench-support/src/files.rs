@@ -29,7 +29,8 @@ pub fn write_all_atomically(files: &[(&Path, &[u8])]) -> io::Result<()> {
         .map(|&(path, contents)| stage(path, contents).map_err(|err| named(path, err)))
         .collect::<io::Result<Vec<_>>>()?;
     for (file, target) in staged {
-        file.persist(&target).map_err(|err| named(&target, err.error))?;
+        file.persist(&target)
+            .map_err(|err| named(&target, err.error))?;
     }
     Ok(())
 }

@@ -19,7 +19,8 @@ use serde::Deserialize;
 use crate::peers::Peer;
 use crate::workload::{
     Claim, PerVariant, PrecisionRole, Quality, QualityCaveat, TableWorkload, Tolerance, Variant,
-    VariantContext, VariantOutcome, claimed, final_training_loss, majority_share, time_runs,
+    VariantContext, VariantOutcome, check_repeats, claimed, final_training_loss, majority_share,
+    time_runs,
 };
 
 /// The `hybrid` workload.
@@ -175,6 +176,7 @@ impl TableWorkload for Hybrid {
     /// every variant) and the backbone: the weight file readable with a one-channel `conv1`, or
     /// images to calibrate on.
     fn prepare(&self, params: Params) -> anyhow::Result<Prepared> {
+        check_repeats(params.repeats)?;
         let default_batch = HybridConfig::default().batch_size;
         anyhow::ensure!(
             params.training.batch_size == default_batch,

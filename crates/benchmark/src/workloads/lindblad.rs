@@ -194,7 +194,7 @@ impl TableWorkload for LindbladMeta {
     /// variant's timed run and quality run.
     fn prepare(&self, params: Params) -> anyhow::Result<PreparedMeta> {
         let timed = PerVariant::new(&VARIANTS, |variant| {
-            let iterations = params.timed_iterations.max(1);
+            let iterations = params.timed_iterations;
             Valid::new(MetaConfig {
                 iterations,
                 ..meta_config(&params, variant.setting.method)
@@ -202,7 +202,7 @@ impl TableWorkload for LindbladMeta {
             .with_context(|| format!("the timed runs (`timed_iterations = {iterations}`)"))
         })?;
         let quality_runs = PerVariant::new(&VARIANTS, |variant| {
-            let iterations = params.quality_iterations.max(1);
+            let iterations = params.quality_iterations;
             Valid::new(MetaConfig {
                 iterations,
                 val_interval: iterations,
@@ -234,13 +234,10 @@ impl TableWorkload for LindbladMeta {
             unreachable!("the guide's fast step is Euler")
         };
         let args = [
-            (
-                "--timed-iterations",
-                params.timed_iterations.max(1).to_string(),
-            ),
+            ("--timed-iterations", params.timed_iterations.to_string()),
             (
                 "--quality-iterations",
-                params.quality_iterations.max(1).to_string(),
+                params.quality_iterations.to_string(),
             ),
             ("--tasks-per-batch", params.tasks_per_batch.to_string()),
             ("--inner-steps", params.inner_steps.to_string()),
@@ -272,7 +269,7 @@ impl TableWorkload for LindbladMeta {
         let setting = variant.setting;
         let params = &prepared.params;
         let config = prepared.timed.of(variant)?;
-        let iterations = params.timed_iterations.max(1);
+        let iterations = params.timed_iterations;
         let mut run = MetaRun::<B>::new(config, &mut OperatorCache::new(), device)?;
         if !setting.cached {
             run.problem = run

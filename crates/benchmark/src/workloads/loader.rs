@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use burn::tensor::Tensor;
 use quench_data::{
-    check_mnist_images,
     Dataset, Loader, LoaderConfig, MNIST_MEAN, MNIST_STD, Mnist, MnistSource, Mode, Split,
+    check_mnist_images,
 };
 use quench_train::amp::MixedPrecision;
 use quench_train::ensemble::{Activation, EnsembleMlp};

@@ -26,7 +26,7 @@ use crate::npy;
 use crate::peers::Peer;
 use crate::workload::{
     Claim, PerVariant, PrecisionRole, Quality, QualityCaveat, TableWorkload, Tolerance, Variant,
-    VariantContext, VariantOutcome, claimed, final_training_loss, time_runs,
+    VariantContext, VariantOutcome, check_repeats, claimed, final_training_loss, time_runs,
 };
 
 /// The temporal workload of model `MODEL` (an index into [`MODELS`]).
@@ -383,6 +383,7 @@ impl<const MODEL: usize> TableWorkload for Temporal<MODEL> {
     /// variant's batch), and the bars: the files read and windowed (or the synthetic market
     /// drawn) once for every variant and the peer.
     fn prepare(&self, params: Params) -> anyhow::Result<PreparedTemporal> {
+        check_repeats(params.repeats)?;
         let model = MODELS[MODEL];
         let config = training(model, &params.training)?;
         let configs = PerVariant::new(self.table(), |variant| {
