@@ -214,6 +214,19 @@ fn a_recording_without_one_of_its_sources_is_refused() {
         &run_suite(dir.path()),
         &["two-sources.txt", "no line has label 3"],
     );
+    // Nor a synthetic recording of no line, refused before any variant runs.
+    std::fs::write(
+        dir.path().join("suite.toml"),
+        "[workloads.qrng-gan]
+data = { source = \"synthetic\", synthetic_lines = 0 }
+",
+    )
+    .unwrap();
+    refused(
+        &run_suite(dir.path()),
+        &["data.synthetic_lines = 0", "at least one line"],
+    );
+    assert!(!dir.path().join("out").join("report.json").exists());
 }
 
 /// A suite of one quick workload.

@@ -182,7 +182,7 @@ fn check_gate(index: usize, gate: &Gate, qubits: usize) -> Result<(), CircuitErr
     match (gate.kind.takes_angle(), gate.angle) {
         (true, None) => Err(CircuitError::MissingAngle { gate: index, name }),
         (false, Some(_)) => Err(CircuitError::UnexpectedAngle { gate: index, name }),
-        (true, Some(Angle::Fixed(value))) if !value.is_finite() => {
+        (true, Some(Angle::Fixed(value))) if !quench_support::numbers::fits_f32(value) => {
             Err(CircuitError::NonFiniteAngle {
                 gate: index,
                 name,

@@ -84,8 +84,11 @@ pub enum CircuitError {
         /// The gate's name.
         name: &'static str,
     },
-    /// A fixed angle that is NaN or infinite.
-    #[error("gate {gate} ({name}): angle {value} is not finite")]
+    /// A fixed angle that is NaN or infinite, in f32 (the devices' arithmetic).
+    #[error(
+        "gate {gate} ({name}): angle {} is not finite in f32, the device's precision",
+        quench_support::numbers::short(*value)
+    )]
     NonFiniteAngle {
         /// Index of the gate.
         gate: usize,

@@ -15,6 +15,7 @@ use quench_kernels::QuenchOps;
 use std::collections::HashMap;
 
 use quench_kernels::readback::float_tensor;
+use quench_support::excerpt::excerpt;
 use serde_json::Value;
 use thiserror::Error;
 
@@ -241,7 +242,10 @@ fn parse_object(text: &str, body: &str) -> Result<(Value, usize), JsonError> {
     {
         return Err(JsonError::Document {
             field: "document",
-            reason: format!("unknown key {unknown:?} (the keys are qubits and {body})"),
+            reason: format!(
+                "unknown key {:?} (the keys are qubits and {body})",
+                excerpt(unknown)
+            ),
         });
     }
     let qubits =
@@ -307,7 +311,8 @@ fn parse_gate(entry: &Value, angles: Angles) -> Result<Gate, String> {
         .find(|k| !matches!(k.as_str(), "gate" | "wires" | "angle"))
     {
         return Err(format!(
-            "unknown field \"{unknown}\" (fields: gate, wires, angle)"
+            "unknown field \"{}\" (fields: gate, wires, angle)",
+            excerpt(unknown)
         ));
     }
     let name = object
@@ -315,7 +320,10 @@ fn parse_gate(entry: &Value, angles: Angles) -> Result<Gate, String> {
         .and_then(Value::as_str)
         .ok_or("\"gate\" missing or not a string")?;
     let kind = GateKind::from_name(name).ok_or_else(|| {
-        format!("unknown gate \"{name}\" (known: h, x, y, z, rx, ry, rz, phase, cnot, cz, swap)")
+        format!(
+            "unknown gate \"{}\" (known: h, x, y, z, rx, ry, rz, phase, cnot, cz, swap)",
+            excerpt(name)
+        )
     })?;
     let wires = object
         .get("wires")
@@ -409,5 +417,19 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("is not a number"), "{err}");
+    }
+
+    #[test]
+    fn a_long_unknown_name_is_shown_by_its_ends() {
+        let name = "h".repeat(100_000);
+        for text in [
+            format!(r#"{{"qubits": 1, "gates": [{{"gate": "{name}", "wires": [0]}}]}}"#),
+            format!(r#"{{"qubits": 1, "gates": [{{"gate": "h", "wires": [0], "{name}": 1}}]}}"#),
+            format!(r#"{{"qubits": 1, "gates": [], "{name}": 1}}"#),
+        ] {
+            let err = Template::parse(&text).unwrap_err().to_string();
+            assert!(err.len() < 1_000, "{} bytes", err.len());
+            assert!(err.contains("(100000 characters)"), "{err}");
+        }
     }
 }

@@ -72,8 +72,10 @@ pub enum DataError {
     },
     /// The file ends before the header or the data it declares.
     #[error(
-        "{}: truncated at byte {found}: the header declares {expected} bytes in all",
-        path.display()
+        "{}: truncated at byte {found}: the header declares {} bytes in all",
+        path.display(),
+        // Saturated: the dimensions' product passed 2^64, which no file holds.
+        if *expected == u64::MAX { "2^64 or more".to_string() } else { expected.to_string() }
     )]
     IdxTruncated {
         /// The file.

@@ -216,6 +216,15 @@ mod tests {
     }
 
     #[test]
+    fn a_declared_size_past_two_to_the_64_is_said_so() {
+        // Three dimensions of 2^32 - 1: about 7.9e28 bytes, past what a u64 counts.
+        let mut bytes = vec![0, 0, 8, 3];
+        bytes.extend([u32::MAX.to_be_bytes(); 3].concat());
+        let (_, err) = error_of(&bytes);
+        assert!(err.to_string().contains("declares 2^64 or more bytes"), "{err}");
+    }
+
+    #[test]
     fn reports_where_a_truncated_file_ends() {
         let (_, err) = error_of(&[0, 0, 8]);
         assert!(

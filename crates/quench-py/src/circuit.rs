@@ -221,12 +221,15 @@ fn matrix(
         ));
     }
     let values: Vec<f64> = crate::arrays::values(array);
-    if let Some(at) = values.iter().position(|x| !x.is_finite()) {
+    if let Some(at) = values
+        .iter()
+        .position(|&x| !quench_support::numbers::fits_f32(x))
+    {
         let (r, c) = (at / columns.max(1), at % columns.max(1));
         return Err(Failure::input(
             &format!("{name}[{r}, {c}]"),
             format!(
-                "{} is not finite",
+                "{} is not finite in f32, the device's precision",
                 quench_support::numbers::short(values[at])
             ),
         ));
@@ -287,11 +290,14 @@ pub fn circuit_run<'py>(
             .into());
         }
     };
-    if let Some(at) = weights.iter().position(|x| !x.is_finite()) {
+    if let Some(at) = weights
+        .iter()
+        .position(|&x| !quench_support::numbers::fits_f32(x))
+    {
         return Err(Failure::input(
             &format!("weights[{at}]"),
             format!(
-                "{} is not finite",
+                "{} is not finite in f32, the device's precision",
                 quench_support::numbers::short(weights[at])
             ),
         )

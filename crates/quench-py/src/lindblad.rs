@@ -439,7 +439,7 @@ impl Request {
         .map_err(|too_large| Failure::input("amplitudes", too_large))?;
         // Checked here, in f64 and against f32's range (the device's), so that the solver's
         // own checks on the device (a reduction and a read-back each) are not paid again.
-        let fits_f32 = |x: f64| x.is_finite() && x.abs() <= f64::from(f32::MAX);
+        let fits_f32 = quench_support::numbers::fits_f32;
         if let Some(at) = self.amplitudes.iter().position(|&x| !fits_f32(x)) {
             let (t, s, c) = (
                 at / (segments * controls),

@@ -48,3 +48,9 @@ def test_bell_pair():
     ry = [{"gate": "ry", "wires": [0], "angle": np.float64(0.3)}]
     got = circuit.expectations(np.int64(2), [bell, ry])
     np.testing.assert_allclose(got, [[0, 0], [np.cos(0.3), 1]], atol=1e-6)
+
+
+def test_a_fixed_angle_beyond_f32_is_refused_naming_the_gate():
+    # Finite in f64, infinite on the device: NaN expectations before.
+    with pytest.raises(ValueError, match=r"gate 0 \(rx\): angle 1e39 is not finite in f32"):
+        circuit.expectations(2, [[{"gate": "rx", "wires": [0], "angle": 1e39}]], device="cpu")

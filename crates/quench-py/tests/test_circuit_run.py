@@ -99,6 +99,11 @@ def test_without_cotangents_no_gradients_and_without_inputs_one_row():
         (dict(inputs=np.zeros((2, 3))), "weights: the circuit reads 3 weight(s), found 0"),
         (dict(inputs=np.full((2, 3), np.nan), weights=np.zeros(3)), "inputs[0, 0]: NaN is not finite"),
         (dict(inputs=np.zeros((2, 3)), weights=[0, 0, 1e300 * 1e300]), "weights[2]: inf is not finite"),
+        # Finite in f64, infinite once the device holds it in f32: refused, not NaN results.
+        (dict(inputs=np.full((2, 3), 1e39), weights=np.zeros(3)), "inputs[0, 0]: 1e39 is not finite in f32"),
+        (dict(inputs=np.zeros((2, 3)), weights=[0, 1e300, 0]), "weights[1]: 1e300 is not finite in f32"),
+        (dict(inputs=np.zeros((2, 3)), weights=np.zeros(3), z_cotangent=np.full((2, 3), -1e300)),
+         "z_cotangent[0, 0]: -1e300 is not finite in f32"),
         (dict(inputs=np.zeros((2, 3)), weights=np.zeros(3), pairs=[(0, 3)]), "pairs: (0, 3) names a wire beyond"),
         (dict(inputs=np.zeros((2, 3)), weights=np.zeros(3), z_cotangent=np.zeros((1, 3))), "z_cotangent: expected shape [2, 3]"),
         (dict(inputs=np.zeros((2, 3)), weights=np.zeros(3), zz_cotangent=np.zeros((2, 0))), "zz_cotangent: given without z_cotangent"),

@@ -97,3 +97,11 @@ def test_a_file_where_a_source_has_no_line_is_refused_naming_it(tmp_path):
     recording = recording_of(tmp_path / "two-sources.txt", (1, 2), 20)
     with pytest.raises(ValueError, match="two-sources.txt.*label 3"):
         qrng.classify(small_classifier(), data=recording, device="cpu")
+
+
+def test_a_classifier_that_diverges_is_an_error_carrying_its_outcome():
+    settings = small_classifier()
+    settings.update(seeds=[1], lr=1e30)
+    with pytest.raises(RuntimeError, match="seed 1: the training loss became NaN") as raised:
+        qrng.classify(settings, data=SYNTHETIC, device="cpu")
+    assert raised.value.outcome["seeds"][0]["history"][0]["train_loss"] is None

@@ -67,6 +67,14 @@ impl DataSettings {
     /// classifier of the others would look perfect, a tournament would miss a player).
     pub fn load(&self) -> Result<Recording, QrngError> {
         let Some(path) = self.recorded_path() else {
+            // As a recorded file without one of its sources is refused: no source may be empty.
+            if self.synthetic_lines == 0 {
+                return Err(QrngError::config(
+                    "data.synthetic_lines",
+                    0,
+                    "every synthetic source needs at least one line",
+                ));
+            }
             return Ok(Recording {
                 strings: synthetic_recording(self.synthetic_lines, self.synthetic_seed)?,
                 note: format!(

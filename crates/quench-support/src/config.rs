@@ -62,7 +62,14 @@ pub fn load_toml<T: DeserializeOwned>(path: &Path) -> Result<T, ConfigError> {
 pub fn parse_toml<T: DeserializeOwned>(text: &str, origin: &Path) -> Result<T, ConfigError> {
     toml::from_str(text).map_err(|err| ConfigError::Parse {
         path: origin.to_path_buf(),
-        message: err.to_string().trim().replace('\n', " "),
+        // The parser quotes the offending line: a long one is cut to its ends.
+        message: err
+            .to_string()
+            .trim()
+            .lines()
+            .map(crate::excerpt::excerpt)
+            .collect::<Vec<_>>()
+            .join(" "),
     })
 }
 
@@ -88,6 +95,16 @@ mod tests {
                 name: String::new()
             }
         );
+    }
+
+    #[test]
+    fn a_long_line_is_quoted_by_its_ends() {
+        let text = format!("repeats = [{}]\n", "[".repeat(100_000));
+        let err = parse_toml::<Example>(&text, Path::new("suite.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.len() < 2_000, "{} bytes", err.len());
+        assert!(err.contains("suite.toml") && err.contains("characters)"), "{err}");
     }
 
     #[test]

@@ -1,6 +1,12 @@
 //! Numbers as messages print them: a value a user typed is shown as they would write it,
 //! never as the 300 digits Rust's `Display` gives `1e300`.
 
+/// Whether `x` is finite in f32, the devices' arithmetic: finite and at most `f32::MAX` in
+/// magnitude (1e39 is finite in f64 and infinite once a device holds it).
+pub fn fits_f32(x: f64) -> bool {
+    x.is_finite() && x.abs() <= f64::from(f32::MAX)
+}
+
 /// `x` as `Display` writes it for magnitudes from 1e-4 to below 1e15 and for 0 (`0.1`, `-3`,
 /// `12345.678`), else in exponent form (`1e300`, `1.5e-12`), where `Display` would write
 /// hundreds of digits or a run of zeros; NaN and infinities as `Display` writes them.

@@ -10,19 +10,32 @@ use quench_support::files::write_atomically;
 
 use crate::report::{VariantReport, WorkloadReport};
 
-/// Writes the plots of every workload that has something to plot; returns the files written.
+/// Writes the plots of every workload that has something to plot, and removes the plots of
+/// registered workloads that this report does not draw (an earlier run's in the same folder,
+/// which would otherwise stand beside a report they do not belong to); returns the files
+/// written.
 pub fn write_plots(workloads: &[WorkloadReport], dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let plot = |name: &str, kind: &str| dir.join(format!("{name}-{kind}.svg"));
     let mut written = Vec::new();
     for w in workloads {
         if w.variants.iter().any(|v| v.speedup.is_some()) {
-            let path = dir.join(format!("{}-speedup.svg", w.name));
+            let path = plot(&w.name, "speedup");
             speedup_plot(w, &path)?;
             written.push(path);
         }
         if w.variants.iter().filter(|v| v.quality.is_some()).count() >= 2 {
-            let path = dir.join(format!("{}-quality.svg", w.name));
+            let path = plot(&w.name, "quality");
             quality_plot(w, &path)?;
             written.push(path);
+        }
+    }
+    for workload in crate::workloads::registry() {
+        for kind in ["speedup", "quality"] {
+            let path = plot(workload.name(), kind);
+            if !written.contains(&path) && path.is_file() {
+                std::fs::remove_file(&path)
+                    .with_context(|| format!("cannot remove the stale plot {}", path.display()))?;
+            }
         }
     }
     Ok(written)
@@ -235,6 +248,19 @@ mod tests {
         }
         assert_eq!(pytorch_level(&other_unit), None);
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn plots_the_report_does_not_draw_go_and_other_files_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let earlier = write_plots(&sample_report().workloads, dir.path()).unwrap();
+        assert_eq!(earlier.len(), 2);
+        let notes = dir.path().join("notes.svg");
+        std::fs::write(&notes, "<svg/>").unwrap();
+        // A later run in the folder whose variants all failed draws nothing.
+        assert!(write_plots(&[], dir.path()).unwrap().is_empty());
+        assert!(earlier.iter().all(|path| !path.exists()), "{earlier:?}");
+        assert!(notes.exists());
     }
 
     #[test]

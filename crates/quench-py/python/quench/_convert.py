@@ -230,11 +230,27 @@ def encoded(name, value, what=None):
 def finished(text, what):
     """A training call's outcome from its JSON text; one that Ctrl-C stopped between epochs
     raises ``KeyboardInterrupt`` whose ``outcome`` attribute holds it (every seed scored on its
-    best weights so far)."""
+    best weights so far), and one in which a seed's training loss stopped being a number (JSON
+    null: NaN or infinite, the training diverged) raises ``RuntimeError`` with the outcome
+    likewise attached, as the benchmark records such a run as failed: its scores are those of
+    weights that no longer mean anything."""
     outcome = json.loads(text)
     if outcome.pop("interrupted", False):
         stop = KeyboardInterrupt(f"{what} stopped by Ctrl-C between epochs; the outcome of the "
                                  "epochs that finished is the exception's `outcome`")
         stop.outcome = outcome
         raise stop
+    for seed in outcome.get("seeds", []):
+        # Per epoch: a list of losses (hybrid, temporal) or an epoch history (the classifier).
+        losses = seed.get("train_loss")
+        if losses is None:
+            losses = [epoch.get("train_loss", 0.0) for epoch in seed.get("history", [])]
+        if None in losses:
+            diverged = RuntimeError(
+                f"{what}: seed {seed.get('seed')}: the training loss became NaN or infinite in "
+                f"epoch {losses.index(None) + 1}: training diverged (a smaller learning rate "
+                "may help); the outcome is the exception's `outcome`"
+            )
+            diverged.outcome = outcome
+            raise diverged
     return outcome

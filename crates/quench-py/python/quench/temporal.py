@@ -34,7 +34,8 @@ def train(model, config=None, data=None, device="auto"):
 
     Raises ``ValueError`` for a model, setting, file or data table that cannot be used (the
     message names ``model``, ``config`` or the file, ``data`` and the field),
-    ``RuntimeError`` for a device failure. Ctrl-C is honoured between epochs: the run stops
+    ``RuntimeError`` for a device failure and for a training that diverged (a seed's training loss NaN or infinite;
+    its ``outcome`` attribute holds the outcome). Ctrl-C is honoured between epochs: the run stops
     after the epoch in flight and raises ``KeyboardInterrupt`` whose ``outcome`` attribute
     holds the outcome so far (every seed scored on its best weights).
     """
