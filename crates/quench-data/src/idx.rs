@@ -221,7 +221,10 @@ mod tests {
         let mut bytes = vec![0, 0, 8, 3];
         bytes.extend([u32::MAX.to_be_bytes(); 3].concat());
         let (_, err) = error_of(&bytes);
-        assert!(err.to_string().contains("declares 2^64 or more bytes"), "{err}");
+        assert!(
+            err.to_string().contains("declares 2^64 or more bytes"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -24,10 +24,11 @@ pub const MNIST_STD: f32 = 0.3081;
 /// the loader's MLP) take 28 x 28 images.
 pub const MNIST_SIDE: usize = 28;
 
-/// Refuses images that are not [`MNIST_SIDE`] x [`MNIST_SIDE`] (a folder of other IDX images:
-/// the models read 784 pixels per sample) and an empty set, named by `part` (`"test"`).
+/// Refuses images that are not [`MNIST_SIDE`] x [`MNIST_SIDE`] pixels, as a square or in a
+/// row (a folder of other IDX images: the models read 784 pixels per sample), and an empty
+/// set, named by `part` (`"test"`).
 pub fn check_mnist_images(images: &Dataset, part: &str) -> Result<(), DataError> {
-    if images.sample_shape() != [MNIST_SIDE, MNIST_SIDE] {
+    if images.sample_len() != MNIST_SIDE * MNIST_SIDE {
         return Err(DataError::invalid(
             "sample_shape",
             format!("{:?} ({part} images)", images.sample_shape()),

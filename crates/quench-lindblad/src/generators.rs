@@ -38,6 +38,20 @@ impl GeneratorNorms {
     pub(crate) fn bound(&self, control_bound: f64, rate_bound: f64) -> f64 {
         self.drift + control_bound * self.controls + rate_bound * self.jumps
     }
+
+    /// The largest of [`Self::bound`]'s three terms, as `(input, share)`: the drift, the
+    /// controls at `control_bound` (the amplitudes) or the jumps at `rate_bound` (the rates).
+    pub(crate) fn largest_part(&self, control_bound: f64, rate_bound: f64) -> (&'static str, f64) {
+        [
+            ("drift", self.drift),
+            ("amplitudes", control_bound * self.controls),
+            ("rates", rate_bound * self.jumps),
+        ]
+        .into_iter()
+        .fold(("drift", f64::NEG_INFINITY), |best, part| {
+            if part.1 > best.1 { part } else { best }
+        })
+    }
 }
 
 impl HostGenerators {

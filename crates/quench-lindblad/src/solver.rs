@@ -32,6 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::batched::{ProductTree, apply, identity, matmul, polynomial};
 use crate::exponential::TaylorPlan;
+use crate::generators::GeneratorNorms;
 use crate::{Generators, LindbladError};
 
 /// The integration method.
@@ -334,6 +335,7 @@ impl Solver {
         plan: TaylorPlan,
         u: f64,
         segment_bound: f64,
+        norms: GeneratorNorms,
         t_total: f64,
         segments: usize,
     ) -> Result<(), LindbladError> {
@@ -341,14 +343,31 @@ impl Solver {
         if segment_bound.is_finite() && plan.squarings < 64 && amplified < 1.0 {
             return Ok(());
         }
+        // Named by the factor of `||M|| t_segment` that is the larger: the segment's length
+        // (a pulse of 1e300), or the generator's norm per unit time and then its largest part
+        // (a drift of 1e15 is the system's, not the pulse's).
+        let (part, share) = norms.largest_part(self.control_bound, self.rate_bound);
+        let t_segment = t_total / segments as f64;
+        let (field, advice) = if t_segment > segment_bound / t_segment {
+            ("t_total", "shorten the pulse or add segments".to_string())
+        } else {
+            let what = match part {
+                "amplitudes" => format!("amplitudes (or control_bound = {})", self.control_bound),
+                "rates" => format!("rates (or rate_bound = {})", self.rate_bound),
+                _ => part.to_string(),
+            };
+            (
+                part,
+                format!("lower the {what}, shorten the pulse or add segments"),
+            )
+        };
         Err(LindbladError::input(
-            "t_total",
+            field,
             format!(
                 "a pulse of {t_total:e} over {segments} segments, with amplitudes clamped to \
-                 +-{} and rates to [0, {}], bounds ||M t_segment||_1 by {segment_bound:e}: the \
-                 exact method would square its Taylor polynomial {} times, which leaves no \
-                 accurate digit; shorten the pulse, add segments or lower control_bound / \
-                 rate_bound",
+                 +-{} and rates to [0, {}], bounds ||M t_segment||_1 by {segment_bound:e}, \
+                 {share:e} per unit time of it from the {part}: the exact method would square \
+                 its Taylor polynomial {} times, which leaves no accurate digit; {advice}",
                 self.control_bound, self.rate_bound, plan.squarings
             ),
         ))
@@ -499,7 +518,8 @@ impl Solver {
         let u = unit_roundoff(batch.amplitudes.dtype());
         let plan = TaylorPlan::new(segment_bound, u);
         if self.method == Method::Exact {
-            self.check_exponentiable(plan, u, segment_bound, batch.t_total, segments)?;
+            let norms = generators.norms();
+            self.check_exponentiable(plan, u, segment_bound, norms, batch.t_total, segments)?;
         }
         let substeps = self.check_substeps(batch.t_total, segments, tasks)?;
         let want_propagators = output == Output::StatesAndPropagators;
@@ -1000,7 +1020,7 @@ mod tests {
         assert_eq!(default.max_substeps, DEFAULT_MAX_SUBSTEPS);
     }
 
-    /// An exact evolution that no accuracy survives is refused naming the pulse, not
+    /// An exact evolution that no accuracy survives is refused naming what makes it so, not
     /// returned as NaN: a pulse of 1e300, and clamps of 1e30 (the defaults' segment bound is
     /// inside).
     #[test]
@@ -1011,17 +1031,34 @@ mod tests {
             .map(|_| ())
             .expect_err("refused");
         assert!(err.to_string().contains("t_total"), "{err}");
-        let (generators, b) = batch(2, 4, 1.0);
-        let wide = Solver {
-            control_bound: 1e30,
-            rate_bound: 1e30,
-            ..Solver::default()
-        };
-        let err = wide
-            .evolve(&generators, b, Output::States)
-            .map(|_| ())
-            .expect_err("refused");
-        assert!(err.to_string().contains("control_bound"), "{err}");
+        // Named by the input whose bound makes the generator's: the amplitudes with a wide
+        // control bound, the rates with a wide rate bound.
+        for (wide, input, bound) in [
+            (
+                Solver {
+                    control_bound: 1e30,
+                    ..Solver::default()
+                },
+                "amplitudes: ",
+                "control_bound",
+            ),
+            (
+                Solver {
+                    rate_bound: 1e30,
+                    ..Solver::default()
+                },
+                "rates: ",
+                "rate_bound",
+            ),
+        ] {
+            let (generators, b) = batch(2, 4, 1.0);
+            let err = wide
+                .evolve(&generators, b, Output::States)
+                .map(|_| ())
+                .expect_err("refused")
+                .to_string();
+            assert!(err.starts_with(input) && err.contains(bound), "{err}");
+        }
         let (generators, b) = batch(2, 4, 1.0);
         assert!(
             Solver::default()

@@ -139,9 +139,14 @@ def test_extreme_numbers_are_named(system):
     raises("rates[1, 0]: rate 1e39 must be finite in f32", run, system,
            rates=np.array([[0.0], [1e39]]))
     # Finite in f32 but too large for any accurate exponential: the exact solver's check.
-    message = raises("t_total: a pulse of 1e0 over 3 segments", run, system,
+    message = raises("amplitudes: a pulse of 1e0 over 3 segments", run, system,
                      amplitudes=np.full((2, 3, 1), 1e30))
     assert "no accurate digit" in message, message
+    # A drift no exact propagator survives is the system's, not the pulse's length.
+    huge = lindblad.System(np.full((2, 2), 1e15), [np.array([[0, 1], [1, 0]])],
+                           [np.array([[0, 1], [0, 0]])])
+    message = raises("drift: a pulse of 1e0", run, huge)
+    assert "from the drift" in message, message
 
 
 def test_devices_are_parsed_and_opened(system):

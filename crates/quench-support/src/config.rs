@@ -104,7 +104,10 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.len() < 2_000, "{} bytes", err.len());
-        assert!(err.contains("suite.toml") && err.contains("characters)"), "{err}");
+        assert!(
+            err.contains("suite.toml") && err.contains("characters)"),
+            "{err}"
+        );
     }
 
     #[test]
