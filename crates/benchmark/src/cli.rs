@@ -35,6 +35,16 @@ impl std::fmt::Display for StdoutError {
 
 impl std::error::Error for StdoutError {}
 
+/// The exit status for output that could not be written: [`EXIT_BROKEN_PIPE`] and nothing said
+/// when the reader has gone, else 1 with the error on standard error.
+fn unwritten(failed: &StdoutError) -> u8 {
+    if failed.0.kind() == std::io::ErrorKind::BrokenPipe {
+        return EXIT_BROKEN_PIPE;
+    }
+    eprintln!("error: {failed}");
+    1
+}
+
 /// Writes `text` to standard output, as `print!` does, but returns the error where `print!`
 /// panics. Flushed, so that a full disk is found here rather than at exit.
 fn out(text: std::fmt::Arguments<'_>) -> Result<(), StdoutError> {
@@ -226,9 +236,18 @@ fn usage_error(err: &clap::Error) -> u8 {
             | ErrorKind::DisplayVersion
             | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
     ) {
-        // Printing to a closed stream is the only failure; there is nothing left to say then.
-        let _ = err.print();
-        return u8::try_from(err.exit_code()).unwrap_or(EXIT_USAGE);
+        let status = u8::try_from(err.exit_code()).unwrap_or(EXIT_USAGE);
+        if err.use_stderr() {
+            // The help shown for a missing command, on standard error: nowhere to say more
+            // if that cannot be written.
+            let _ = err.print();
+            return status;
+        }
+        // The help and the version, on standard output as the commands' output.
+        return match out(format_args!("{}", err.render())) {
+            Ok(()) => status,
+            Err(failed) => unwritten(&failed),
+        };
     }
     // Clap's message ends at its first blank line (the usage follows); some messages list
     // the arguments on lines of their own (`the following required arguments were not
@@ -241,7 +260,8 @@ fn usage_error(err: &clap::Error) -> u8 {
 
 /// Runs the command line `args` (the program's name first, as `std::env::args_os` gives it)
 /// and returns the process's exit status: 0, 1 for a failed command (its error printed on one
-/// line), 2 for a command line that cannot be read or a device that cannot be used.
+/// line), 2 for a command line that cannot be read or a device that cannot be used, 141 when
+/// standard output's reader has gone.
 pub fn main<I, T>(args: I) -> u8
 where
     I: IntoIterator<Item = T>,
@@ -306,13 +326,7 @@ where
     };
     match outcome {
         Ok(()) => 0,
-        Err(err)
-            if err
-                .downcast_ref::<StdoutError>()
-                .is_some_and(|e| e.0.kind() == std::io::ErrorKind::BrokenPipe) =>
-        {
-            EXIT_BROKEN_PIPE
-        }
+        Err(ref err) if let Some(failed) = err.downcast_ref::<StdoutError>() => unwritten(failed),
         Err(err) => {
             let status = if err
                 .downcast_ref::<DeviceError>()
@@ -347,21 +361,19 @@ impl Command {
 fn compare(a: &Path, b: &Path, agree: Option<f64>) -> anyhow::Result<()> {
     let a_report = report::Report::read(a)?;
     let b_report = report::Report::read(b)?;
-    out(format_args!(
-        "{}",
-        report::compare::compare(&a_report, &b_report)
-    ))?;
-    let Some(within) = agree else { return Ok(()) };
+    let table = report::compare::compare(&a_report, &b_report);
+    let Some(within) = agree else {
+        return Ok(out(format_args!("{table}"))?);
+    };
     let found = report::compare::disagreements(&a_report, &b_report, within);
     if found.is_empty() {
-        out(format_args!(
-            "\nagree: every variant of A ran in B within {within} of its quality\n"
-        ))?;
-        return Ok(());
+        return Ok(out(format_args!(
+            "{table}\nagree: every variant of A ran in B within {within} of its quality\n"
+        ))?);
     }
-    for line in &found {
-        out(format_args!("disagree: {line}\n"))?;
-    }
+    let lines: String = found.iter().map(|l| format!("disagree: {l}\n")).collect();
+    // The verdict whether or not the table could be printed.
+    let _ = out(format_args!("{table}{lines}"));
     anyhow::bail!(
         "{} variant(s) of {} disagree with {} (within {within})",
         found.len(),
@@ -457,20 +469,21 @@ fn run_ranked(
     } else {
         report.table()
     };
-    out(format_args!("{table}"))?;
-    if args.count_compilations
-        && let Some(compiled) = quench_device::counters::compilations()
-    {
-        // Each is distinct; a warm kernel cache compiles none of those it holds.
-        out(format_args!(
-            "\nkernels compiled by this process: {compiled}\n"
-        ))?;
-    }
-    out(format_args!(
-        "\nreports: {} and {}\n",
+    // Each is distinct; a warm kernel cache compiles none of those it holds.
+    let compiled = args
+        .count_compilations
+        .then(quench_device::counters::compilations)
+        .flatten()
+        .map_or(String::new(), |n| {
+            format!("\nkernels compiled by this process: {n}\n")
+        });
+    let printed = out(format_args!(
+        "{table}{compiled}\nreports: {} and {}\n",
         folder.join("report.json").display(),
         folder.join("report.md").display()
-    ))?;
+    ));
+    // The verdict first: failed variants are the run's outcome whether or not its table
+    // could be printed.
     let failures = report.failures();
     if !failures.is_empty() {
         anyhow::bail!(
@@ -479,7 +492,7 @@ fn run_ranked(
             failures.join("; ")
         );
     }
-    Ok(())
+    Ok(printed?)
 }
 
 fn verify(global: &GlobalArgs) -> anyhow::Result<()> {
@@ -492,8 +505,8 @@ fn verify(global: &GlobalArgs) -> anyhow::Result<()> {
     ))?;
     // Each check is printed as it ends, with the seconds since the start: on a cold GPU most
     // of them are compiling kernels, and a run stopped at a time limit still says how far it got.
-    // The checks go on when standard output fails (their verdict is the exit status); the
-    // first failure to print is reported after them.
+    // The checks go on when standard output fails: their verdict comes first, then the first
+    // failure to print.
     let start = std::time::Instant::now();
     let mut unprinted = Ok(());
     let checks = checks::verify::verify(selection.device, &precision, &mut |check| {
@@ -503,11 +516,11 @@ fn verify(global: &GlobalArgs) -> anyhow::Result<()> {
         ));
         unprinted = std::mem::replace(&mut unprinted, Ok(())).and(printed);
     })?;
-    unprinted?;
     let failed = checks.iter().filter(|c| c.failed()).count();
     if failed > 0 {
         anyhow::bail!("{failed} of {} checks failed", checks.len());
     }
+    unprinted?;
     out(format_args!(
         "all {} checks passed or were skipped with a reason\n",
         checks.len()

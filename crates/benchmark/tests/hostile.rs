@@ -652,9 +652,9 @@ fn standard_output_that_cannot_be_written_ends_the_command_without_a_panic() {
     }
 }
 
-/// IDX files of MNIST's layout in `dir`: `train` and `test` images of `side` x `side` pixels
+/// IDX files of MNIST's layout in `dir`: `train` and `test` images of `rows` x `cols` pixels
 /// (labels cycling through the ten classes).
-fn mnist_like(dir: &Path, side: u32, train: u32, test: u32) {
+fn mnist_like(dir: &Path, [rows, cols]: [u32; 2], train: u32, test: u32) {
     std::fs::create_dir_all(dir).unwrap();
     for (prefix, count) in [("train", train), ("t10k", test)] {
         let header = |dims: &[u32]| -> Vec<u8> {
@@ -662,8 +662,8 @@ fn mnist_like(dir: &Path, side: u32, train: u32, test: u32) {
             dims.iter().for_each(|d| bytes.extend(d.to_be_bytes()));
             bytes
         };
-        let mut images = header(&[count, side, side]);
-        images.resize(images.len() + (count * side * side) as usize, 128);
+        let mut images = header(&[count, rows, cols]);
+        images.resize(images.len() + (count * rows * cols) as usize, 128);
         let mut labels = header(&[count]);
         labels.extend((0..count).map(|i| (i % 10) as u8));
         std::fs::write(dir.join(format!("{prefix}-images-idx3-ubyte")), images).unwrap();
@@ -674,8 +674,10 @@ fn mnist_like(dir: &Path, side: u32, train: u32, test: u32) {
 #[test]
 fn image_folders_the_models_cannot_read_are_refused_by_shape_and_size() {
     let dir = tempfile::tempdir().unwrap();
-    mnist_like(&dir.path().join("one-pixel"), 1, 200, 200);
-    mnist_like(&dir.path().join("no-test"), 28, 200, 0);
+    mnist_like(&dir.path().join("one-pixel"), [1, 1], 200, 200);
+    // 784 pixels a sample, but not the 28 x 28 the backbone's convolutions read.
+    mnist_like(&dir.path().join("strips"), [16, 49], 200, 200);
+    mnist_like(&dir.path().join("no-test"), [28, 28], 200, 0);
     let suites = [
         (
             "loader",
@@ -690,8 +692,12 @@ fn image_folders_the_models_cannot_read_are_refused_by_shape_and_size() {
     for (workload, suite) in suites {
         std::fs::write(dir.path().join("suite.toml"), suite).unwrap();
         for (folder, words) in [
-            ("one-pixel", ["sample_shape", "[1, 1]"]),
-            ("no-test", ["0 (test images)", "at least one image"]),
+            ("one-pixel", ["sample_shape", "[1, 1]", "one-pixel"]),
+            ("strips", ["sample_shape", "[16, 49]", "strips"]),
+            (
+                "no-test",
+                ["0 (test images", "at least one image", "no-test"],
+            ),
         ] {
             let out = common::run_suite_command(dir.path(), &[])
                 .env("QUENCH_MNIST_DIR", dir.path().join(folder))

@@ -371,19 +371,11 @@ pub enum DataError {
     Spawn(#[source] std::io::Error),
 }
 
-/// Most bytes of a file's field quoted in a message.
-const EXCERPT_BYTES: usize = 60;
-
-/// A field of a file as a message quotes it: lossily decoded, cut after [`EXCERPT_BYTES`]
-/// bytes with the field's length said, so that a one-line file of 50 MB is not echoed whole.
+/// A field of a file as a message quotes it: lossily decoded (a field cut from binary is not
+/// text), then shown by its ends when long ([`quench_support::excerpt`]), so that a one-line
+/// file of 50 MB is not echoed whole.
 pub(crate) fn excerpt(field: &[u8]) -> String {
-    if field.len() <= EXCERPT_BYTES {
-        return String::from_utf8_lossy(field).into_owned();
-    }
-    let text = String::from_utf8_lossy(&field[..EXCERPT_BYTES]);
-    // A character cut in two decodes to U+FFFD at the end: drop it.
-    let text = text.trim_end_matches('\u{FFFD}');
-    format!("{text}... ({} bytes)", field.len())
+    quench_support::excerpt::excerpt(&String::from_utf8_lossy(field)).into_owned()
 }
 
 impl DataError {

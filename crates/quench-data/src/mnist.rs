@@ -25,21 +25,22 @@ pub const MNIST_STD: f32 = 0.3081;
 pub const MNIST_SIDE: usize = 28;
 
 /// Refuses images that are not [`MNIST_SIDE`] x [`MNIST_SIDE`] pixels, as a square or in a
-/// row (a folder of other IDX images: the models read 784 pixels per sample), and an empty
-/// set, named by `part` (`"test"`).
+/// row of 784 (a folder of other IDX images: the models read 28 x 28), and an empty set;
+/// `part` names them in the message with where they came from (`"test images of <folder>"`).
 pub fn check_mnist_images(images: &Dataset, part: &str) -> Result<(), DataError> {
-    if images.sample_len() != MNIST_SIDE * MNIST_SIDE {
+    let shape = images.sample_shape();
+    if shape != [MNIST_SIDE, MNIST_SIDE] && shape != [MNIST_SIDE * MNIST_SIDE] {
         return Err(DataError::invalid(
             "sample_shape",
-            format!("{:?} ({part} images)", images.sample_shape()),
+            format!("{shape:?} ({part})"),
             "the models take 28 x 28 images, as MNIST's",
         ));
     }
     if images.is_empty() {
         return Err(DataError::invalid(
             "samples",
-            format!("0 ({part} images)"),
-            "every part needs at least one image: the files hold none",
+            format!("0 ({part})"),
+            "every part needs at least one image",
         ));
     }
     Ok(())

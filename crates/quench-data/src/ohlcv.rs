@@ -935,7 +935,7 @@ mod tests {
         let err = second_line_error(&format!("{T0}x{long},1,1,1,1,0,0,0"));
         let text = err.to_string();
         assert!(
-            text.contains("... (3011 bytes)") && text.len() < 300,
+            text.contains("…") && text.contains(" (3011 characters)") && text.len() < 600,
             "{text}"
         );
     }

@@ -98,7 +98,7 @@ pub fn backbone_features<B: QuenchOps>(
     kept: &mut Inference<B>,
     device: &B::Device,
 ) -> Result<Tensor<B, 2>, DataError> {
-    check_mnist_images(images, "input")?;
+    check_mnist_images(images, "input images")?;
     let chunks = images
         .features()
         .chunks(FEATURE_CHUNK * 784)

@@ -75,8 +75,8 @@ impl HybridSetup {
         };
         let (train_images, test_images) = (images(Split::Train)?, images(Split::Test)?);
         // Before anything is cut from them: the backbone and the calibration read 28 x 28.
-        check_mnist_images(&train_images, "training")?;
-        check_mnist_images(&test_images, "test")?;
+        check_mnist_images(&train_images, &format!("training images of {source}"))?;
+        check_mnist_images(&test_images, &format!("test images of {source}"))?;
         // The original's split: 90 % of the training images train, the rest validate.
         let train_part = train_images.len() * 9 / 10;
         for (name, asked, held) in [

@@ -275,7 +275,7 @@ pub fn train_hybrid<B: QuenchBackend>(
             device,
         )?),
         FeatureMode::PerBatch => {
-            check_mnist_images(&parts.train, "training")?;
+            check_mnist_images(&parts.train, "training images")?;
             None
         }
     };

@@ -343,9 +343,10 @@ impl Solver {
         if segment_bound.is_finite() && plan.squarings < 64 && amplified < 1.0 {
             return Ok(());
         }
-        // Named by the factor of `||M|| t_segment` that is the larger: the segment's length
-        // (a pulse of 1e300), or the generator's norm per unit time and then its largest part
-        // (a drift of 1e15 is the system's, not the pulse's).
+        // Named by the factor of `||M|| t_segment` that is the larger, in the pulse's time unit
+        // (a heuristic: which is named depends on the unit): the segment's length (a pulse of
+        // 1e300), or the generator's norm per unit time and then its largest part (a drift of
+        // 1e15 is the system's, not the pulse's).
         let (part, share) = norms.largest_part(self.control_bound, self.rate_bound);
         let t_segment = t_total / segments as f64;
         let (field, advice) = if t_segment > segment_bound / t_segment {
@@ -510,15 +511,12 @@ impl Solver {
         }
         let t_segment = batch.t_total / segments as f64;
         // ||M t_seg||_1 for the largest amplitudes and rates the clamps let through.
-        let segment_bound = generators
-            .norms()
-            .bound(self.control_bound, self.rate_bound)
-            * t_segment;
+        let norms = generators.norms();
+        let segment_bound = norms.bound(self.control_bound, self.rate_bound) * t_segment;
         // The exact method's plan, made once: its check here, its products in `propagate`.
         let u = unit_roundoff(batch.amplitudes.dtype());
         let plan = TaylorPlan::new(segment_bound, u);
         if self.method == Method::Exact {
-            let norms = generators.norms();
             self.check_exponentiable(plan, u, segment_bound, norms, batch.t_total, segments)?;
         }
         let substeps = self.check_substeps(batch.t_total, segments, tasks)?;

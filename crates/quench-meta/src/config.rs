@@ -140,7 +140,12 @@ impl Validate for MetaConfig {
                         value,
                         reason,
                     } => MetaError::config(field, format!("{{ {name} = {value} }}"), reason),
-                    other => MetaError::config(field, "as given", other),
+                    // Too many substeps, or a run past the time budget: the method says which.
+                    other => MetaError::config(
+                        field,
+                        format!("{{ method = {:?} }}", solver.method),
+                        other,
+                    ),
                 })?;
         }
         if !(self.inner_lr.is_finite() && self.inner_lr >= 0.0) {

@@ -12,7 +12,8 @@ import pytest
 import quench
 
 PACKAGE = pathlib.Path(quench.__file__).parent
-MODULES = ["bench", "circuit", "hybrid", "lindblad", "meta", "qrng", "sgld", "temporal"]
+#: The package itself (``__init__.pyi``: ``devices``, ``doctor``) and its modules.
+MODULES = ["", "bench", "circuit", "hybrid", "lindblad", "meta", "qrng", "sgld", "temporal"]
 
 
 def stub_parameters(function):
@@ -35,8 +36,8 @@ def module_parameters(function):
 
 @pytest.mark.parametrize("name", MODULES)
 def test_every_public_function_of_a_stub_has_the_modules_parameters(name):
-    module = importlib.import_module(f"quench.{name}")
-    stub = ast.parse((PACKAGE / f"{name}.pyi").read_text())
+    module = importlib.import_module(f"quench.{name}" if name else "quench")
+    stub = ast.parse((PACKAGE / f"{name or '__init__'}.pyi").read_text())
     stubs = {node.name: node for node in stub.body if isinstance(node, ast.FunctionDef)}
     for public in module.__all__:
         function = getattr(module, public)

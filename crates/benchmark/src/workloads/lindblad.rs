@@ -402,10 +402,7 @@ fn export_draws(config: &MetaConfig, params: &Params, dir: &Path) -> anyhow::Res
             &layer.bias,
         )?;
     }
-    let iterations = params
-        .quality_iterations
-        .max(params.timed_iterations)
-        .max(1);
+    let iterations = params.quality_iterations.max(params.timed_iterations);
     let mut train = config.train_task_stream();
     let tasks: Vec<f64> = (0..iterations)
         .flat_map(|_| train.next_batch(config.tasks_per_batch))

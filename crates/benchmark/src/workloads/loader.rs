@@ -308,8 +308,11 @@ impl BinaryData {
         let mut train = binary(Split::Train)?;
         let test = binary(Split::Test)?;
         // The MLP reads 784 pixels per image, and the accuracy of no test image is no figure.
-        check_mnist_images(&train, "training")?;
-        check_mnist_images(&test, "test")?;
+        check_mnist_images(
+            &train,
+            &format!("training images of class 0 or 1 of {source}"),
+        )?;
+        check_mnist_images(&test, &format!("test images of class 0 or 1 of {source}"))?;
         if train_samples > 0 && train_samples < train.len() {
             train = train.subset(&(0..train_samples).collect::<Vec<_>>())?;
         }

@@ -34,9 +34,15 @@ def _digits(n):
     return digits - 1 if digits > 1 and n < 10 ** (digits - 1) else digits
 
 
-def shown(value, limit=80):
-    """``value`` as a message shows it: its ``repr``, the start and end of a long one, and an
-    int too long to read as its number of digits."""
+#: Characters of a value a message shows whole, as the native half's messages
+#: (``quench_support::excerpt::SHOWN_CHARS``).
+_SHOWN_CHARS = 200
+
+
+def shown(value):
+    """``value`` as a message shows it: its ``repr``, a long one by its ends and its length (as
+    the native half's ``quench_support::excerpt``), and an int too long to read as its number of
+    digits."""
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
         magnitude = abs(int(value))
         if magnitude.bit_length() > 128:
@@ -45,9 +51,9 @@ def shown(value, limit=80):
         written = repr(value)
     except ValueError:  # a container holding an int Python will not write out
         return f"a {type(value).__name__}"
-    if len(written) > limit:
-        half = limit // 2
-        written = f"{written[:half]}...{written[-half:]} ({len(written)} characters)"
+    if len(written) > _SHOWN_CHARS:
+        half = _SHOWN_CHARS // 2
+        written = f"{written[:half]}…{written[-half:]} ({len(written)} characters)"
     return written
 
 
@@ -123,7 +129,7 @@ def integer(name, value, least=0):
     if value < least:
         raise ValueError(f"{name}: a whole number of at least {least}, not {shown(value)}")
     if value >= 2**63:
-        raise ValueError(f"{name}: {shown(value)} does not fit in a 64-bit integer, beyond any "
+        raise ValueError(f"{name}: {shown(value)} does not fit in a signed 64-bit integer, beyond any "
                          "count or index Quench takes")
     return value
 
@@ -230,10 +236,10 @@ def encoded(name, value, what=None):
 def finished(text, what):
     """A training call's outcome from its JSON text; one that Ctrl-C stopped between epochs
     raises ``KeyboardInterrupt`` whose ``outcome`` attribute holds it (every seed scored on its
-    best weights so far), and one in which a seed's training loss stopped being a number (JSON
+    best weights so far), and one in which a seed's last training loss is not a number (JSON
     null: NaN or infinite, the training diverged) raises ``RuntimeError`` with the outcome
-    likewise attached, as the benchmark records such a run as failed: its scores are those of
-    weights that no longer mean anything."""
+    likewise attached, as the benchmark records such a run as failed. An epoch whose loss
+    overflowed and was skipped (f16's loss scaler) while training went on is not divergence."""
     outcome = json.loads(text)
     if outcome.pop("interrupted", False):
         stop = KeyboardInterrupt(f"{what} stopped by Ctrl-C between epochs; the outcome of the "
@@ -245,11 +251,12 @@ def finished(text, what):
         losses = seed.get("train_loss")
         if losses is None:
             losses = [epoch.get("train_loss", 0.0) for epoch in seed.get("history", [])]
-        if None in losses:
+        if losses and losses[-1] is None:
             diverged = RuntimeError(
                 f"{what}: seed {seed.get('seed')}: the training loss became NaN or infinite in "
-                f"epoch {losses.index(None) + 1}: training diverged (a smaller learning rate "
-                "may help); the outcome is the exception's `outcome`"
+                f"epoch {losses.index(None)} (counted from 0, as best_epoch) and stayed so: "
+                "training diverged (a smaller learning rate may help); the outcome is the "
+                "exception's `outcome`"
             )
             diverged.outcome = outcome
             raise diverged

@@ -31,10 +31,10 @@ def train(config=None, data=None, device="auto"):
 
     Raises ``ValueError`` for a setting, file or ``data`` key that cannot be used (the message
     names ``config`` or the file, or ``data``, and the field), ``RuntimeError`` for a device
-    failure and for a training that diverged (a seed's training loss NaN or infinite;
-    its ``outcome`` attribute holds the outcome). Ctrl-C is honoured between epochs: the run stops after the epoch in flight and raises
-    ``KeyboardInterrupt`` whose ``outcome`` attribute holds the outcome so far (every seed
-    scored on its best weights).
+    failure and for a training that diverged (a seed's last training loss NaN or infinite; its
+    ``outcome`` attribute holds the outcome). Ctrl-C is honoured between epochs: the run stops
+    after the epoch in flight and raises ``KeyboardInterrupt`` whose ``outcome`` attribute
+    holds the outcome so far (every seed scored on its best weights).
     """
     device = text("device", device)
     path, given = settings("config", {} if config is None else config)

@@ -40,10 +40,11 @@ def classify(config, data=None, device="auto"):
 
     Raises ``ValueError`` for a file that cannot be read, a setting out of range or data that
     cannot be used (the message names the file, ``config`` or ``data`` and the field or line),
-    ``RuntimeError`` for a device failure and for a training that diverged (a seed's training loss NaN or infinite;
-    its ``outcome`` attribute holds the outcome). Ctrl-C is honoured between epochs: the run stops
-    after the epoch in flight and raises ``KeyboardInterrupt`` whose ``outcome`` attribute
-    holds the outcome so far (every seed scored on its best weights).
+    ``RuntimeError`` for a device failure and for a training that diverged (a seed's last
+    training loss NaN or infinite; its ``outcome`` attribute holds the outcome). Ctrl-C is
+    honoured between epochs: the run stops after the epoch in flight and raises
+    ``KeyboardInterrupt`` whose ``outcome`` attribute holds the outcome so far (every seed
+    scored on its best weights).
     """
     device = text("device", device)
     path, given = settings("config", config)

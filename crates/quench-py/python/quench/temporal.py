@@ -33,11 +33,11 @@ def train(model, config=None, data=None, device="auto"):
     same parts) and ``skipped_steps``.
 
     Raises ``ValueError`` for a model, setting, file or data table that cannot be used (the
-    message names ``model``, ``config`` or the file, ``data`` and the field),
-    ``RuntimeError`` for a device failure and for a training that diverged (a seed's training loss NaN or infinite;
-    its ``outcome`` attribute holds the outcome). Ctrl-C is honoured between epochs: the run stops
-    after the epoch in flight and raises ``KeyboardInterrupt`` whose ``outcome`` attribute
-    holds the outcome so far (every seed scored on its best weights).
+    message names ``model``, ``config`` or the file, ``data`` and the field), ``RuntimeError``
+    for a device failure and for a training that diverged (a seed's last training loss NaN or
+    infinite; its ``outcome`` attribute holds the outcome). Ctrl-C is honoured between epochs:
+    the run stops after the epoch in flight and raises ``KeyboardInterrupt`` whose ``outcome``
+    attribute holds the outcome so far (every seed scored on its best weights).
     """
     if not isinstance(model, str):
         raise ValueError(
