@@ -77,13 +77,15 @@ pub fn doctor(py: Python<'_>, device: &str) -> PyResult<String> {
 
 /// The benchmark's command line run in this process on `args` (without the program's name);
 /// returns its exit status. For `python -m quench` only: `run` installs the command line's
-/// signal handling, which ends the process on Ctrl-C once the report is kept.
+/// signal handling, which ends the process on Ctrl-C once the report is kept. The arguments
+/// are the operating system's strings, as the binary takes them: a file name that is not UTF-8
+/// (which `sys.argv` carries as surrogate escapes) reaches the command line as its bytes.
 #[pyfunction]
 #[pyo3(signature = (args))]
-pub fn cli(py: Python<'_>, args: Vec<String>) -> PyResult<u8> {
+pub fn cli(py: Python<'_>, args: Vec<std::ffi::OsString>) -> PyResult<u8> {
     guarded(py, move || {
         Ok(benchmark::cli::main(
-            std::iter::once("python -m quench".to_string()).chain(args),
+            std::iter::once(std::ffi::OsString::from("python -m quench")).chain(args),
         ))
     })
 }

@@ -3,7 +3,6 @@ arrays too large to copy, masked arrays, configs JSON cannot hold, paths that ar
 
 import os
 import pathlib
-import re
 import subprocess
 import sys
 
@@ -223,12 +222,12 @@ def test_text_that_is_not_utf8_is_refused_naming_the_argument(call, name):
     assert "surrogate" not in message, message
 
 
-def test_python_m_quench_refuses_an_argument_that_is_not_utf8():
-    done = subprocess.run(
-        [sys.executable, "-m", "quench", "data", b"/tmp/x\xff.toml"],
-        capture_output=True, timeout=120,
-    )
-    assert done.returncode == 2, done.stderr
-    lines = done.stderr.decode("utf-8", "replace").splitlines()
-    assert len(lines) == 1, lines
-    assert re.match(r"error: argument 2: b'/tmp/x\\xff.toml' is not valid UTF-8", lines[0]), lines
+def test_python_m_quench_takes_a_file_name_that_is_not_utf8(tmp_path):
+    # A qRNG recording whose name is not UTF-8: validated as the binary validates it.
+    name = os.path.join(os.fsencode(tmp_path), b"bits\xff.txt")
+    with open(name, "w") as f:
+        f.write("".join(f"{'01' * 50} {1 + i % 3}\n" for i in range(30)))
+    done = subprocess.run([sys.executable, "-m", "quench", "data", name],
+                          capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert b"30" in done.stdout, done.stdout
