@@ -49,8 +49,8 @@ pub use market_features::{FEATURES, FeatureTable, bar_features};
 pub use market_windows::{DOWN, FLAT, MarketData, MarketPart, UP, WindowConfig, market_windows};
 pub use mixture::{TwoModeMixture, WELLING_TEH_POINTS};
 pub use mnist::{
-    DEBIAN_FASHION_MNIST_DIR, MNIST_ENV, MNIST_MEAN, MNIST_SIDE, MNIST_STD, Mnist, MnistSource,
-    PROJECT_MNIST_DIR, Split, check_mnist_images,
+    DEBIAN_FASHION_MNIST_DIR, MNIST_ENV, MNIST_MEAN, MNIST_PIXELS, MNIST_SIDE, MNIST_STD, Mnist,
+    MnistSource, PROJECT_MNIST_DIR, Split, check_mnist_images,
 };
 pub use ohlcv::{Bars, Gap, OhlcvFile};
 pub use qrng::{BitStrings, QRNG_LABELS};

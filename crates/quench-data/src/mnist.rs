@@ -23,13 +23,15 @@ pub const MNIST_STD: f32 = 0.3081;
 /// The side of an MNIST image, in pixels: the models that read MNIST (the hybrid's backbone,
 /// the loader's MLP) take 28 x 28 images.
 pub const MNIST_SIDE: usize = 28;
+/// The pixels of an MNIST image, [`MNIST_SIDE`] squared: the models' input width.
+pub const MNIST_PIXELS: usize = MNIST_SIDE * MNIST_SIDE;
 
 /// Refuses images that are not [`MNIST_SIDE`] x [`MNIST_SIDE`] pixels, as a square or in a
 /// row of 784 (a folder of other IDX images: the models read 28 x 28), and an empty set;
 /// `part` names them in the message with where they came from (`"test images of <folder>"`).
 pub fn check_mnist_images(images: &Dataset, part: &str) -> Result<(), DataError> {
     let shape = images.sample_shape();
-    if shape != [MNIST_SIDE, MNIST_SIDE] && shape != [MNIST_SIDE * MNIST_SIDE] {
+    if shape != [MNIST_SIDE, MNIST_SIDE] && shape != [MNIST_PIXELS] {
         return Err(DataError::invalid(
             "sample_shape",
             format!("{shape:?} ({part})"),

@@ -2,7 +2,7 @@
 //! and the frozen backbone's features, computed once per image when asked.
 
 use burn::tensor::Tensor;
-use quench_data::{DataError, Dataset, check_mnist_images};
+use quench_data::{DataError, Dataset, MNIST_PIXELS, MNIST_SIDE, check_mnist_images};
 use quench_kernels::QuenchOps;
 use quench_kernels::readback::{float_tensor, to_host_f32};
 use rand::SeedableRng;
@@ -101,10 +101,10 @@ pub fn backbone_features<B: QuenchOps>(
     check_mnist_images(images, "input images")?;
     let chunks = images
         .features()
-        .chunks(FEATURE_CHUNK * 784)
+        .chunks(FEATURE_CHUNK * MNIST_PIXELS)
         .map(|pixels| {
-            let count = pixels.len() / 784;
-            let chunk = float_tensor(pixels.to_vec(), [count, 1, 28, 28], device);
+            let count = pixels.len() / MNIST_PIXELS;
+            let chunk = float_tensor(pixels.to_vec(), [count, 1, MNIST_SIDE, MNIST_SIDE], device);
             backbone.forward_kept(chunk, kept)
         })
         .collect();

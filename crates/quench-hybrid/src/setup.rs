@@ -6,7 +6,9 @@
 use std::path::PathBuf;
 
 use burn::tensor::{Tensor, TensorData};
-use quench_data::{MNIST_MEAN, MNIST_STD, Mnist, MnistSource, Split, check_mnist_images};
+use quench_data::{
+    MNIST_MEAN, MNIST_PIXELS, MNIST_SIDE, MNIST_STD, Mnist, MnistSource, Split, check_mnist_images,
+};
 use quench_kernels::QuenchOps;
 use serde::{Deserialize, Serialize};
 
@@ -142,8 +144,10 @@ impl HybridSetup {
             ));
         }
         let count = images.calibration;
-        let pixels = images.data.train.features()[..count * 784].to_vec();
-        let calibration = Tensor::from_data(TensorData::new(pixels, [count, 1, 28, 28]), device);
+        let pixels = images.data.train.features()[..count * MNIST_PIXELS].to_vec();
+        let side = MNIST_SIDE;
+        let calibration =
+            Tensor::from_data(TensorData::new(pixels, [count, 1, side, side]), device);
         Ok((
             ResNet18::<B>::random(device, self.backbone_seed).calibrate(calibration),
             format!(

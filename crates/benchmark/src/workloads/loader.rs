@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use burn::tensor::Tensor;
 use quench_data::{
-    Dataset, Loader, LoaderConfig, MNIST_MEAN, MNIST_STD, Mnist, MnistSource, Mode, Split,
-    check_mnist_images,
+    Dataset, Loader, LoaderConfig, MNIST_MEAN, MNIST_PIXELS, MNIST_STD, Mnist, MnistSource, Mode,
+    Split, check_mnist_images,
 };
 use quench_train::amp::MixedPrecision;
 use quench_train::ensemble::{Activation, EnsembleMlp};
@@ -209,12 +209,15 @@ impl TableWorkload for LoaderWorkload {
             Init::TorchDefault,
             Activation::Relu,
             1,
-            &[784, 500, 1],
+            &[MNIST_PIXELS, 500, 1],
             params.seed,
             device,
         );
         let test_x = Tensor::<B::InnerBackend, 3>::from_data(
-            burn::tensor::TensorData::new(data.test.features().to_vec(), [1, data.test.len(), 784]),
+            burn::tensor::TensorData::new(
+                data.test.features().to_vec(),
+                [1, data.test.len(), MNIST_PIXELS],
+            ),
             device,
         );
         let mut amp = MixedPrecision::new(ctx.precision);
@@ -345,7 +348,7 @@ mod tests {
             Init::TorchDefault,
             Activation::Relu,
             1,
-            &[784, 500, 1],
+            &[MNIST_PIXELS, 500, 1],
             1,
             &device,
         );
@@ -361,7 +364,10 @@ mod tests {
         let trained =
             sgd_epoch::<CpuBackend>(&model, model.params(), loader.epoch(0), 0.01, &mut amp);
         let test_x = Tensor::from_data(
-            burn::tensor::TensorData::new(data.test.features().to_vec(), [1, data.test.len(), 784]),
+            burn::tensor::TensorData::new(
+                data.test.features().to_vec(),
+                [1, data.test.len(), MNIST_PIXELS],
+            ),
             &device,
         );
         let accuracy = accuracy(&model, trained, test_x, data.test.labels());
