@@ -514,7 +514,10 @@ fn verify(global: &GlobalArgs) -> anyhow::Result<()> {
             "{check}  [{:.1} s]\n",
             start.elapsed().as_secs_f64()
         ));
-        unprinted = std::mem::replace(&mut unprinted, Ok(())).and(printed);
+        // The first failure is kept.
+        if unprinted.is_ok() {
+            unprinted = printed;
+        }
     })?;
     let failed = checks.iter().filter(|c| c.failed()).count();
     if failed > 0 {

@@ -145,9 +145,10 @@ impl HybridSetup {
         }
         let count = images.calibration;
         let pixels = images.data.train.features()[..count * MNIST_PIXELS].to_vec();
-        let side = MNIST_SIDE;
-        let calibration =
-            Tensor::from_data(TensorData::new(pixels, [count, 1, side, side]), device);
+        let calibration = Tensor::from_data(
+            TensorData::new(pixels, [count, 1, MNIST_SIDE, MNIST_SIDE]),
+            device,
+        );
         Ok((
             ResNet18::<B>::random(device, self.backbone_seed).calibrate(calibration),
             format!(
