@@ -463,6 +463,10 @@ pub trait PreparedWorkload {
     /// them in files the workload writes into `inputs`, a folder of its own; an error says
     /// why they could not be written.
     fn peer(&self, inputs: &Path) -> anyhow::Result<Option<Peer>>;
+    /// Refuses, before any variant runs, the variant at `row` where what it needs of the
+    /// prepared data is not there (a batch larger than the training part, say): the checks
+    /// that depend on the suite's choice of variants.
+    fn check(&self, row: usize) -> anyhow::Result<()>;
 }
 
 /// What workload tests do in one call: prepare the parameters and run a variant, or make the
@@ -495,7 +499,9 @@ impl<W: Workload + ?Sized> PrepareAndRun for W {
             .iter()
             .position(|v| v.name == variant.name)
             .with_context(|| format!("no variant `{}`", variant.name))?;
-        self.prepare(params)?.run(row, ctx)
+        let prepared = self.prepare(params)?;
+        prepared.check(row)?;
+        prepared.run(row, ctx)
     }
 
     fn peer(&self, params: &toml::Table, inputs: &Path) -> anyhow::Result<Option<Peer>> {
@@ -593,6 +599,16 @@ pub trait TableWorkload: Sync {
         device: &B::Device,
     ) -> anyhow::Result<VariantOutcome>;
 
+    /// Refuses `variant` where the prepared data cannot serve it, before any variant of the
+    /// suite runs (called for the chosen variants only); nothing to check by default.
+    fn check_variant(
+        &self,
+        _variant: &Variant<Self::Setting>,
+        _prepared: &Self::Prepared,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+
     /// The PyTorch peer (`peers/`) of the prepared run; none by default, or where the
     /// parameters have no equivalent there (synthetic data, say). Files the peer reads are
     /// written into `inputs` ([`PreparedWorkload::peer`]).
@@ -644,13 +660,19 @@ struct Prepared<'a, T: TableWorkload> {
     prepared: T::Prepared,
 }
 
-impl<T: TableWorkload> PreparedWorkload for Prepared<'_, T> {
-    fn run(&self, row: usize, ctx: &RunContext) -> anyhow::Result<VariantRun> {
-        let variant = self
-            .workload
+impl<T: TableWorkload> Prepared<'_, T> {
+    /// The variant at `row` of the table.
+    fn variant(&self, row: usize) -> anyhow::Result<&Variant<T::Setting>> {
+        self.workload
             .table()
             .get(row)
-            .with_context(|| format!("workload `{}` has no variant at row {row}", T::NAME))?;
+            .with_context(|| format!("workload `{}` has no variant at row {row}", T::NAME))
+    }
+}
+
+impl<T: TableWorkload> PreparedWorkload for Prepared<'_, T> {
+    fn run(&self, row: usize, ctx: &RunContext) -> anyhow::Result<VariantRun> {
+        let variant = self.variant(row)?;
         run_on(
             ctx.device,
             Dispatch {
@@ -665,6 +687,13 @@ impl<T: TableWorkload> PreparedWorkload for Prepared<'_, T> {
     fn peer(&self, inputs: &Path) -> anyhow::Result<Option<Peer>> {
         TableWorkload::peer(self.workload, &self.prepared, inputs)
             .with_context(|| format!("workload `{}`: the PyTorch peer's inputs", T::NAME))
+    }
+
+    fn check(&self, row: usize) -> anyhow::Result<()> {
+        let variant = self.variant(row)?;
+        self.workload
+            .check_variant(variant, &self.prepared)
+            .with_context(|| format!("workload `{}`, variant `{}`", T::NAME, variant.name))
     }
 }
 
@@ -718,6 +747,48 @@ pub fn time_runs<B: Backend, T>(
         (None, Some(out)) => Ok((out, m.seconds, m.counts)),
         (None, None) => anyhow::bail!("the timed run produced no output"),
     }
+}
+
+/// A suite's settings table `name` (e.g. `training`) as `T`, with `T`'s defaults where a key is
+/// not given. The keys in `set_by_variant` are refused, named: each variant sets them, so a
+/// value the suite gave would be ignored without a word.
+pub fn suite_settings<T: DeserializeOwned>(
+    name: &str,
+    table: toml::Table,
+    set_by_variant: &[&str],
+) -> Result<T, String> {
+    refuse_set_by_variant(name, &table, set_by_variant)?;
+    T::deserialize(toml::Value::Table(table)).map_err(|err| format!("{name}: {err}"))
+}
+
+/// Refuses, naming it, a key of the suite's table `name` that each variant sets.
+pub fn refuse_set_by_variant(
+    name: &str,
+    table: &toml::Table,
+    set_by_variant: &[&str],
+) -> Result<(), String> {
+    match set_by_variant.iter().find(|key| table.contains_key(**key)) {
+        Some(key) => Err(format!(
+            "{name}.{key}: set by each variant, not by the suite; remove it (`benchmark list` \
+             shows the variants)"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// [`suite_settings`] as a field's `deserialize_with`: a table named `name` whose keys in
+/// `set_by_variant` are refused.
+pub fn deserialize_suite_settings<'de, D, T>(
+    deserializer: D,
+    name: &str,
+    set_by_variant: &[&str],
+) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: DeserializeOwned,
+{
+    let table = toml::Table::deserialize(deserializer)?;
+    suite_settings(name, table, set_by_variant).map_err(serde::de::Error::custom)
 }
 
 /// Parses a workload's parameter table into its configuration type, naming the workload on

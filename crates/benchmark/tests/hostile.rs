@@ -152,7 +152,43 @@ fn every_workload_checks_its_parameters_and_files_before_any_work() {
         ),
         (
             "[workloads.hybrid]\ntraining = { batch_size = 32 }\n",
-            &["hybrid", "batch_size = 32", "each variant sets"][..],
+            &["hybrid", "training.batch_size", "set by each variant"][..],
+        ),
+        // Keys each variant sets, which the suite's value would not change.
+        (
+            "[workloads.qrng-gan]\ntournament = { fused = false }\n",
+            &["qrng-gan", "tournament.fused", "set by each variant"][..],
+        ),
+        (
+            "[workloads.temporal-mlp]\ntraining = { batch_size = 8 }\n",
+            &["temporal-mlp", "training.batch_size", "set by each variant"][..],
+        ),
+        // Settings that only met the data when a variant ran.
+        (
+            "[workloads.qrng-gan]\ntournament = { bits = 0 }\n",
+            &["qrng-gan", "bits = 0", "at least 1"][..],
+        ),
+        (
+            "[workloads.qrng-gan]\ndata = { source = \"synthetic\", synthetic_lines = 40 }\n\
+             tournament = { bits = 1000 }\n",
+            &["qrng-gan", "bits = 1000", "the lines hold only"][..],
+        ),
+        (
+            "[workloads.qrng-classifier]\ntraining = { test_fraction = 0.0 }\n",
+            &[
+                "qrng-classifier",
+                "test_fraction = 0",
+                "strictly between 0 and 1",
+            ][..],
+        ),
+        (
+            "[workloads.hybrid]\nvariants = [\"all\"]\ntrain_samples = 128\n",
+            &[
+                "hybrid",
+                "variant `all`",
+                "batch_size = 256",
+                "larger than the training",
+            ][..],
         ),
         // Sizes no host holds: refused with the estimate, before anything is allocated.
         (

@@ -39,6 +39,30 @@ pub struct HybridData {
 }
 
 impl HybridData {
+    /// Refuses parts that a training at `batch_size` cannot use: an empty validation or test
+    /// part, or a training part smaller than one batch (the last partial batch is dropped, so
+    /// no step would run). Called by [`crate::train_hybrid`], and before any work by callers
+    /// that prepare the data for several settings.
+    pub fn check(&self, batch_size: usize) -> Result<(), crate::HybridError> {
+        for (name, part) in [("validation", &self.validation), ("test", &self.test)] {
+            if part.is_empty() {
+                return Err(crate::HybridError::InvalidValue {
+                    name,
+                    value: "0 samples".into(),
+                    reason: "needs at least one sample",
+                });
+            }
+        }
+        if self.train.len() < batch_size {
+            return Err(crate::HybridError::InvalidValue {
+                name: "batch_size",
+                value: batch_size.to_string(),
+                reason: "larger than the training part (the last partial batch is dropped)",
+            });
+        }
+        Ok(())
+    }
+
     /// The original's split of `train_images` (shuffled by `seed`, 90 % train and 10 %
     /// validation, as `random_split(.., [54000, 6000])` with seed 42), each part cut to `sizes`,
     /// and the first `sizes.test` images of `test_images`.

@@ -247,22 +247,7 @@ pub fn train_hybrid<B: QuenchBackend>(
         FeatureMode::PerBatch => data.clone(),
         FeatureMode::Precomputed => data.features(backbone, device)?,
     };
-    for (name, part) in [("validation", &parts.validation), ("test", &parts.test)] {
-        if part.is_empty() {
-            return Err(HybridError::InvalidValue {
-                name,
-                value: "0 samples".into(),
-                reason: "needs at least one sample",
-            });
-        }
-    }
-    if parts.train.len() < config.batch_size {
-        return Err(HybridError::InvalidValue {
-            name: "batch_size",
-            value: config.batch_size.to_string(),
-            reason: "larger than the training part (the last partial batch is dropped)",
-        });
-    }
+    parts.check(config.batch_size)?;
     let circuit = Circuit::angle_encoded_ring(ENCODER[3], config.layers)?;
     let model = HybridModel::<B>::new(circuit, execution.circuit, device)?;
     let members = config.seeds.len();

@@ -96,7 +96,10 @@ fn main() -> ExitCode {
         }
     };
     let (Some(config_path), None) = (positional.first(), positional.get(2)) else {
-        eprintln!("{USAGE}");
+        eprintln!(
+            "{}",
+            quench_support::cli::unexpected_arguments(&positional, USAGE)
+        );
         return ExitCode::from(2);
     };
     let out = PathBuf::from(positional.get(1).map_or("meta-out", |s| s.as_str()));

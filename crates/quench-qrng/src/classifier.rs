@@ -106,13 +106,13 @@ impl Validate for ClassifierConfig {
     /// Refuses settings no run can use, naming the first.
     fn validate(&self) -> Result<(), QrngError> {
         let positive = |field, value: f64| {
-            if value > 0.0 && value.is_finite() {
+            if value > 0.0 && quench_support::numbers::fits_f32(value) {
                 Ok(())
             } else {
-                Err(QrngError::config(
+                Err(QrngError::number(
                     field,
                     value,
-                    "must be positive and finite",
+                    "must be positive and finite in f32 (at most 3.4e38)",
                 ))
             }
         };
@@ -122,14 +122,14 @@ impl Validate for ClassifierConfig {
             return Err(QrngError::config("seeds", "[]", "needs at least one seed"));
         }
         if !(0.0..1.0).contains(&self.dropout) {
-            return Err(QrngError::config(
+            return Err(QrngError::number(
                 "dropout",
                 self.dropout,
                 "must lie in [0, 1)",
             ));
         }
         if !(self.l1 >= 0.0 && self.l1.is_finite()) {
-            return Err(QrngError::config(
+            return Err(QrngError::number(
                 "l1",
                 self.l1,
                 "must be non-negative and finite",

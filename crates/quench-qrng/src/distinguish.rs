@@ -7,6 +7,8 @@ use std::fmt;
 use burn::tensor::{Int, Tensor, TensorData};
 use quench_data::BitStrings;
 use quench_kernels::readback::to_host_f32;
+use quench_support::numbers::fits_f32;
+use quench_train::settings::Validate;
 use serde::{Deserialize, Serialize};
 
 use super::features::{DeviceFeatures, source_bits, symmetric_kl};
@@ -37,6 +39,26 @@ impl Default for DistinguishConfig {
             weight_pattern: 0.4,
             weight_diff: 0.4,
         }
+    }
+}
+
+impl Validate for DistinguishConfig {
+    type Error = QrngError;
+
+    /// Refuses settings no tournament can use, naming the first; the bits a recording holds
+    /// are checked against it ([`crate::features::check_bits`]).
+    fn validate(&self) -> Result<(), QrngError> {
+        if self.bits == 0 {
+            return Err(QrngError::config("bits", 0, "must be at least 1"));
+        }
+        if !(self.epsilon > 0.0 && fits_f32(self.epsilon)) {
+            return Err(QrngError::number(
+                "epsilon",
+                self.epsilon,
+                "must be positive and finite in f32 (at most 3.4e38)",
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -101,13 +123,7 @@ pub fn distinguish<B: QuenchOps>(
     config: &DistinguishConfig,
     device: &B::Device,
 ) -> Result<Distinguishability, QrngError> {
-    if !(config.epsilon > 0.0 && config.epsilon.is_finite()) {
-        return Err(QrngError::config(
-            "epsilon",
-            config.epsilon,
-            "must be positive and finite",
-        ));
-    }
+    config.validate()?;
     let sources = source_bits(strings, config.bits)?;
     if sources.len() < 2 {
         return Err(QrngError::TooFewDevices {

@@ -71,6 +71,11 @@ pub enum QrngError {
 
 impl QrngError {
     /// Shorthand for [`QrngError::Config`].
+    /// A refused number, written as a user would (`1e308`, not its 309 digits).
+    pub(crate) fn number(field: &'static str, value: f64, reason: &'static str) -> Self {
+        Self::config(field, quench_support::numbers::short(value), reason)
+    }
+
     pub(crate) fn config(field: &'static str, value: impl ToString, reason: &'static str) -> Self {
         Self::Config {
             field,

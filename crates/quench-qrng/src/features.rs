@@ -21,17 +21,27 @@ pub struct DeviceBits {
     pub values: Vec<f32>,
 }
 
-/// The first `bits` bits of each declared source's lines, sources in the order of
-/// [`BitStrings::classes`], lines taken by label.
-///
-/// Refused: `bits` of 0 or more than a line holds, a declared source without lines.
-pub fn source_bits(strings: &BitStrings, bits: usize) -> Result<Vec<DeviceBits>, QrngError> {
-    if bits == 0 || bits > strings.bits_per_line() {
+/// Refuses `bits` leading bits that `strings` cannot give: none, or more than a line holds.
+/// Checked where the recording is read, before any work, and by the analyses themselves.
+pub fn check_bits(bits: usize, strings: &BitStrings) -> Result<(), QrngError> {
+    if bits == 0 {
+        return Err(QrngError::config("bits", 0, "must be at least 1"));
+    }
+    if bits > strings.bits_per_line() {
         return Err(QrngError::TooFewBits {
             bits,
             available: strings.bits_per_line(),
         });
     }
+    Ok(())
+}
+
+/// The first `bits` bits of each declared source's lines, sources in the order of
+/// [`BitStrings::classes`], lines taken by label.
+///
+/// Refused: `bits` of 0 or more than a line holds, a declared source without lines.
+pub fn source_bits(strings: &BitStrings, bits: usize) -> Result<Vec<DeviceBits>, QrngError> {
+    check_bits(bits, strings)?;
     strings
         .classes()
         .iter()
@@ -166,6 +176,10 @@ mod tests {
                 bits: 5,
                 available: 4
             })
+        ));
+        assert!(matches!(
+            source_bits(&s, 0),
+            Err(QrngError::Config { field: "bits", .. })
         ));
         let missing = strings("1100 2\n0000 1\n");
         assert!(matches!(

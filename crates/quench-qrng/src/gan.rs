@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use super::features::{frequencies, source_bits};
 use super::{Batching, QrngError, pairs, seeded_ensemble, sub_seed};
+use quench_support::numbers::fits_f32;
 use quench_support::stats::MeanStd;
 use quench_train::ensemble::{Activation, EnsembleMlp};
 use quench_train::init::Init;
@@ -118,11 +119,14 @@ impl Validate for GanConfig {
         if self.seeds.is_empty() {
             return Err(QrngError::config("seeds", "[]", "needs at least one seed"));
         }
-        if !(self.lr > 0.0 && self.lr.is_finite()) {
-            return Err(QrngError::config(
+        if self.bits == 0 {
+            return Err(QrngError::config("bits", 0, "must be at least 1"));
+        }
+        if !(self.lr > 0.0 && fits_f32(self.lr)) {
+            return Err(QrngError::number(
                 "lr",
                 self.lr,
-                "must be positive and finite",
+                "must be positive and finite in f32 (at most 3.4e38)",
             ));
         }
         quench_train::settings::adam(&self.adam).map_err(|r| QrngError::Config {

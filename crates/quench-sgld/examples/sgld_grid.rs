@@ -79,7 +79,10 @@ fn parse_args(args: Vec<String>) -> Result<Args, String> {
         }
     }
     let [config] = &positional[..] else {
-        return Err(USAGE.into());
+        return Err(quench_support::cli::unexpected_arguments(
+            &positional,
+            USAGE,
+        ));
     };
     Ok(Args {
         config: config.into(),
@@ -102,6 +105,13 @@ fn main() -> ExitCode {
         }
         Err(code) => return code,
     };
+    // The chains are written after the whole grid: a place they cannot go is said now.
+    if let Some(path) = &args.chains_out
+        && let Err(err) = quench_support::files::check_replaceable(path)
+    {
+        eprintln!("error: cannot write {}: {err}", path.display());
+        return ExitCode::FAILURE;
+    }
     let world = match World::init() {
         Ok(world) => world,
         Err(err) => {

@@ -77,12 +77,41 @@ pub fn example_flags(args: Vec<String>, usage: &str) -> Result<Vec<String>, Exit
     Ok(flags.rest)
 }
 
+/// The usage error of a command line whose other arguments (`found`) are not what `usage`
+/// asks for: each is named (an unknown flag among them), then the usage.
+pub fn unexpected_arguments(found: &[String], usage: &str) -> String {
+    if found.is_empty() {
+        return format!("error: no arguments\n{usage}");
+    }
+    let named: Vec<String> = found
+        .iter()
+        .map(|arg| format!("`{}`", crate::excerpt::excerpt(arg)))
+        .collect();
+    format!(
+        "error: the arguments {} do not fit the usage (an unknown flag?)\n{usage}",
+        named.join(" ")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn args(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn unexpected_arguments_are_named() {
+        let message = unexpected_arguments(&args(&["a.toml", "--frobnicate"]), "usage: x");
+        assert_eq!(
+            message,
+            "error: the arguments `a.toml` `--frobnicate` do not fit the usage (an unknown flag?)\nusage: x"
+        );
+        assert_eq!(
+            unexpected_arguments(&[], "usage: x"),
+            "error: no arguments\nusage: x"
+        );
     }
 
     #[test]

@@ -35,6 +35,14 @@ pub fn write_all_atomically(files: &[(&Path, &[u8])]) -> io::Result<()> {
     Ok(())
 }
 
+/// Checks, before long work, that [`write_atomically`] could replace `path` now: its target
+/// is absent or a regular file, and its folder takes a new file (one is made and removed). A
+/// run that writes its results at the end calls this first, so that a missing folder or a
+/// refused target loses no work.
+pub fn check_replaceable(path: &Path) -> io::Result<()> {
+    stage(path, &[]).map(drop)
+}
+
 /// `contents` written and synced to a temporary file beside `path`'s target (a link
 /// followed), with that target; refused when the target exists and is not a regular file.
 fn stage(path: &Path, contents: &[u8]) -> io::Result<(tempfile::NamedTempFile, PathBuf)> {
@@ -272,6 +280,24 @@ mod tests {
         assert_eq!(names.len(), 1, "{names:?}");
         let missing = dir.path().join("absent").join("x.json");
         assert!(write_atomically(&missing, b"x").is_err());
+    }
+
+    #[test]
+    fn a_replaceable_target_is_checked_without_leaving_anything() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("chains.json");
+        check_replaceable(&path).unwrap();
+        assert!(!path.exists(), "the check writes no target");
+        std::fs::write(&path, b"kept").unwrap();
+        check_replaceable(&path).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"kept");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(names.len(), 1, "no temporary left: {names:?}");
+        assert!(check_replaceable(&dir.path().join("absent").join("x.json")).is_err());
+        assert!(
+            check_replaceable(dir.path()).is_err(),
+            "a folder is not replaced"
+        );
     }
 
     #[test]

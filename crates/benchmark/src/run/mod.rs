@@ -62,6 +62,16 @@ pub fn run_suite(
     request: &RunRequest<'_>,
     keep: &mut dyn FnMut(&Report) -> anyhow::Result<()>,
 ) -> anyhow::Result<Report> {
+    run_suite_of(request, &registry(), keep)
+}
+
+/// [`run_suite`] with `workloads` in place of the registered ones (tests add workloads that
+/// fail on purpose).
+fn run_suite_of(
+    request: &RunRequest<'_>,
+    workloads: &[Box<dyn Workload>],
+    keep: &mut dyn FnMut(&Report) -> anyhow::Result<()>,
+) -> anyhow::Result<Report> {
     let suite = Suite::load(request.suite_path)?;
     let timing = TimingConfig {
         repeats: request.repeats.unwrap_or(suite.timing.repeats),
@@ -75,13 +85,12 @@ pub fn run_suite(
     let warmup_from = format!("{}: [timing] warmup", request.suite_path.display());
     // Before the workloads are prepared (data read, models built): a refusal costs nothing.
     timing.check(&repeats_from, &warmup_from)?;
-    let workloads = registry();
     let plan = plan(
         &suite,
         request.suite_path,
         request.only.as_deref(),
         request.variants.as_deref(),
-        &workloads,
+        workloads,
     )?;
     let ctx = RunContext {
         device: request.selection.device,
@@ -360,7 +369,13 @@ pub fn plan<'w>(
     }
     selected
         .into_iter()
-        .map(|(workload, params, chosen)| Ok((workload, workload.prepare(&params)?, chosen)))
+        .map(|(workload, params, chosen)| {
+            let prepared = workload.prepare(&params)?;
+            for (row, _) in &chosen {
+                prepared.check(*row)?;
+            }
+            Ok((workload, prepared, chosen))
+        })
         .collect()
 }
 
@@ -517,21 +532,69 @@ mod tests {
     use super::*;
     use quench_kernels::SelectedDevice;
 
-    /// A small synthetic distinguishability tournament and a classifier variant that fails
-    /// when it runs: one line per source is too few to split into training, validation and
-    /// test lines.
+    /// A workload whose one variant fails when it runs (after every check before the run
+    /// passed), as a diverging training would.
+    struct Failing;
+
+    impl crate::workload::TableWorkload for Failing {
+        type Params = FailingParams;
+        type Prepared = ();
+        type Setting = ();
+        const NAME: &'static str = "failing";
+        const SUMMARY: &'static str = "a variant that fails when it runs";
+
+        fn table(&self) -> &[crate::workload::Variant<()>] {
+            &[crate::workload::Variant {
+                name: "baseline",
+                description: "fails",
+                baseline: true,
+                claim: None,
+                precision: crate::workload::PrecisionRole::F32,
+                setting: (),
+            }]
+        }
+
+        fn prepare(&self, _: FailingParams) -> anyhow::Result<()> {
+            Ok(())
+        }
+
+        fn run_variant<B: quench_kernels::QuenchBackend>(
+            &self,
+            _: &crate::workload::Variant<()>,
+            _: &(),
+            _: &crate::workload::VariantContext,
+            _: &B::Device,
+        ) -> anyhow::Result<crate::workload::VariantOutcome> {
+            anyhow::bail!("training loss became NaN")
+        }
+    }
+
+    /// [`Failing`]'s parameters: none.
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct FailingParams {}
+
+    /// A small synthetic distinguishability tournament, then [`Failing`]'s variant.
     fn suite(dir: &Path) -> std::path::PathBuf {
         let path = dir.join("suite.toml");
         std::fs::write(
             &path,
-            "[timing]\nwarmup = 0\nrepeats = 1\n\n\
-             [workloads.qrng-classifier]\nvariants = [\"baseline\"]\n\
-             data = { source = \"synthetic\", synthetic_lines = 1 }\n\n\
+            "[timing]\nwarmup = 0\nrepeats = 1\n\n[workloads.failing]\n\n\
              [workloads.qrng-distinguish]\n\
              data = { source = \"synthetic\", synthetic_lines = 40 }\ntournament = { bits = 16 }\n",
         )
         .unwrap();
         path
+    }
+
+    /// [`run_suite`] over the registered workloads and [`Failing`].
+    fn run_suite(
+        request: &RunRequest<'_>,
+        keep: &mut dyn FnMut(&Report) -> anyhow::Result<()>,
+    ) -> anyhow::Result<Report> {
+        let mut workloads = registry();
+        workloads.push(Box::new(Failing));
+        run_suite_of(request, &workloads, keep)
     }
 
     /// `--precision auto` checked on the CPU.
@@ -574,10 +637,9 @@ mod tests {
         assert_eq!(report.status, RunStatus::Complete);
         let failures = report.failures();
         assert_eq!(failures.len(), 1, "{failures:?}");
-        assert!(
-            failures[0].starts_with("qrng-classifier/baseline: ")
-                && failures[0].contains("samples = 3"),
-            "{failures:?}"
+        assert_eq!(
+            failures,
+            ["failing/baseline: training loss became NaN".to_string()]
         );
         // A keeper that cannot write stops the run before any workload.
         let mut calls = 0;
@@ -641,6 +703,9 @@ mod tests {
         }
         fn peer(&self, _: &Path) -> anyhow::Result<Option<crate::peers::Peer>> {
             Ok(None)
+        }
+        fn check(&self, _: usize) -> anyhow::Result<()> {
+            Ok(())
         }
     }
 

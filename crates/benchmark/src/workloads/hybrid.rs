@@ -20,7 +20,7 @@ use crate::peers::Peer;
 use crate::workload::{
     Claim, PerVariant, PrecisionRole, Quality, QualityCaveat, TableWorkload, Tolerance, Variant,
     VariantContext, VariantOutcome, check_repeats, claimed, final_training_loss, majority_share,
-    time_runs,
+    suite_settings, time_runs,
 };
 
 /// The `hybrid` workload.
@@ -48,12 +48,13 @@ impl TryFrom<toml::Table> for Params {
             .map(toml::Value::try_into)
             .transpose()
             .map_err(|err| format!("repeats: {err}"))?;
-        let training = table
-            .remove("training")
-            .map(toml::Value::try_into)
-            .transpose()
-            .map_err(|err| format!("training: {err}"))?
-            .unwrap_or_default();
+        let training = match table.remove("training") {
+            None => HybridConfig::default(),
+            Some(toml::Value::Table(training)) => {
+                suite_settings("training", training, &["batch_size"])?
+            }
+            Some(other) => return Err(format!("training: a table, not {}", other.type_str())),
+        };
         let setup = toml::Value::Table(table)
             .try_into()
             .map_err(|err: toml::de::Error| err.to_string())?;
@@ -177,13 +178,6 @@ impl TableWorkload for Hybrid {
     /// images to calibrate on.
     fn prepare(&self, params: Params) -> anyhow::Result<Prepared> {
         check_repeats(params.repeats)?;
-        let default_batch = HybridConfig::default().batch_size;
-        anyhow::ensure!(
-            params.training.batch_size == default_batch,
-            "training.batch_size = {}: each variant sets its own batch ({default_batch}, or 256 \
-             for batch-256 and all); remove it from the suite",
-            params.training.batch_size
-        );
         let configs = PerVariant::new(&VARIANTS, |variant| {
             let config = HybridConfig {
                 batch_size: variant.setting.batch_size,
@@ -205,6 +199,11 @@ impl TableWorkload for Hybrid {
     /// not available to it). It reads the IDX files Quench read; no peer where Quench
     /// trains on its synthetic stand-in (no data set installed), nor where `backbone_weights`
     /// names a file (the peer builds the random backbone only).
+    /// A batch larger than the training part would fail only when the variant's turn came.
+    fn check_variant(&self, variant: &Variant<Setting>, prepared: &Prepared) -> anyhow::Result<()> {
+        Ok(prepared.images.data.check(variant.setting.batch_size)?)
+    }
+
     fn peer(&self, prepared: &Prepared, _inputs: &Path) -> anyhow::Result<Option<Peer>> {
         Ok(peer_for(&prepared.params, &prepared.images.source))
     }

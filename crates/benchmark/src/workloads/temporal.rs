@@ -26,7 +26,8 @@ use crate::npy;
 use crate::peers::Peer;
 use crate::workload::{
     Claim, PerVariant, PrecisionRole, Quality, QualityCaveat, TableWorkload, Tolerance, Variant,
-    VariantContext, VariantOutcome, check_repeats, claimed, final_training_loss, time_runs,
+    VariantContext, VariantOutcome, check_repeats, claimed, final_training_loss,
+    refuse_set_by_variant, time_runs,
 };
 
 /// The temporal workload of model `MODEL` (an index into [`MODELS`]).
@@ -248,6 +249,7 @@ fn training(model: ModelKind, overrides: &toml::Table) -> anyhow::Result<Tempora
         "training.model: set by the workload ({}), not by the suite",
         model.name()
     );
+    refuse_set_by_variant("training", overrides, &["batch_size"]).map_err(anyhow::Error::msg)?;
     let mut merged = toml::Table::try_from(TemporalConfig::for_model(model))
         .context("the default training settings")?;
     merged.extend(overrides.clone());

@@ -42,7 +42,15 @@ pub struct ClassifierParams {
     /// The bit strings.
     data: DataSettings,
     /// The classifier's settings; `batch_size` is set by the variant.
+    #[serde(deserialize_with = "training")]
     training: ClassifierConfig,
+}
+
+/// The suite's `training` table, without the key each variant sets.
+fn training<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<ClassifierConfig, D::Error> {
+    crate::workload::deserialize_suite_settings(deserializer, "training", &["batch_size"])
 }
 
 /// `qrng-classifier` prepared for a suite.
@@ -184,6 +192,10 @@ impl TableWorkload for QrngClassifier {
             Valid::new(config).context("training")
         })?;
         let Recording { strings, note } = params.data.load()?;
+        let t = &params.training;
+        // The split is made per seed at run time; fractions that leave a part empty are
+        // refused now, before any variant runs.
+        Split::sizes(strings.len(), t.test_fraction, t.validation_fraction).context("training")?;
         Ok(PreparedClassifier {
             data: strings.to_dataset(),
             note,

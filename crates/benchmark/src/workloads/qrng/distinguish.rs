@@ -1,7 +1,10 @@
 //! Workload `qrng-distinguish`: the distinguishability tournament of every pair of sources.
 
+use anyhow::Context;
 use quench_kernels::QuenchBackend;
 use quench_qrng::distinguish::{DistinguishConfig, distinguish};
+use quench_qrng::features::check_bits;
+use quench_train::settings::Validate;
 use serde::Deserialize;
 
 use crate::workload::{
@@ -52,8 +55,11 @@ impl TableWorkload for QrngDistinguish {
 
     /// The recording read (or the synthetic one drawn) once.
     fn prepare(&self, params: DistinguishParams) -> anyhow::Result<PreparedDistinguish> {
+        params.tournament.validate().context("tournament")?;
+        let recording = params.data.load()?;
+        check_bits(params.tournament.bits, &recording.strings).context("tournament")?;
         Ok(PreparedDistinguish {
-            recording: params.data.load()?,
+            recording,
             tournament: params.tournament,
         })
     }

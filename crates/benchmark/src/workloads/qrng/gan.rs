@@ -7,6 +7,7 @@ use std::path::Path;
 use anyhow::Context;
 
 use quench_qrng::Batching;
+use quench_qrng::features::check_bits;
 use quench_qrng::gan::{GanConfig, Noise, gan_tournament_shard};
 use quench_train::settings::Valid;
 use serde::Deserialize;
@@ -34,7 +35,13 @@ pub struct GanParams {
     /// The bit strings.
     data: DataSettings,
     /// The tournament's settings; `noise` and `fused` are set by the variant.
+    #[serde(deserialize_with = "tournament")]
     tournament: GanConfig,
+}
+
+/// The suite's `tournament` table, without the keys each variant sets.
+fn tournament<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<GanConfig, D::Error> {
+    crate::workload::deserialize_suite_settings(deserializer, "tournament", &["noise", "fused"])
 }
 
 /// `qrng-gan` prepared for a suite.
@@ -123,8 +130,10 @@ impl TableWorkload for QrngGan {
             };
             Valid::new(config).context("tournament")
         })?;
+        let recording = params.data.load()?;
+        check_bits(params.tournament.bits, &recording.strings).context("tournament")?;
         Ok(PreparedGan {
-            recording: params.data.load()?,
+            recording,
             configs,
             params,
         })

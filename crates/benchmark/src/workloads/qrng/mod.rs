@@ -88,6 +88,31 @@ mod tests {
             .check_params(&params("tournament = { epoch = 3 }"))
             .unwrap_err();
         assert!(format!("{err:#}").contains("epoch"), "{err:#}");
+        // A key each variant sets would be ignored: refused, named.
+        for (workload, table, key) in [
+            (
+                &QrngGan as &dyn Workload,
+                "tournament = { fused = false }",
+                "tournament.fused",
+            ),
+            (
+                &QrngGan,
+                "tournament = { noise = \"host\" }",
+                "tournament.noise",
+            ),
+            (
+                &QrngClassifier,
+                "training = { batch_size = 8 }",
+                "training.batch_size",
+            ),
+        ] {
+            let err = workload.check_params(&params(table)).unwrap_err();
+            let message = format!("{err:#}");
+            assert!(
+                message.contains(key) && message.contains("set by each variant"),
+                "{message}"
+            );
+        }
         let missing: toml::Table =
             toml::from_str("data = { path = \"/nonexistent/qrng.txt\" }").unwrap();
         let err = QrngDistinguish
