@@ -117,7 +117,7 @@ enum Command {
         format: Option<quench_data::Format>,
     },
     /// Run each suite workload's PyTorch peer (`peers/`) at the suite's size, without Quench's
-    /// variants, and print what they measured.
+    /// variants, and print what they measured; exit 1 if any did not run.
     Peers(PeersArgs),
     /// Compare two report.json files variant by variant (A is the reference).
     Compare {
@@ -192,7 +192,8 @@ impl Default for PythonArgs {
 struct RunArgs {
     #[command(flatten)]
     suite_args: SuiteArgs,
-    /// Timed repeats of every variant (overrides the suite).
+    /// Timed repeats of every variant (overrides the suite's `[timing] repeats` and a
+    /// workload's own `repeats`).
     #[arg(long)]
     repeats: Option<usize>,
     /// Only the variants of these names (comma separated), of those the suite selects in each
@@ -604,6 +605,8 @@ fn run_peers(args: &PeersArgs, global: &GlobalArgs) -> anyhow::Result<()> {
     )?;
     // The files peers read (windows, tasks) live as long as this command.
     let inputs = tempfile::tempdir().context("cannot create a folder for the peers' inputs")?;
+    let mut not_run = 0;
+    let total = planned.len();
     for (workload, prepared, _) in planned {
         let found = python.as_ref().map_err(String::as_str);
         let peer = || prepared.peer(&inputs.path().join(workload.name()));
@@ -618,8 +621,16 @@ fn run_peers(args: &PeersArgs, global: &GlobalArgs) -> anyhow::Result<()> {
                 p.quality_metric,
                 crate::numbers::significant(p.quality)
             ))?,
-            Err(why) => out(format_args!("{}/pytorch not run: {why}\n", workload.name()))?,
+            Err(why) => {
+                not_run += 1;
+                out(format_args!("{}/pytorch not run: {why}\n", workload.name()))?
+            }
         }
     }
+    // Running the peers is all this command does: one that did not run is a failure.
+    anyhow::ensure!(
+        not_run == 0,
+        "{not_run} of {total} PyTorch peer(s) not run (the reasons above)"
+    );
     Ok(())
 }

@@ -355,6 +355,9 @@ pub struct RunContext<'w> {
     pub precision: CheckedPrecision,
     /// Warm-up and repeats.
     pub timing: TimingConfig,
+    /// Whether `timing.repeats` is the command line's `--repeats`, which overrides a
+    /// workload's own count too ([`VariantContext::timing_with`]).
+    pub repeats_given: bool,
     /// The processes of the run: one, or the ranks of an MPI launch, among which a workload
     /// that [shards](Workload::shards) splits its members.
     pub world: &'w World,
@@ -377,6 +380,7 @@ impl RunContext<'static> {
                 warmup: 0,
                 repeats: 1,
             },
+            repeats_given: false,
             world: alone,
         }
     }
@@ -389,6 +393,8 @@ pub struct VariantContext<'w> {
     pub precision: Precision,
     /// Warm-up and repeats.
     pub timing: TimingConfig,
+    /// Whether `timing.repeats` is the command line's `--repeats` ([`RunContext`]).
+    pub repeats_given: bool,
     /// The processes of the run; a workload that shards runs the members of
     /// `world.shard()` and says so in [`VariantOutcome::sharded`].
     pub world: &'w World,
@@ -420,11 +426,14 @@ impl VariantContext<'_> {
 
     /// The suite's timing with the workload's own count of timed runs, where its parameters
     /// set one (a run of a training workload is a whole training; checked at prepare by
-    /// [`check_repeats`]).
+    /// [`check_repeats`]) and the command line gave no `--repeats`, which overrides both.
     pub fn timing_with(&self, repeats: Option<usize>) -> TimingConfig {
-        TimingConfig {
-            repeats: repeats.unwrap_or(self.timing.repeats),
-            ..self.timing
+        match repeats {
+            Some(repeats) if !self.repeats_given => TimingConfig {
+                repeats,
+                ..self.timing
+            },
+            _ => self.timing,
         }
     }
 }
@@ -716,6 +725,7 @@ impl<T: TableWorkload> OnDevice for Dispatch<'_, T> {
         let ctx = VariantContext {
             precision,
             timing: self.ctx.timing,
+            repeats_given: self.ctx.repeats_given,
             world: self.ctx.world,
         };
         let mut outcome =
@@ -814,6 +824,28 @@ mod tests {
             chance: None,
             caveat: None,
         }
+    }
+
+    #[test]
+    fn a_workloads_own_repeats_give_way_to_the_command_lines_only() {
+        let world = World::alone();
+        let ctx = |repeats_given| VariantContext {
+            precision: Precision::F32,
+            timing: TimingConfig {
+                warmup: 1,
+                repeats: 3,
+            },
+            repeats_given,
+            world: &world,
+        };
+        assert_eq!(ctx(false).timing_with(Some(1)).repeats, 1);
+        assert_eq!(ctx(false).timing_with(None).repeats, 3);
+        assert_eq!(
+            ctx(true).timing_with(Some(1)).repeats,
+            3,
+            "--repeats 3 wins"
+        );
+        assert_eq!(ctx(true).timing_with(Some(1)).warmup, 1);
     }
 
     #[test]

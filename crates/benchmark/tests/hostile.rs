@@ -791,3 +791,32 @@ fn counts_of_zero_are_refused_by_their_setting_not_raised_to_one() {
     let out = common::run_suite(dir.path(), &["--repeats", "0"]);
     refused(&out, &["--repeats = 0"]);
 }
+
+#[test]
+fn peers_that_do_not_run_fail_the_peers_command() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("suite.toml"),
+        "[workloads.qrng-distinguish]\ndata = { source = \"synthetic\", synthetic_lines = 40 }\n",
+    )
+    .unwrap();
+    let missing = dir.path().join("no-such-python");
+    let out = benchmark(
+        &[
+            "peers",
+            "--suite",
+            "suite.toml",
+            "--device",
+            "cpu",
+            "--python",
+            missing.to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    refused(&out, &["1 of 1 PyTorch peer(s) not run"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("qrng-distinguish/pytorch not run"),
+        "{stdout}"
+    );
+}

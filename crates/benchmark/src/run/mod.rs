@@ -96,6 +96,7 @@ fn run_suite_of(
         device: request.selection.device,
         precision: request.precision.clone(),
         timing,
+        repeats_given: request.repeats.is_some(),
         world: request.world,
     };
     let shard = request.world.shard();
@@ -276,7 +277,15 @@ fn run_planned(
             let device = peers::peer_device(ctx.device);
             let python = python.as_ref().map_err(String::as_str);
             let inputs = request.peer_inputs.join(workload.name());
-            match peers::measure(python, || prepared.peer(&inputs), &device, timing) {
+            // `--repeats` overrides a workload's own count for its peer as for its variants.
+            let peer = || {
+                let peer = prepared.peer(&inputs)?;
+                Ok(peer.map(|peer| peers::Peer {
+                    repeats: peer.repeats.filter(|_| !ctx.repeats_given),
+                    ..peer
+                }))
+            };
+            match peers::measure(python, peer, &device, timing) {
                 Ok(peer) => {
                     progress.line(&format!(
                         "{what}: ended, {:.4e} s per {}",
