@@ -59,8 +59,9 @@ impl Method {
         match self {
             Self::Exact => "the numbers overflowed: amplitudes, rates or t_total are too large",
             Self::Euler { .. } | Self::Rk4 { .. } => {
-                "the step is too large for these amplitudes and rates, or the numbers \
-                 overflowed: try a smaller dt or the exact method"
+                "the step is too large for these amplitudes and rates (try a smaller dt), or so \
+                 small that f32 rounding builds up over its many substeps (try a larger dt), or \
+                 the numbers overflowed; the exact method has none of the three"
             }
         }
     }
@@ -74,7 +75,7 @@ impl Method {
     /// none.
     pub fn named(name: &str, dt: Option<f64>) -> Result<Self, LindbladError> {
         // The step's value is checked with the other settings ([`Solver::validate`]).
-        let dt = || {
+        let step = || {
             dt.ok_or_else(|| {
                 LindbladError::input(
                     "dt",
@@ -85,9 +86,19 @@ impl Method {
             })
         };
         match name {
-            "exact" => Ok(Self::Exact),
-            "rk4" => Ok(Self::Rk4 { dt: dt()? }),
-            "euler" => Ok(Self::Euler { dt: dt()? }),
+            // The exact method takes no step; one given anyway is still a number the caller
+            // meant, and NaN or a negative step is a mistake worth saying.
+            "exact" => match dt {
+                Some(dt) if !(dt.is_finite() && dt > 0.0) => Err(LindbladError::invalid(
+                    "dt",
+                    dt,
+                    "must be positive and finite (method \"exact\" takes no step; a given one \
+                     is still checked)",
+                )),
+                _ => Ok(Self::Exact),
+            },
+            "rk4" => Ok(Self::Rk4 { dt: step()? }),
+            "euler" => Ok(Self::Euler { dt: step()? }),
             _ => Err(LindbladError::input(
                 "method",
                 format!("expected \"exact\", \"rk4\" or \"euler\", found \"{name}\""),
@@ -740,6 +751,21 @@ mod tests {
     use quench_support::stats::max_abs_difference;
 
     type B = NdArray<f32>;
+
+    #[test]
+    fn methods_are_named_and_a_step_given_to_the_exact_one_is_still_checked() {
+        assert!(matches!(Method::named("exact", None), Ok(Method::Exact)));
+        assert!(matches!(
+            Method::named("exact", Some(0.01)),
+            Ok(Method::Exact)
+        ));
+        for dt in [f64::NAN, -5.0, 0.0] {
+            let err = Method::named("exact", Some(dt)).unwrap_err();
+            assert!(err.to_string().starts_with("dt = "), "{err}");
+        }
+        assert!(Method::named("rk4", None).is_err());
+        assert!(Method::named("rk45", Some(0.1)).is_err());
+    }
 
     #[test]
     fn the_memory_estimate_counts_every_segments_matrices_and_saturates() {

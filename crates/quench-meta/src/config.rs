@@ -18,6 +18,13 @@ use quench_train::settings::Validate;
 /// tasks (18.5x the VM's tasks per second); 2 us is a fifth of the fastest.
 pub const INNER_STEP_SECONDS: f64 = 2e-6;
 
+/// A lower bound of one inner step of a whole meta-batch, however few its tasks, seconds: the
+/// policy's forward and backward passes and the simulation are each several operations on
+/// the batch (about 340 kernel launches a step on a GPU, counted on lavapipe: at least 5 us
+/// each; about 330 us for 16 tasks on the 2-core VM's CPU). 100 us is below both; without it
+/// a huge `inner_steps` over few tasks passed the budget at [`INNER_STEP_SECONDS`] a task.
+pub const INNER_STEP_FLOOR_SECONDS: f64 = 1e-4;
+
 /// A lower bound of what a meta-iteration costs beyond its tasks' steps, seconds: a batch of
 /// tasks drawn, the meta-gradient joined and the policy's Adam step; on a GPU several hundred
 /// kernel launches of at least 5 us each (the device-agreement suite counts about 1,500 a
@@ -171,11 +178,12 @@ impl Validate for MetaConfig {
                 )
             })?;
         // A meta-iteration adapts every task of its batch `inner_steps` times and then steps
-        // the policy: each a policy pass and a simulation, at least INNER_STEP_SECONDS, and
-        // the iteration's own ITERATION_SECONDS.
-        let per_iteration =
-            self.tasks_per_batch as f64 * (self.inner_steps as f64 + 1.0) * INNER_STEP_SECONDS
-                + ITERATION_SECONDS;
+        // the policy: each step a policy pass and a simulation, at least INNER_STEP_SECONDS a
+        // task and INNER_STEP_FLOOR_SECONDS for the batch, and the iteration's own
+        // ITERATION_SECONDS.
+        let per_step =
+            (self.tasks_per_batch as f64 * INNER_STEP_SECONDS).max(INNER_STEP_FLOOR_SECONDS);
+        let per_iteration = (self.inner_steps as f64 + 1.0) * per_step + ITERATION_SECONDS;
         quench_support::budget::check_work(
             || {
                 format!(
@@ -399,8 +407,8 @@ mod tests {
 
     #[test]
     fn meta_iterations_that_would_not_end_are_refused_whatever_the_batch() {
-        // A billion meta-iterations of one task and no inner step: at least 1e9 x (2 x 2 us +
-        // 100 us), 29 hours, over the default limit of 24.
+        // A billion meta-iterations of one task and no inner step: at least 1e9 x (100 us for
+        // the policy's step + 100 us), 56 hours, over the default limit of 24.
         let config = MetaConfig {
             iterations: 1_000_000_000,
             tasks_per_batch: 1,
@@ -417,6 +425,16 @@ mod tests {
             ..config
         };
         assert!(config.validate().is_ok());
+        // One iteration of a billion inner steps over 16 tasks: at least 1e9 x 100 us, 28
+        // hours (at 2 us a task it passed as 9).
+        let config = MetaConfig {
+            iterations: 1,
+            tasks_per_batch: 16,
+            inner_steps: 1_000_000_000,
+            ..MetaConfig::default()
+        };
+        let err = config.validate().unwrap_err().to_string();
+        assert!(err.contains("inner_steps"), "{err}");
     }
 
     #[test]

@@ -194,6 +194,15 @@ impl Run {
             };
         let d_inputs = gradient(&pass.inputs, self.batch * circuit.inputs())?;
         let d_weights = gradient(&pass.weights, circuit.weights())?;
+        // Each cotangent is finite in f32, but their products and sums with the derivatives
+        // can pass f32::MAX: a gradient of inf or NaN is refused, not returned.
+        if !d_inputs.iter().chain(&d_weights).all(|g| g.is_finite()) {
+            return Err(Failure::input(
+                "z_cotangent, zz_cotangent",
+                "the gradients overflow f32, the device's precision, with cotangents this \
+                 large: scale the cotangents down (and the gradients up) by a common factor",
+            ));
+        }
         let zz = pass.zz.map_or(Ok(Vec::new()), |t| values(t.inner()))?;
         Ok((values(pass.z.inner())?, zz, Some((d_inputs, d_weights))))
     }

@@ -60,7 +60,8 @@ pub fn read<T: DeserializeOwned>(
             path.to_string(),
         )),
         (None, Some(text)) => Ok((
-            serde_json::from_str(text).map_err(|error| Failure::input("config", error))?,
+            quench_support::config::from_json_settings(text)
+                .map_err(|error| Failure::input("config", error))?,
             "config".to_string(),
         )),
         _ => Err(Failure::input(

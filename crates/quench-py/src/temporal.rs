@@ -7,7 +7,7 @@ use quench_kernels::{OnDevice, QuenchBackend};
 use quench_temporal::data::MarketSettings;
 use quench_temporal::{Execution, ModelKind, TemporalConfig, TemporalError, TemporalOutcome};
 use quench_train::settings::Valid;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::device;
 use crate::errors::{Failure, guarded};
@@ -36,7 +36,7 @@ impl OnDevice for Train {
 /// benchmark suites merge theirs: `origin` names where they came from in errors.
 fn merged(
     model: ModelKind,
-    overrides: Map<String, Value>,
+    overrides: toml::Table,
     origin: &str,
 ) -> Result<Valid<TemporalConfig>, Failure> {
     if overrides.contains_key("model") {
@@ -45,15 +45,7 @@ fn merged(
             "model: given by the `model` argument, not the settings",
         ));
     }
-    let defaults = serde_json::to_value(TemporalConfig::for_model(model))
-        .map_err(|error| Failure::Runtime(format!("the default settings as JSON: {error}")))?;
-    let Value::Object(mut settings) = defaults else {
-        return Err(Failure::Runtime(
-            "the default settings are not a table".into(),
-        ));
-    };
-    settings.extend(overrides);
-    let config: TemporalConfig = serde_json::from_value(Value::Object(settings))
+    let config = quench_support::config::overridden(&TemporalConfig::for_model(model), overrides)
         .map_err(|error| Failure::input(origin, error))?;
     Valid::new(config).map_err(|error| Failure::input(origin, error))
 }
@@ -83,7 +75,7 @@ pub fn temporal_train(
     let (path, settings) = (path.map(str::to_owned), settings.map(str::to_owned));
     guarded(py, move || {
         let (overrides, origin) =
-            settings::read::<Map<String, Value>>(path.as_deref(), settings.as_deref())?;
+            settings::read::<toml::Table>(path.as_deref(), settings.as_deref())?;
         let config = merged(model, overrides, &origin)?;
         let market = data.load().map_err(|error| Failure::input("data", error))?;
         let selected = device::open(spec)?;

@@ -108,11 +108,29 @@ def test_without_cotangents_no_gradients_and_without_inputs_one_row():
         (dict(inputs=np.zeros((2, 3)), weights=np.zeros(3), z_cotangent=np.zeros((1, 3))), "z_cotangent: expected shape [2, 3]"),
         (dict(inputs=np.zeros((2, 3)), weights=np.zeros(3), zz_cotangent=np.zeros((2, 0))), "zz_cotangent: given without z_cotangent"),
         (dict(inputs=np.zeros((2, 3)) + 0j, weights=np.zeros(3)), "inputs: expected real numbers"),
+        # The documented shapes, not flattened into them.
+        (dict(inputs=np.zeros((2, 3)), weights=np.zeros((1, 3))), "weights: expected a 1-D array, found shape [1, 3]"),
+        (dict(inputs=np.zeros((2, 3)), weights=0.5), "weights: expected a 1-D array, found shape []"),
+        (dict(inputs=np.zeros(3), weights=np.zeros(3)), "inputs: expected a 2-D array, found shape [3]"),
     ],
 )
 def test_bad_arguments_are_named(kwargs, message):
     with pytest.raises(ValueError, match="^" + __import__("re").escape(message)):
         circuit.run(QUBITS, GATES, **kwargs)
+
+
+def test_gradients_that_overflow_f32_are_refused_not_returned():
+    # Each cotangent is finite in f32; the input's two gates add two such products.
+    gates = [
+        {"gate": "ry", "wires": [0], "angle": {"input": 0}},
+        {"gate": "rx", "wires": [1], "angle": {"input": 0}},
+        {"gate": "cnot", "wires": [0, 1]},
+    ]
+    with pytest.raises(ValueError, match=r"^z_cotangent, zz_cotangent: the gradients overflow f32"):
+        circuit.run(2, gates, inputs=[[0.1]], z_cotangent=np.full((1, 2), 3e38))
+    # A large cotangent whose gradients fit is no error.
+    out = circuit.run(2, gates, inputs=[[0.1]], z_cotangent=np.full((1, 2), 1e30))
+    assert np.isfinite(out.inputs_grad).all()
 
 
 def test_a_bad_angle_source_names_the_gate():

@@ -139,7 +139,7 @@ def test_a_copy_that_cannot_be_allocated_names_the_argument(monkeypatch):
     def no_memory(*args, **kwargs):
         raise MemoryError("Unable to allocate")
 
-    monkeypatch.setattr(_convert.np, "ascontiguousarray", no_memory)
+    monkeypatch.setattr(_convert.np, "require", no_memory)
     refused(ValueError, "inputs: shape [2, 1] as float64 needs more host memory than there is",
             circuit.run, 1, [{"gate": "ry", "wires": [0], "angle": {"input": 0}}],
             inputs=np.zeros((2, 1)), device="cpu")

@@ -41,6 +41,9 @@ def raises(match, fn, *args, **kwargs):
 def test_system_errors_name_the_operator():
     raises("drift: expected a square", lindblad.System, np.zeros((2, 3)), [], [])
     raises("drift: expected a square", lindblad.System, np.zeros(2), [], [])
+    # A scalar is shown as the scalar it is, not as a one-element vector.
+    message = raises("drift: expected a square", lindblad.System, np.float64(1.0), [], [])
+    assert "found shape []" in message, message
     raises("controls[0]: expected a 2 x 2 matrix", lindblad.System, Z, [np.eye(3)], [])
     raises("jumps[1]: expected a 2 x 2 matrix", lindblad.System, Z, [], [SM, np.eye(4)])
     message = raises("drift: not Hermitian", lindblad.System, SM, [], [])
@@ -109,7 +112,7 @@ def test_an_unphysical_result_is_refused(system):
         method="euler",
         dt=0.5,
     )
-    assert "try a smaller dt or the exact method" in message
+    assert "(try a smaller dt)" in message and "the exact method has none" in message
 
 
 def test_sizes_are_refused_before_any_allocation():
@@ -224,3 +227,9 @@ def test_training_runs_too_large_for_the_host_are_refused_before_any_work():
         hybrid.train({"seeds": seeds, "epochs": 1, "batch_size": 32},
                      data={"train_samples": 64, "validation_samples": 32, "test_samples": 32,
                            "calibration_images": 32}, device="cpu")
+
+
+def test_a_step_given_to_the_exact_method_is_still_checked(system):
+    for dt in (float("nan"), -5.0):
+        raises("dt = ", run, system, method="exact", dt=dt)
+    assert run(system, method="exact", dt=0.01).shape == (2, 2, 2)

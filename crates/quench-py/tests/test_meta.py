@@ -54,7 +54,14 @@ def test_ctrl_c_stops_between_iterations_keeping_what_finished():
 
 @pytest.mark.parametrize(
     "change, message",
-    [({"iterations": 0}, "iterations"), ({"no_such_setting": 1}, "no_such_setting")],
+    [
+        ({"iterations": 0}, "iterations"),
+        ({"no_such_setting": 1}, "no_such_setting"),
+        # A type refused by the setting's path, not by a place in JSON the caller never wrote.
+        ({"iterations": 2.5}, r"^config: iterations: invalid type: floating point `2\.5`"),
+        ({"policy": {"hidden": "wide"}}, r"^config: policy\.hidden: invalid type"),
+        ({"inner_steps": 10**9}, "inner_steps"),
+    ],
 )
 def test_bad_settings_are_refused_naming_the_field(change, message):
     settings = tomllib.loads(CONFIG.read_text())

@@ -47,6 +47,7 @@ def test_the_same_call_gives_the_same_outcome_and_a_file_the_same_as_a_dict(tmp_
         ({"config": {"model": "mlp"}}, "model"),
         ({"config": {"epochs": 0}}, "epochs"),
         ({"config": {"no_such_setting": 1}}, "no_such_setting"),
+        ({"config": {"epochs": "two"}}, r"^config: epochs: invalid type"),
         ({"config": "no-such.toml"}, "no-such.toml"),
         ({"data": {"files": ["/nonexistent/EURUSD_M1.csv"]}}, "EURUSD_M1.csv"),
         ({"data": {"market": {"symbols": 0}}}, "symbols"),
@@ -60,3 +61,11 @@ def test_bad_input_is_a_value_error_naming_it(arguments, message):
     with pytest.raises(ValueError, match=message):
         temporal.train(**{"model": "mlp", "config": SMALL, "data": MARKET, "device": "cpu",
                           **arguments})
+
+
+def test_a_nan_in_a_settings_file_is_refused_as_the_nan_it_is(tmp_path):
+    # Read through JSON, TOML's nan had become null ("invalid type: null").
+    path = tmp_path / "nan.toml"
+    path.write_text("learning_rate = nan\n")
+    with pytest.raises(ValueError, match=r"learning_rate = NaN"):
+        temporal.train("mlp", str(path), data=MARKET, device="cpu")

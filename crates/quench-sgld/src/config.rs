@@ -4,10 +4,14 @@ use std::path::{Path, PathBuf};
 
 use quench_data::{SYNTH_DIM, SYNTH_TEST, SYNTH_TRAIN};
 use quench_support::load_toml;
+use quench_support::numbers::{fits_f32, short};
 use quench_train::settings::{Valid, Validate};
 use serde::{Deserialize, Serialize};
 
 use super::{LossScale, SgldError};
+
+/// Classes of MNIST-binary (digits 0 and 1): `mnist.per_class` training images of each.
+pub const MNIST_CLASSES: usize = 2;
 
 /// Which data the chains learn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -178,12 +182,11 @@ impl GridConfig {
                 "must start at 0: the bound integrates the training loss from beta = 0",
             );
         }
-        if !self.betas.iter().all(|b| b.is_finite()) || self.betas.windows(2).any(|w| w[1] <= w[0])
-        {
+        if !self.betas.iter().all(|&b| fits_f32(b)) || self.betas.windows(2).any(|w| w[1] <= w[0]) {
             return bad(
                 "betas",
                 format!("{:?}", self.betas),
-                "must be finite and strictly ascending",
+                "must be finite in f32 (at most 3.4e38) and strictly ascending",
             );
         }
         for (field, len) in [("epochs", self.epochs.len()), ("a0", self.a0.len())] {
@@ -202,8 +205,12 @@ impl GridConfig {
                 "every chain needs at least one epoch",
             );
         }
-        if let Some(a) = self.a0.iter().find(|a| !(a.is_finite() && **a > 0.0)) {
-            return bad("a0", a.to_string(), "must be finite and positive");
+        if let Some(&a) = self.a0.iter().find(|&&a| !(fits_f32(a) && a > 0.0)) {
+            return bad(
+                "a0",
+                short(a),
+                "must be positive and finite in f32 (at most 3.4e38)",
+            );
         }
         let positive = [
             ("repetitions", self.repetitions),
@@ -218,22 +225,40 @@ impl GridConfig {
                 return bad(field, "0".into(), "must be at least 1");
             }
         }
-        if !(self.l_max.is_finite() && self.l_max > 0.0) {
+        // The bounded loss's floor e^-l_max must stay below 1/2, or psi no longer rises with
+        // the predicted probability and the loss's range [min, l_max] is empty.
+        if !(fits_f32(self.l_max) && self.l_max > std::f64::consts::LN_2) {
             return bad(
                 "l_max",
-                self.l_max.to_string(),
-                "must be finite and positive",
+                short(self.l_max),
+                "must exceed ln 2 (0.693: the loss's floor e^-l_max below 1/2) and be finite in \
+                 f32",
             );
         }
-        if !(self.prior_sigma.is_finite() && self.prior_sigma > 0.0) {
+        // The prior's precision 1 / sigma^2 is what the step computes with.
+        if !(self.prior_sigma > 0.0
+            && fits_f32(self.prior_sigma.powi(-2))
+            && fits_f32(self.prior_sigma))
+        {
             return bad(
                 "prior_sigma",
-                self.prior_sigma.to_string(),
-                "must be finite and positive",
+                short(self.prior_sigma),
+                "must be positive, with it and 1 / prior_sigma^2 finite in f32 (1e-19 to 3.4e38)",
             );
         }
         if !(self.delta > 0.0 && self.delta < 1.0) {
-            return bad("delta", self.delta.to_string(), "must lie in (0, 1)");
+            return bad("delta", short(self.delta), "must lie in (0, 1)");
+        }
+        let train = match self.dataset {
+            DatasetKind::Synth => self.synth.train,
+            DatasetKind::Mnist => self.mnist.per_class.saturating_mul(MNIST_CLASSES),
+        };
+        if self.batch_size > train {
+            return bad(
+                "batch_size",
+                self.batch_size.to_string(),
+                &format!("larger than the training set ({train} points)"),
+            );
         }
         if !(self.mnist.std.is_finite() && self.mnist.std > 0.0 && self.mnist.mean.is_finite()) {
             return bad(
@@ -372,6 +397,23 @@ mod tests {
         assert_eq!(field_of(&with(|c| c.batch_size = 0)), "batch_size");
         assert_eq!(field_of(&with(|c| c.delta = 1.0)), "delta");
         assert_eq!(field_of(&with(|c| c.l_max = f64::NAN)), "l_max");
+        // Values the f64 holds and the f32 step does not, or that empty the loss's range.
+        assert_eq!(field_of(&with(|c| c.l_max = 1e-30)), "l_max");
+        assert_eq!(field_of(&with(|c| c.l_max = 0.69)), "l_max");
+        assert_eq!(field_of(&with(|c| c.a0[2] = 1e308)), "a0");
+        assert_eq!(field_of(&with(|c| c.betas[7] = 1e300)), "betas");
+        assert_eq!(field_of(&with(|c| c.prior_sigma = 1e-30)), "prior_sigma");
+        assert_eq!(
+            field_of(&with(|c| c.batch_size = SYNTH_TRAIN + 1)),
+            "batch_size"
+        );
+        let mut mnist = with(|c| c.dataset = DatasetKind::Mnist);
+        mnist.batch_size = 2 * mnist.mnist.per_class;
+        mnist.check("test").unwrap();
+        mnist.batch_size += 1;
+        assert_eq!(field_of(&mnist), "batch_size");
+        let message = with(|c| c.a0[2] = 1e308).check("grid.toml").unwrap_err();
+        assert!(message.to_string().contains("`a0` = 1e308"), "{message}");
         let message = with(|c| c.repetitions = 0).check("grid.toml").unwrap_err();
         assert!(message.to_string().contains("grid.toml"), "{message}");
     }

@@ -8,10 +8,10 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 
-use super::{DatasetKind, GridConfig, MnistConfig, SgldError, SynthConfig};
+use super::{DatasetKind, GridConfig, MNIST_CLASSES, MnistConfig, SgldError, SynthConfig};
 
 /// The two classes of MNIST-binary.
-const CLASSES: [u8; 2] = [0, 1];
+const CLASSES: [u8; MNIST_CLASSES] = [0, 1];
 
 /// Training and test splits for the chains of a grid, labels 0/1, samples flattened.
 #[derive(Debug, Clone)]

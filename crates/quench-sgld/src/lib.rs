@@ -45,7 +45,7 @@ mod end_to_end;
 
 pub use bound::{Bound, pac_bayes_bounds};
 pub use chains::{ChainBatch, StepOptions};
-pub use config::{DatasetKind, GridConfig, MnistConfig, SynthConfig};
+pub use config::{DatasetKind, GridConfig, MNIST_CLASSES, MnistConfig, SynthConfig};
 pub use data::GridData;
 pub use error::SgldError;
 pub use experiment::{Execution, run_grid, run_grid_shard, shard_chains};

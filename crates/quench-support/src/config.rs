@@ -73,16 +73,146 @@ pub fn parse_toml<T: DeserializeOwned>(text: &str, origin: &Path) -> Result<T, C
     })
 }
 
+/// Settings given as JSON `text` (a Python dict, written by the Python side) as `T`, read as
+/// TOML's values are, so that a refusal names the setting's path (`policy.controls: invalid
+/// type: ...`) rather than a line and column of a text the user never wrote. A key set to
+/// null (Python's `None`) is left out: the setting takes its default, as a keyword argument
+/// of `None` does in Python; a null in a list is refused by its place.
+pub fn from_json_settings<T: DeserializeOwned>(text: &str) -> Result<T, String> {
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|err| err.to_string())?;
+    let value = toml_value(value, "")?;
+    T::deserialize(value).map_err(|err| with_path(&err.to_string()))
+}
+
+/// `defaults` with the top-level keys of `overrides` put in their place, as `T`: a suite's or a
+/// caller's settings over a model's own defaults. Refusals name the setting.
+pub fn overridden<T: serde::Serialize + DeserializeOwned>(
+    defaults: &T,
+    overrides: toml::Table,
+) -> Result<T, String> {
+    let mut merged = toml::Table::try_from(defaults).map_err(|err| err.to_string())?;
+    merged.extend(overrides);
+    T::deserialize(toml::Value::Table(merged)).map_err(|err| with_path(&err.to_string()))
+}
+
+/// A TOML value deserializer's message (`message\nin `path`\n`) as one line that starts with
+/// the setting's path: `path: message`.
+fn with_path(message: &str) -> String {
+    let message = message.trim();
+    match message.rsplit_once("\nin `") {
+        Some((what, path)) => format!("{}: {}", path.trim_end_matches('`'), what.trim()),
+        None => message.replace('\n', " "),
+    }
+}
+
+/// JSON's `value` as TOML's, at `path` (dotted, for errors); object keys whose value is null
+/// left out.
+fn toml_value(value: serde_json::Value, path: &str) -> Result<toml::Value, String> {
+    use serde_json::Value as Json;
+    let at = |key: &str| {
+        if path.is_empty() {
+            key.to_string()
+        } else {
+            format!("{path}.{key}")
+        }
+    };
+    Ok(match value {
+        Json::Null => return Err(format!("{path}: None is not a value here")),
+        Json::Bool(b) => toml::Value::Boolean(b),
+        Json::String(s) => toml::Value::String(s),
+        Json::Number(n) => match (n.as_i64(), n.as_f64()) {
+            (Some(i), _) => toml::Value::Integer(i),
+            // Integers past i64 (TOML's integers) are refused, not rounded into floats.
+            (None, _) if n.is_u64() => {
+                return Err(format!(
+                    "{path}: {n} is larger than a setting can hold (2^63 - 1)"
+                ));
+            }
+            (None, Some(x)) => toml::Value::Float(x),
+            (None, None) => return Err(format!("{path}: {n} is not a number a setting holds")),
+        },
+        Json::Array(items) => toml::Value::Array(
+            items
+                .into_iter()
+                .enumerate()
+                .map(|(i, item)| toml_value(item, &format!("{path}[{i}]")))
+                .collect::<Result<_, _>>()?,
+        ),
+        Json::Object(entries) => toml::Value::Table(
+            entries
+                .into_iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| {
+                    let value = toml_value(v, &at(&k))?;
+                    Ok((k, value))
+                })
+                .collect::<Result<_, String>>()?,
+        ),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde::Deserialize;
 
-    #[derive(Debug, Deserialize, PartialEq, Default)]
+    #[derive(Debug, Deserialize, serde::Serialize, PartialEq, Default)]
     #[serde(deny_unknown_fields, default)]
     struct Example {
         repeats: usize,
         name: String,
+    }
+
+    #[derive(Debug, Deserialize, serde::Serialize, PartialEq, Default)]
+    #[serde(deny_unknown_fields, default)]
+    struct Nested {
+        inner: Example,
+        rates: Vec<f64>,
+        seed: u64,
+    }
+
+    #[test]
+    fn json_settings_name_the_setting_a_refusal_is_about() {
+        let read = |text| from_json_settings::<Nested>(text);
+        assert_eq!(
+            read(r#"{"inner": {"repeats": 2.5}}"#).unwrap_err(),
+            "inner.repeats: invalid type: floating point `2.5`, expected usize"
+        );
+        assert!(
+            read(r#"{"inner": {"repeets": 2}}"#)
+                .unwrap_err()
+                .contains("unknown field `repeets`")
+        );
+        assert_eq!(
+            read(r#"{"rates": [1.0, null]}"#).unwrap_err(),
+            "rates[1]: None is not a value here"
+        );
+        assert_eq!(
+            read(r#"{"seed": 18446744073709551615}"#).unwrap_err(),
+            "seed: 18446744073709551615 is larger than a setting can hold (2^63 - 1)"
+        );
+        // None leaves a setting at its default; the rest is read as given.
+        let nested = read(r#"{"inner": {"repeats": 3, "name": null}, "rates": [0.5]}"#).unwrap();
+        assert_eq!(nested.inner.repeats, 3);
+        assert_eq!(nested.rates, [0.5]);
+    }
+
+    #[test]
+    fn overrides_replace_the_defaults_keys() {
+        let defaults = Nested {
+            seed: 7,
+            rates: vec![1.0],
+            ..Nested::default()
+        };
+        let overrides: toml::Table = toml::from_str("rates = [2.0, 3.0]").unwrap();
+        let merged = overridden(&defaults, overrides).unwrap();
+        assert_eq!((merged.seed, merged.rates), (7, vec![2.0, 3.0]));
+        let bad: toml::Table = toml::from_str("seed = \"x\"").unwrap();
+        assert!(
+            overridden(&defaults, bad)
+                .unwrap_err()
+                .starts_with("seed: invalid type")
+        );
     }
 
     #[test]

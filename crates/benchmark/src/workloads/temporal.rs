@@ -250,12 +250,8 @@ fn training(model: ModelKind, overrides: &toml::Table) -> anyhow::Result<Tempora
         model.name()
     );
     refuse_set_by_variant("training", overrides, &["batch_size"]).map_err(anyhow::Error::msg)?;
-    let mut merged = toml::Table::try_from(TemporalConfig::for_model(model))
-        .context("the default training settings")?;
-    merged.extend(overrides.clone());
-    toml::Value::Table(merged)
-        .try_into()
-        .context("invalid training settings")
+    quench_support::config::overridden(&TemporalConfig::for_model(model), overrides.clone())
+        .map_err(|err| anyhow::anyhow!("invalid training settings: {err}"))
 }
 
 /// Writes the windows of `data` for the peer into `dir` as numpy files: `rows.npy` (`f32

@@ -89,7 +89,9 @@ def _contiguous(name, array, dtype):
         # Rust refuse the same sizes.
         _native.check_host_memory(what, needed)
     try:
-        return np.ascontiguousarray(array, dtype=dtype)
+        # Not np.ascontiguousarray, which makes a 0-d array 1-d: a scalar must be refused as
+        # the scalar it is ("found shape []"), not as a one-element vector.
+        return np.require(array, dtype=dtype, requirements="C")
     except MemoryError:  # memory went since it was checked
         raise ValueError(f"{what} needs more host memory than there is") from None
 

@@ -117,22 +117,21 @@ def run(
     device = text("device", device)
     template = encoded("gates", {"qubits": qubits, "gates": gates}, "cannot be written as gate dicts")
 
-    def matrix(name, value):
+    def shaped(name, value, ndim):
         if value is None:
             return None
         array = real_array(name, value)
-        if array.ndim != 2:
-            raise ValueError(f"{name}: expected a 2-D array, found shape {list(array.shape)}")
+        if array.ndim != ndim:
+            raise ValueError(f"{name}: expected a {ndim}-D array, found shape {list(array.shape)}")
         return array
 
-    weights = None if weights is None else real_array("weights", weights).reshape(-1)
     z, zz, grads = _native.circuit_run(
         template,
-        matrix("inputs", inputs),
-        weights,
+        shaped("inputs", inputs, 2),
+        shaped("weights", weights, 1),
         _wires(pairs),
-        matrix("z_cotangent", z_cotangent),
-        matrix("zz_cotangent", zz_cotangent),
+        shaped("z_cotangent", z_cotangent, 2),
+        shaped("zz_cotangent", zz_cotangent, 2),
         device,
     )
     inputs_grad, weights_grad = grads if grads is not None else (None, None)

@@ -93,10 +93,14 @@ def evolve(system, rho0, amplitudes, rates, t_total, method="exact", dt=None, de
     * ``rates`` -- real ``[tasks, K]``, non-negative: the rate ``gamma_k`` of each jump.
     * ``t_total`` -- the pulse length, positive.
     * ``method`` -- ``"exact"`` (each segment's propagator, to rounding), ``"rk4"`` or
-      ``"euler"`` (fixed steps of at most ``dt``, required for these two).
+      ``"euler"`` (fixed steps of at most ``dt``, required for these two; a ``dt`` given with
+      ``"exact"`` is not used, but must still be positive and finite).
     * ``device`` -- ``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:N"``, ``"wgpu"``, ``"wgpu:N"``.
 
-    Returns complex128 ``[tasks, d, d]``. Computed in 32-bit floats on the device.
+    Returns complex128 ``[tasks, d, d]``. Computed in 32-bit floats on the device: a stepper's
+    rounding builds up over its substeps (``t_total / dt`` of them), so a smaller ``dt`` is
+    not always closer (a one-qubit test: 3e-7 from the exact result at 100 substeps, 7e-4 at
+    10^5).
 
     Raises ``ValueError`` naming the argument for a wrong shape or dtype, a non-finite
     number, a negative rate, a state that is not a density matrix, an unknown method or a
