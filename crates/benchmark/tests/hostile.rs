@@ -163,6 +163,27 @@ fn every_workload_checks_its_parameters_and_files_before_any_work() {
             "[workloads.temporal-mlp]\ntraining = { batch_size = 8 }\n",
             &["temporal-mlp", "training.batch_size", "set by each variant"][..],
         ),
+        // Settings the chosen source or files do not use.
+        (
+            "[workloads.qrng-gan]\ndata = { source = \"synthetic\", path = \"mine.txt\" }\n",
+            &[
+                "qrng-gan",
+                "data.path = mine.txt",
+                "not used by this `data.source`",
+            ][..],
+        ),
+        (
+            "[workloads.qrng-classifier]\ndata = { synthetic_lines = 40 }\n",
+            &["qrng-classifier", "data.synthetic_lines = 40", "not used"][..],
+        ),
+        (
+            "[workloads.temporal-lstm]\nfiles = [\"a.csv\"]\nmarket = { symbols = 3 }\n",
+            &["temporal-lstm", "market = ", "given with `files`"][..],
+        ),
+        (
+            "[workloads.qrng-gan]\ntournament = { seeds = [4, 4] }\n",
+            &["qrng-gan", "seeds = 4 (given twice)"][..],
+        ),
         // Settings that only met the data when a variant ran.
         (
             "[workloads.qrng-gan]\ntournament = { bits = 0 }\n",
@@ -223,6 +244,10 @@ fn every_workload_checks_its_parameters_and_files_before_any_work() {
         (
             "[workloads.loader]\nlearning_rate = nan\n",
             &["loader", "learning_rate = NaN"][..],
+        ),
+        (
+            "[workloads.loader]\ntrain_samples = 1000000000\n",
+            &["loader", "train_samples = 1000000000", "0 takes them all"][..],
         ),
     ] {
         std::fs::write(dir.path().join("suite.toml"), format!("{first}{later}")).unwrap();
@@ -818,5 +843,24 @@ fn peers_that_do_not_run_fail_the_peers_command() {
     assert!(
         stdout.contains("qrng-distinguish/pytorch not run"),
         "{stdout}"
+    );
+}
+
+#[test]
+fn a_diverging_loader_training_fails_instead_of_scoring_one_class() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("suite.toml"),
+        "[timing]\nwarmup = 0\nrepeats = 1\n\n[workloads.loader]\ntrain_samples = 2000\n\
+         learning_rate = 1e30\nvariants = [\"baseline\"]\n",
+    )
+    .unwrap();
+    refused(
+        &run_suite(dir.path()),
+        &[
+            "loader/baseline",
+            "the training diverged",
+            "lower the learning rate",
+        ],
     );
 }

@@ -118,9 +118,7 @@ impl Validate for ClassifierConfig {
         };
         positive("lr", self.lr)?;
         positive("clip_norm", self.clip_norm)?;
-        if self.seeds.is_empty() {
-            return Err(QrngError::config("seeds", "[]", "needs at least one seed"));
-        }
+        quench_train::settings::seeds(&self.seeds)?;
         if !(0.0..1.0).contains(&self.dropout) {
             return Err(QrngError::number(
                 "dropout",

@@ -70,17 +70,27 @@ pub enum QrngError {
 }
 
 impl QrngError {
-    /// Shorthand for [`QrngError::Config`].
     /// A refused number, written as a user would (`1e308`, not its 309 digits).
     pub(crate) fn number(field: &'static str, value: f64, reason: &'static str) -> Self {
         Self::config(field, quench_support::numbers::short(value), reason)
     }
 
+    /// Shorthand for [`QrngError::Config`].
     pub(crate) fn config(field: &'static str, value: impl ToString, reason: &'static str) -> Self {
         Self::Config {
             field,
             value: value.to_string(),
             reason,
+        }
+    }
+}
+
+impl From<quench_train::settings::Refusal> for QrngError {
+    fn from(refused: quench_train::settings::Refusal) -> Self {
+        Self::Config {
+            field: refused.name,
+            value: refused.value,
+            reason: refused.reason,
         }
     }
 }

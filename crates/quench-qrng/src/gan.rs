@@ -116,9 +116,7 @@ impl Validate for GanConfig {
         if self.epochs == 0 {
             return Err(QrngError::config("epochs", 0, "must be at least 1"));
         }
-        if self.seeds.is_empty() {
-            return Err(QrngError::config("seeds", "[]", "needs at least one seed"));
-        }
+        quench_train::settings::seeds(&self.seeds).map_err(QrngError::from)?;
         if self.bits == 0 {
             return Err(QrngError::config("bits", 0, "must be at least 1"));
         }
@@ -129,11 +127,7 @@ impl Validate for GanConfig {
                 "must be positive and finite in f32 (at most 3.4e38)",
             ));
         }
-        quench_train::settings::adam(&self.adam).map_err(|r| QrngError::Config {
-            field: r.name,
-            value: r.value,
-            reason: r.reason,
-        })
+        quench_train::settings::adam(&self.adam).map_err(QrngError::from)
     }
 }
 

@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use quench_data::{BitStrings, QRNG_LABELS};
+use quench_support::excerpt::excerpt;
 use quench_support::files::in_working_folder_or_source_tree;
 use serde::{Deserialize, Serialize};
 
@@ -66,6 +67,36 @@ impl DataSettings {
     /// error names it and the line), and a recording in which a source has no line (a
     /// classifier of the others would look perfect, a tournament would miss a player).
     pub fn load(&self) -> Result<Recording, QrngError> {
+        // Settings of the other source are not used: given anyway, they are a mistake the run
+        // would hide (a path with `source = "synthetic"` read nothing).
+        let defaults = Self::default();
+        let unused = match self.source {
+            Source::Synthetic => {
+                (self.path != defaults.path).then(|| ("data.path", self.path.display().to_string()))
+            }
+            Source::Recorded => [
+                (
+                    "data.synthetic_lines",
+                    self.synthetic_lines as u64,
+                    defaults.synthetic_lines as u64,
+                ),
+                (
+                    "data.synthetic_seed",
+                    self.synthetic_seed,
+                    defaults.synthetic_seed,
+                ),
+            ]
+            .into_iter()
+            .find(|&(_, given, default)| given != default)
+            .map(|(field, given, _)| (field, given.to_string())),
+        };
+        if let Some((field, value)) = unused {
+            return Err(QrngError::config(
+                field,
+                excerpt(&value),
+                "not used by this `data.source`: remove it, or change the source",
+            ));
+        }
         let Some(path) = self.recorded_path() else {
             // As a recorded file without one of its sources is refused: no source may be empty.
             if self.synthetic_lines == 0 {

@@ -47,6 +47,28 @@ impl MarketSettings {
                 ),
             )
         } else {
+            // The synthetic market's settings are not used with files: given anyway, they are a
+            // mistake the run would hide.
+            if self.market != MarketConfig::default() {
+                return Err(TemporalError::InvalidValue {
+                    name: "market",
+                    value: "(settings of the synthetic market)".into(),
+                    reason: "given with `files`, whose bars are used instead: remove one of the \
+                             two",
+                });
+            }
+            if let Some((i, path)) = self
+                .files
+                .iter()
+                .enumerate()
+                .find(|&(i, path)| self.files[..i].contains(path))
+            {
+                return Err(TemporalError::InvalidValue {
+                    name: "files",
+                    value: format!("{} (entry {i})", path.display()),
+                    reason: "listed twice: each file is one symbol",
+                });
+            }
             let mut bars = Vec::with_capacity(self.files.len());
             let mut gaps = 0;
             for path in &self.files {
@@ -129,5 +151,29 @@ mod tests {
         };
         let refused = settings.load().unwrap_err().to_string();
         assert!(refused.contains("/nonexistent/EURUSD_M1.csv"), "{refused}");
+    }
+
+    #[test]
+    fn settings_the_files_would_leave_unused_are_refused() {
+        let file = PathBuf::from("/nonexistent/EURUSD_M1.csv");
+        let twice = MarketSettings {
+            files: vec![file.clone(), file.clone()],
+            ..MarketSettings::default()
+        };
+        let refused = twice.load().unwrap_err().to_string();
+        assert!(
+            refused.starts_with("files = /nonexistent/EURUSD_M1.csv (entry 1): listed twice"),
+            "{refused}"
+        );
+        let with_market = MarketSettings {
+            files: vec![file],
+            market: MarketConfig {
+                symbols: 3,
+                ..MarketConfig::default()
+            },
+            ..MarketSettings::default()
+        };
+        let refused = with_market.load().unwrap_err().to_string();
+        assert!(refused.starts_with("market = "), "{refused}");
     }
 }

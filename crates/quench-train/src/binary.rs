@@ -2,8 +2,7 @@
 //! the benchmark's `loader` workload (guide 002's 784-500-1 network on two MNIST classes),
 //! trained one epoch at a time from quench-data's loader batches.
 
-use burn::tensor::activation::sigmoid;
-use burn::tensor::{Int, Tensor};
+use burn::tensor::Tensor;
 use quench_data::Batch;
 use quench_kernels::reductions::Reduce;
 use quench_kernels::views::ReshapeTo;
@@ -54,20 +53,28 @@ pub fn sgd_epoch<B: QuenchBackend>(
 }
 
 /// The fraction of `labels` (0/1, `[samples]`) that `model` with `params` predicts for
-/// `features` `[1, samples, in]` (logit > 0); reads the predictions back once.
+/// `features` `[1, samples, in]` (logit > 0); reads the logits back once. A logit that is not
+/// finite is an error, the count of them: the training diverged (NaN compares as neither
+/// class, so its accuracy would be the share of one class, a number that looks like a result).
 pub fn accuracy<B: QuenchOps>(
     model: &EnsembleMlp<B>,
     params: Vec<Tensor<B, 3>>,
     features: Tensor<B, 3>,
     labels: &[i64],
-) -> f64 {
-    let predicted: Tensor<B, 3, Int> = sigmoid(model.with_params(params).forward(features))
-        .greater_elem(0.5)
-        .int();
-    let correct = quench_kernels::readback::to_host_i64(predicted)
-        .into_iter()
+) -> Result<f64, String> {
+    let logits = quench_kernels::readback::to_host_f32(model.with_params(params).forward(features));
+    let diverged = logits.iter().filter(|l| !l.is_finite()).count();
+    if diverged > 0 {
+        return Err(format!(
+            "the training diverged: {diverged} of {} test logits are not finite (lower the \
+             learning rate)",
+            logits.len()
+        ));
+    }
+    let correct = logits
+        .iter()
         .zip(labels)
-        .filter(|(p, y)| p == *y)
+        .filter(|&(&logit, &y)| i64::from(logit > 0.0) == y)
         .count();
-    correct as f64 / labels.len().max(1) as f64
+    Ok(correct as f64 / labels.len().max(1) as f64)
 }

@@ -44,10 +44,19 @@ fn first<T: Copy>(
     }
 }
 
-/// One member per seed: at least one seed.
+/// One member per seed: at least one seed, and none twice (two members of one seed train
+/// alike: the same run twice, counted as two).
 pub fn seeds(seeds: &[u64]) -> Result<(), Refusal> {
     if seeds.is_empty() {
         return Err(Refusal::new("seeds", "[]", "needs at least one seed"));
+    }
+    let mut seen = std::collections::HashSet::with_capacity(seeds.len());
+    if let Some(twice) = seeds.iter().find(|&&seed| !seen.insert(seed)) {
+        return Err(Refusal::new(
+            "seeds",
+            format!("{twice} (given twice)"),
+            "each seed is one member: a seed given twice trains the same member twice",
+        ));
     }
     Ok(())
 }
@@ -245,6 +254,8 @@ mod tests {
         assert!(rate(&[("dropout", 0.0)]).is_ok());
         assert!(rate(&[("dropout", 1.0)]).is_err());
         assert_eq!(seeds(&[]).unwrap_err().value, "[]");
+        assert!(seeds(&[3, 1, 2]).is_ok());
+        assert_eq!(seeds(&[1, 2, 1]).unwrap_err().value, "1 (given twice)");
     }
 
     #[test]

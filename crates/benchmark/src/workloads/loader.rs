@@ -232,6 +232,7 @@ impl TableWorkload for LoaderWorkload {
             let trained = sgd_epoch::<B>(&model, model.params(), batches, lr, &mut amp);
             accuracy(&model, trained, test_x.clone(), data.test.labels())
         })?;
+        let quality = timed.output.map_err(anyhow::Error::msg)?;
         let mut notes = vec![format!("data: classes 0 and 1 of {}", data.source)];
         if amp.skipped_steps() > 0 {
             notes.push(format!(
@@ -251,7 +252,7 @@ impl TableWorkload for LoaderWorkload {
             throughput_unit: "samples/s".into(),
             quality: Some(Quality {
                 metric: "test accuracy".into(),
-                value: timed.output,
+                value: quality,
                 higher_is_better: true,
                 tolerance: Tolerance::Absolute(0.01),
                 chance: majority_share(data.test.labels()),
@@ -302,7 +303,8 @@ struct BinaryData {
 
 impl BinaryData {
     /// Both splits from `source` (the stand-in where the lookup found nothing), the training
-    /// split cut to its first `train_samples` samples when that is positive and smaller.
+    /// split cut to its first `train_samples` samples when that is positive and smaller;
+    /// refused when it is larger.
     fn load(source: MnistSource, train_samples: usize) -> anyhow::Result<Self> {
         let binary = |split| -> anyhow::Result<Dataset> {
             let images = Mnist::read(source.clone(), split)?;
@@ -316,6 +318,13 @@ impl BinaryData {
             &format!("training images of class 0 or 1 of {source}"),
         )?;
         check_mnist_images(&test, &format!("test images of class 0 or 1 of {source}"))?;
+        // More than there are is refused, not cut silently to what there is.
+        anyhow::ensure!(
+            train_samples <= train.len(),
+            "train_samples = {train_samples}: {source} has {} training images of classes 0 and 1 \
+             (0 takes them all)",
+            train.len()
+        );
         if train_samples > 0 && train_samples < train.len() {
             train = train.subset(&(0..train_samples).collect::<Vec<_>>())?;
         }
@@ -370,7 +379,7 @@ mod tests {
             ),
             &device,
         );
-        let accuracy = accuracy(&model, trained, test_x, data.test.labels());
+        let accuracy = accuracy(&model, trained, test_x, data.test.labels()).unwrap();
         assert!(
             accuracy > 0.9,
             "one epoch learns rings from strokes: {accuracy}"
