@@ -367,6 +367,7 @@ fn compare(a: &Path, b: &Path, agree: Option<f64>) -> anyhow::Result<()> {
         return Ok(out(format_args!("{table}"))?);
     };
     let found = report::compare::disagreements(&a_report, &b_report, within);
+    let within = quench_support::numbers::short(within);
     if found.is_empty() {
         return Ok(out(format_args!(
             "{table}\nagree: every variant of A ran in B within {within} of its quality\n"
@@ -375,8 +376,9 @@ fn compare(a: &Path, b: &Path, agree: Option<f64>) -> anyhow::Result<()> {
     let lines: String = found.iter().map(|l| format!("disagree: {l}\n")).collect();
     // The verdict whether or not the table could be printed.
     let _ = out(format_args!("{table}{lines}"));
+    // A count of the lines above: a variant that failed in both reports is one line for each.
     anyhow::bail!(
-        "{} variant(s) of {} disagree with {} (within {within})",
+        "{} disagreement(s) of {} with {} (within {within})",
         found.len(),
         b.display(),
         a.display()

@@ -1,8 +1,12 @@
 //! How the benchmark writes numbers: factors, durations and values in significant figures.
 //! A leaf module: the report, its rendering and the workloads' claims all format through it.
 
-/// A factor in at most three significant figures: `6`, `1.51`, `15`.
+/// A factor in at most three significant figures: `6`, `1.51`, `15`; from a million up in
+/// exponent form (`1.000e308`, not 309 digits).
 pub fn short(x: f64) -> String {
+    if x >= 1e6 && x.is_finite() {
+        return format!("{x:.3e}");
+    }
     if x >= 100.0 {
         return format!("{x:.0}");
     }
@@ -10,13 +14,16 @@ pub fn short(x: f64) -> String {
     text.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
-/// A duration with a unit that keeps three significant figures readable.
+/// A duration with a unit that keeps three significant figures readable; outside a
+/// nanosecond to a million seconds (a hand-edited report's 1e308 or 5e-324) in exponent form.
 pub fn seconds(s: f64) -> String {
     if !s.is_finite() {
         return "-".into();
     }
     let a = s.abs();
-    if a >= 1.0 {
+    if a != 0.0 && !(1e-9..1e6).contains(&a) {
+        format!("{s:.3e} s")
+    } else if a >= 1.0 {
         format!("{s:.3} s")
     } else if a >= 1e-3 {
         format!("{:.3} ms", s * 1e3)
@@ -54,5 +61,10 @@ mod tests {
         assert_eq!(short(1.512), "1.51");
         assert_eq!(short(7.2), "7.2");
         assert_eq!(short(100.0), "100");
+        assert_eq!(short(1e308), "1.000e308");
+        assert_eq!(short(f64::INFINITY), "inf");
+        assert_eq!(seconds(1e308), "1.000e308 s");
+        assert_eq!(seconds(5e-324), "4.941e-324 s");
+        assert_eq!(seconds(0.0), "0.000 us");
     }
 }

@@ -647,6 +647,13 @@ fn compare_refuses_a_reference_that_did_not_measure_what_it_judges() {
             }),
             "not a positive time",
         ),
+        (
+            mutated("huge.json", &|v| {
+                v["workloads"][0]["variants"][0]["per_run_s"]["median"] = 1e308.into();
+                v["workloads"][0]["variants"][0]["per_run_s"]["count"] = 0.into();
+            }),
+            "per_run_s.count = 0, times of no timed run",
+        ),
     ];
     for (reference, why) in cases {
         let out = agree(&reference, "out/report.json");

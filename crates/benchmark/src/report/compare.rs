@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::numbers::{seconds, significant};
+use crate::numbers::{seconds, short, significant};
 use crate::report::{Report, RunStatus};
 
 /// The comparison table of `a` (the reference) and `b`.
@@ -27,17 +27,27 @@ pub fn compare(a: &Report, b: &Report) -> String {
         "workload/variant", "A per iter", "B per iter", "A/B"
     );
     let mut missing = Vec::new();
-    let ratio = |x: Option<f64>| x.map_or("-".into(), |r| format!("{r:.2}x"));
+    // Two decimals, as the ratios of real runs read; a hand-edited report's 1e308 or infinite
+    // ratio in exponent form or as `inf`.
+    let ratio = |x: Option<f64>| {
+        x.map_or("-".into(), |r| {
+            if r.abs() < 1e6 {
+                format!("{r:.2}x")
+            } else {
+                format!("{}x", short(r))
+            }
+        })
+    };
     for wa in &a.workloads {
         let wb = b.workloads.iter().find(|w| w.name == wa.name);
         if let (Some(pa), Some(pb)) = (&wa.peer, wb.and_then(|w| w.peer.as_ref())) {
             let _ = writeln!(
                 out,
-                "{:<40} {:>12} {:>12} {:>8.2}x  {} {} -> {} (torch {} -> {})",
+                "{:<40} {:>12} {:>12} {:>9}  {} {} -> {} (torch {} -> {})",
                 format!("{}/pytorch", wa.name),
                 seconds(pa.per_iteration_s),
                 seconds(pb.per_iteration_s),
-                pa.per_iteration_s / pb.per_iteration_s,
+                ratio(Some(pa.per_iteration_s / pb.per_iteration_s)),
                 pa.quality_metric,
                 significant(pa.quality),
                 significant(pb.quality),
@@ -71,16 +81,31 @@ pub fn compare(a: &Report, b: &Report) -> String {
             };
             let _ = writeln!(
                 out,
-                "{:<40} {:>12} {:>12} {:>8.2}x  {quality}",
+                "{:<40} {:>12} {:>12} {:>9}  {quality}",
                 format!("{}/{}", wa.name, va.name),
                 seconds(va.per_iteration_s.median),
                 seconds(vb.per_iteration_s.median),
-                va.per_iteration_s.median / vb.per_iteration_s.median
+                ratio(Some(va.per_iteration_s.median / vb.per_iteration_s.median))
             );
         }
     }
     if !missing.is_empty() {
         let _ = writeln!(out, "\nonly in A: {}", missing.join(", "));
+    }
+    // B's variants that A lacks are no disagreement (A is the reference), but are said.
+    let extra: Vec<String> = b
+        .workloads
+        .iter()
+        .flat_map(|wb| {
+            let wa = a.workloads.iter().find(|w| w.name == wb.name);
+            wb.variants
+                .iter()
+                .filter(move |vb| !wa.is_some_and(|w| w.variants.iter().any(|v| v.name == vb.name)))
+                .map(move |vb| format!("{}/{}", wb.name, vb.name))
+        })
+        .collect();
+    if !extra.is_empty() {
+        let _ = writeln!(out, "\nonly in B: {}", extra.join(", "));
     }
     out
 }
@@ -223,6 +248,10 @@ mod tests {
             text.contains("only in A: qrng-classifier/baseline"),
             "{text}"
         );
+        // Variants only in B are said too; A is still the reference of every ratio.
+        assert!(!text.contains("only in B"), "{text}");
+        let text = compare(&b, &a);
+        assert!(text.contains("only in B: qrng-classifier/"), "{text}");
     }
 
     #[test]

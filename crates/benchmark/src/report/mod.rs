@@ -243,8 +243,8 @@ impl Report {
         Ok(report)
     }
 
-    /// What makes this report unreadable as one: a schema newer than this benchmark's, or a
-    /// time that is not positive and finite.
+    /// What makes this report unreadable as one: a schema newer than this benchmark's, a
+    /// time that is not positive and finite, or times summarised from no timed run.
     fn check(&self) -> Result<(), String> {
         if self.schema == 0 || self.schema > SCHEMA_VERSION {
             return Err(format!(
@@ -254,14 +254,27 @@ impl Report {
         }
         for w in &self.workloads {
             for v in &w.variants {
+                for (what, stats) in [
+                    ("per_iteration_s", &v.per_iteration_s),
+                    ("per_run_s", &v.per_run_s),
+                ] {
+                    if stats.count == 0 {
+                        return Err(format!(
+                            "{}/{}: {what}.count = 0, times of no timed run",
+                            w.name, v.name
+                        ));
+                    }
+                }
                 for (what, t) in [
                     ("per_iteration_s.median", v.per_iteration_s.median),
                     ("per_run_s.median", v.per_run_s.median),
                 ] {
                     if !(t.is_finite() && t > 0.0) {
                         return Err(format!(
-                            "{}/{}: {what} = {t}, not a positive time",
-                            w.name, v.name
+                            "{}/{}: {what} = {}, not a positive time",
+                            w.name,
+                            v.name,
+                            quench_support::numbers::short(t)
                         ));
                     }
                 }

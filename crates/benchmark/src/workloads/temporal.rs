@@ -632,8 +632,10 @@ mod tests {
             std::fs::write(&path, text).unwrap();
             path
         };
+        // The files in place of SMALL's synthetic market (given with files, it is refused).
         let params = Params {
             files: vec![csv("LONG.csv", 600), csv("SHORT.csv", 5)],
+            market: Default::default(),
             ..toml::from_str(SMALL).unwrap()
         };
         let (data, note) = market(&params).unwrap();
