@@ -544,20 +544,34 @@ pub struct Variant<S> {
 pub struct PerVariant<C>(Vec<(&'static str, Valid<C>)>);
 
 impl<C> PerVariant<C> {
-    /// `make`'s configuration for each row of `table`; the first refusal names its variant.
+    /// `make`'s configuration for each row of `table`. The first refusal names its variant,
+    /// unless every variant is refused alike: then the suite's setting is at fault, whichever
+    /// variants it runs (a suite running `all` alone was told of `baseline`).
     pub fn new<S>(
         table: &[Variant<S>],
         mut make: impl FnMut(&Variant<S>) -> anyhow::Result<Valid<C>>,
     ) -> anyhow::Result<Self> {
-        table
+        let mut made: Vec<(&'static str, anyhow::Result<Valid<C>>)> =
+            table.iter().map(|v| (v.name, make(v))).collect();
+        let refusals: Vec<String> = made
             .iter()
-            .map(|variant| {
-                let config =
-                    make(variant).with_context(|| format!("variant `{}`", variant.name))?;
-                Ok((variant.name, config))
-            })
-            .collect::<anyhow::Result<_>>()
-            .map(Self)
+            .filter_map(|(_, r)| r.as_ref().err().map(|e| format!("{e:#}")))
+            .collect();
+        let alike = refusals.len() == made.len() && refusals.windows(2).all(|w| w[0] == w[1]);
+        if let Some(at) = made.iter().position(|(_, r)| r.is_err())
+            && let (name, Err(err)) = made.swap_remove(at)
+        {
+            return Err(if alike {
+                err
+            } else {
+                err.context(format!("variant `{name}`"))
+            });
+        }
+        Ok(Self(
+            made.into_iter()
+                .filter_map(|(name, made)| made.ok().map(|config| (name, config)))
+                .collect(),
+        ))
     }
 
     /// The configuration of `variant`.
@@ -824,6 +838,47 @@ mod tests {
             chance: None,
             caveat: None,
         }
+    }
+
+    /// A batch size a variant's configuration is made of: at least 1.
+    struct Batch(usize);
+
+    impl quench_train::settings::Validate for Batch {
+        type Error = String;
+
+        fn validate(&self) -> Result<(), String> {
+            (self.0 >= 1)
+                .then_some(())
+                .ok_or(format!("batch = {}", self.0))
+        }
+    }
+
+    #[test]
+    fn a_refusal_names_its_variant_unless_every_variant_shares_it() {
+        let variant = |name: &'static str, setting: usize| Variant {
+            name,
+            description: "",
+            baseline: false,
+            claim: None,
+            precision: PrecisionRole::F32,
+            setting,
+        };
+        let table = [variant("baseline", 8), variant("all", 0)];
+        let made = |scale: usize| {
+            PerVariant::new(&table, |v| {
+                Valid::new(Batch(v.setting * scale)).map_err(anyhow::Error::msg)
+            })
+        };
+        let one = made(1).err().map(|e| format!("{e:#}"));
+        assert_eq!(one.as_deref(), Some("variant `all`: batch = 0"));
+        // The suite's own setting (a scale of 0) refuses every variant alike: no variant named.
+        let every = made(0).err().map(|e| format!("{e:#}"));
+        assert_eq!(every.as_deref(), Some("batch = 0"));
+        let table = [variant("baseline", 8), variant("all", 256)];
+        let both = PerVariant::new(&table, |v| {
+            Valid::new(Batch(v.setting)).map_err(anyhow::Error::msg)
+        });
+        assert!(both.is_ok_and(|p| p.of(&table[1]).is_ok()));
     }
 
     #[test]

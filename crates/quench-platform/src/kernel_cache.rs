@@ -72,8 +72,15 @@ impl std::fmt::Display for CacheLocation {
 /// come before the first GPU device is used.
 ///
 /// # Errors
-/// When a folder was already set.
+/// When a folder was already set, or `dir` exists and is not a folder (refused on any device,
+/// as a flag the run could not follow).
 pub fn set_cache_dir(dir: &Path) -> Result<(), BackendError> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(BackendError::KernelCache {
+            dir: dir.to_path_buf(),
+            reason: "not a folder".into(),
+        });
+    }
     FLAG_DIR
         .set(dir.to_path_buf())
         .map_err(|_| BackendError::KernelCache {
@@ -315,6 +322,19 @@ mod tests {
         let err = empty_launch_log(root.path()).err().map(|e| e.to_string());
         assert!(
             err.as_ref().is_some_and(|e| e.contains("launch log")),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn a_file_is_refused_as_the_cache_folder() {
+        let root = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}"));
+        let file = root.path().join("a-file");
+        write(&file, "not a folder");
+        let err = set_cache_dir(&file).err().map(|e| e.to_string());
+        assert!(
+            err.as_ref()
+                .is_some_and(|e| e.ends_with("a-file: not a folder")),
             "{err:?}"
         );
     }

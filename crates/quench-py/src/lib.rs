@@ -62,6 +62,16 @@ fn check_host_memory(what: String, estimate: u128) -> PyResult<()> {
         .map_err(|too_large| Failure::Input(too_large.to_string()).into())
 }
 
+/// Sets the longest run one setting may ask for, in hours, for this process (what
+/// `benchmark --max-hours` sets), and returns the limit that held before. Refused: a value
+/// that is not finite and positive.
+#[pyfunction]
+fn set_max_hours(hours: f64) -> PyResult<f64> {
+    let before = quench_support::budget::max_hours();
+    quench_support::budget::set_max_hours(hours).map_err(|why| Failure::input("hours", why))?;
+    Ok(before)
+}
+
 /// The extension module `quench._native`.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -69,6 +79,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(devices, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
     m.add_function(wrap_pyfunction!(check_host_memory, m)?)?;
+    m.add_function(wrap_pyfunction!(set_max_hours, m)?)?;
     m.add_class::<lindblad::NativeSystem>()?;
     m.add_function(wrap_pyfunction!(lindblad::lindblad_run, m)?)?;
     m.add_function(wrap_pyfunction!(lindblad::lindblad_native_seconds, m)?)?;

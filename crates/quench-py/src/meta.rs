@@ -5,7 +5,7 @@
 
 use pyo3::prelude::*;
 use quench_kernels::{OnDevice, QuenchBackend};
-use quench_lindblad::OperatorCache;
+use quench_lindblad::{LindbladError, OperatorCache};
 use quench_meta::{MetaConfig, MetaError, MetaRun};
 use quench_scale::World;
 use quench_train::settings::Valid;
@@ -46,8 +46,15 @@ pub fn meta_train(
     device: &str,
 ) -> PyResult<String> {
     settings::call::<MetaConfig, _>(py, path, settings, device, |config, selected| {
-        let (run, interrupted) =
-            settings::between_epochs(|| device::run(selected, Train { config }));
+        // A setting the system refuses (its controls, its bounds) is the caller's input; a
+        // diverged run, a write or a device that fails is not.
+        let (run, interrupted) = settings::between_epochs(|| {
+            device::run_sorted(selected, Train { config }, |error| match error {
+                MetaError::Config { .. } | MetaError::Policy(_) => false,
+                MetaError::Lindblad(error) => matches!(error, LindbladError::ReadBack { .. }),
+                MetaError::Diverged { .. } | MetaError::Write { .. } => true,
+            })
+        });
         let history = run?;
         Ok(json!({ "history": history, "interrupted": interrupted }).to_string())
     })

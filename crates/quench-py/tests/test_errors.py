@@ -233,3 +233,19 @@ def test_a_step_given_to_the_exact_method_is_still_checked(system):
     for dt in (float("nan"), -5.0):
         raises("dt = ", run, system, method="exact", dt=dt)
     assert run(system, method="exact", dt=0.01).shape == (2, 2, 2)
+
+
+def test_the_work_limit_is_set_from_python_as_its_refusal_says():
+    from quench import meta
+
+    settings = {"iterations": 1, "tasks_per_batch": 2, "inner_steps": 1, "val_tasks": 2}
+    before = quench.set_max_hours(1e-9)
+    try:
+        with pytest.raises(ValueError, match="quench.set_max_hours") as refused:
+            meta.train(settings, device="cpu")
+        assert "would take at least" in str(refused.value)
+    finally:
+        assert quench.set_max_hours(before) == 1e-9
+    for bad in (0, -1.0, float("nan"), float("inf"), "24"):
+        with pytest.raises(ValueError, match="^hours"):
+            quench.set_max_hours(bad)

@@ -61,6 +61,8 @@ def test_ctrl_c_stops_between_iterations_keeping_what_finished():
         ({"iterations": 2.5}, r"^config: iterations: invalid type: floating point `2\.5`"),
         ({"policy": {"hidden": "wide"}}, r"^config: policy\.hidden: invalid type"),
         ({"inner_steps": 10**9}, "inner_steps"),
+        # Refused where the system is built, still the caller's setting: a ValueError.
+        ({"policy": {"controls": 1}}, "policy.controls = 1"),
     ],
 )
 def test_bad_settings_are_refused_naming_the_field(change, message):

@@ -117,7 +117,8 @@ pub fn set_max_hours(hours: f64) -> Result<(), String> {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error(
     "{what} would take at least {} ({units:.3e} x {}, a lower bound of each), more than the \
-     limit of {} hours: lower it, or raise the limit (`--max-hours`) if the run is meant",
+     limit of {} hours: lower it, or raise the limit (`--max-hours`; in Python \
+     `quench.set_max_hours`) if the run is meant",
     duration(*.seconds), duration(*.unit_seconds), .limit_hours
 )]
 pub struct TooLong {

@@ -8,16 +8,34 @@ use std::borrow::Cow;
 pub const SHOWN_CHARS: usize = 200;
 
 /// `text` itself when it has at most [`SHOWN_CHARS`] characters; else its first and last
-/// hundred characters around `…`, with its length: `hhh…hhh (100000 characters)`.
+/// hundred characters around `…`, with its length: `hhh…hhh (100000 characters)`. Control
+/// characters (a NUL, an escape sequence) are shown escaped (`\u{0}`, `\u{1b}`), never sent
+/// to the reader's terminal as they are.
 pub fn excerpt(text: &str) -> Cow<'_, str> {
     let count = text.chars().count();
-    if count <= SHOWN_CHARS {
-        return Cow::Borrowed(text);
+    let shown = if count <= SHOWN_CHARS {
+        Cow::Borrowed(text)
+    } else {
+        let half = SHOWN_CHARS / 2;
+        let head: String = text.chars().take(half).collect();
+        let tail: String = text.chars().skip(count - half).collect();
+        Cow::Owned(format!("{head}…{tail} ({count} characters)"))
+    };
+    if !shown.chars().any(char::is_control) {
+        return shown;
     }
-    let half = SHOWN_CHARS / 2;
-    let head: String = text.chars().take(half).collect();
-    let tail: String = text.chars().skip(count - half).collect();
-    Cow::Owned(format!("{head}…{tail} ({count} characters)"))
+    Cow::Owned(
+        shown
+            .chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_default().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect(),
+    )
 }
 
 #[cfg(test)]
@@ -37,5 +55,11 @@ mod tests {
             shown.chars().count(),
             SHOWN_CHARS + 1 + " (100002 characters)".len()
         );
+    }
+
+    #[test]
+    fn control_characters_are_shown_escaped() {
+        assert_eq!(excerpt("a\0b\x1b[31m"), "a\\u{0}b\\u{1b}[31m");
+        assert_eq!(excerpt("tab\there"), "tab\\there");
     }
 }

@@ -6,6 +6,7 @@ pub mod ranks;
 pub mod signals;
 pub mod suite;
 
+use anyhow::Context as _;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -379,7 +380,9 @@ pub fn plan<'w>(
     selected
         .into_iter()
         .map(|(workload, params, chosen)| {
-            let prepared = workload.prepare(&params)?;
+            let prepared = workload
+                .prepare(&params)
+                .with_context(|| suite_path.display().to_string())?;
             for (row, _) in &chosen {
                 prepared.check(*row)?;
             }

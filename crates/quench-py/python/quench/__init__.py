@@ -27,7 +27,7 @@ device that fails (or a bug inside Quench) raises ``RuntimeError``.
 """
 
 from . import _native
-from ._convert import text
+from ._convert import real_scalar, text
 import json
 
 from . import bench, circuit, hybrid, lindblad, meta, qrng, sgld, temporal
@@ -36,7 +36,7 @@ __version__: str = _native.__version__
 
 __all__ = [
     "__version__", "bench", "circuit", "devices", "doctor", "hybrid", "lindblad", "meta",
-    "qrng", "sgld", "temporal",
+    "qrng", "set_max_hours", "sgld", "temporal",
 ]
 
 
@@ -63,6 +63,19 @@ def doctor(device="auto") -> dict:
     used.
     """
     return json.loads(_native.doctor(text("device", device)))
+
+
+def set_max_hours(hours) -> float:
+    """Sets the longest run one setting may ask for, in hours (24 unless set), for this process,
+    and returns the limit that held before.
+
+    Every training and simulation estimates its work from its settings (a count times a
+    documented lower bound of one unit's cost) and refuses, before any work, a run whose
+    estimate exceeds the limit, naming the setting: the refusal that says "raise the limit"
+    is followed here (``benchmark --max-hours`` on the command line). Raises ``ValueError``
+    for a value that is not a finite positive number.
+    """
+    return _native.set_max_hours(real_scalar("hours", hours))
 
 
 def _panic_for_test() -> None:
