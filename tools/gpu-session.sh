@@ -97,7 +97,8 @@ step() { # step NAME COMMAND...: stopped at the step's limit, its log printed wh
 }
 
 # REPEATS (optional): timed repeats of every variant in the quick steps, in place of the suite's
-# 5; a lease of 15 minutes fits the quick suite's baselines only with fewer. PRECISION
+# 5 and of the training workloads' own 1 (hybrid, temporal: a whole training each, so REPEATS=2
+# doubles theirs); a lease of 15 minutes fits the quick suite's baselines only with fewer. PRECISION
 # (optional): the quick steps' --precision (default auto: bf16 where a variant follows it, whose
 # kernels a cold cache compiles anew; f32 runs what the f32 steps already compiled).
 quick() { # quick NAME WORKLOADS [VARIANTS]: part of the default suite, with PyTorch peers on the GPU

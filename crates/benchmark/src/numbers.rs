@@ -3,7 +3,7 @@
 
 /// A factor in at most three significant figures: `6`, `1.51`, `15`; from a million up in
 /// exponent form (`1.000e308`, not 309 digits).
-pub fn short(x: f64) -> String {
+pub fn factor(x: f64) -> String {
     if x >= 1e6 && x.is_finite() {
         return format!("{x:.3e}");
     }
@@ -57,12 +57,12 @@ mod tests {
         assert_eq!(significant(1234.5678), "1235");
         assert_eq!(significant(0.57), "0.5700");
         assert_eq!(significant(1e-7), "1.000e-7");
-        assert_eq!(short(6.0), "6");
-        assert_eq!(short(1.512), "1.51");
-        assert_eq!(short(7.2), "7.2");
-        assert_eq!(short(100.0), "100");
-        assert_eq!(short(1e308), "1.000e308");
-        assert_eq!(short(f64::INFINITY), "inf");
+        assert_eq!(factor(6.0), "6");
+        assert_eq!(factor(1.512), "1.51");
+        assert_eq!(factor(7.2), "7.2");
+        assert_eq!(factor(100.0), "100");
+        assert_eq!(factor(1e308), "1.000e308");
+        assert_eq!(factor(f64::INFINITY), "inf");
         assert_eq!(seconds(1e308), "1.000e308 s");
         assert_eq!(seconds(5e-324), "4.941e-324 s");
         assert_eq!(seconds(0.0), "0.000 us");

@@ -51,9 +51,9 @@ pub struct Peer {
     pub script: &'static str,
     /// Its arguments (the device and the timing are added by [`run_peer`]).
     pub args: Vec<String>,
-    /// The workload's own count of timed runs where its parameters set one (as
-    /// [`VariantContext::timing_with`](crate::workload::VariantContext::timing_with) takes
-    /// it); `None` takes the suite's.
+    /// A count of timed runs the peer always makes, whatever the run asks (`--repeats`
+    /// included): a peer one of whose runs takes minutes (lindblad-meta's RK4 meta-iteration,
+    /// once); `None` takes the run's.
     pub repeats: Option<usize>,
 }
 
@@ -210,6 +210,26 @@ pub fn peer_device(device: SelectedDevice) -> String {
     }
 }
 
+/// Why a workload has no peer figure.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NoFigure {
+    /// No peer is written for this workload or its data (the `device` workload's, synthetic
+    /// qRNG sources): nothing failed.
+    NoPeer,
+    /// There is a peer, and it could not run (no Python with torch, inputs that could not be
+    /// written) or failed: why.
+    Failed(String),
+}
+
+impl std::fmt::Display for NoFigure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NoPeer => f.write_str("no PyTorch peer for this workload or its data"),
+            Self::Failed(why) => f.write_str(why),
+        }
+    }
+}
+
 /// Runs the workload's peer if there is a Python to run it (`python`: what [`find_python`]
 /// found, or why it found none) and a peer (`peer`: [`Workload::peer`], called only when
 /// there is a Python, since it may write the peer's inputs): the report, or why there is none.
@@ -220,12 +240,11 @@ pub fn measure(
     peer: impl FnOnce() -> anyhow::Result<Option<Peer>>,
     device: &str,
     timing: TimingConfig,
-) -> Result<PeerReport, String> {
-    let python = python?;
-    let peer = peer()
-        .map_err(|e| crate::error_line::one_line(&e))?
-        .ok_or("no PyTorch peer for this workload or its data")?;
-    run_peer(python, &peer, device, timing).map_err(|e| crate::error_line::one_line(&e))
+) -> Result<PeerReport, NoFigure> {
+    let failed = |e: &anyhow::Error| NoFigure::Failed(crate::error_line::one_line(e));
+    let python = python.map_err(|why| NoFigure::Failed(why.to_string()))?;
+    let peer = peer().map_err(|e| failed(&e))?.ok_or(NoFigure::NoPeer)?;
+    run_peer(python, &peer, device, timing).map_err(|e| failed(&e))
 }
 
 #[cfg(test)]
@@ -303,6 +322,7 @@ pub(crate) mod tests {
                 TimingConfig::default()
             )
             .unwrap_err()
+            .to_string()
             .contains("no Python")
         );
         let dir = tempfile::tempdir().unwrap();
@@ -310,9 +330,12 @@ pub(crate) mod tests {
         let measured = |peer: anyhow::Result<Option<Peer>>| {
             measure(Ok(&python), || peer, "cpu", TimingConfig::default()).unwrap_err()
         };
-        assert!(measured(Ok(None)).contains("no PyTorch peer"));
+        assert_eq!(measured(Ok(None)), NoFigure::NoPeer);
         let unwritable = measured(Err(anyhow::anyhow!("cannot write /x/rows.npy")));
-        assert!(unwritable.contains("/x/rows.npy"), "{unwritable}");
+        assert!(
+            matches!(&unwritable, NoFigure::Failed(why) if why.contains("/x/rows.npy")),
+            "{unwritable}"
+        );
         for (bad, why) in [
             ("nothing here", "no JSON line"),
             ("{\"per_iteration_s\": 1}", "missing field"),
@@ -353,7 +376,8 @@ pub(crate) mod tests {
             "cpu",
             TimingConfig::default(),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             err.contains("ran past its limit") && err.contains("--peer-timeout"),
             "{err}"

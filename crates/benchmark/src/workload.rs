@@ -115,7 +115,7 @@ impl QualityCaveat {
                 "batch {batch} takes {}x fewer optimiser steps than the baseline's batch \
                  {baseline_batch} in the same {epochs} epoch(s), and training ended at that \
                  limit; judge parity at the full setting",
-                crate::numbers::short(batch as f64 / baseline_batch as f64)
+                crate::numbers::factor(batch as f64 / baseline_batch as f64)
             ))
         })
     }
@@ -782,7 +782,8 @@ pub fn suite_settings<T: DeserializeOwned>(
     set_by_variant: &[&str],
 ) -> Result<T, String> {
     refuse_set_by_variant(name, &table, set_by_variant)?;
-    T::deserialize(toml::Value::Table(table)).map_err(|err| format!("{name}: {err}"))
+    T::deserialize(toml::Value::Table(table))
+        .map_err(|err| quench_support::config::located(&err.to_string(), name))
 }
 
 /// Refuses, naming it, a key of the suite's table `name` that each variant sets.

@@ -824,31 +824,57 @@ fn counts_of_zero_are_refused_by_their_setting_not_raised_to_one() {
     refused(&out, &["--repeats = 0"]);
 }
 
+// The stand-in Python is a shell script.
+#[cfg(unix)]
 #[test]
 fn peers_that_do_not_run_fail_the_peers_command() {
     let dir = tempfile::tempdir().unwrap();
+    // A Python that answers the probe for torch and fails every peer it is asked to run.
+    let python = dir.path().join("python");
     std::fs::write(
-        dir.path().join("suite.toml"),
-        "[workloads.qrng-distinguish]\ndata = { source = \"synthetic\", synthetic_lines = 40 }\n",
+        &python,
+        "#!/bin/sh\nif [ \"$1\" = -c ]; then echo 9.9.9; exit 0; fi\necho broken >&2\nexit 1\n",
     )
     .unwrap();
-    let missing = dir.path().join("no-such-python");
-    let out = benchmark(
-        &[
-            "peers",
-            "--suite",
-            "suite.toml",
-            "--device",
-            "cpu",
-            "--python",
-            missing.to_str().unwrap(),
-        ],
-        dir.path(),
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let peers = |suite: &str| {
+        std::fs::write(dir.path().join("suite.toml"), suite).unwrap();
+        benchmark(
+            &[
+                "peers",
+                "--suite",
+                "suite.toml",
+                "--device",
+                "cpu",
+                "--python",
+                python.to_str().unwrap(),
+            ],
+            dir.path(),
+        )
+    };
+    // The GAN has a peer on the recorded data, and it fails.
+    let distinguish = "[workloads.qrng-distinguish]\n\
+                       data = { source = \"synthetic\", synthetic_lines = 40 }\n";
+    let out = peers(&format!(
+        "{distinguish}[workloads.qrng-gan]\ntournament = {{ epochs = 1 }}\n"
+    ));
+    refused(&out, &["1 PyTorch peer(s) of the 2 workload(s) not run"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("qrng-gan/pytorch not run"), "{stdout}");
+    // A workload that has no peer is no failure.
+    let out = peers(distinguish);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
-    refused(&out, &["1 of 1 PyTorch peer(s) not run"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.contains("qrng-distinguish/pytorch not run"),
+        stdout.contains("no PyTorch peer for this workload"),
         "{stdout}"
     );
 }

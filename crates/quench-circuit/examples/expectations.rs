@@ -18,7 +18,10 @@ fn main() -> ExitCode {
         Err(code) => return code,
     };
     let [path] = &args[..] else {
-        eprintln!("{USAGE}");
+        eprintln!(
+            "{}",
+            quench_support::cli::unexpected_arguments(&args, USAGE)
+        );
         return ExitCode::from(2);
     };
     // A regular file of bounded size: a FIFO or /dev/urandom is refused, not read forever.

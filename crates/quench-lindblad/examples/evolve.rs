@@ -51,7 +51,10 @@ fn main() -> ExitCode {
         Err(code) => return code,
     };
     let [path] = &args[..] else {
-        eprintln!("{USAGE}");
+        eprintln!(
+            "{}",
+            quench_support::cli::unexpected_arguments(&args, USAGE)
+        );
         return ExitCode::from(2);
     };
     match run(path) {

@@ -57,7 +57,7 @@
 //! | `rho0` | matrix | initial density matrix, Hermitian with unit trace |
 //! | `target` | matrix, optional | pure target state; adds `fidelity = Tr(rho target)` |
 //! | `method` | `"exact"`, `"rk4"` or `"euler"` | solver |
-//! | `dt` | number > 0 | step for `rk4` and `euler` (required there, ignored by `exact`) |
+//! | `dt` | number > 0 | step for `rk4` and `euler` (required there; not used by `exact`, but checked when given) |
 //! | `control_bound` | number >= 0, optional | amplitudes are clamped to `+-control_bound` (10) |
 //! | `max_substeps` | integer >= 1, optional | most substeps of `rk4` and `euler` in all, `segments x max(1, floor(t_seg / dt))` (1,000,000) |
 //! | `tasks` | list of objects | each `{ "rates": [one per jump], "amplitudes": [[one per control] per segment] }`; every task has the same number of segments |

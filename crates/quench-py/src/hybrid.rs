@@ -63,10 +63,7 @@ pub fn hybrid_train(
     data: Option<&str>,
     device: &str,
 ) -> PyResult<String> {
-    let setup: HybridSetup = match data {
-        Some(text) => serde_json::from_str(text).map_err(|error| Failure::input("data", error))?,
-        None => HybridSetup::default(),
-    };
+    let setup: HybridSetup = settings::data(data)?;
     settings::call::<HybridConfig, _>(py, path, settings, device, move |config, selected| {
         let images = setup
             .images()

@@ -17,15 +17,6 @@ use crate::device;
 use crate::errors::Failure;
 use crate::settings;
 
-/// The `data` argument (JSON text of [`DataSettings`]; `None`: the shipped recording),
-/// parsed before any work; a wrong key or value is bad input naming `data`.
-fn data_settings(data: Option<&str>) -> Result<DataSettings, Failure> {
-    data.map_or_else(
-        || Ok(DataSettings::default()),
-        |text| serde_json::from_str(text).map_err(|error| Failure::input("data", error)),
-    )
-}
-
 /// Whether a failure of the analysis is the device's (one that cannot run it); the data's and
 /// the settings' are the caller's.
 fn on_device(error: &QrngError) -> bool {
@@ -73,7 +64,7 @@ pub fn qrng_classify(
     data: Option<&str>,
     device: &str,
 ) -> PyResult<String> {
-    let data = data_settings(data)?;
+    let data: DataSettings = settings::data(data)?;
     settings::call::<ClassifierConfig, _>(py, path, settings, device, move |config, selected| {
         let recording = data.load().map_err(|error| Failure::input("data", error))?;
         let task = Classify {
@@ -107,7 +98,7 @@ pub fn qrng_tournament(
     data: Option<&str>,
     device: &str,
 ) -> PyResult<String> {
-    let data = data_settings(data)?;
+    let data: DataSettings = settings::data(data)?;
     settings::call::<GanConfig, _>(py, path, settings, device, move |config, selected| {
         let recording = data.load().map_err(|error| Failure::input("data", error))?;
         let task = Tournament {

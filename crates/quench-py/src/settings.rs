@@ -47,6 +47,19 @@ where
     Valid::new(config).map_err(|error| Failure::input(&origin, error))
 }
 
+/// A call's `data` argument (JSON text of `T`, written from the caller's dict) read as a dict
+/// of settings is ([`quench_support::config::from_json_settings`]: a refusal names `data` and
+/// the setting's path); `None` takes `T`'s default.
+pub fn data<T: DeserializeOwned + Default>(data: Option<&str>) -> Result<T, Failure> {
+    data.map_or_else(
+        || Ok(T::default()),
+        |text| {
+            quench_support::config::from_json_settings(text)
+                .map_err(|error| Failure::input("data", error))
+        },
+    )
+}
+
 /// The settings of the TOML file at `path`, or of `settings` (JSON text), exactly one of the
 /// two, read into `T`, with where they came from (the file, or `config`) for later errors.
 pub fn read<T: DeserializeOwned>(

@@ -45,8 +45,9 @@ fn merged(
             "model: given by the `model` argument, not the settings",
         ));
     }
-    let config = quench_support::config::overridden(&TemporalConfig::for_model(model), overrides)
-        .map_err(|error| Failure::input(origin, error))?;
+    let config =
+        quench_support::config::overridden(&TemporalConfig::for_model(model), overrides, "")
+            .map_err(|error| Failure::input(origin, error))?;
     Valid::new(config).map_err(|error| Failure::input(origin, error))
 }
 
@@ -68,10 +69,7 @@ pub fn temporal_train(
     let spec = device::parse(device)?;
     let model: ModelKind = serde_json::from_value(Value::String(model.to_string()))
         .map_err(|error| Failure::input("model", error))?;
-    let data: MarketSettings = match data {
-        Some(text) => serde_json::from_str(text).map_err(|error| Failure::input("data", error))?,
-        None => MarketSettings::default(),
-    };
+    let data: MarketSettings = settings::data(data)?;
     let (path, settings) = (path.map(str::to_owned), settings.map(str::to_owned));
     guarded(py, move || {
         let (overrides, origin) =

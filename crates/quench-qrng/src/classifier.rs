@@ -106,13 +106,13 @@ impl Validate for ClassifierConfig {
     /// Refuses settings no run can use, naming the first.
     fn validate(&self) -> Result<(), QrngError> {
         let positive = |field, value: f64| {
-            if value > 0.0 && quench_support::numbers::fits_f32(value) {
+            if quench_support::numbers::positive_in_f32(value) {
                 Ok(())
             } else {
                 Err(QrngError::number(
                     field,
                     value,
-                    "must be positive and finite in f32 (at most 3.4e38)",
+                    quench_support::numbers::POSITIVE_IN_F32,
                 ))
             }
         };

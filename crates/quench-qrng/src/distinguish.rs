@@ -7,11 +7,11 @@ use std::fmt;
 use burn::tensor::{Int, Tensor, TensorData};
 use quench_data::BitStrings;
 use quench_kernels::readback::to_host_f32;
-use quench_support::numbers::fits_f32;
+use quench_support::numbers::{POSITIVE_IN_F32, positive_in_f32};
 use quench_train::settings::Validate;
 use serde::{Deserialize, Serialize};
 
-use super::features::{DeviceFeatures, source_bits, symmetric_kl};
+use super::features::{DeviceFeatures, check_some_bits, source_bits, symmetric_kl};
 use super::{QrngError, pairs};
 
 /// Settings of the distinguishability tournament; the defaults are the original's.
@@ -48,15 +48,9 @@ impl Validate for DistinguishConfig {
     /// Refuses settings no tournament can use, naming the first; the bits a recording holds
     /// are checked against it ([`crate::features::check_bits`]).
     fn validate(&self) -> Result<(), QrngError> {
-        if self.bits == 0 {
-            return Err(QrngError::config("bits", 0, "must be at least 1"));
-        }
-        if !(self.epsilon > 0.0 && fits_f32(self.epsilon)) {
-            return Err(QrngError::number(
-                "epsilon",
-                self.epsilon,
-                "must be positive and finite in f32 (at most 3.4e38)",
-            ));
+        check_some_bits(self.bits)?;
+        if !positive_in_f32(self.epsilon) {
+            return Err(QrngError::number("epsilon", self.epsilon, POSITIVE_IN_F32));
         }
         Ok(())
     }

@@ -21,12 +21,19 @@ pub struct DeviceBits {
     pub values: Vec<f32>,
 }
 
-/// Refuses `bits` leading bits that `strings` cannot give: none, or more than a line holds.
-/// Checked where the recording is read, before any work, and by the analyses themselves.
-pub fn check_bits(bits: usize, strings: &BitStrings) -> Result<(), QrngError> {
+/// Refuses a count of leading bits of none: what the configurations' validation checks
+/// before any recording is read.
+pub fn check_some_bits(bits: usize) -> Result<(), QrngError> {
     if bits == 0 {
         return Err(QrngError::config("bits", 0, "must be at least 1"));
     }
+    Ok(())
+}
+
+/// Refuses `bits` leading bits that `strings` cannot give: none, or more than a line holds.
+/// Checked where the recording is read, before any work, and by the analyses themselves.
+pub fn check_bits(bits: usize, strings: &BitStrings) -> Result<(), QrngError> {
+    check_some_bits(bits)?;
     if bits > strings.bits_per_line() {
         return Err(QrngError::TooFewBits {
             bits,

@@ -24,9 +24,9 @@ use rand::rngs::StdRng;
 use rand_distr::{Distribution as _, StandardNormal};
 use serde::{Deserialize, Serialize};
 
-use super::features::{frequencies, source_bits};
+use super::features::{check_some_bits, frequencies, source_bits};
 use super::{Batching, QrngError, pairs, seeded_ensemble, sub_seed};
-use quench_support::numbers::fits_f32;
+use quench_support::numbers::{POSITIVE_IN_F32, positive_in_f32};
 use quench_support::stats::MeanStd;
 use quench_train::ensemble::{Activation, EnsembleMlp};
 use quench_train::init::Init;
@@ -117,15 +117,9 @@ impl Validate for GanConfig {
             return Err(QrngError::config("epochs", 0, "must be at least 1"));
         }
         quench_train::settings::seeds(&self.seeds).map_err(QrngError::from)?;
-        if self.bits == 0 {
-            return Err(QrngError::config("bits", 0, "must be at least 1"));
-        }
-        if !(self.lr > 0.0 && fits_f32(self.lr)) {
-            return Err(QrngError::number(
-                "lr",
-                self.lr,
-                "must be positive and finite in f32 (at most 3.4e38)",
-            ));
+        check_some_bits(self.bits)?;
+        if !positive_in_f32(self.lr) {
+            return Err(QrngError::number("lr", self.lr, POSITIVE_IN_F32));
         }
         quench_train::settings::adam(&self.adam).map_err(QrngError::from)
     }

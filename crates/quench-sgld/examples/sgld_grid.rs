@@ -105,13 +105,6 @@ fn main() -> ExitCode {
         }
         Err(code) => return code,
     };
-    // The chains are written after the whole grid: a place they cannot go is said now.
-    if let Some(path) = &args.chains_out
-        && let Err(err) = quench_support::files::check_replaceable(path)
-    {
-        eprintln!("error: cannot write {}: {err}", path.display());
-        return ExitCode::FAILURE;
-    }
     let world = match World::init() {
         Ok(world) => world,
         Err(err) => {
@@ -124,6 +117,18 @@ fn main() -> ExitCode {
 
 fn run(args: &Args, world: &World) -> Result<(), Box<dyn std::error::Error>> {
     let shard = world.shard();
+    // Rank 0 writes the chains after the whole grid: a place they cannot go is said now, and
+    // stops every rank rather than leaving the others waiting.
+    if shard.is_root()
+        && let Some(path) = &args.chains_out
+        && let Err(err) = quench_support::files::check_replaceable(path)
+    {
+        let message = format!("cannot write {}: {err}", path.display());
+        if shard.ranks > 1 {
+            world.stop_all(&message);
+        }
+        return Err(message.into());
+    }
     let start = Instant::now();
     let config = GridConfig::load(Path::new(&args.config))?;
     let mine = shard_chains(&config, shard);

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use quench_data::{SYNTH_DIM, SYNTH_TEST, SYNTH_TRAIN};
 use quench_support::load_toml;
-use quench_support::numbers::{fits_f32, short};
+use quench_support::numbers::{POSITIVE_IN_F32, fits_f32, positive_in_f32, short};
 use quench_train::settings::{Valid, Validate};
 use serde::{Deserialize, Serialize};
 
@@ -95,27 +95,30 @@ pub struct GridConfig {
     pub synth: SynthConfig,
     /// MNIST settings (used when `dataset = "mnist"`).
     pub mnist: MnistConfig,
-    /// Inverse temperatures, strictly ascending and starting at 0: the bound integrates the
-    /// training loss from beta = 0.
+    /// Inverse temperatures, strictly ascending, finite in f32 and starting at 0: the bound
+    /// integrates the training loss from beta = 0.
     pub betas: Vec<f64>,
     /// Epochs of the chains at each beta (same length as `betas`).
     pub epochs: Vec<usize>,
-    /// Initial step size `a0` at each beta (same length as `betas`); epoch `t` steps with
-    /// `a0 (t + 1)^(-1/2)`.
+    /// Initial step size `a0` at each beta (same length as `betas`; positive and finite in
+    /// f32); epoch `t` steps with `a0 (t + 1)^(-1/2)`.
     pub a0: Vec<f64>,
     /// Repetitions (chains) per beta; on SYNTH each has its own data set.
     pub repetitions: usize,
-    /// Samples per minibatch (the original's 10 on SYNTH, 128 on MNIST).
+    /// Samples per minibatch (the original's 10 on SYNTH, 128 on MNIST); at most the training
+    /// set's size.
     pub batch_size: usize,
     /// Hidden units of the 1-hidden-layer ReLU network.
     pub hidden: usize,
-    /// Upper bound `l_max` of the bounded cross-entropy, nats.
+    /// Upper bound `l_max` of the bounded cross-entropy, nats: above ln 2 (the loss's floor
+    /// `e^-l_max` below 1/2) and finite in f32.
     pub l_max: f64,
     /// The loss the chains' posterior is of: `"unit"` (default), the bounded loss mapped onto
     /// `[0, 1]` as in the PAC-Bayes bound; `"raw"`, the loss in nats as the original trained,
     /// which makes each beta act about `l_max` times its nominal value on the bound's loss.
     pub loss: LossScale,
-    /// Standard deviation of the Gaussian prior on every parameter.
+    /// Standard deviation of the Gaussian prior on every parameter: positive, with it and the
+    /// prior's precision `1 / prior_sigma^2` finite in f32.
     pub prior_sigma: f64,
     /// Confidence parameter of the bound: it holds with probability at least `1 - delta`.
     pub delta: f64,
@@ -205,12 +208,8 @@ impl GridConfig {
                 "every chain needs at least one epoch",
             );
         }
-        if let Some(&a) = self.a0.iter().find(|&&a| !(fits_f32(a) && a > 0.0)) {
-            return bad(
-                "a0",
-                short(a),
-                "must be positive and finite in f32 (at most 3.4e38)",
-            );
+        if let Some(&a) = self.a0.iter().find(|&&a| !positive_in_f32(a)) {
+            return bad("a0", short(a), POSITIVE_IN_F32);
         }
         let positive = [
             ("repetitions", self.repetitions),
@@ -236,14 +235,12 @@ impl GridConfig {
             );
         }
         // The prior's precision 1 / sigma^2 is what the step computes with.
-        if !(self.prior_sigma > 0.0
-            && fits_f32(self.prior_sigma.powi(-2))
-            && fits_f32(self.prior_sigma))
-        {
+        if !(positive_in_f32(self.prior_sigma) && positive_in_f32(self.prior_sigma.powi(-2))) {
             return bad(
                 "prior_sigma",
                 short(self.prior_sigma),
-                "must be positive, with it and 1 / prior_sigma^2 finite in f32 (1e-19 to 3.4e38)",
+                "must be positive, with it and 1 / prior_sigma^2 in f32's normal range (about \
+                 1e-19 to 1e19)",
             );
         }
         if !(self.delta > 0.0 && self.delta < 1.0) {

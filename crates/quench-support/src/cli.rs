@@ -81,7 +81,7 @@ pub fn example_flags(args: Vec<String>, usage: &str) -> Result<Vec<String>, Exit
 /// asks for: each is named (an unknown flag among them), then the usage.
 pub fn unexpected_arguments(found: &[String], usage: &str) -> String {
     if found.is_empty() {
-        return format!("error: no arguments\n{usage}");
+        return format!("error: missing arguments\n{usage}");
     }
     let named: Vec<String> = found
         .iter()
@@ -110,7 +110,7 @@ mod tests {
         );
         assert_eq!(
             unexpected_arguments(&[], "usage: x"),
-            "error: no arguments\nusage: x"
+            "error: missing arguments\nusage: x"
         );
     }
 

@@ -81,27 +81,35 @@ pub fn parse_toml<T: DeserializeOwned>(text: &str, origin: &Path) -> Result<T, C
 pub fn from_json_settings<T: DeserializeOwned>(text: &str) -> Result<T, String> {
     let value: serde_json::Value = serde_json::from_str(text).map_err(|err| err.to_string())?;
     let value = toml_value(value, "")?;
-    T::deserialize(value).map_err(|err| with_path(&err.to_string()))
+    T::deserialize(value).map_err(|err| located(&err.to_string(), ""))
 }
 
-/// `defaults` with the top-level keys of `overrides` put in their place, as `T`: a suite's or a
-/// caller's settings over a model's own defaults. Refusals name the setting.
+/// `defaults` with the top-level keys of `overrides` (the settings table called `table` in
+/// messages; empty for none) put in their place, as `T`: a suite's or a caller's settings over
+/// a model's own defaults. Refusals name the setting.
 pub fn overridden<T: serde::Serialize + DeserializeOwned>(
     defaults: &T,
     overrides: toml::Table,
+    table: &str,
 ) -> Result<T, String> {
     let mut merged = toml::Table::try_from(defaults).map_err(|err| err.to_string())?;
     merged.extend(overrides);
-    T::deserialize(toml::Value::Table(merged)).map_err(|err| with_path(&err.to_string()))
+    T::deserialize(toml::Value::Table(merged)).map_err(|err| located(&err.to_string(), table))
 }
 
-/// A TOML value deserializer's message (`message\nin `path`\n`) as one line that starts with
-/// the setting's path: `path: message`.
-fn with_path(message: &str) -> String {
+/// A TOML value deserializer's `message` (`what\nin `path`\n`) as one line that starts with
+/// the setting's path under `table` (`table.path: what`; `table` empty for the top level); a
+/// message with no path (an unknown key) starts with `table`.
+pub fn located(message: &str, table: &str) -> String {
     let message = message.trim();
-    match message.rsplit_once("\nin `") {
-        Some((what, path)) => format!("{}: {}", path.trim_end_matches('`'), what.trim()),
-        None => message.replace('\n', " "),
+    let (path, what) = match message.rsplit_once("\nin `") {
+        Some((what, path)) => (path.trim_end_matches('`'), what.trim().replace('\n', " ")),
+        None => ("", message.replace('\n', " ")),
+    };
+    match (table, path) {
+        ("", "") => what,
+        ("", path) | (path, "") => format!("{path}: {what}"),
+        (table, path) => format!("{table}.{path}: {what}"),
     }
 }
 
@@ -205,13 +213,21 @@ mod tests {
             ..Nested::default()
         };
         let overrides: toml::Table = toml::from_str("rates = [2.0, 3.0]").unwrap();
-        let merged = overridden(&defaults, overrides).unwrap();
+        let merged = overridden(&defaults, overrides, "").unwrap();
         assert_eq!((merged.seed, merged.rates), (7, vec![2.0, 3.0]));
         let bad: toml::Table = toml::from_str("seed = \"x\"").unwrap();
+        let refused = overridden(&defaults, bad.clone(), "training").unwrap_err();
         assert!(
-            overridden(&defaults, bad)
-                .unwrap_err()
-                .starts_with("seed: invalid type")
+            refused.starts_with("training.seed: invalid type"),
+            "{refused}"
+        );
+        let refused = overridden(&defaults, bad, "").unwrap_err();
+        assert!(refused.starts_with("seed: invalid type"), "{refused}");
+        let unknown: toml::Table = toml::from_str("sede = 1").unwrap();
+        let refused = overridden(&defaults, unknown, "training").unwrap_err();
+        assert!(
+            refused.starts_with("training: unknown field `sede`"),
+            "{refused}"
         );
     }
 

@@ -57,11 +57,17 @@ impl MarketSettings {
                              two",
                 });
             }
+            // The same file by two spellings (`a.csv`, `./a.csv`) is the same symbol twice.
+            let same: Vec<PathBuf> = self
+                .files
+                .iter()
+                .map(|path| std::fs::canonicalize(path).unwrap_or_else(|_| path.clone()))
+                .collect();
             if let Some((i, path)) = self
                 .files
                 .iter()
                 .enumerate()
-                .find(|&(i, path)| self.files[..i].contains(path))
+                .find(|&(i, _)| same[..i].contains(&same[i]))
             {
                 return Err(TemporalError::InvalidValue {
                     name: "files",

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::numbers::{seconds, short, significant};
+use crate::numbers::{factor, seconds, significant};
 use crate::report::{Report, RunStatus};
 
 /// The comparison table of `a` (the reference) and `b`.
@@ -34,7 +34,7 @@ pub fn compare(a: &Report, b: &Report) -> String {
             if r.abs() < 1e6 {
                 format!("{r:.2}x")
             } else {
-                format!("{}x", short(r))
+                format!("{}x", factor(r))
             }
         })
     };

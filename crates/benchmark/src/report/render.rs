@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use quench_device::Precision;
 
-use crate::numbers::{seconds, short, significant};
+use crate::numbers::{factor, seconds, significant};
 use crate::peers::PeerReport;
 use crate::report::{Report, RunStatus, VariantReport};
 
@@ -168,7 +168,7 @@ impl Report {
                     timed(v.per_iteration_s.median, &v.iteration_unit),
                     cells.speedup,
                     v.claim.map_or("-".into(), |c| {
-                        format!("{}-{}x", short(c.low), short(c.high))
+                        format!("{}-{}x", factor(c.low), factor(c.high))
                     }),
                     quality,
                     cells.parity,

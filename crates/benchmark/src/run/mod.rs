@@ -278,15 +278,7 @@ fn run_planned(
             let device = peers::peer_device(ctx.device);
             let python = python.as_ref().map_err(String::as_str);
             let inputs = request.peer_inputs.join(workload.name());
-            // `--repeats` overrides a workload's own count for its peer as for its variants.
-            let peer = || {
-                let peer = prepared.peer(&inputs)?;
-                Ok(peer.map(|peer| peers::Peer {
-                    repeats: peer.repeats.filter(|_| !ctx.repeats_given),
-                    ..peer
-                }))
-            };
-            match peers::measure(python, peer, &device, timing) {
+            match peers::measure(python, || prepared.peer(&inputs), &device, timing) {
                 Ok(peer) => {
                     progress.line(&format!(
                         "{what}: ended, {:.4e} s per {}",
@@ -300,7 +292,7 @@ fn run_planned(
                 }
                 Err(why) => {
                     progress.line(&format!("{what}: no figure: {why}"));
-                    entry.peer_missing = Some(why);
+                    entry.peer_missing = Some(why.to_string());
                 }
             }
             keep(report)?;
@@ -384,7 +376,9 @@ pub fn plan<'w>(
                 .prepare(&params)
                 .with_context(|| suite_path.display().to_string())?;
             for (row, _) in &chosen {
-                prepared.check(*row)?;
+                prepared
+                    .check(*row)
+                    .with_context(|| suite_path.display().to_string())?;
             }
             Ok((workload, prepared, chosen))
         })

@@ -193,17 +193,17 @@ impl TableWorkload for Hybrid {
         })
     }
 
+    /// A batch larger than the training part would fail only when the variant's turn came.
+    fn check_variant(&self, variant: &Variant<Setting>, prepared: &Prepared) -> anyhow::Result<()> {
+        Ok(prepared.images.data.check(variant.setting.batch_size)?)
+    }
+
     /// The original's way in PyTorch (`peers/hybrid.py`): the seeds one at a time at batch 64,
     /// a random frozen ResNet18 calibrated as Quench's on every batch, the batch's circuits as
     /// real 16-amplitude state vectors with autograd (PennyLane's per-sample host circuit is
     /// not available to it). It reads the IDX files Quench read; no peer where Quench
     /// trains on its synthetic stand-in (no data set installed), nor where `backbone_weights`
     /// names a file (the peer builds the random backbone only).
-    /// A batch larger than the training part would fail only when the variant's turn came.
-    fn check_variant(&self, variant: &Variant<Setting>, prepared: &Prepared) -> anyhow::Result<()> {
-        Ok(prepared.images.data.check(variant.setting.batch_size)?)
-    }
-
     fn peer(&self, prepared: &Prepared, _inputs: &Path) -> anyhow::Result<Option<Peer>> {
         Ok(peer_for(&prepared.params, &prepared.images.source))
     }

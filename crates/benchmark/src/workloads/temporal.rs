@@ -250,8 +250,12 @@ fn training(model: ModelKind, overrides: &toml::Table) -> anyhow::Result<Tempora
         model.name()
     );
     refuse_set_by_variant("training", overrides, &["batch_size"]).map_err(anyhow::Error::msg)?;
-    quench_support::config::overridden(&TemporalConfig::for_model(model), overrides.clone())
-        .map_err(|err| anyhow::anyhow!("invalid training settings: {err}"))
+    quench_support::config::overridden(
+        &TemporalConfig::for_model(model),
+        overrides.clone(),
+        "training",
+    )
+    .map_err(anyhow::Error::msg)
 }
 
 /// Writes the windows of `data` for the peer into `dir` as numpy files: `rows.npy` (`f32

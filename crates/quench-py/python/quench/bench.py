@@ -50,8 +50,9 @@ def run(
     the product's own path without the baselines; a name no selected workload has, or a
     workload left with none, is a ``ValueError``); ``precision``: ``"auto"``, ``"f32"``,
     ``"tf32"``, ``"bf16"`` or ``"f16"`` for the variants that follow it; ``repeats``: timed
-    repeats of every variant (default: the suite's); ``out``: a folder where ``report.json``,
-    ``report.md`` and the plots are written after every variant (default: none); ``peers``:
+    repeats of every variant, in place of a workload's own count too (default: the suite's);
+    ``out``: a folder where ``report.json``, ``report.md`` and the plots are written after
+    every variant (default: none); ``peers``:
     also run each workload's PyTorch program (``peers/``) with ``python`` (default: the first
     of ``$QUENCH_PYTHON``, ``python3``, ``python`` that imports torch; where none does, each
     workload's ``peer_missing`` says so and the run goes on; a ``python`` given that cannot

@@ -7,8 +7,9 @@ batched program, trained the product's way (the fused LSTM, windows resident on 
 ``epochs``, ``batch_size``, ``learning_rate``, ``weight_decay``, ``warmup_epochs``,
 ``cosine``, ``label_smoothing``, ``class_weighted``, ``clip_norm``, ``patience``, ``dropout``,
 ``widths``), as a dict or a TOML file's path. ``data`` says which bars: ``None`` for the seeded
-synthetic market, or a dict with ``files`` (MetaTrader-5 exports, one symbol each),
-``market`` (the synthetic market: ``symbols``, ``bars``, ``interval_seconds``, ``seed``) and
+synthetic market, or a dict with ``files`` (MetaTrader-5 exports, one symbol each, each once),
+``market`` (the synthetic market when there are no files: ``symbols``, ``bars``,
+``interval_seconds``, ``seed``; refused beside ``files``) and
 ``windows`` (``window``, ``horizon``, ``threshold``, the ``train`` and ``validation``
 fractions).
 """
