@@ -52,6 +52,8 @@ def test_the_same_call_gives_the_same_outcome_and_a_file_the_same_as_a_dict(tmp_
         ({"data": {"files": ["/nonexistent/EURUSD_M1.csv"]}}, "EURUSD_M1.csv"),
         ({"data": {"market": {"symbols": 0}}}, "symbols"),
         ({"data": {"tape": 1}}, "data"),
+        ({"data": {"market": {"symbols": "x"}}}, r"^data: market\.symbols: invalid type"),
+        ({"data": {"files": ["a.csv"], "market": {"symbols": 3}}}, r"^data: market = "),
         ({"device": "tpu"}, "device"),
         # Refused before any work by the run's memory estimate, as the caller's settings.
         ({"config": {**SMALL, "widths": {**SMALL["widths"], "mlp": [10**9, 8]}}}, "memory"),
