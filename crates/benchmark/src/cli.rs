@@ -319,9 +319,7 @@ where
         Some(Command::Doctor) => doctor(global),
         Some(Command::Verify) => verify(global),
         Some(Command::List) => list(),
-        Some(Command::Data { file, format }) => quench_data::summary(file, *format)
-            .map_err(anyhow::Error::from)
-            .and_then(|summary| Ok(out(format_args!("{summary}\n"))?)),
+        Some(Command::Data { file, format }) => data(file, *format),
         Some(Command::Peers(args)) => run_peers(args, global),
         Some(Command::Compare { a, b, agree }) => compare(a, b, *agree),
     };
@@ -356,6 +354,26 @@ impl Command {
             Self::Compare { .. } => "compare",
         }
     }
+}
+
+/// `benchmark data FILE [--format F]`.
+fn data(file: &Path, format: Option<quench_data::Format>) -> anyhow::Result<()> {
+    // Text is guessed to be bit strings; a refusal then says so, and how to read market bars.
+    let guessed_text = format.is_none()
+        && matches!(
+            quench_data::Format::detect(file),
+            Ok(quench_data::Format::Qrng)
+        );
+    let summary = quench_data::summary(file, format).map_err(anyhow::Error::from);
+    let summary = if guessed_text {
+        summary.context(
+            "read as qRNG bit strings, the format guessed from its text (`--format ohlcv` reads \
+             market bars, `--format idx` IDX arrays)",
+        )
+    } else {
+        summary
+    }?;
+    Ok(out(format_args!("{summary}\n"))?)
 }
 
 /// `benchmark compare A B [--agree F]`.

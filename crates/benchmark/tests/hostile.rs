@@ -50,6 +50,21 @@ fn bad_data_files_are_refused_by_what_is_wrong() {
         &benchmark(&["data", &bomb], dir.path()),
         &["bomb-idx1-ubyte.gz"],
     );
+    // Market bars without --format: text is guessed as bit strings, and the refusal says how
+    // to read bars.
+    let bars = write(
+        "EURUSD.csv",
+        b"time,open,high,low,close\n1,1.1,1.2,1.0,1.1\n",
+    );
+    refused(
+        &benchmark(&["data", &bars], dir.path()),
+        &[
+            "EURUSD.csv",
+            "line 1",
+            "guessed from its text",
+            "--format ohlcv",
+        ],
+    );
     // Labels in a non-canonical form.
     for (name, label) in [("plus.txt", "+1"), ("zeros.txt", "0001")] {
         let file = write(name, format!("0101 1\n1010 {label}\n").as_bytes());
