@@ -359,13 +359,12 @@ impl Command {
 /// `benchmark data FILE [--format F]`.
 fn data(file: &Path, format: Option<quench_data::Format>) -> anyhow::Result<()> {
     // Text is guessed to be bit strings; a refusal then says so, and how to read market bars.
-    let guessed_text = format.is_none()
-        && matches!(
-            quench_data::Format::detect(file),
-            Ok(quench_data::Format::Qrng)
-        );
-    let summary = quench_data::summary(file, format).map_err(anyhow::Error::from);
-    let summary = if guessed_text {
+    let (format, guessed) = match format {
+        Some(format) => (format, false),
+        None => (quench_data::Format::detect(file)?, true),
+    };
+    let summary = quench_data::summary(file, Some(format)).map_err(anyhow::Error::from);
+    let summary = if guessed && matches!(format, quench_data::Format::Qrng) {
         summary.context(
             "read as qRNG bit strings, the format guessed from its text (`--format ohlcv` reads \
              market bars, `--format idx` IDX arrays)",

@@ -33,12 +33,18 @@ impl From<Failure> for PyErr {
     }
 }
 
+/// Whether a simulator's refusal is a runtime failure: the device could not hand the results
+/// back. Every other one is about the caller's input.
+pub fn lindblad_failed_at_run(error: &LindbladError) -> bool {
+    matches!(error, LindbladError::ReadBack { .. })
+}
+
 impl From<LindbladError> for Failure {
     fn from(error: LindbladError) -> Self {
-        match error {
-            // The device could not hand the results back: not the caller's input.
-            LindbladError::ReadBack { .. } => Self::Runtime(error.to_string()),
-            _ => Self::Input(error.to_string()),
+        if lindblad_failed_at_run(&error) {
+            Self::Runtime(error.to_string())
+        } else {
+            Self::Input(error.to_string())
         }
     }
 }

@@ -5,13 +5,14 @@
 
 use pyo3::prelude::*;
 use quench_kernels::{OnDevice, QuenchBackend};
-use quench_lindblad::{LindbladError, OperatorCache};
+use quench_lindblad::OperatorCache;
 use quench_meta::{MetaConfig, MetaError, MetaRun};
 use quench_scale::World;
 use quench_train::settings::Valid;
 use serde_json::json;
 
 use crate::device;
+use crate::errors::lindblad_failed_at_run;
 use crate::settings;
 
 /// A checked configuration, to train on one backend.
@@ -51,7 +52,7 @@ pub fn meta_train(
         let (run, interrupted) = settings::between_epochs(|| {
             device::run_sorted(selected, Train { config }, |error| match error {
                 MetaError::Config { .. } | MetaError::Policy(_) => false,
-                MetaError::Lindblad(error) => matches!(error, LindbladError::ReadBack { .. }),
+                MetaError::Lindblad(error) => lindblad_failed_at_run(error),
                 MetaError::Diverged { .. } | MetaError::Write { .. } => true,
             })
         });

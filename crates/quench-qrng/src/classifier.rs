@@ -105,19 +105,7 @@ impl Validate for ClassifierConfig {
 
     /// Refuses settings no run can use, naming the first.
     fn validate(&self) -> Result<(), QrngError> {
-        let positive = |field, value: f64| {
-            if quench_support::numbers::positive_in_f32(value) {
-                Ok(())
-            } else {
-                Err(QrngError::number(
-                    field,
-                    value,
-                    quench_support::numbers::POSITIVE_IN_F32,
-                ))
-            }
-        };
-        positive("lr", self.lr)?;
-        positive("clip_norm", self.clip_norm)?;
+        quench_train::settings::positive(&[("lr", self.lr), ("clip_norm", self.clip_norm)])?;
         quench_train::settings::seeds(&self.seeds)?;
         if !(0.0..1.0).contains(&self.dropout) {
             return Err(QrngError::number(

@@ -7,7 +7,6 @@ use std::fmt;
 use burn::tensor::{Int, Tensor, TensorData};
 use quench_data::BitStrings;
 use quench_kernels::readback::to_host_f32;
-use quench_support::numbers::{POSITIVE_IN_F32, positive_in_f32};
 use quench_train::settings::Validate;
 use serde::{Deserialize, Serialize};
 
@@ -49,10 +48,10 @@ impl Validate for DistinguishConfig {
     /// are checked against it ([`crate::features::check_bits`]).
     fn validate(&self) -> Result<(), QrngError> {
         check_some_bits(self.bits)?;
-        if !positive_in_f32(self.epsilon) {
-            return Err(QrngError::number("epsilon", self.epsilon, POSITIVE_IN_F32));
-        }
-        Ok(())
+        Ok(quench_train::settings::positive(&[(
+            "epsilon",
+            self.epsilon,
+        )])?)
     }
 }
 

@@ -26,7 +26,6 @@ use serde::{Deserialize, Serialize};
 
 use super::features::{check_some_bits, frequencies, source_bits};
 use super::{Batching, QrngError, pairs, seeded_ensemble, sub_seed};
-use quench_support::numbers::{POSITIVE_IN_F32, positive_in_f32};
 use quench_support::stats::MeanStd;
 use quench_train::ensemble::{Activation, EnsembleMlp};
 use quench_train::init::Init;
@@ -116,12 +115,10 @@ impl Validate for GanConfig {
         if self.epochs == 0 {
             return Err(QrngError::config("epochs", 0, "must be at least 1"));
         }
-        quench_train::settings::seeds(&self.seeds).map_err(QrngError::from)?;
+        quench_train::settings::seeds(&self.seeds)?;
         check_some_bits(self.bits)?;
-        if !positive_in_f32(self.lr) {
-            return Err(QrngError::number("lr", self.lr, POSITIVE_IN_F32));
-        }
-        quench_train::settings::adam(&self.adam).map_err(QrngError::from)
+        quench_train::settings::positive(&[("lr", self.lr)])?;
+        Ok(quench_train::settings::adam(&self.adam)?)
     }
 }
 

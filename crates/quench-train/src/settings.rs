@@ -80,13 +80,15 @@ pub fn adam(config: &quench_kernels::ops::adam::AdamConfig) -> Result<(), Refusa
     non_negative(&[("adam.weight_decay", config.weight_decay)])
 }
 
-/// Values that must be positive and finite.
+/// Values that must be positive numbers the devices' f32 holds as they are (step sizes, rates,
+/// scales: `quench_support::numbers::positive_in_f32`), so that none becomes 0 or infinite
+/// once on the device.
 pub fn positive(settings: &[(&'static str, f64)]) -> Result<(), Refusal> {
     first(
         settings,
-        |v| v.is_finite() && v > 0.0,
+        quench_support::numbers::positive_in_f32,
         short,
-        "must be positive and finite",
+        quench_support::numbers::POSITIVE_IN_F32,
     )
 }
 
@@ -248,6 +250,10 @@ mod tests {
             ("learning_rate", "NaN")
         );
         assert!(positive(&[("clip_norm", 0.0)]).is_err());
+        // Positive in f64, 0 or infinite once a device holds it in f32.
+        assert_eq!(positive(&[("lr", 1e-50)]).unwrap_err().value, "1e-50");
+        assert_eq!(positive(&[("lr", 1e300)]).unwrap_err().value, "1e300");
+        assert!(positive(&[("adam.eps", 1e-8)]).is_ok());
         assert!(non_negative(&[("weight_decay", 0.0)]).is_ok());
         assert!(non_negative(&[("weight_decay", f64::INFINITY)]).is_err());
         assert_eq!(rate(&[("dropout", 1e300)]).unwrap_err().value, "1e300");

@@ -264,14 +264,10 @@ impl Report {
                             w.name, v.name
                         ));
                     }
-                }
-                for (what, t) in [
-                    ("per_iteration_s.median", v.per_iteration_s.median),
-                    ("per_run_s.median", v.per_run_s.median),
-                ] {
+                    let t = stats.median;
                     if !(t.is_finite() && t > 0.0) {
                         return Err(format!(
-                            "{}/{}: {what} = {}, not a positive time",
+                            "{}/{}: {what}.median = {}, not a positive time",
                             w.name,
                             v.name,
                             quench_support::numbers::short(t)
